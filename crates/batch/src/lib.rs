@@ -1,0 +1,226 @@
+//! The data that flows between refscore's pipeline stages.
+//!
+//! The reader produces [`RowBatch`]es; each metric stage (lexical, embedding,
+//! judge) reads the text columns of a batch and returns [`ScoreColumns`]; the
+//! writer stitches the id, the stages' columns and the row status together.
+//! Keeping these types in one small crate lets the stages stay independent of
+//! each other and of how Parquet is read or written.
+
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, LargeStringArray, StringArray, StringViewArray,
+};
+use arrow::datatypes::{DataType, Field, FieldRef};
+
+/// A string column of the input, whatever Arrow string encoding the file used.
+///
+/// Parquet writers differ (Utf8, LargeUtf8, Utf8View, dictionary-encoded); the
+/// metric stages only want `Option<&str>` per row, without copying the text.
+#[derive(Debug, Clone)]
+pub enum TextColumn {
+    /// 32-bit offsets (`Utf8`).
+    Utf8(StringArray),
+    /// 64-bit offsets (`LargeUtf8`).
+    Large(LargeStringArray),
+    /// String views (`Utf8View`).
+    View(StringViewArray),
+}
+
+impl TextColumn {
+    /// Wraps an Arrow array of a string type; dictionary-encoded strings are
+    /// decoded first. Returns `None` for any other type.
+    pub fn from_array(array: &ArrayRef) -> Option<TextColumn> {
+        match array.data_type() {
+            DataType::Utf8 => Some(TextColumn::Utf8(array.as_string::<i32>().clone())),
+            DataType::LargeUtf8 => Some(TextColumn::Large(array.as_string::<i64>().clone())),
+            DataType::Utf8View => Some(TextColumn::View(array.as_string_view().clone())),
+            DataType::Dictionary(_, value) if is_string_type(value) => {
+                let decoded = arrow::compute::cast(array, value).ok()?;
+                TextColumn::from_array(&decoded)
+            }
+            _ => None,
+        }
+    }
+
+    /// The text of row `i`, or `None` when it is null.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<&str> {
+        match self {
+            TextColumn::Utf8(a) => a.is_valid(i).then(|| a.value(i)),
+            TextColumn::Large(a) => a.is_valid(i).then(|| a.value(i)),
+            TextColumn::View(a) => a.is_valid(i).then(|| a.value(i)),
+        }
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        match self {
+            TextColumn::Utf8(a) => a.len(),
+            TextColumn::Large(a) => a.len(),
+            TextColumn::View(a) => a.len(),
+        }
+    }
+
+    /// True when the column has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// True for the Arrow types refscore accepts as text: Utf8, LargeUtf8,
+/// Utf8View, and dictionaries of those.
+pub fn is_string_type(data_type: &DataType) -> bool {
+    match data_type {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
+        DataType::Dictionary(_, value) => {
+            matches!(**value, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+        }
+        _ => false,
+    }
+}
+
+/// One batch of input rows, as read from the dataset, in input order.
+#[derive(Debug, Clone)]
+pub struct RowBatch {
+    /// Ordinal (0-based, across all input files) of the first row of the batch.
+    pub first_row: u64,
+    /// The file the rows came from, for error messages.
+    pub source: Arc<str>,
+    /// Row ordinal of the first row within `source` (0-based).
+    pub first_row_in_source: u64,
+    /// The id column as it was in the input, or the row ordinals when the
+    /// input has no id column.
+    pub id: ArrayRef,
+    /// The question/prompt, when the input has one.
+    pub input: Option<TextColumn>,
+    /// The ground-truth answer.
+    pub reference: TextColumn,
+    /// The model's answer being scored.
+    pub output: TextColumn,
+    /// Input columns the user asked to copy into the output unchanged.
+    pub passthrough: Vec<ArrayRef>,
+}
+
+impl RowBatch {
+    /// Number of rows in the batch.
+    pub fn len(&self) -> usize {
+        self.reference.len()
+    }
+
+    /// True when the batch holds no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Why row `i` cannot be scored at all, if it cannot: a null reference, an
+    /// empty (whitespace-only) reference, or a null output. Every metric stage
+    /// leaves such rows null and the writer marks them `status = error`.
+    pub fn unscorable(&self, i: usize) -> Option<&'static str> {
+        match (self.reference.get(i), self.output.get(i)) {
+            (None, _) => Some("reference is null"),
+            (Some(r), _) if r.trim().is_empty() => Some("reference is empty"),
+            (_, None) => Some("output is null"),
+            _ => None,
+        }
+    }
+}
+
+/// The columns one metric stage computed for a batch, plus any per-row
+/// failures of that stage (which make the row's status `partial`).
+#[derive(Debug, Clone, Default)]
+pub struct ScoreColumns {
+    /// Output fields, in the order they appear in the result file.
+    pub fields: Vec<FieldRef>,
+    /// One array per field, each as long as the batch.
+    pub arrays: Vec<ArrayRef>,
+    /// Per-row failure messages of this stage (`None` = no failure). Empty
+    /// when the stage had no failures at all in this batch.
+    pub row_errors: Vec<Option<String>>,
+}
+
+impl ScoreColumns {
+    /// Appends one column.
+    pub fn push(&mut self, field: Field, array: ArrayRef) {
+        debug_assert_eq!(field.data_type(), array.data_type());
+        self.fields.push(Arc::new(field));
+        self.arrays.push(array);
+    }
+
+    /// Records a failure for row `i` of a batch of `len` rows.
+    pub fn fail_row(&mut self, len: usize, i: usize, message: String) {
+        if self.row_errors.is_empty() {
+            self.row_errors = vec![None; len];
+        }
+        match &mut self.row_errors[i] {
+            Some(existing) => {
+                existing.push_str("; ");
+                existing.push_str(&message);
+            }
+            slot @ None => *slot = Some(message),
+        }
+    }
+
+    /// Appends all columns and row failures of `other` after this one's.
+    pub fn extend(&mut self, other: ScoreColumns) {
+        let len = other.arrays.first().map(|a| a.len()).unwrap_or(0);
+        self.fields.extend(other.fields);
+        self.arrays.extend(other.arrays);
+        for (i, e) in other.row_errors.into_iter().enumerate() {
+            if let Some(e) = e {
+                self.fail_row(len, i, e);
+            }
+        }
+    }
+}
+
+/// What kind of failure an error is, so that the CLI can turn it into a
+/// documented exit code without knowing each crate's error types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// The input data is wrong: not Parquet, corrupt, missing or mistyped column.
+    BadInput,
+    /// The settings are wrong: ambiguous mapping, unknown metric, output exists.
+    Config,
+    /// The operating system refused: missing path, permissions, disk full.
+    Io,
+    /// A failure worth retrying later: a service that is down or overloaded.
+    Temporary,
+}
+
+/// An error that knows its [`ErrorClass`] and carries a one-line message
+/// naming the file, column and row it concerns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    /// What kind of failure this is.
+    pub class: ErrorClass,
+    /// One line for the user.
+    pub message: String,
+}
+
+impl Error {
+    /// Bad input data.
+    pub fn bad_input(message: impl Into<String>) -> Error {
+        Error { class: ErrorClass::BadInput, message: message.into() }
+    }
+    /// Bad settings.
+    pub fn config(message: impl Into<String>) -> Error {
+        Error { class: ErrorClass::Config, message: message.into() }
+    }
+    /// Operating-system failure.
+    pub fn io(message: impl Into<String>) -> Error {
+        Error { class: ErrorClass::Io, message: message.into() }
+    }
+    /// Temporary failure.
+    pub fn temporary(message: impl Into<String>) -> Error {
+        Error { class: ErrorClass::Temporary, message: message.into() }
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}

@@ -1,0 +1,119 @@
+//! Command-line arguments (clap). Every `score` setting is optional here so
+//! that a `--config` file can supply it; `settings.rs` merges the two.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Score LLM outputs against reference answers, in bulk, offline.
+#[derive(Debug, Parser)]
+#[command(name = "refscore", version, about, long_about = None, after_help = EXIT_CODES)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0   success (rows that could not be scored are marked status=error in the output)
+  64  bad command line
+  65  bad input data (not Parquet, corrupt, missing or non-string column)
+  70  internal error (a bug: please report it)
+  74  I/O error (path missing or unreadable, output directory missing, disk full)
+  75  temporary failure (try again later)
+  78  bad configuration (ambiguous columns, unknown metric, output exists, bad config file)";
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Score a Parquet dataset and write one result row per input row.
+    #[command(after_help = SCORE_HELP)]
+    Score(ScoreArgs),
+    /// Show a dataset's files, schema, row count and how its columns would be mapped.
+    Inspect(InspectArgs),
+}
+
+const SCORE_HELP: &str = "\
+Metrics (--metrics, comma-separated; groups expand to their members):
+  lexical   exact_match, contains_match, exact_match_norm, contains_match_norm, token_f1
+  all       every metric that can run (the default)
+
+Output: Parquet (zstd) with `id`, the metric columns, `status` (ok | partial | error),
+`error`, then any --keep columns; plus <OUTPUT>.summary.json. The file appears only
+when complete.
+
+Example:
+  refscore score examples/qa.parquet -o scores.parquet --input-col question";
+
+/// Which input columns play which role.
+#[derive(Debug, Args, Default, Clone)]
+pub struct MappingArgs {
+    /// Column with the row id [default: `id`, or an alias: row_id, example_id, uuid;
+    /// the row ordinal when absent]
+    #[arg(long, value_name = "COL")]
+    pub id_col: Option<String>,
+    /// Column with the question/prompt [default: `input`, or: question, prompt, query]
+    #[arg(long, value_name = "COL")]
+    pub input_col: Option<String>,
+    /// Column with the reference (ground-truth) answer [default: `reference`, or:
+    /// ground_truth, expected_output, expected_answer, gold_answer, target]
+    #[arg(long, value_name = "COL")]
+    pub reference_col: Option<String>,
+    /// Column with the model's answer [default: `output`, or: actual_output, response,
+    /// prediction, model_output, completion]
+    #[arg(long, value_name = "COL")]
+    pub output_col: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ScoreArgs {
+    /// Input: a Parquet file, a directory of them, or a quoted glob ("data/*.parquet")
+    pub input: Option<String>,
+
+    /// Result file to write (Parquet)
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Replace the output file if it exists
+    #[arg(long)]
+    pub overwrite: bool,
+
+    #[command(flatten)]
+    pub mapping: MappingArgs,
+
+    /// Input columns to copy into the result unchanged (comma-separated)
+    #[arg(long, value_name = "COL,...", value_delimiter = ',')]
+    pub keep: Option<Vec<String>>,
+
+    /// Metrics to compute (comma-separated names or groups; see below) [default: all]
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
+    pub metrics: Option<Vec<String>>,
+
+    /// Pass threshold for a metric in the summary, e.g. token_f1=0.6 (repeatable)
+    #[arg(long, value_name = "METRIC=VALUE")]
+    pub threshold: Vec<String>,
+
+    /// Rows per record batch read from the input
+    #[arg(long, value_name = "N")]
+    pub batch_size: Option<usize>,
+
+    /// Worker threads [default: all cores]
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+
+    /// TOML file with any of these settings (flags win over the file)
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// No progress and no summary table (errors are still printed)
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// A Parquet file, a directory of them, or a quoted glob
+    pub input: String,
+
+    #[command(flatten)]
+    pub mapping: MappingArgs,
+}

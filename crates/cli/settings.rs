@@ -1,0 +1,129 @@
+//! The settings of one `score` run: command-line flags merged over an
+//! optional TOML config file, then checked.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use refscore_batch::Error;
+use refscore_read::ColumnMapping;
+use serde::Deserialize;
+
+use crate::args::ScoreArgs;
+use crate::metrics::{self, MetricPlan};
+
+/// The `--config` file: the same settings as the flags, by the flags' names
+/// with `_` for `-`. Relative paths are taken from the file's directory.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    input: Option<String>,
+    output: Option<PathBuf>,
+    overwrite: Option<bool>,
+    id_col: Option<String>,
+    input_col: Option<String>,
+    reference_col: Option<String>,
+    output_col: Option<String>,
+    keep: Option<Vec<String>>,
+    metrics: Option<Vec<String>>,
+    thresholds: Option<BTreeMap<String, f64>>,
+    batch_size: Option<usize>,
+    threads: Option<usize>,
+    quiet: Option<bool>,
+}
+
+/// Everything a `score` run needs to know, resolved.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub input: String,
+    pub output: PathBuf,
+    pub overwrite: bool,
+    pub mapping: ColumnMapping,
+    pub keep: Vec<String>,
+    pub metrics: MetricPlan,
+    pub thresholds: Vec<(String, f64)>,
+    pub batch_size: usize,
+    pub threads: Option<usize>,
+    pub quiet: bool,
+}
+
+fn read_config(path: &Path) -> Result<ConfigFile, Error> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::io(format!("{}: cannot read config file: {e}", path.display())))?;
+    toml::from_str(&text).map_err(|e| {
+        let msg = e.message().to_string();
+        let line = e.span().map(|s| text[..s.start].matches('\n').count() + 1);
+        match line {
+            Some(l) => Error::config(format!("{}:{l}: {msg}", path.display())),
+            None => Error::config(format!("{}: {msg}", path.display())),
+        }
+    })
+}
+
+impl Settings {
+    /// Merges flags over the config file (flags win) and fills defaults.
+    pub fn resolve(args: ScoreArgs) -> Result<Settings, Error> {
+        let (file, base) = match &args.config {
+            Some(p) => (read_config(p)?, p.parent().map(Path::to_path_buf).unwrap_or_default()),
+            None => (ConfigFile::default(), PathBuf::new()),
+        };
+        let rel = |p: String| -> String {
+            if Path::new(&p).is_absolute() || base.as_os_str().is_empty() {
+                p
+            } else {
+                base.join(p).to_string_lossy().into_owned()
+            }
+        };
+        let input = args
+            .input
+            .or(file.input.map(rel))
+            .ok_or_else(|| Error::config("no input given: name a Parquet file, directory or glob (see --help)"))?;
+        let output = args
+            .output
+            .or(file.output.map(|p| PathBuf::from(rel(p.to_string_lossy().into_owned()))))
+            .ok_or_else(|| Error::config("no output given: pass -o FILE.parquet"))?;
+        let mapping = ColumnMapping {
+            id: args.mapping.id_col.or(file.id_col),
+            input: args.mapping.input_col.or(file.input_col),
+            reference: args.mapping.reference_col.or(file.reference_col),
+            output: args.mapping.output_col.or(file.output_col),
+        };
+        let metric_names = args.metrics.or(file.metrics);
+        let metrics = metrics::plan(metric_names.as_deref())?;
+        let mut thresholds: BTreeMap<String, f64> =
+            metrics::DEFAULT_THRESHOLDS.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        for (k, v) in file.thresholds.unwrap_or_default() {
+            metrics::check_known(&k)?;
+            thresholds.insert(k, v);
+        }
+        for t in &args.threshold {
+            let (k, v) = t
+                .split_once('=')
+                .ok_or_else(|| Error::config(format!("--threshold {t}: expected METRIC=VALUE")))?;
+            metrics::check_known(k)?;
+            let v: f64 = v
+                .parse()
+                .map_err(|_| Error::config(format!("--threshold {t}: '{v}' is not a number")))?;
+            thresholds.insert(k.to_string(), v);
+        }
+        let batch_size = args.batch_size.or(file.batch_size).unwrap_or(32 * 1024);
+        if batch_size == 0 {
+            return Err(Error::config("--batch-size must be at least 1"));
+        }
+        let threads = args.threads.or(file.threads);
+        if threads == Some(0) {
+            return Err(Error::config("--threads must be at least 1"));
+        }
+        Ok(Settings {
+            input,
+            output,
+            overwrite: args.overwrite || file.overwrite.unwrap_or(false),
+            mapping,
+            keep: args.keep.or(file.keep).unwrap_or_default(),
+            metrics,
+            thresholds: thresholds.into_iter().collect(),
+            batch_size,
+            threads,
+            quiet: args.quiet || file.quiet.unwrap_or(false),
+        })
+    }
+}

@@ -1,0 +1,253 @@
+//! Lexical metrics (SPEC §2): computed for every row, no model needed.
+//!
+//! `exact_match`, `contains_match` compare the stripped texts as they are;
+//! `exact_match_norm`, `contains_match_norm` and `token_f1` compare the
+//! token sequences of normalisation N (see [`normalize`]).
+
+mod normalize;
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Float32Array};
+use arrow::datatypes::{DataType, Field};
+use rayon::prelude::*;
+use refscore_batch::{RowBatch, ScoreColumns};
+
+pub use normalize::normalize;
+use normalize::Normalized;
+
+/// The lexical metrics by output column name, in output order.
+pub const METRICS: [&str; 5] = [
+    "exact_match",
+    "contains_match",
+    "exact_match_norm",
+    "contains_match_norm",
+    "token_f1",
+];
+
+/// Which lexical metrics a run computes (indexed like [`METRICS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Selection(pub [bool; 5]);
+
+impl Selection {
+    /// Every lexical metric.
+    pub const ALL: Selection = Selection([true; 5]);
+    /// No lexical metric.
+    pub const NONE: Selection = Selection([false; 5]);
+
+    /// True when no lexical metric is selected.
+    pub fn is_empty(&self) -> bool {
+        !self.0.iter().any(|&b| b)
+    }
+
+    fn needs_normalization(&self) -> bool {
+        self.0[2] || self.0[3] || self.0[4]
+    }
+}
+
+/// The five lexical scores of one (reference, output) pair; each is 0 or 1
+/// except `token_f1`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LexicalScores {
+    /// strip(reference) == strip(output).
+    pub exact_match: f32,
+    /// strip(reference) is a substring of strip(output).
+    pub contains_match: f32,
+    /// N(reference) == N(output).
+    pub exact_match_norm: f32,
+    /// N(reference) tokens occur as a contiguous run in N(output) tokens.
+    pub contains_match_norm: f32,
+    /// SQuAD-style token F1 of N(reference) against N(output).
+    pub token_f1: f32,
+}
+
+impl LexicalScores {
+    fn get(&self, k: usize) -> f32 {
+        [
+            self.exact_match,
+            self.contains_match,
+            self.exact_match_norm,
+            self.contains_match_norm,
+            self.token_f1,
+        ][k]
+    }
+}
+
+/// Scores pairs while reusing its buffers, so scoring millions of rows does
+/// not allocate per row. One per thread.
+#[derive(Default, Debug)]
+pub struct Scorer {
+    reference: Normalized,
+    output: Normalized,
+    sorted_ref: Vec<(u32, u32)>,
+    sorted_out: Vec<(u32, u32)>,
+}
+
+impl Scorer {
+    /// A scorer with empty buffers.
+    pub fn new() -> Scorer {
+        Scorer::default()
+    }
+
+    /// Computes all five metrics for one pair.
+    pub fn score(&mut self, reference: &str, output: &str) -> LexicalScores {
+        self.score_selected(reference, output, Selection::ALL)
+    }
+
+    fn score_selected(&mut self, reference: &str, output: &str, sel: Selection) -> LexicalScores {
+        let (r, o) = (reference.trim(), output.trim());
+        let mut s = LexicalScores {
+            exact_match: f(r == o),
+            contains_match: f(o.contains(r)),
+            ..LexicalScores::default()
+        };
+        if !sel.needs_normalization() {
+            return s;
+        }
+        self.reference.run(r);
+        self.output.run(o);
+        s.token_f1 = self.token_f1();
+        let rt = self.reference.tokens();
+        let ot = self.output.tokens();
+        let equal = rt.len() == ot.len() && rt.clone().eq(ot.clone());
+        s.exact_match_norm = f(equal);
+        s.contains_match_norm = f(if rt.len() == 0 {
+            equal
+        } else {
+            contains_run(&rt.clone().collect::<SmallVec>(), ot.clone())
+        });
+        s
+    }
+
+    /// SQuAD token F1 over the two normalised token lists: the multiset
+    /// intersection counted by merging the sorted lists.
+    fn token_f1(&mut self) -> f32 {
+        let (nr, no) = (self.reference.token_count(), self.output.token_count());
+        if nr == 0 || no == 0 {
+            return f(nr == no);
+        }
+        let rtext: Vec<&str> = self.reference.tokens().collect();
+        let otext: Vec<&str> = self.output.tokens().collect();
+        self.sorted_ref.clear();
+        self.sorted_out.clear();
+        self.sorted_ref.extend((0..nr as u32).map(|i| (i, 0)));
+        self.sorted_out.extend((0..no as u32).map(|i| (i, 0)));
+        self.sorted_ref.sort_unstable_by(|a, b| rtext[a.0 as usize].cmp(rtext[b.0 as usize]));
+        self.sorted_out.sort_unstable_by(|a, b| otext[a.0 as usize].cmp(otext[b.0 as usize]));
+        let (mut i, mut j, mut common) = (0, 0, 0usize);
+        while i < nr && j < no {
+            match rtext[self.sorted_ref[i].0 as usize].cmp(otext[self.sorted_out[j].0 as usize]) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => {
+                    common += 1;
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        if common == 0 {
+            return 0.0;
+        }
+        let precision = common as f64 / no as f64;
+        let recall = common as f64 / nr as f64;
+        (2.0 * precision * recall / (precision + recall)) as f32
+    }
+}
+
+type SmallVec<'a> = Vec<&'a str>;
+
+fn contains_run<'a>(needle: &[&str], haystack: impl ExactSizeIterator<Item = &'a str>) -> bool {
+    let hay: Vec<&str> = haystack.collect();
+    needle.len() <= hay.len() && hay.windows(needle.len()).any(|w| w == needle)
+}
+
+#[inline]
+fn f(b: bool) -> f32 {
+    if b {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+/// The output fields of the selected lexical metrics (all Float32, nullable).
+pub fn fields(sel: Selection) -> Vec<Field> {
+    METRICS
+        .iter()
+        .zip(sel.0)
+        .filter(|(_, on)| *on)
+        .map(|(name, _)| Field::new(*name, DataType::Float32, true))
+        .collect()
+}
+
+/// Scores every row of a batch in parallel. Rows that cannot be scored
+/// (see [`RowBatch::unscorable`]) get nulls.
+pub fn score_batch(batch: &RowBatch, sel: Selection) -> ScoreColumns {
+    let n = batch.len();
+    let rows: Vec<Option<LexicalScores>> = (0..n)
+        .into_par_iter()
+        .with_min_len(2048)
+        .map_init(Scorer::new, |scorer, i| {
+            if batch.unscorable(i).is_some() {
+                return None;
+            }
+            let (r, o) = (batch.reference.get(i)?, batch.output.get(i)?);
+            Some(scorer.score_selected(r, o, sel))
+        })
+        .collect();
+    let mut out = ScoreColumns::default();
+    for (k, field) in METRICS.iter().zip(sel.0).enumerate().filter_map(|(k, (f, on))| on.then_some((k, f))) {
+        let array: Float32Array = rows.iter().map(|r| r.map(|s| s.get(k))).collect();
+        out.push(Field::new(*field, DataType::Float32, true), Arc::new(array) as ArrayRef);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(r: &str, o: &str) -> LexicalScores {
+        Scorer::new().score(r, o)
+    }
+
+    #[test]
+    fn exact_and_contains_are_case_sensitive_and_stripped() {
+        let x = s("  Paris ", "Paris\n");
+        assert_eq!((x.exact_match, x.contains_match), (1.0, 1.0));
+        let x = s("paris", "Paris");
+        assert_eq!((x.exact_match, x.contains_match), (0.0, 0.0));
+        assert_eq!(x.exact_match_norm, 1.0);
+        let x = s("42", "The answer is 42.");
+        assert_eq!((x.exact_match, x.contains_match), (0.0, 1.0));
+    }
+
+    #[test]
+    fn normalised_metrics() {
+        let x = s("one hundred", "100");
+        assert_eq!((x.exact_match_norm, x.contains_match_norm, x.token_f1), (1.0, 1.0, 1.0));
+        let x = s("New York City", "It is in new york city, USA");
+        assert_eq!((x.exact_match_norm, x.contains_match_norm), (0.0, 1.0));
+        // contiguous run, not just a subset
+        let x = s("new york", "york new");
+        assert_eq!(x.contains_match_norm, 0.0);
+        assert_eq!(x.token_f1, 1.0);
+        // "a" + "the" are articles: N(reference) is empty
+        let x = s("The", "anything");
+        assert_eq!((x.contains_match_norm, x.token_f1), (0.0, 0.0));
+    }
+
+    #[test]
+    fn token_f1_matches_squad() {
+        // SQuAD: pred "the cat sat on the mat" vs gold "a cat on a mat":
+        // tokens [cat sat on mat] vs [cat on mat] -> P=3/4 R=1 F=6/7
+        let x = s("a cat on a mat", "the cat sat on the mat");
+        assert!((x.token_f1 - 6.0 / 7.0).abs() < 1e-6);
+        // multiset: repeated tokens count once each
+        let x = s("go go", "go");
+        assert!((x.token_f1 - 2.0 / 3.0).abs() < 1e-6);
+        let x = s("apples", "");
+        assert_eq!(x.token_f1, 0.0);
+    }
+}

@@ -1,0 +1,112 @@
+//! Helpers shared by the integration tests: write real Parquet files with
+//! the arrow writer, run the real `refscore` binary, read its output back.
+
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow::compute::concat_batches;
+use arrow::datatypes::{Field, Schema};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+
+/// Path of the binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_refscore")
+}
+
+/// Runs `refscore` with `args`, never inheriting a terminal.
+pub fn refscore(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).output().expect("run refscore")
+}
+
+/// Runs `refscore score` on `input` writing `output`, quietly.
+pub fn score(input: &Path, output: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["score", input.to_str().unwrap(), "-o", output.to_str().unwrap(), "--quiet"];
+    args.extend_from_slice(extra);
+    refscore(&args)
+}
+
+/// Asserts success and returns stdout.
+pub fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "refscore failed ({:?}):\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Asserts failure with `code` and returns stderr.
+pub fn fails(out: &Output, code: i32) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "expected exit {code}; stderr: {stderr}");
+    stderr
+}
+
+/// Writes columns to a Parquet file.
+pub fn write_parquet(path: &Path, columns: Vec<(&str, ArrayRef)>) {
+    let fields: Vec<Field> = columns
+        .iter()
+        .map(|(n, a)| Field::new(*n, a.data_type().clone(), true))
+        .collect();
+    let schema = Arc::new(Schema::new(fields));
+    let batch = RecordBatch::try_new(schema.clone(), columns.into_iter().map(|(_, a)| a).collect()).unwrap();
+    let mut w = ArrowWriter::try_new(File::create(path).unwrap(), schema, None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
+
+/// A Utf8 column from optional strings.
+pub fn strs(values: &[Option<&str>]) -> ArrayRef {
+    Arc::new(StringArray::from(values.to_vec()))
+}
+
+/// A Utf8 column from strings.
+pub fn s(values: &[&str]) -> ArrayRef {
+    Arc::new(StringArray::from(values.to_vec()))
+}
+
+/// Reads a whole Parquet file into one batch.
+pub fn read_parquet(path: &Path) -> RecordBatch {
+    let r = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap()).unwrap();
+    let schema = r.schema().clone();
+    let batches: Vec<RecordBatch> = r.build().unwrap().map(|b| b.unwrap()).collect();
+    concat_batches(&schema, &batches).unwrap()
+}
+
+/// A Float32 column of a result as `Option<f32>`s.
+pub fn f32s(batch: &RecordBatch, name: &str) -> Vec<Option<f32>> {
+    let col = batch.column_by_name(name).unwrap_or_else(|| panic!("no column {name}"));
+    let a = col.as_any().downcast_ref::<arrow::array::Float32Array>().expect("Float32");
+    (0..a.len()).map(|i| a.is_valid(i).then(|| a.value(i))).collect()
+}
+
+/// A Utf8 column of a result as `Option<String>`s.
+pub fn texts(batch: &RecordBatch, name: &str) -> Vec<Option<String>> {
+    let col = batch.column_by_name(name).unwrap_or_else(|| panic!("no column {name}"));
+    let a = arrow::compute::cast(col, &arrow::datatypes::DataType::Utf8).unwrap();
+    let a = a.as_any().downcast_ref::<StringArray>().unwrap();
+    (0..a.len()).map(|i| a.is_valid(i).then(|| a.value(i).to_string())).collect()
+}
+
+/// Files in a directory (names), to check that nothing was left behind.
+pub fn listing(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The bundled example dataset.
+pub fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/qa.parquet")
+}

@@ -13,7 +13,10 @@ pub struct Cli {
     pub command: Command,
 }
 
-pub const EXIT_CODES: &str = "\
+/// The exit codes, shown in `--help` of `refscore` and of `refscore score`.
+macro_rules! exit_codes {
+    () => {
+        "\
 Exit codes:
   0   success (rows that could not be scored are marked status=error in the output)
   64  bad command line
@@ -21,7 +24,11 @@ Exit codes:
   70  internal error (a bug: please report it)
   74  I/O error (path missing or unreadable, output directory missing, disk full)
   75  temporary failure (try again later)
-  78  bad configuration (ambiguous columns, unknown metric, output exists, bad config file)";
+  78  bad configuration (ambiguous columns, unknown metric, output exists, bad config file)"
+    };
+}
+
+const EXIT_CODES: &str = exit_codes!();
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -32,7 +39,8 @@ pub enum Command {
     Inspect(InspectArgs),
 }
 
-const SCORE_HELP: &str = "\
+const SCORE_HELP: &str = concat!(
+    "\
 Metrics (--metrics, comma-separated; groups expand to their members):
   lexical   exact_match, contains_match, exact_match_norm, contains_match_norm, token_f1
   all       every metric that can run (the default)
@@ -42,7 +50,11 @@ Output: Parquet (zstd) with `id`, the metric columns, `status` (ok | partial | e
 when complete.
 
 Example:
-  refscore score examples/qa.parquet -o scores.parquet --input-col question";
+  refscore score examples/qa.parquet -o scores.parquet --input-col question
+
+",
+    exit_codes!()
+);
 
 /// Which input columns play which role.
 #[derive(Debug, Args, Default, Clone)]

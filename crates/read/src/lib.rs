@@ -8,6 +8,7 @@
 
 mod files;
 mod mapping;
+mod quiet_panic;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -223,6 +224,16 @@ fn check_same_type(file: &InputFile, expected: &Field) -> Result<(), Error> {
     }
 }
 
+/// Decodes the next record batch. The Parquet decoder can panic on corrupt
+/// pages instead of returning an error; that panic is turned into an error
+/// here (and kept off stderr) so a corrupt file is reported as bad input.
+fn decode_next(reader: &mut ParquetRecordBatchReader) -> Option<Result<RecordBatch, String>> {
+    match quiet_panic::catch(|| reader.next()) {
+        Ok(next) => next.map(|r| r.map_err(|e| e.to_string())),
+        Err(panic) => Some(Err(format!("the decoder failed ({panic})"))),
+    }
+}
+
 /// Iterator over the dataset's [`RowBatch`]es; see [`Dataset::batches`].
 pub struct Batches<'a> {
     dataset: &'a Dataset,
@@ -248,7 +259,7 @@ impl Iterator for Batches<'_> {
                 }
                 self.row_in_file = 0;
             }
-            match self.reader.as_mut().expect("set").next() {
+            match decode_next(self.reader.as_mut().expect("set")) {
                 Some(Ok(batch)) => {
                     let rb = self.dataset.to_row_batch(file, &batch, self.row, self.row_in_file);
                     self.row += batch.num_rows() as u64;
@@ -295,7 +306,7 @@ impl Iterator for TextColumns<'_> {
                     }
                 }
             }
-            match self.reader.as_mut().expect("set").next() {
+            match decode_next(self.reader.as_mut().expect("set")) {
                 Some(Ok(batch)) => {
                     return Some(TextColumn::from_array(batch.column(0)).ok_or_else(|| {
                         Error::bad_input(format!("{}: column '{}' is not a string column", file.path.display(), self.name))

@@ -18,14 +18,61 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
 const ANSWERS: &[(&str, &[&str])] = &[
-    ("Paris", &["Paris", "paris.", "The capital is Paris.", "Lyon", "I think it's Paris, but maybe Marseille"]),
-    ("one hundred", &["100", "one hundred", "a hundred", "101", "about a hundred and ten"]),
-    ("Leonardo da Vinci", &["Da Vinci", "Leonardo da Vinci", "Michelangelo", "It was painted by Leonardo da Vinci."]),
-    ("The mitochondria produce ATP", &["Mitochondria make ATP.", "the mitochondria produce atp", "Ribosomes make proteins"]),
+    (
+        "Paris",
+        &[
+            "Paris",
+            "paris.",
+            "The capital is Paris.",
+            "Lyon",
+            "I think it's Paris, but maybe Marseille",
+        ],
+    ),
+    (
+        "one hundred",
+        &[
+            "100",
+            "one hundred",
+            "a hundred",
+            "101",
+            "about a hundred and ten",
+        ],
+    ),
+    (
+        "Leonardo da Vinci",
+        &[
+            "Da Vinci",
+            "Leonardo da Vinci",
+            "Michelangelo",
+            "It was painted by Leonardo da Vinci.",
+        ],
+    ),
+    (
+        "The mitochondria produce ATP",
+        &[
+            "Mitochondria make ATP.",
+            "the mitochondria produce atp",
+            "Ribosomes make proteins",
+        ],
+    ),
     ("forty-two", &["42", "Forty two", "The answer is 42.", "24"]),
-    ("Amy likes apples and bananas", &["Amy likes apples, berries and plums", "apples and bananas", "Amy likes apples and bananas."]),
+    (
+        "Amy likes apples and bananas",
+        &[
+            "Amy likes apples, berries and plums",
+            "apples and bananas",
+            "Amy likes apples and bananas.",
+        ],
+    ),
     ("1969", &["1969", "In 1969.", "nineteen sixty-nine", "1968"]),
-    ("Take 500 mg twice a day with food.", &["500 mg twice daily with food", "Take 500mg two times a day.", "Take 50 mg once a day."]),
+    (
+        "Take 500 mg twice a day with food.",
+        &[
+            "500 mg twice daily with food",
+            "Take 500mg two times a day.",
+            "Take 50 mg once a day.",
+        ],
+    ),
 ];
 
 fn generate(path: &Path, rows: usize) {
@@ -38,8 +85,11 @@ fn generate(path: &Path, rows: usize) {
         Field::new("output", DataType::Utf8, true),
     ]));
     let tmp = path.with_extension("tmp");
-    let props = WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap())).build();
-    let mut w = ArrowWriter::try_new(File::create(&tmp).unwrap(), schema.clone(), Some(props)).unwrap();
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap()))
+        .build();
+    let mut w =
+        ArrowWriter::try_new(File::create(&tmp).unwrap(), schema.clone(), Some(props)).unwrap();
     let chunk = 100_000;
     let mut state: u64 = 0x9E3779B97F4A7C15;
     let mut next = || {
@@ -83,14 +133,26 @@ fn main() {
         .collect();
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-lexical");
     std::fs::create_dir_all(&dir).unwrap();
-    println!("{:>10} {:>12} {:>10} {:>12}", "rows", "rows/s", "seconds", "peak RSS");
+    println!(
+        "{:>10} {:>12} {:>10} {:>12}",
+        "rows", "rows/s", "seconds", "peak RSS"
+    );
     let mut first_rss = None;
     for rows in sizes {
         let input = dir.join(format!("nightly-{rows}.parquet"));
         generate(&input, rows);
         let output = dir.join(format!("scores-{rows}.parquet"));
         let status = Command::new(env!("CARGO_BIN_EXE_refscore"))
-            .args(["score", input.to_str().unwrap(), "-o", output.to_str().unwrap(), "--overwrite", "--quiet", "--metrics", "lexical"])
+            .args([
+                "score",
+                input.to_str().unwrap(),
+                "-o",
+                output.to_str().unwrap(),
+                "--overwrite",
+                "--quiet",
+                "--metrics",
+                "lexical",
+            ])
             .status()
             .unwrap();
         assert!(status.success());
@@ -99,7 +161,9 @@ fn main() {
         )
         .unwrap();
         let rss = summary["peak_rss_bytes"].as_u64().unwrap();
-        let rss_ratio = first_rss.map(|f: u64| format!("  ({:.2}x the first size)", rss as f64 / f as f64)).unwrap_or_default();
+        let rss_ratio = first_rss
+            .map(|f: u64| format!("  ({:.2}x the first size)", rss as f64 / f as f64))
+            .unwrap_or_default();
         first_rss.get_or_insert(rss);
         println!(
             "{:>10} {:>12.0} {:>10.2} {:>9.1} MiB{rss_ratio}",

@@ -25,7 +25,9 @@ fn generate(path: &Path, rows: i64) {
         let refs: Vec<Option<String>> = (start..end)
             .map(|i| (i % 1000 != 7).then(|| format!("answer number {}", i % 50)))
             .collect();
-        let outs: Vec<String> = (start..end).map(|i| format!("Answer number {}", i % 40)).collect();
+        let outs: Vec<String> = (start..end)
+            .map(|i| format!("Answer number {}", i % 40))
+            .collect();
         let batch = RecordBatch::try_new(
             schema.clone(),
             vec![
@@ -41,8 +43,10 @@ fn generate(path: &Path, rows: i64) {
 }
 
 fn peak_rss(output: &Path) -> u64 {
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(format!("{}.summary.json", output.display())).unwrap()).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{}.summary.json", output.display())).unwrap(),
+    )
+    .unwrap();
     summary["peak_rss_bytes"].as_u64().unwrap()
 }
 
@@ -60,11 +64,26 @@ fn a_million_rows_come_out_in_order_with_flat_memory() {
 
     let b = read_parquet(&big_out);
     assert_eq!(b.num_rows(), 1_200_000);
-    let ids = b.column_by_name("id").unwrap().as_any().downcast_ref::<Int64Array>().unwrap().clone();
-    assert!(ids.values().iter().enumerate().all(|(i, &id)| id == i as i64), "ids in input order");
+    let ids = b
+        .column_by_name("id")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap()
+        .clone();
+    assert!(
+        ids.values()
+            .iter()
+            .enumerate()
+            .all(|(i, &id)| id == i as i64),
+        "ids in input order"
+    );
     let em = f32s(&b, "exact_match_norm");
     let status = texts(&b, "status");
-    for i in (0..1_200_000usize).step_by(1009).chain([7, 1007, 1_199_999]) {
+    for i in (0..1_200_000usize)
+        .step_by(1009)
+        .chain([7, 1007, 1_199_999])
+    {
         if i % 1000 == 7 {
             assert_eq!(em[i], None);
             assert_eq!(status[i].as_deref(), Some("error"));
@@ -74,7 +93,10 @@ fn a_million_rows_come_out_in_order_with_flat_memory() {
             assert_eq!(status[i].as_deref(), Some("ok"));
         }
     }
-    assert_eq!(b.column_by_name("error").unwrap().null_count(), 1_200_000 - 1200);
+    assert_eq!(
+        b.column_by_name("error").unwrap().null_count(),
+        1_200_000 - 1200
+    );
 
     // Twelve times the rows, nearly the same memory.
     let (small, big) = (peak_rss(&small_out), peak_rss(&big_out));
@@ -82,5 +104,8 @@ fn a_million_rows_come_out_in_order_with_flat_memory() {
         (big as f64) < small as f64 * 1.3 + 16.0 * 1024.0 * 1024.0,
         "peak RSS grew with rows: {small} bytes at 100k rows, {big} at 1.2M"
     );
-    assert!(big < 256 * 1024 * 1024, "peak RSS {big} bytes for a lexical run");
+    assert!(
+        big < 256 * 1024 * 1024,
+        "peak RSS {big} bytes for a lexical run"
+    );
 }

@@ -11,7 +11,10 @@ use common::*;
 
 fn good_input(dir: &Path) -> std::path::PathBuf {
     let p = dir.join("in.parquet");
-    write_parquet(&p, vec![("reference", s(&["a", "b"])), ("output", s(&["a", "c"]))]);
+    write_parquet(
+        &p,
+        vec![("reference", s(&["a", "b"])), ("output", s(&["a", "c"]))],
+    );
     p
 }
 
@@ -24,16 +27,35 @@ fn check(dir: &Path, input: &Path, out: &Path, extra: &[&str], code: i32, needle
         assert!(err.contains(n), "stderr lacks {n:?}: {err}");
     }
     assert_eq!(err.trim_end().lines().count(), 1, "one-line message: {err}");
-    assert_eq!(listing(out.parent().unwrap()), before, "no file left behind in {}", dir.display());
+    assert_eq!(
+        listing(out.parent().unwrap()),
+        before,
+        "no file left behind in {}",
+        dir.display()
+    );
 }
 
 #[test]
 fn missing_input_path_is_an_io_error() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope.parquet");
-    check(dir.path(), &missing, &dir.path().join("o.parquet"), &[], 74, &["nope.parquet", "no such file"]);
+    check(
+        dir.path(),
+        &missing,
+        &dir.path().join("o.parquet"),
+        &[],
+        74,
+        &["nope.parquet", "no such file"],
+    );
     let glob = dir.path().join("*.parquet");
-    check(dir.path(), &glob, &dir.path().join("o.parquet"), &[], 74, &["no files match"]);
+    check(
+        dir.path(),
+        &glob,
+        &dir.path().join("o.parquet"),
+        &[],
+        74,
+        &["no files match"],
+    );
 }
 
 #[test]
@@ -41,23 +63,51 @@ fn non_parquet_and_truncated_files_are_bad_input() {
     let dir = tempfile::tempdir().unwrap();
     let text = dir.path().join("notes.parquet");
     std::fs::write(&text, "id,reference,output\n1,a,b\n").unwrap();
-    check(dir.path(), &text, &dir.path().join("o.parquet"), &[], 65, &["notes.parquet", "not a Parquet file"]);
+    check(
+        dir.path(),
+        &text,
+        &dir.path().join("o.parquet"),
+        &[],
+        65,
+        &["notes.parquet", "not a Parquet file"],
+    );
     let empty = dir.path().join("empty.parquet");
     std::fs::write(&empty, "").unwrap();
-    check(dir.path(), &empty, &dir.path().join("o.parquet"), &[], 65, &["empty.parquet", "not a Parquet file"]);
+    check(
+        dir.path(),
+        &empty,
+        &dir.path().join("o.parquet"),
+        &[],
+        65,
+        &["empty.parquet", "not a Parquet file"],
+    );
 
     let good = good_input(dir.path());
     let bytes = std::fs::read(&good).unwrap();
     let cut = dir.path().join("cut.parquet");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
-    check(dir.path(), &cut, &dir.path().join("o.parquet"), &[], 65, &["cut.parquet", "truncated"]);
+    check(
+        dir.path(),
+        &cut,
+        &dir.path().join("o.parquet"),
+        &[],
+        65,
+        &["cut.parquet", "truncated"],
+    );
     // Footer intact but its length field lies: corrupt footer.
     let mut bad = bytes.clone();
     let n = bad.len();
     bad[n - 8..n - 4].copy_from_slice(&(n as u32 * 2).to_le_bytes());
     let corrupt = dir.path().join("corrupt.parquet");
     std::fs::write(&corrupt, &bad).unwrap();
-    check(dir.path(), &corrupt, &dir.path().join("o.parquet"), &[], 65, &["corrupt.parquet"]);
+    check(
+        dir.path(),
+        &corrupt,
+        &dir.path().join("o.parquet"),
+        &[],
+        65,
+        &["corrupt.parquet"],
+    );
 }
 
 #[test]
@@ -65,11 +115,16 @@ fn corrupt_data_pages_fail_with_the_file_and_row() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("pages.parquet");
     let n = 50_000;
-    let refs: Vec<String> = (0..n).map(|i| format!("reference text number {i}")).collect();
+    let refs: Vec<String> = (0..n)
+        .map(|i| format!("reference text number {i}"))
+        .collect();
     write_parquet(
         &input,
         vec![
-            ("reference", Arc::new(arrow::array::StringArray::from(refs.clone())) as ArrayRef),
+            (
+                "reference",
+                Arc::new(arrow::array::StringArray::from(refs.clone())) as ArrayRef,
+            ),
             ("output", Arc::new(arrow::array::StringArray::from(refs))),
         ],
     );
@@ -84,7 +139,10 @@ fn corrupt_data_pages_fail_with_the_file_and_row() {
     let before = listing(dir.path());
     let result = score(&input, &out, &[]);
     let err = fails(&result, 65);
-    assert!(err.contains("pages.parquet") && err.contains("rows from"), "{err}");
+    assert!(
+        err.contains("pages.parquet") && err.contains("rows from"),
+        "{err}"
+    );
     assert_eq!(listing(dir.path()), before);
 }
 
@@ -101,11 +159,46 @@ fn missing_and_mistyped_columns_are_named() {
         ],
     );
     let out = dir.path().join("o.parquet");
-    check(dir.path(), &input, &out, &[], 65, &["cols.parquet", "no output column", "--output-col", "answer"]);
-    check(dir.path(), &input, &out, &["--output-col", "missing"], 65, &["cols.parquet", "'missing'", "--output-col", "not found"]);
-    check(dir.path(), &input, &out, &["--output-col", "score"], 65, &["cols.parquet", "'score'", "Int64", "string"]);
-    check(dir.path(), &input, &out, &["--output-col", "answer", "--keep", "nope"], 65, &["--keep", "'nope'"]);
-    check(dir.path(), &input, &out, &["--output-col", "reference"], 78, &["'reference'", "both"]);
+    check(
+        dir.path(),
+        &input,
+        &out,
+        &[],
+        65,
+        &["cols.parquet", "no output column", "--output-col", "answer"],
+    );
+    check(
+        dir.path(),
+        &input,
+        &out,
+        &["--output-col", "missing"],
+        65,
+        &["cols.parquet", "'missing'", "--output-col", "not found"],
+    );
+    check(
+        dir.path(),
+        &input,
+        &out,
+        &["--output-col", "score"],
+        65,
+        &["cols.parquet", "'score'", "Int64", "string"],
+    );
+    check(
+        dir.path(),
+        &input,
+        &out,
+        &["--output-col", "answer", "--keep", "nope"],
+        65,
+        &["--keep", "'nope'"],
+    );
+    check(
+        dir.path(),
+        &input,
+        &out,
+        &["--output-col", "reference"],
+        78,
+        &["'reference'", "both"],
+    );
 }
 
 #[test]
@@ -113,9 +206,22 @@ fn files_that_disagree_are_rejected_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     std::fs::create_dir(&data).unwrap();
-    write_parquet(&data.join("1.parquet"), vec![("reference", s(&["a"])), ("output", s(&["a"]))]);
-    write_parquet(&data.join("2.parquet"), vec![("reference", s(&["a"])), ("answer", s(&["a"]))]);
-    check(dir.path(), &data, &dir.path().join("o.parquet"), &[], 65, &["2.parquet", "'output'"]);
+    write_parquet(
+        &data.join("1.parquet"),
+        vec![("reference", s(&["a"])), ("output", s(&["a"]))],
+    );
+    write_parquet(
+        &data.join("2.parquet"),
+        vec![("reference", s(&["a"])), ("answer", s(&["a"]))],
+    );
+    check(
+        dir.path(),
+        &data,
+        &dir.path().join("o.parquet"),
+        &[],
+        65,
+        &["2.parquet", "'output'"],
+    );
 }
 
 #[test]
@@ -128,7 +234,14 @@ fn output_problems_are_reported_before_work_starts() {
 
     let out = dir.path().join("exists.parquet");
     std::fs::write(&out, "keep me").unwrap();
-    check(dir.path(), &input, &out, &[], 78, &["exists.parquet", "--overwrite"]);
+    check(
+        dir.path(),
+        &input,
+        &out,
+        &[],
+        78,
+        &["exists.parquet", "--overwrite"],
+    );
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep me");
     ok(&score(&input, &out, &["--overwrite"]));
     assert_eq!(read_parquet(&out).num_rows(), 2);
@@ -141,7 +254,15 @@ fn usage_errors_exit_64_and_help_explains() {
     let help = refscore(&["score", "--help"]);
     assert_eq!(help.status.code(), Some(0));
     let text = String::from_utf8_lossy(&help.stdout);
-    for needle in ["--reference-col", "ground_truth", "--keep", "--metrics", "--overwrite", "Exit codes", "78"] {
+    for needle in [
+        "--reference-col",
+        "ground_truth",
+        "--keep",
+        "--metrics",
+        "--overwrite",
+        "Exit codes",
+        "78",
+    ] {
         assert!(text.contains(needle), "help lacks {needle}: {text}");
     }
     let err = fails(&refscore(&["score", "x.parquet"]), 78);
@@ -155,17 +276,30 @@ fn an_interrupted_run_leaves_no_finished_looking_file() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("big.parquet");
     let n = 2_000_000;
-    let refs: Vec<String> = (0..n).map(|i| format!("a somewhat longer reference answer {i}")).collect();
+    let refs: Vec<String> = (0..n)
+        .map(|i| format!("a somewhat longer reference answer {i}"))
+        .collect();
     write_parquet(
         &input,
         vec![
-            ("reference", Arc::new(arrow::array::StringArray::from(refs.clone())) as ArrayRef),
+            (
+                "reference",
+                Arc::new(arrow::array::StringArray::from(refs.clone())) as ArrayRef,
+            ),
             ("output", Arc::new(arrow::array::StringArray::from(refs))),
         ],
     );
     let out = dir.path().join("out.parquet");
     let mut child = std::process::Command::new(bin())
-        .args(["score", input.to_str().unwrap(), "-o", out.to_str().unwrap(), "-q", "--batch-size", "1000"])
+        .args([
+            "score",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "-q",
+            "--batch-size",
+            "1000",
+        ])
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));

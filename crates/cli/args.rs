@@ -42,8 +42,11 @@ pub enum Command {
 const SCORE_HELP: &str = concat!(
     "\
 Metrics (--metrics, comma-separated; groups expand to their members):
-  lexical   exact_match, contains_match, exact_match_norm, contains_match_norm, token_f1
-  all       every metric that can run (the default)
+  lexical    exact_match, contains_match, exact_match_norm, contains_match_norm, token_f1
+  embedding  cosine, bertscore_precision, bertscore_recall, bertscore_f1 (needs the model)
+  bertscore  bertscore_precision, bertscore_recall, bertscore_f1
+  all        every metric that can run (the default; embedding metrics are skipped with a
+             warning when no model is found and none was asked for by name)
 
 Output: Parquet (zstd) with `id`, the metric columns, `status` (ok | partial | error),
 `error`, then any --keep columns; plus <OUTPUT>.summary.json. The file appears only
@@ -99,6 +102,37 @@ pub struct ScoreArgs {
     /// Metrics to compute (comma-separated names or groups; see below) [default: all]
     #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
     pub metrics: Option<Vec<String>>,
+
+    /// Embedding model: a sentence-transformers folder, or ORG/NAME from the local Hugging
+    /// Face cache (HF_HOME; downloaded only when HF_HUB_OFFLINE is unset) [default:
+    /// $REFSCORE_MODEL_DIR, else models/all-MiniLM-L6-v2]
+    #[arg(long, value_name = "PATH|ORG/NAME")]
+    pub model: Option<String>,
+
+    /// Where the encoder runs: cpu, cuda, cuda:N (needs the `cuda` build feature) or auto
+    /// [default: cpu]
+    #[arg(long, value_name = "DEVICE")]
+    pub device: Option<String>,
+
+    /// Weight BERTScore tokens by IDF over the input's references (reads the reference
+    /// column once more before scoring)
+    #[arg(long)]
+    pub idf: bool,
+
+    /// Rescale BERTScore: X' = (X - b) / (1 - b) with baselines "P,R,F", or "auto" to take
+    /// them as the mean raw scores of 1,000 seeded random mismatched pairs of the input
+    #[arg(long, value_name = "P,R,F|auto")]
+    pub rescale_baseline: Option<String>,
+
+    /// Truncate texts at this many word-pieces, [CLS]/[SEP] included [default: the
+    /// model's max_seq_length, 256 for all-MiniLM-L6-v2]
+    #[arg(long, value_name = "N")]
+    pub max_seq_length: Option<usize>,
+
+    /// Memory for remembering embeddings of texts seen earlier in the run, so repeated
+    /// references are embedded once [default: 512]
+    #[arg(long, value_name = "MIB")]
+    pub embed_cache_mb: Option<usize>,
 
     /// Pass threshold for a metric in the summary, e.g. token_f1=0.6 (repeatable)
     #[arg(long, value_name = "METRIC=VALUE")]

@@ -13,7 +13,10 @@ pub fn run(args: InspectArgs) -> Result<(), Error> {
         reference: args.mapping.reference_col,
         output: args.mapping.output_col,
     };
-    let options = ReadOptions { mapping, ..ReadOptions::default() };
+    let options = ReadOptions {
+        mapping,
+        ..ReadOptions::default()
+    };
     let dataset = Dataset::open(&args.input, &options)?;
     let files = dataset.files();
     println!("files: {}", files.len());
@@ -26,9 +29,21 @@ pub fn run(args: InspectArgs) -> Result<(), Error> {
     println!("rows: {}", dataset.total_rows());
     println!("schema (of {}):", files[0].path.display());
     for field in files[0].schema.fields() {
-        let text = if is_string_type(field.data_type()) { "  text" } else { "" };
-        let null = if field.is_nullable() { "nullable" } else { "not null" };
-        println!("  {:<24} {:<28} {null}{text}", field.name(), field.data_type().to_string());
+        let text = if is_string_type(field.data_type()) {
+            "  text"
+        } else {
+            ""
+        };
+        let null = if field.is_nullable() {
+            "nullable"
+        } else {
+            "not null"
+        };
+        println!(
+            "  {:<24} {:<28} {null}{text}",
+            field.name(),
+            field.data_type().to_string()
+        );
     }
     println!("mapping:");
     let cols = dataset.columns();

@@ -22,6 +22,7 @@ fn exit_code(class: ErrorClass) -> u8 {
         ErrorClass::Io => 74,
         ErrorClass::Temporary => 75,
         ErrorClass::Config => 78,
+        ErrorClass::Internal => 70,
     }
 }
 
@@ -51,6 +52,9 @@ fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Score(args) => settings::Settings::resolve(args).and_then(|s| {
             if let Some(n) = s.threads {
+                // Candle's matrix kernels size their thread use from this
+                // variable; set it before any thread pool exists.
+                std::env::set_var("RAYON_NUM_THREADS", n.to_string());
                 rayon::ThreadPoolBuilder::new()
                     .num_threads(n)
                     .build_global()
@@ -59,7 +63,11 @@ fn run(cli: Cli) -> Result<(), Error> {
             let summary = score::run(&s)?;
             if !s.quiet {
                 print!("{}", report::table(&summary));
-                println!("wrote {} and {}", s.output.display(), score::summary_path(&s.output).display());
+                println!(
+                    "wrote {} and {}",
+                    s.output.display(),
+                    score::summary_path(&s.output).display()
+                );
             }
             Ok(())
         }),

@@ -2,6 +2,7 @@
 //! accepts and which stages a run needs.
 
 use refscore_batch::Error;
+use refscore_embed::METRICS as EMBEDDING;
 use refscore_lexical::{Selection, METRICS as LEXICAL};
 
 /// Which metrics a run computes, per stage.
@@ -9,6 +10,8 @@ use refscore_lexical::{Selection, METRICS as LEXICAL};
 pub struct MetricPlan {
     /// Lexical metrics.
     pub lexical: Selection,
+    /// Embedding metrics, indexed like `refscore_embed::METRICS`.
+    pub embedding: [bool; 4],
     /// True when the user named the metrics (so a metric that cannot run is
     /// an error, not a silent skip).
     pub explicit: bool,
@@ -21,17 +24,33 @@ pub const DEFAULT_THRESHOLDS: &[(&str, f64)] = &[
     ("exact_match_norm", 1.0),
     ("contains_match_norm", 1.0),
     ("token_f1", 0.5),
+    ("cosine", 0.7),
+    ("bertscore_precision", 0.8),
+    ("bertscore_recall", 0.8),
+    ("bertscore_f1", 0.8),
 ];
 
-const GROUPS: &[&str] = &["all", "lexical"];
+const GROUPS: &[&str] = &["all", "lexical", "embedding", "bertscore"];
 
 fn all_names() -> Vec<&'static str> {
-    LEXICAL.iter().copied().chain(GROUPS.iter().copied()).collect()
+    LEXICAL
+        .iter()
+        .chain(EMBEDDING.iter())
+        .chain(GROUPS.iter())
+        .copied()
+        .collect()
+}
+
+impl MetricPlan {
+    /// True when any embedding metric is selected.
+    pub fn wants_embedding(&self) -> bool {
+        self.embedding.iter().any(|&b| b)
+    }
 }
 
 /// Fails unless `name` is a metric column name.
 pub fn check_known(name: &str) -> Result<(), Error> {
-    if LEXICAL.contains(&name) {
+    if LEXICAL.contains(&name) || EMBEDDING.contains(&name) {
         Ok(())
     } else {
         Err(unknown(name))
@@ -39,29 +58,51 @@ pub fn check_known(name: &str) -> Result<(), Error> {
 }
 
 fn unknown(name: &str) -> Error {
-    Error::config(format!("unknown metric '{name}'; known metrics and groups: {}", all_names().join(", ")))
+    Error::config(format!(
+        "unknown metric '{name}'; known metrics and groups: {}",
+        all_names().join(", ")
+    ))
 }
 
 /// Turns the `--metrics` list (None = default) into a plan.
 pub fn plan(names: Option<&[String]>) -> Result<MetricPlan, Error> {
     let Some(names) = names else {
-        return Ok(MetricPlan { lexical: Selection::ALL, explicit: false });
+        return Ok(MetricPlan {
+            lexical: Selection::ALL,
+            embedding: [true; 4],
+            explicit: false,
+        });
     };
     let mut lexical = Selection::NONE;
+    let mut embedding = [false; 4];
     for raw in names {
         let name = raw.trim();
         match name {
             "" => continue,
-            "all" => lexical = Selection::ALL,
+            "all" => {
+                lexical = Selection::ALL;
+                embedding = [true; 4];
+            }
             "lexical" => lexical = Selection::ALL,
-            _ => match LEXICAL.iter().position(|m| *m == name) {
-                Some(k) => lexical.0[k] = true,
-                None => return Err(unknown(name)),
-            },
+            "embedding" => embedding = [true; 4],
+            "bertscore" => embedding[1..].iter_mut().for_each(|b| *b = true),
+            _ => {
+                if let Some(k) = LEXICAL.iter().position(|m| *m == name) {
+                    lexical.0[k] = true;
+                } else if let Some(k) = EMBEDDING.iter().position(|m| *m == name) {
+                    embedding[k] = true;
+                } else {
+                    return Err(unknown(name));
+                }
+            }
         }
     }
-    if lexical.is_empty() {
+    if lexical.is_empty() && !embedding.iter().any(|&b| b) {
         return Err(Error::config("--metrics selects no metric"));
     }
-    Ok(MetricPlan { lexical, explicit: true })
+    Ok(MetricPlan {
+        lexical,
+        embedding,
+        explicit: true,
+    })
 }

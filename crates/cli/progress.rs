@@ -33,7 +33,14 @@ impl Progress {
             bar
         });
         let now = Instant::now();
-        Progress { bar, log: !quiet && !terminal, total, done: 0, start: now, last_log: now }
+        Progress {
+            bar,
+            log: !quiet && !terminal,
+            total,
+            done: 0,
+            start: now,
+            last_log: now,
+        }
     }
 
     /// Adds `rows` finished rows.

@@ -7,13 +7,21 @@ pub fn table(summary: &Summary) -> String {
     let mut out = String::new();
     out.push_str(&format!(
         "rows {}  (ok {}, partial {}, error {})  in {:.2}s  = {:.0} rows/s\n",
-        summary.rows, summary.rows_ok, summary.rows_partial, summary.rows_error, summary.seconds, summary.rows_per_second
+        summary.rows,
+        summary.rows_ok,
+        summary.rows_partial,
+        summary.rows_error,
+        summary.seconds,
+        summary.rows_per_second
     ));
     out.push_str(&format!(
         "{:<22} {:>9} {:>8} {:>8} {:>9} {:>9}\n",
         "metric", "rows", "mean", "median", "threshold", "pass rate"
     ));
-    let num = |v: Option<f64>, digits: usize| v.map(|x| format!("{x:.digits$}")).unwrap_or_else(|| "-".into());
+    let num = |v: Option<f64>, digits: usize| {
+        v.map(|x| format!("{x:.digits$}"))
+            .unwrap_or_else(|| "-".into())
+    };
     for m in &summary.metrics {
         out.push_str(&format!(
             "{:<22} {:>9} {:>8} {:>8} {:>9} {:>9}\n",
@@ -22,7 +30,9 @@ pub fn table(summary: &Summary) -> String {
             num(m.mean, 4),
             num(m.median, 4),
             num(m.threshold, 2),
-            m.pass_rate.map(|p| format!("{:.1}%", p * 100.0)).unwrap_or_else(|| "-".into())
+            m.pass_rate
+                .map(|p| format!("{:.1}%", p * 100.0))
+                .unwrap_or_else(|| "-".into())
         ));
     }
     out

@@ -7,11 +7,14 @@ use std::time::Instant;
 
 use crossbeam_channel::bounded;
 use refscore_batch::{Error, RowBatch, ScoreColumns};
+use refscore_embed::{EmbedOptions, EmbeddingStage};
+use refscore_read::Role;
 use refscore_read::{Dataset, ReadOptions};
 use refscore_write::{result_schema, write_atomically, ResultWriter, Summary};
+use serde_json::json;
 
 use crate::progress::Progress;
-use crate::settings::Settings;
+use crate::settings::{Rescale, Settings};
 
 /// Batches in flight between two stages.
 const QUEUE: usize = 2;
@@ -27,9 +30,21 @@ pub fn run(settings: &Settings) -> Result<Summary, Error> {
     };
     let dataset = Dataset::open(&settings.input, &options)?;
     let lexical = settings.metrics.lexical;
-    let metric_fields = refscore_lexical::fields(lexical);
+    let mut embed = load_embedding(settings)?;
+    let mut metric_fields = refscore_lexical::fields(lexical);
+    if let Some(stage) = &embed {
+        metric_fields.extend(stage.fields());
+    }
     let schema = result_schema(dataset.id_field(), &metric_fields, dataset.keep_fields())?;
-    let mut writer = ResultWriter::create(&settings.output, settings.overwrite, schema, &settings.thresholds)?;
+    let mut writer = ResultWriter::create(
+        &settings.output,
+        settings.overwrite,
+        schema,
+        &settings.thresholds,
+    )?;
+    if let Some(stage) = embed.as_mut() {
+        prepare_embedding(stage, &dataset, settings)?;
+    }
     let mut progress = Progress::new(dataset.total_rows(), settings.quiet);
 
     let (read_tx, read_rx) = bounded::<Result<RowBatch, Error>>(QUEUE);
@@ -60,7 +75,16 @@ pub fn run(settings: &Settings) -> Result<Summary, Error> {
                     break;
                 }
             };
-            let scores = refscore_lexical::score_batch(&batch, lexical);
+            let mut scores = refscore_lexical::score_batch(&batch, lexical);
+            if let Some(stage) = embed.as_mut() {
+                match stage.score_batch(&batch) {
+                    Ok(more) => scores.extend(more),
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
             if score_tx.send((batch, scores)).is_err() {
                 break;
             }
@@ -74,14 +98,147 @@ pub fn run(settings: &Settings) -> Result<Summary, Error> {
     outcome?;
     let stats = writer.finish()?;
     let mut summary = stats.finish(start.elapsed().as_secs_f64());
-    summary.extra.insert("input".into(), settings.input.clone().into());
-    summary.extra.insert("output".into(), settings.output.display().to_string().into());
+    summary
+        .extra
+        .insert("input".into(), settings.input.clone().into());
+    summary.extra.insert(
+        "output".into(),
+        settings.output.display().to_string().into(),
+    );
+    if let Some(stage) = &embed {
+        summary
+            .extra
+            .insert("embedding".into(), embedding_report(stage));
+    }
     if let Some(rss) = peak_rss_bytes() {
         summary.extra.insert("peak_rss_bytes".into(), rss.into());
     }
     let json = serde_json::to_string_pretty(&summary).expect("summary serialises");
     write_atomically(&summary_path(&settings.output), &json)?;
     Ok(summary)
+}
+
+/// Loads the embedding stage when embedding metrics are wanted. When the
+/// user asked for none by name and no model is found, the run goes on
+/// without them, with a warning.
+fn load_embedding(settings: &Settings) -> Result<Option<EmbeddingStage>, Error> {
+    let plan = &settings.metrics;
+    if !plan.wants_embedding() {
+        return Ok(None);
+    }
+    let model = settings.embed.model.as_deref();
+    if let Err(e) = refscore_embed::resolve(model) {
+        if plan.explicit || model.is_some() {
+            return Err(e);
+        }
+        if !settings.quiet {
+            eprintln!("refscore: warning: embedding metrics skipped: {e}");
+        }
+        return Ok(None);
+    }
+    let options = EmbedOptions {
+        model: model.map(str::to_string),
+        device: refscore_embed::parse_device(&settings.embed.device)?,
+        selection: plan.embedding,
+        max_seq_length: settings.embed.max_seq_length,
+        cache_bytes: settings.embed.cache_mb << 20,
+        ..EmbedOptions::default()
+    };
+    EmbeddingStage::load(options).map(Some)
+}
+
+/// The passes some embedding settings need before scoring: IDF over the
+/// references, and an automatic rescaling baseline.
+fn prepare_embedding(
+    stage: &mut EmbeddingStage,
+    dataset: &Dataset,
+    settings: &Settings,
+) -> Result<(), Error> {
+    if settings.embed.idf {
+        let refs = dataset
+            .text_column(Role::Reference)?
+            .expect("reference column is always mapped");
+        stage.fit_idf(refs)?;
+    }
+    match settings.embed.rescale {
+        Some(Rescale::Given(b)) => stage.set_baseline(b),
+        Some(Rescale::Auto) => {
+            let pairs = sample_mismatched_pairs(dataset, 1000)?;
+            if pairs.len() < 2 {
+                return Err(Error::bad_input(format!(
+                    "{}: --rescale-baseline auto needs at least 2 scorable rows",
+                    settings.input
+                )));
+            }
+            let b = stage.fit_baseline(&pairs)?;
+            stage.set_baseline(b);
+        }
+        None => {}
+    }
+    Ok(())
+}
+
+/// Reservoir-samples up to `k` scorable rows with a fixed seed and pairs
+/// each sampled reference with the next sampled row's output, so every pair
+/// is mismatched and the same input always gives the same pairs.
+fn sample_mismatched_pairs(dataset: &Dataset, k: usize) -> Result<Vec<(String, String)>, Error> {
+    let mut state: u64 = 0x5EED_0F_BA5E_u64;
+    let mut rand = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut sample: Vec<(String, String)> = Vec::with_capacity(k);
+    let mut seen = 0u64;
+    for batch in dataset.batches() {
+        let batch = batch?;
+        for i in 0..batch.len() {
+            if batch.unscorable(i).is_some() {
+                continue;
+            }
+            let pair = || {
+                (
+                    batch.reference.get(i).unwrap_or("").to_string(),
+                    batch.output.get(i).unwrap_or("").to_string(),
+                )
+            };
+            seen += 1;
+            if sample.len() < k {
+                sample.push(pair());
+            } else {
+                let j = rand() % seen;
+                if (j as usize) < k {
+                    sample[j as usize] = pair();
+                }
+            }
+        }
+    }
+    let n = sample.len();
+    Ok((0..n)
+        .map(|i| (sample[i].0.clone(), sample[(i + 1) % n].1.clone()))
+        .collect())
+}
+
+fn embedding_report(stage: &EmbeddingStage) -> serde_json::Value {
+    let r = stage.report();
+    let files = stage.model_files();
+    let forward = r.forward.as_secs_f64();
+    json!({
+        "model": files.dir.display().to_string(),
+        "pooling": format!("{:?}", files.pooling).to_lowercase(),
+        "max_seq_length": stage.max_seq_length(),
+        "idf_rows": stage.idf().map(|i| i.rows()),
+        "baseline": stage.baseline(),
+        "texts_embedded": r.texts_embedded,
+        "texts_reused": r.texts_reused,
+        "texts_truncated": r.texts_truncated,
+        "tokens": r.tokens,
+        "padded_tokens": r.padded_tokens,
+        "tokenize_seconds": r.tokenize.as_secs_f64(),
+        "forward_seconds": forward,
+        "tokens_per_second": if forward > 0.0 { r.tokens as f64 / forward } else { 0.0 },
+    })
 }
 
 /// `<output>.summary.json`.

@@ -29,6 +29,32 @@ struct ConfigFile {
     batch_size: Option<usize>,
     threads: Option<usize>,
     quiet: Option<bool>,
+    model: Option<String>,
+    device: Option<String>,
+    idf: Option<bool>,
+    rescale_baseline: Option<String>,
+    max_seq_length: Option<usize>,
+    embed_cache_mb: Option<usize>,
+}
+
+/// How BERTScore is rescaled.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rescale {
+    /// Baselines given by the user.
+    Given([f32; 3]),
+    /// Baselines from random mismatched pairs of the input.
+    Auto,
+}
+
+/// Settings of the embedding stage.
+#[derive(Debug, Clone)]
+pub struct EmbedSettings {
+    pub model: Option<String>,
+    pub device: String,
+    pub idf: bool,
+    pub rescale: Option<Rescale>,
+    pub max_seq_length: Option<usize>,
+    pub cache_mb: usize,
 }
 
 /// Everything a `score` run needs to know, resolved.
@@ -44,6 +70,7 @@ pub struct Settings {
     pub batch_size: usize,
     pub threads: Option<usize>,
     pub quiet: bool,
+    pub embed: EmbedSettings,
 }
 
 fn read_config(path: &Path) -> Result<ConfigFile, Error> {
@@ -63,7 +90,10 @@ impl Settings {
     /// Merges flags over the config file (flags win) and fills defaults.
     pub fn resolve(args: ScoreArgs) -> Result<Settings, Error> {
         let (file, base) = match &args.config {
-            Some(p) => (read_config(p)?, p.parent().map(Path::to_path_buf).unwrap_or_default()),
+            Some(p) => (
+                read_config(p)?,
+                p.parent().map(Path::to_path_buf).unwrap_or_default(),
+            ),
             None => (ConfigFile::default(), PathBuf::new()),
         };
         let rel = |p: String| -> String {
@@ -73,13 +103,14 @@ impl Settings {
                 base.join(p).to_string_lossy().into_owned()
             }
         };
-        let input = args
-            .input
-            .or(file.input.map(rel))
-            .ok_or_else(|| Error::config("no input given: name a Parquet file, directory or glob (see --help)"))?;
+        let input = args.input.or(file.input.map(rel)).ok_or_else(|| {
+            Error::config("no input given: name a Parquet file, directory or glob (see --help)")
+        })?;
         let output = args
             .output
-            .or(file.output.map(|p| PathBuf::from(rel(p.to_string_lossy().into_owned()))))
+            .or(file
+                .output
+                .map(|p| PathBuf::from(rel(p.to_string_lossy().into_owned()))))
             .ok_or_else(|| Error::config("no output given: pass -o FILE.parquet"))?;
         let mapping = ColumnMapping {
             id: args.mapping.id_col.or(file.id_col),
@@ -89,8 +120,10 @@ impl Settings {
         };
         let metric_names = args.metrics.or(file.metrics);
         let metrics = metrics::plan(metric_names.as_deref())?;
-        let mut thresholds: BTreeMap<String, f64> =
-            metrics::DEFAULT_THRESHOLDS.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        let mut thresholds: BTreeMap<String, f64> = metrics::DEFAULT_THRESHOLDS
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect();
         for (k, v) in file.thresholds.unwrap_or_default() {
             metrics::check_known(&k)?;
             thresholds.insert(k, v);
@@ -113,7 +146,31 @@ impl Settings {
         if threads == Some(0) {
             return Err(Error::config("--threads must be at least 1"));
         }
+        let rescale = match args.rescale_baseline.or(file.rescale_baseline) {
+            None => None,
+            Some(r) if r == "auto" => Some(Rescale::Auto),
+            Some(r) => {
+                let parts: Vec<f32> = r.split(',').filter_map(|p| p.trim().parse().ok()).collect();
+                match parts.as_slice() {
+                    [p, rr, f] if [p, rr, f].iter().all(|b| **b < 1.0) => {
+                        Some(Rescale::Given([*p, *rr, *f]))
+                    }
+                    _ => return Err(Error::config(format!(
+                        "--rescale-baseline {r}: expected auto or three numbers below 1, as P,R,F"
+                    ))),
+                }
+            }
+        };
+        let embed = EmbedSettings {
+            model: args.model.or(file.model),
+            device: args.device.or(file.device).unwrap_or_else(|| "cpu".into()),
+            idf: args.idf || file.idf.unwrap_or(false),
+            rescale,
+            max_seq_length: args.max_seq_length.or(file.max_seq_length),
+            cache_mb: args.embed_cache_mb.or(file.embed_cache_mb).unwrap_or(512),
+        };
         Ok(Settings {
+            embed,
             input,
             output,
             overwrite: args.overwrite || file.overwrite.unwrap_or(false),

@@ -21,12 +21,21 @@ pub fn bin() -> &'static str {
 
 /// Runs `refscore` with `args`, never inheriting a terminal.
 pub fn refscore(args: &[&str]) -> Output {
-    Command::new(bin()).args(args).output().expect("run refscore")
+    Command::new(bin())
+        .args(args)
+        .output()
+        .expect("run refscore")
 }
 
 /// Runs `refscore score` on `input` writing `output`, quietly.
 pub fn score(input: &Path, output: &Path, extra: &[&str]) -> Output {
-    let mut args = vec!["score", input.to_str().unwrap(), "-o", output.to_str().unwrap(), "--quiet"];
+    let mut args = vec![
+        "score",
+        input.to_str().unwrap(),
+        "-o",
+        output.to_str().unwrap(),
+        "--quiet",
+    ];
     args.extend_from_slice(extra);
     refscore(&args)
 }
@@ -46,7 +55,11 @@ pub fn ok(out: &Output) -> String {
 /// Asserts failure with `code` and returns stderr.
 pub fn fails(out: &Output, code: i32) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(code), "expected exit {code}; stderr: {stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "expected exit {code}; stderr: {stderr}"
+    );
     stderr
 }
 
@@ -57,7 +70,11 @@ pub fn write_parquet(path: &Path, columns: Vec<(&str, ArrayRef)>) {
         .map(|(n, a)| Field::new(*n, a.data_type().clone(), true))
         .collect();
     let schema = Arc::new(Schema::new(fields));
-    let batch = RecordBatch::try_new(schema.clone(), columns.into_iter().map(|(_, a)| a).collect()).unwrap();
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        columns.into_iter().map(|(_, a)| a).collect(),
+    )
+    .unwrap();
     let mut w = ArrowWriter::try_new(File::create(path).unwrap(), schema, None).unwrap();
     w.write(&batch).unwrap();
     w.close().unwrap();
@@ -83,17 +100,28 @@ pub fn read_parquet(path: &Path) -> RecordBatch {
 
 /// A Float32 column of a result as `Option<f32>`s.
 pub fn f32s(batch: &RecordBatch, name: &str) -> Vec<Option<f32>> {
-    let col = batch.column_by_name(name).unwrap_or_else(|| panic!("no column {name}"));
-    let a = col.as_any().downcast_ref::<arrow::array::Float32Array>().expect("Float32");
-    (0..a.len()).map(|i| a.is_valid(i).then(|| a.value(i))).collect()
+    let col = batch
+        .column_by_name(name)
+        .unwrap_or_else(|| panic!("no column {name}"));
+    let a = col
+        .as_any()
+        .downcast_ref::<arrow::array::Float32Array>()
+        .expect("Float32");
+    (0..a.len())
+        .map(|i| a.is_valid(i).then(|| a.value(i)))
+        .collect()
 }
 
 /// A Utf8 column of a result as `Option<String>`s.
 pub fn texts(batch: &RecordBatch, name: &str) -> Vec<Option<String>> {
-    let col = batch.column_by_name(name).unwrap_or_else(|| panic!("no column {name}"));
+    let col = batch
+        .column_by_name(name)
+        .unwrap_or_else(|| panic!("no column {name}"));
     let a = arrow::compute::cast(col, &arrow::datatypes::DataType::Utf8).unwrap();
     let a = a.as_any().downcast_ref::<StringArray>().unwrap();
-    (0..a.len()).map(|i| a.is_valid(i).then(|| a.value(i).to_string())).collect()
+    (0..a.len())
+        .map(|i| a.is_valid(i).then(|| a.value(i).to_string()))
+        .collect()
 }
 
 /// Files in a directory (names), to check that nothing was left behind.

@@ -8,9 +8,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{
-    Array, ArrayRef, AsArray, LargeStringArray, StringArray, StringViewArray,
-};
+use arrow::array::{Array, ArrayRef, AsArray, LargeStringArray, StringArray, StringViewArray};
 use arrow::datatypes::{DataType, Field, FieldRef};
 
 /// A string column of the input, whatever Arrow string encoding the file used.
@@ -74,7 +72,10 @@ pub fn is_string_type(data_type: &DataType) -> bool {
     match data_type {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
         DataType::Dictionary(_, value) => {
-            matches!(**value, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+            matches!(
+                **value,
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            )
         }
         _ => false,
     }
@@ -186,6 +187,8 @@ pub enum ErrorClass {
     Io,
     /// A failure worth retrying later: a service that is down or overloaded.
     Temporary,
+    /// A bug or an unexpected failure inside refscore or a library it uses.
+    Internal,
 }
 
 /// An error that knows its [`ErrorClass`] and carries a one-line message
@@ -201,19 +204,38 @@ pub struct Error {
 impl Error {
     /// Bad input data.
     pub fn bad_input(message: impl Into<String>) -> Error {
-        Error { class: ErrorClass::BadInput, message: message.into() }
+        Error {
+            class: ErrorClass::BadInput,
+            message: message.into(),
+        }
     }
     /// Bad settings.
     pub fn config(message: impl Into<String>) -> Error {
-        Error { class: ErrorClass::Config, message: message.into() }
+        Error {
+            class: ErrorClass::Config,
+            message: message.into(),
+        }
     }
     /// Operating-system failure.
     pub fn io(message: impl Into<String>) -> Error {
-        Error { class: ErrorClass::Io, message: message.into() }
+        Error {
+            class: ErrorClass::Io,
+            message: message.into(),
+        }
+    }
+    /// Internal failure (a bug, or a library failing unexpectedly).
+    pub fn internal(message: impl Into<String>) -> Error {
+        Error {
+            class: ErrorClass::Internal,
+            message: message.into(),
+        }
     }
     /// Temporary failure.
     pub fn temporary(message: impl Into<String>) -> Error {
-        Error { class: ErrorClass::Temporary, message: message.into() }
+        Error {
+            class: ErrorClass::Temporary,
+            message: message.into(),
+        }
     }
 }
 

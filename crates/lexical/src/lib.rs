@@ -132,8 +132,10 @@ impl Scorer {
         self.sorted_out.clear();
         self.sorted_ref.extend((0..nr as u32).map(|i| (i, 0)));
         self.sorted_out.extend((0..no as u32).map(|i| (i, 0)));
-        self.sorted_ref.sort_unstable_by(|a, b| rtext[a.0 as usize].cmp(rtext[b.0 as usize]));
-        self.sorted_out.sort_unstable_by(|a, b| otext[a.0 as usize].cmp(otext[b.0 as usize]));
+        self.sorted_ref
+            .sort_unstable_by(|a, b| rtext[a.0 as usize].cmp(rtext[b.0 as usize]));
+        self.sorted_out
+            .sort_unstable_by(|a, b| otext[a.0 as usize].cmp(otext[b.0 as usize]));
         let (mut i, mut j, mut common) = (0, 0, 0usize);
         while i < nr && j < no {
             match rtext[self.sorted_ref[i].0 as usize].cmp(otext[self.sorted_out[j].0 as usize]) {
@@ -197,9 +199,17 @@ pub fn score_batch(batch: &RowBatch, sel: Selection) -> ScoreColumns {
         })
         .collect();
     let mut out = ScoreColumns::default();
-    for (k, field) in METRICS.iter().zip(sel.0).enumerate().filter_map(|(k, (f, on))| on.then_some((k, f))) {
+    for (k, field) in METRICS
+        .iter()
+        .zip(sel.0)
+        .enumerate()
+        .filter_map(|(k, (f, on))| on.then_some((k, f)))
+    {
         let array: Float32Array = rows.iter().map(|r| r.map(|s| s.get(k))).collect();
-        out.push(Field::new(*field, DataType::Float32, true), Arc::new(array) as ArrayRef);
+        out.push(
+            Field::new(*field, DataType::Float32, true),
+            Arc::new(array) as ArrayRef,
+        );
     }
     out
 }
@@ -226,7 +236,10 @@ mod tests {
     #[test]
     fn normalised_metrics() {
         let x = s("one hundred", "100");
-        assert_eq!((x.exact_match_norm, x.contains_match_norm, x.token_f1), (1.0, 1.0, 1.0));
+        assert_eq!(
+            (x.exact_match_norm, x.contains_match_norm, x.token_f1),
+            (1.0, 1.0, 1.0)
+        );
         let x = s("New York City", "It is in new york city, USA");
         assert_eq!((x.exact_match_norm, x.contains_match_norm), (0.0, 1.0));
         // contiguous run, not just a subset

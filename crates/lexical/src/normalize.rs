@@ -32,12 +32,12 @@ impl Normalized {
     pub(crate) fn run(&mut self, input: &str) {
         self.text.clear();
         self.tokens.clear();
-        let nfkc: Cow<str> = if input.is_ascii() || is_nfkc_quick(input.chars()) == IsNormalized::Yes
-        {
-            Cow::Borrowed(input)
-        } else {
-            Cow::Owned(input.nfkc().collect())
-        };
+        let nfkc: Cow<str> =
+            if input.is_ascii() || is_nfkc_quick(input.chars()) == IsNormalized::Yes {
+                Cow::Borrowed(input)
+            } else {
+                Cow::Owned(input.nfkc().collect())
+            };
         // Lowercase and drop punctuation; split on whitespace.
         let mut start = 0usize;
         let mut in_token = false;
@@ -195,16 +195,23 @@ fn word_value(t: &str) -> Option<Word> {
         }
         return None;
     }
-    if !matches!(first, b'z' | b'o' | b't' | b'f' | b's' | b'e' | b'n' | b'h' | b'm' | b'b') {
+    if !matches!(
+        first,
+        b'z' | b'o' | b't' | b'f' | b's' | b'e' | b'n' | b'h' | b'm' | b'b'
+    ) {
         return None;
     }
     if let Some(w) = simple_word(t) {
         return Some(w);
     }
     // Fused tens + unit: "fortyfour".
-    for tens in ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"] {
+    for tens in [
+        "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+    ] {
         if let Some(rest) = t.strip_prefix(tens) {
-            if let (Some(Word::Tens(v)), Some(Word::Unit(u))) = (simple_word(tens), simple_word(rest)) {
+            if let (Some(Word::Tens(v)), Some(Word::Unit(u))) =
+                (simple_word(tens), simple_word(rest))
+            {
                 return Some(Word::TensUnit(v + u));
             }
         }
@@ -241,9 +248,14 @@ fn parse_number(tokens: &[(u32, u32)], text: &str) -> (u64, usize) {
         let mut and_skip = 0;
         let word = match word_value(t) {
             Some(w) => w,
-            None if t == "and" && matches!(last, Last::Hundred | Last::Scale) && k + 1 < tokens.len() => {
+            None if t == "and"
+                && matches!(last, Last::Hundred | Last::Scale)
+                && k + 1 < tokens.len() =>
+            {
                 match word_value(tok(k + 1)) {
-                    Some(w @ (Word::Unit(_) | Word::Teen(_) | Word::Tens(_) | Word::TensUnit(_))) => {
+                    Some(
+                        w @ (Word::Unit(_) | Word::Teen(_) | Word::Tens(_) | Word::TensUnit(_)),
+                    ) => {
                         and_skip = 1;
                         w
                     }
@@ -259,7 +271,9 @@ fn parse_number(tokens: &[(u32, u32)], text: &str) -> (u64, usize) {
             Word::Teen(_) | Word::Tens(_) | Word::TensUnit(_) => {
                 matches!(last, Last::None | Last::Hundred | Last::Scale)
             }
-            Word::Hundred => matches!(last, Last::None | Last::Unit | Last::Teen | Last::Tens) && current < 100,
+            Word::Hundred => {
+                matches!(last, Last::None | Last::Unit | Last::Teen | Last::Tens) && current < 100
+            }
             Word::Scale(_) => true,
         };
         if !ok {
@@ -303,7 +317,11 @@ fn parse_number(tokens: &[(u32, u32)], text: &str) -> (u64, usize) {
                 if s >= last_scale {
                     break;
                 }
-                let Some(v) = current.max(1).checked_mul(s).and_then(|v| total.checked_add(v)) else {
+                let Some(v) = current
+                    .max(1)
+                    .checked_mul(s)
+                    .and_then(|v| total.checked_add(v))
+                else {
                     break;
                 };
                 total = v;
@@ -367,7 +385,10 @@ mod tests {
         assert_eq!(normalize("a hundred and forty-four"), "144");
         assert_eq!(normalize("Forty-four cats"), "44 cats");
         assert_eq!(normalize("three thousand two hundred"), "3200");
-        assert_eq!(normalize("two million three hundred thousand and five"), "2300005");
+        assert_eq!(
+            normalize("two million three hundred thousand and five"),
+            "2300005"
+        );
         assert_eq!(normalize("3 million people"), "3000000 people");
         assert_eq!(normalize("zero"), "0");
         assert_eq!(normalize("one two three"), "1 2 3");

@@ -20,7 +20,7 @@ use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchR
 use parquet::arrow::ProjectionMask;
 use refscore_batch::{Error, RowBatch, TextColumn};
 
-pub use mapping::{ColumnMapping, Role, ResolvedColumns, ALIASES};
+pub use mapping::{ColumnMapping, ResolvedColumns, Role, ALIASES};
 
 /// How to read a dataset.
 #[derive(Debug, Clone)]
@@ -35,7 +35,11 @@ pub struct ReadOptions {
 
 impl Default for ReadOptions {
     fn default() -> Self {
-        ReadOptions { mapping: ColumnMapping::default(), keep: Vec::new(), batch_size: 32 * 1024 }
+        ReadOptions {
+            mapping: ColumnMapping::default(),
+            keep: Vec::new(),
+            batch_size: 32 * 1024,
+        }
     }
 }
 
@@ -85,7 +89,11 @@ impl Dataset {
             keep_fields.push(field.as_ref().clone());
         }
         let id_field = match &columns.id {
-            Some(name) => first.schema.field_with_name(name).expect("resolved").clone(),
+            Some(name) => first
+                .schema
+                .field_with_name(name)
+                .expect("resolved")
+                .clone(),
             None => Field::new("id", DataType::UInt64, false),
         };
         for file in &files_meta[1..] {
@@ -122,7 +130,11 @@ impl Dataset {
     /// The `id` column's field as it will appear in the output: the input's
     /// id type renamed to `id`, or UInt64 row ordinals.
     pub fn id_field(&self) -> Field {
-        Field::new("id", self.id_field.data_type().clone(), self.id_field.is_nullable())
+        Field::new(
+            "id",
+            self.id_field.data_type().clone(),
+            self.id_field.is_nullable(),
+        )
     }
 
     /// The fields of the columns passed through (`--keep`).
@@ -132,17 +144,34 @@ impl Dataset {
 
     /// Streams the rows of every file, in order, as [`RowBatch`]es.
     pub fn batches(&self) -> Batches<'_> {
-        Batches { dataset: self, file: 0, reader: None, row: 0, row_in_file: 0 }
+        Batches {
+            dataset: self,
+            file: 0,
+            reader: None,
+            row: 0,
+            row_in_file: 0,
+        }
     }
 
     /// Streams one text column alone (e.g. the references, for IDF weights),
     /// reading nothing else.
     pub fn text_column(&self, role: Role) -> Result<Option<TextColumns<'_>>, Error> {
-        let Some(name) = self.columns.name(role) else { return Ok(None) };
-        Ok(Some(TextColumns { dataset: self, name: name.to_string(), file: 0, reader: None }))
+        let Some(name) = self.columns.name(role) else {
+            return Ok(None);
+        };
+        Ok(Some(TextColumns {
+            dataset: self,
+            name: name.to_string(),
+            file: 0,
+            reader: None,
+        }))
     }
 
-    fn open_reader(&self, file: &InputFile, names: &[&str]) -> Result<ParquetRecordBatchReader, Error> {
+    fn open_reader(
+        &self,
+        file: &InputFile,
+        names: &[&str],
+    ) -> Result<ParquetRecordBatchReader, Error> {
         let handle = File::open(&file.path)
             .map_err(|e| Error::io(format!("{}: cannot open: {e}", file.path.display())))?;
         let builder = ParquetRecordBatchReaderBuilder::try_new(handle)
@@ -177,7 +206,13 @@ impl Dataset {
         names
     }
 
-    fn to_row_batch(&self, file: &InputFile, batch: &RecordBatch, first_row: u64, row_in_file: u64) -> Result<RowBatch, Error> {
+    fn to_row_batch(
+        &self,
+        file: &InputFile,
+        batch: &RecordBatch,
+        first_row: u64,
+        row_in_file: u64,
+    ) -> Result<RowBatch, Error> {
         let col = |name: &str| -> &ArrayRef { batch.column_by_name(name).expect("projected") };
         let text = |name: &str| -> Result<TextColumn, Error> {
             TextColumn::from_array(col(name)).ok_or_else(|| {
@@ -190,7 +225,9 @@ impl Dataset {
         };
         let id: ArrayRef = match &self.columns.id {
             Some(name) => col(name).clone(),
-            None => Arc::new(UInt64Array::from_iter_values(first_row..first_row + batch.num_rows() as u64)),
+            None => Arc::new(UInt64Array::from_iter_values(
+                first_row..first_row + batch.num_rows() as u64,
+            )),
         };
         Ok(RowBatch {
             first_row,
@@ -250,7 +287,10 @@ impl Iterator for Batches<'_> {
         loop {
             let file = self.dataset.files.get(self.file)?;
             if self.reader.is_none() {
-                match self.dataset.open_reader(file, &self.dataset.needed_columns()) {
+                match self
+                    .dataset
+                    .open_reader(file, &self.dataset.needed_columns())
+                {
                     Ok(r) => self.reader = Some(r),
                     Err(e) => {
                         self.file = usize::MAX - 1;
@@ -261,7 +301,9 @@ impl Iterator for Batches<'_> {
             }
             match decode_next(self.reader.as_mut().expect("set")) {
                 Some(Ok(batch)) => {
-                    let rb = self.dataset.to_row_batch(file, &batch, self.row, self.row_in_file);
+                    let rb = self
+                        .dataset
+                        .to_row_batch(file, &batch, self.row, self.row_in_file);
                     self.row += batch.num_rows() as u64;
                     self.row_in_file += batch.num_rows() as u64;
                     return Some(rb);
@@ -309,12 +351,19 @@ impl Iterator for TextColumns<'_> {
             match decode_next(self.reader.as_mut().expect("set")) {
                 Some(Ok(batch)) => {
                     return Some(TextColumn::from_array(batch.column(0)).ok_or_else(|| {
-                        Error::bad_input(format!("{}: column '{}' is not a string column", file.path.display(), self.name))
+                        Error::bad_input(format!(
+                            "{}: column '{}' is not a string column",
+                            file.path.display(),
+                            self.name
+                        ))
                     }))
                 }
                 Some(Err(e)) => {
                     self.file = usize::MAX - 1;
-                    return Some(Err(Error::bad_input(format!("{}: {e}", file.path.display()))));
+                    return Some(Err(Error::bad_input(format!(
+                        "{}: {e}",
+                        file.path.display()
+                    ))));
                 }
                 None => {
                     self.reader = None;

@@ -49,8 +49,28 @@ impl Role {
 pub const ALIASES: [(Role, &[&str]); 4] = [
     (Role::Id, &["id", "row_id", "example_id", "uuid"]),
     (Role::Input, &["input", "question", "prompt", "query"]),
-    (Role::Reference, &["reference", "ground_truth", "expected_output", "expected_answer", "gold_answer", "target"]),
-    (Role::Output, &["output", "actual_output", "response", "prediction", "model_output", "completion"]),
+    (
+        Role::Reference,
+        &[
+            "reference",
+            "ground_truth",
+            "expected_output",
+            "expected_answer",
+            "gold_answer",
+            "target",
+        ],
+    ),
+    (
+        Role::Output,
+        &[
+            "output",
+            "actual_output",
+            "response",
+            "prediction",
+            "model_output",
+            "completion",
+        ],
+    ),
 ];
 
 /// The column names the user gave (`None` = find it by name or alias).
@@ -106,14 +126,27 @@ impl ResolvedColumns {
 }
 
 pub(crate) fn column_list(schema: &Schema) -> String {
-    schema.fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>().join(", ")
+    schema
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
-pub(crate) fn resolve(mapping: &ColumnMapping, schema: &Schema, path: &Path) -> Result<ResolvedColumns, Error> {
+pub(crate) fn resolve(
+    mapping: &ColumnMapping,
+    schema: &Schema,
+    path: &Path,
+) -> Result<ResolvedColumns, Error> {
     let shown = path.display();
     let mut chosen: Vec<(Role, Option<String>, &'static str)> = Vec::new();
     for role in Role::ALL {
-        let aliases = ALIASES.iter().find(|(r, _)| *r == role).expect("every role").1;
+        let aliases = ALIASES
+            .iter()
+            .find(|(r, _)| *r == role)
+            .expect("every role")
+            .1;
         let (name, how) = if let Some(given) = mapping.get(role) {
             if schema.field_with_name(given).is_err() {
                 return Err(Error::bad_input(format!(
@@ -160,7 +193,11 @@ pub(crate) fn resolve(mapping: &ColumnMapping, schema: &Schema, path: &Path) -> 
             return Err(Error::bad_input(format!(
                 "{shown}: no {} column: looked for {}; columns are: {}; name it with {}",
                 role.name(),
-                aliases.iter().map(|a| format!("'{a}'")).collect::<Vec<_>>().join(", "),
+                aliases
+                    .iter()
+                    .map(|a| format!("'{a}'"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 column_list(schema),
                 role.flag()
             )));
@@ -183,7 +220,12 @@ pub(crate) fn resolve(mapping: &ColumnMapping, schema: &Schema, path: &Path) -> 
     let mut next = || it.next().expect("four roles");
     let (id, input, reference, output) = (next(), next(), next(), next());
     Ok(ResolvedColumns {
-        how: [(Role::Id, id.2), (Role::Input, input.2), (Role::Reference, reference.2), (Role::Output, output.2)],
+        how: [
+            (Role::Id, id.2),
+            (Role::Input, input.2),
+            (Role::Reference, reference.2),
+            (Role::Output, output.2),
+        ],
         id: id.1,
         input: input.1,
         reference: reference.1.expect("checked"),
@@ -192,15 +234,29 @@ pub(crate) fn resolve(mapping: &ColumnMapping, schema: &Schema, path: &Path) -> 
 }
 
 fn mapping_names(mapping: &ColumnMapping) -> impl Iterator<Item = &str> {
-    [&mapping.id, &mapping.input, &mapping.reference, &mapping.output].into_iter().flatten().map(|s| s.as_str())
+    [
+        &mapping.id,
+        &mapping.input,
+        &mapping.reference,
+        &mapping.output,
+    ]
+    .into_iter()
+    .flatten()
+    .map(|s| s.as_str())
 }
 
 /// Checks that a later file has the first file's mapped columns with
 /// compatible types.
-pub(crate) fn check_same(columns: &ResolvedColumns, first: &Schema, file: &InputFile) -> Result<(), Error> {
+pub(crate) fn check_same(
+    columns: &ResolvedColumns,
+    first: &Schema,
+    file: &InputFile,
+) -> Result<(), Error> {
     let shown = file.path.display();
     for role in Role::ALL {
-        let Some(name) = columns.name(role) else { continue };
+        let Some(name) = columns.name(role) else {
+            continue;
+        };
         let Ok(field) = file.schema.field_with_name(name) else {
             return Err(Error::bad_input(format!(
                 "{shown}: column '{name}' ({} column) not found; columns are: {}",

@@ -63,32 +63,56 @@ pub struct ResultWriter {
 impl ResultWriter {
     /// Checks the target (its directory exists; it does not exist unless
     /// `overwrite`) and opens the temporary file beside it.
-    pub fn create(target: &Path, overwrite: bool, schema: SchemaRef, thresholds: &[(String, f64)]) -> Result<ResultWriter, Error> {
+    pub fn create(
+        target: &Path,
+        overwrite: bool,
+        schema: SchemaRef,
+        thresholds: &[(String, f64)],
+    ) -> Result<ResultWriter, Error> {
         let shown = target.display();
         let dir = match target.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
         };
         if !dir.is_dir() {
-            return Err(Error::io(format!("{shown}: output directory {} does not exist", dir.display())));
+            return Err(Error::io(format!(
+                "{shown}: output directory {} does not exist",
+                dir.display()
+            )));
         }
         if target.is_dir() {
-            return Err(Error::config(format!("{shown}: output path is a directory; give a file name")));
+            return Err(Error::config(format!(
+                "{shown}: output path is a directory; give a file name"
+            )));
         }
         if target.exists() && !overwrite {
-            return Err(Error::config(format!("{shown}: output already exists; pass --overwrite to replace it")));
+            return Err(Error::config(format!(
+                "{shown}: output already exists; pass --overwrite to replace it"
+            )));
         }
-        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let temp = dir.join(format!(".{name}.{}.partial", std::process::id()));
-        let file = File::create(&temp).map_err(|e| Error::io(format!("{}: cannot create: {e}", temp.display())))?;
+        let file = File::create(&temp)
+            .map_err(|e| Error::io(format!("{}: cannot create: {e}", temp.display())))?;
         let props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("valid level")))
+            .set_compression(Compression::ZSTD(
+                ZstdLevel::try_new(1).expect("valid level"),
+            ))
             .set_max_row_group_row_count(Some(256 * 1024))
             .build();
         let writer = ArrowWriter::try_new(file, Arc::clone(&schema), Some(props))
             .map_err(|e| Error::io(format!("{}: {e}", temp.display())))?;
         let summary = SummaryBuilder::new(&schema, thresholds);
-        Ok(ResultWriter { target: target.to_path_buf(), temp, writer: Some(writer), schema, summary })
+        Ok(ResultWriter {
+            target: target.to_path_buf(),
+            temp,
+            writer: Some(writer),
+            schema,
+            summary,
+        })
     }
 
     /// The schema of the result file.
@@ -120,8 +144,11 @@ impl ResultWriter {
         columns.push(Arc::new(StringArray::from(status)));
         columns.push(Arc::new(StringArray::from(errors)));
         columns.extend(batch.passthrough.iter().cloned());
-        let record = RecordBatch::try_new(Arc::clone(&self.schema), columns)
-            .map_err(|e| Error::bad_input(format!("internal: result batch does not fit the schema: {e}")))?;
+        let record = RecordBatch::try_new(Arc::clone(&self.schema), columns).map_err(|e| {
+            Error::bad_input(format!(
+                "internal: result batch does not fit the schema: {e}"
+            ))
+        })?;
         self.summary.observe(&record);
         self.writer
             .as_mut()
@@ -134,10 +161,19 @@ impl ResultWriter {
     /// statistics of what was written.
     pub fn finish(mut self) -> Result<SummaryBuilder, Error> {
         let writer = self.writer.take().expect("not finished");
-        writer.close().map_err(|e| Error::io(format!("{}: {e}", self.temp.display())))?;
-        std::fs::rename(&self.temp, &self.target)
-            .map_err(|e| Error::io(format!("{}: cannot rename into place: {e}", self.target.display())))?;
-        Ok(std::mem::replace(&mut self.summary, SummaryBuilder::empty()))
+        writer
+            .close()
+            .map_err(|e| Error::io(format!("{}: {e}", self.temp.display())))?;
+        std::fs::rename(&self.temp, &self.target).map_err(|e| {
+            Error::io(format!(
+                "{}: cannot rename into place: {e}",
+                self.target.display()
+            ))
+        })?;
+        Ok(std::mem::replace(
+            &mut self.summary,
+            SummaryBuilder::empty(),
+        ))
     }
 }
 
@@ -152,8 +188,14 @@ impl Drop for ResultWriter {
 
 /// Writes `text` to `path` through a temporary file and a rename.
 pub fn write_atomically(path: &Path, text: &str) -> Result<(), Error> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let temp = dir.join(format!(".{name}.{}.partial", std::process::id()));
     std::fs::write(&temp, text).map_err(|e| Error::io(format!("{}: {e}", temp.display())))?;
     std::fs::rename(&temp, path).map_err(|e| {

@@ -58,10 +58,18 @@ impl MetricStats {
             (
                 Some(self.sum / self.count as f64),
                 Some(median),
-                self.threshold.map(|_| self.passed as f64 / self.count as f64),
+                self.threshold
+                    .map(|_| self.passed as f64 / self.count as f64),
             )
         };
-        MetricSummary { name: self.name.clone(), count: self.count, mean, median, threshold: self.threshold, pass_rate }
+        MetricSummary {
+            name: self.name.clone(),
+            count: self.count,
+            mean,
+            median,
+            threshold: self.threshold,
+            pass_rate,
+        }
     }
 }
 
@@ -102,7 +110,10 @@ impl SummaryBuilder {
             if !matches!(field.data_type(), DataType::Float32 | DataType::Boolean) {
                 continue;
             }
-            let threshold = thresholds.iter().find(|(n, _)| n == field.name()).map(|(_, t)| *t);
+            let threshold = thresholds
+                .iter()
+                .find(|(n, _)| n == field.name())
+                .map(|(_, t)| *t);
             metrics.push((
                 idx,
                 MetricStats {
@@ -115,11 +126,19 @@ impl SummaryBuilder {
                 },
             ));
         }
-        SummaryBuilder { metrics, rows: 0, statuses: BTreeMap::new() }
+        SummaryBuilder {
+            metrics,
+            rows: 0,
+            statuses: BTreeMap::new(),
+        }
     }
 
     pub(crate) fn empty() -> SummaryBuilder {
-        SummaryBuilder { metrics: Vec::new(), rows: 0, statuses: BTreeMap::new() }
+        SummaryBuilder {
+            metrics: Vec::new(),
+            rows: 0,
+            statuses: BTreeMap::new(),
+        }
     }
 
     /// Adds one result batch.
@@ -167,7 +186,11 @@ impl SummaryBuilder {
             rows_partial: self.statuses.get("partial").copied().unwrap_or(0),
             rows_error: self.statuses.get("error").copied().unwrap_or(0),
             seconds,
-            rows_per_second: if seconds > 0.0 { self.rows as f64 / seconds } else { 0.0 },
+            rows_per_second: if seconds > 0.0 {
+                self.rows as f64 / seconds
+            } else {
+                0.0
+            },
             metrics: self.metrics.iter().map(|(_, m)| m.summary()).collect(),
             extra: BTreeMap::new(),
         }

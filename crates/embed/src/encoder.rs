@@ -1,0 +1,138 @@
+//! The BERT forward pass in Candle, and the tokenizer set up the way
+//! sentence-transformers uses it (truncation at max_seq_length, no padding:
+//! we pad each batch only to its own longest text).
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use refscore_batch::Error;
+use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
+
+use crate::model::ModelFiles;
+
+fn internal(context: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
+    move |e| Error::internal(format!("{context}: {e}"))
+}
+
+/// Loads `tokenizer.json` and replaces whatever truncation and padding it
+/// bakes in (all-MiniLM-L6-v2's says 128 and fixed padding) with truncation
+/// at `max_len` and no padding.
+pub(crate) fn load_tokenizer(files: &ModelFiles, max_len: usize) -> Result<Tokenizer, Error> {
+    let path = files.dir.join("tokenizer.json");
+    let mut tok = Tokenizer::from_file(&path)
+        .map_err(|e| Error::config(format!("{}: {e}", path.display())))?;
+    tok.with_padding(None);
+    tok.with_truncation(Some(TruncationParams {
+        direction: TruncationDirection::Right,
+        max_length: max_len,
+        strategy: TruncationStrategy::LongestFirst,
+        stride: 0,
+    }))
+    .map_err(|e| Error::config(format!("{}: {e}", path.display())))?;
+    Ok(tok)
+}
+
+/// A loaded BERT encoder on one device.
+pub(crate) struct Encoder {
+    model: BertModel,
+    device: Device,
+    pub(crate) hidden: usize,
+    pad_id: u32,
+}
+
+impl Encoder {
+    /// Loads config.json and the safetensors weights (memory-mapped).
+    pub(crate) fn load(files: &ModelFiles, device: &Device) -> Result<Encoder, Error> {
+        let config_path = files.dir.join("config.json");
+        let text = std::fs::read_to_string(&config_path)
+            .map_err(|e| Error::io(format!("{}: {e}", config_path.display())))?;
+        let config: Config = serde_json::from_str(&text)
+            .map_err(|e| Error::config(format!("{}: {e}", config_path.display())))?;
+        let pad_id = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v.get("pad_token_id").and_then(|p| p.as_u64()))
+            .unwrap_or(0) as u32;
+        let weights = files.dir.join("model.safetensors");
+        // SAFETY: the weights file is memory-mapped read-only; refscore never
+        // writes it, and a concurrent writer would be a user error.
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, device) }
+            .map_err(|e| Error::config(format!("{}: {e}", weights.display())))?;
+        let model = BertModel::load(vb, &config)
+            .map_err(|e| Error::config(format!("{}: {e}", weights.display())))?;
+        Ok(Encoder {
+            model,
+            device: device.clone(),
+            hidden: config.hidden_size,
+            pad_id,
+        })
+    }
+
+    /// Runs one padded batch and returns, per sequence, its last-layer token
+    /// states (`len × hidden`, row-major), padding removed.
+    pub(crate) fn forward(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, Error> {
+        let b = seqs.len();
+        let t = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
+        if b == 0 || t == 0 {
+            return Ok(vec![Vec::new(); b]);
+        }
+        let mut ids = vec![self.pad_id; b * t];
+        let mut mask = vec![0u32; b * t];
+        for (k, s) in seqs.iter().enumerate() {
+            ids[k * t..k * t + s.len()].copy_from_slice(s);
+            mask[k * t..k * t + s.len()].iter_mut().for_each(|m| *m = 1);
+        }
+        let ids = Tensor::from_vec(ids, (b, t), &self.device).map_err(internal("input ids"))?;
+        let mask =
+            Tensor::from_vec(mask, (b, t), &self.device).map_err(internal("attention mask"))?;
+        let types = ids.zeros_like().map_err(internal("token types"))?;
+        let out = self
+            .model
+            .forward(&ids, &types, Some(&mask))
+            .map_err(internal("BERT forward"))?;
+        let flat: Vec<f32> = out
+            .to_dtype(DType::F32)
+            .and_then(|o| o.flatten_all())
+            .and_then(|o| o.to_vec1())
+            .map_err(internal("reading BERT output"))?;
+        let h = self.hidden;
+        Ok(seqs
+            .iter()
+            .enumerate()
+            .map(|(k, s)| flat[k * t * h..(k * t + s.len()) * h].to_vec())
+            .collect())
+    }
+}
+
+/// Parses `--device`: `cpu`, `cuda`, `cuda:N` or `auto` (CUDA when compiled
+/// in and available, else CPU).
+pub fn parse_device(spec: &str) -> Result<Device, Error> {
+    let bad = || {
+        Error::config(format!(
+            "--device {spec}: expected cpu, cuda, cuda:N or auto"
+        ))
+    };
+    match spec {
+        "cpu" => Ok(Device::Cpu),
+        "auto" => Ok(if candle_core::utils::cuda_is_available() {
+            Device::new_cuda(0).unwrap_or(Device::Cpu)
+        } else {
+            Device::Cpu
+        }),
+        _ => {
+            let ordinal = match spec.strip_prefix("cuda") {
+                Some("") => 0,
+                Some(rest) => rest
+                    .strip_prefix(':')
+                    .and_then(|n| n.parse().ok())
+                    .ok_or_else(bad)?,
+                None => return Err(bad()),
+            };
+            if !candle_core::utils::cuda_is_available() {
+                return Err(Error::config(format!(
+                    "--device {spec}: this build has no CUDA support (rebuild with `--features cuda`) or no GPU is visible"
+                )));
+            }
+            Device::new_cuda(ordinal).map_err(|e| Error::config(format!("--device {spec}: {e}")))
+        }
+    }
+}

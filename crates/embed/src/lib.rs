@@ -1,0 +1,491 @@
+//! Embedding metrics (SPEC §3) with a local sentence-transformer run in
+//! Candle: `cosine` of pooled sentence vectors and BERTScore
+//! precision/recall/F1 over the last layer's token vectors, both from one
+//! forward pass per distinct text.
+//!
+//! Distinct texts are found per batch and remembered across batches in a
+//! bounded cache, so a reference repeated across thousands of rows is
+//! embedded once. Texts are tokenised in parallel, sorted by length and run
+//! in token-budget batches so little work goes into padding.
+
+mod encoder;
+mod math;
+mod model;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::{ArrayRef, Float32Array};
+use arrow::datatypes::{DataType, Field};
+use candle_core::Device;
+use lru::LruCache;
+use rayon::prelude::*;
+use refscore_batch::{Error, RowBatch, ScoreColumns, TextColumn};
+use tokenizers::Tokenizer;
+
+pub use encoder::parse_device;
+pub use math::{bertscore, cosine, Embedded};
+pub use model::{read_settings, resolve, ModelFiles, Pooling, DEFAULT_MODEL_DIR};
+
+use encoder::Encoder;
+
+/// The embedding metrics by output column name, in output order.
+pub const METRICS: [&str; 4] = [
+    "cosine",
+    "bertscore_precision",
+    "bertscore_recall",
+    "bertscore_f1",
+];
+
+/// Settings of the embedding stage.
+#[derive(Debug, Clone)]
+pub struct EmbedOptions {
+    /// `--model`: a folder or a Hugging Face id; `None` = the default folder.
+    pub model: Option<String>,
+    /// Where the forward runs.
+    pub device: Device,
+    /// Which of [`METRICS`] to output.
+    pub selection: [bool; 4],
+    /// Truncation length override (default: the model's max_seq_length).
+    pub max_seq_length: Option<usize>,
+    /// Byte budget of the cross-batch embedding cache.
+    pub cache_bytes: usize,
+    /// Padded tokens per forward batch.
+    pub batch_tokens: usize,
+}
+
+impl Default for EmbedOptions {
+    fn default() -> Self {
+        EmbedOptions {
+            model: None,
+            device: Device::Cpu,
+            selection: [true; 4],
+            max_seq_length: None,
+            cache_bytes: 512 << 20,
+            batch_tokens: 8192,
+        }
+    }
+}
+
+/// BERTScore rescaling baselines for P, R and F: X' = (X − b) / (1 − b).
+pub type Baseline = [f32; 3];
+
+/// IDF weights over word-pieces, from the references of the whole input.
+#[derive(Debug, Clone)]
+pub struct Idf {
+    rows: u64,
+    df: Vec<u32>,
+}
+
+impl Idf {
+    /// idf(w) = ln((M+1)/(df(w)+1)); unseen pieces get ln(M+1).
+    fn weight(&self, id: u32) -> f32 {
+        let df = self.df.get(id as usize).copied().unwrap_or(0) as f64;
+        ((self.rows as f64 + 1.0) / (df + 1.0)).ln() as f32
+    }
+
+    /// Rows counted (M).
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+}
+
+/// What the stage did over the run, for the summary.
+#[derive(Debug, Clone, Default)]
+pub struct EmbedReport {
+    /// Texts run through the model.
+    pub texts_embedded: u64,
+    /// Texts found in the cache or earlier in the same batch.
+    pub texts_reused: u64,
+    /// Real (unpadded) tokens run through the model.
+    pub tokens: u64,
+    /// Padded tokens run through the model.
+    pub padded_tokens: u64,
+    /// Texts longer than the truncation limit.
+    pub texts_truncated: u64,
+    /// Time in the forward pass.
+    pub forward: Duration,
+    /// Time tokenising.
+    pub tokenize: Duration,
+}
+
+/// The loaded model plus run state (cache, IDF, baseline, counters).
+pub struct EmbeddingStage {
+    files: ModelFiles,
+    tokenizer: Tokenizer,
+    encoder: Encoder,
+    max_len: usize,
+    cls_sep: [u32; 2],
+    options: EmbedOptions,
+    cache: LruCache<String, Arc<Embedded>>,
+    cache_bytes: usize,
+    idf: Option<Idf>,
+    baseline: Option<Baseline>,
+    report: EmbedReport,
+}
+
+impl EmbeddingStage {
+    /// Finds and loads the model and tokenizer.
+    pub fn load(options: EmbedOptions) -> Result<EmbeddingStage, Error> {
+        let files = model::resolve(options.model.as_deref())?;
+        let max_len = match options.max_seq_length {
+            Some(n) if n < 2 || n > files.max_positions => {
+                return Err(Error::config(format!(
+                    "--max-seq-length {n}: must be between 2 and the model's position limit {}",
+                    files.max_positions
+                )))
+            }
+            Some(n) => n,
+            None => files.max_seq_length,
+        };
+        let tokenizer = encoder::load_tokenizer(&files, max_len)?;
+        let special = |name: &str| {
+            tokenizer.token_to_id(name).ok_or_else(|| {
+                Error::config(format!(
+                    "{}: tokenizer has no {name} token",
+                    files.dir.join("tokenizer.json").display()
+                ))
+            })
+        };
+        let cls_sep = [special("[CLS]")?, special("[SEP]")?];
+        let encoder = Encoder::load(&files, &options.device)?;
+        Ok(EmbeddingStage {
+            files,
+            tokenizer,
+            encoder,
+            max_len,
+            cls_sep,
+            options,
+            cache: LruCache::unbounded(),
+            cache_bytes: 0,
+            idf: None,
+            baseline: None,
+            report: EmbedReport::default(),
+        })
+    }
+
+    /// The model folder in use.
+    pub fn model_files(&self) -> &ModelFiles {
+        &self.files
+    }
+
+    /// The truncation length in use.
+    pub fn max_seq_length(&self) -> usize {
+        self.max_len
+    }
+
+    /// Counters so far.
+    pub fn report(&self) -> &EmbedReport {
+        &self.report
+    }
+
+    /// The output fields of the selected metrics (Float32, nullable).
+    pub fn fields(&self) -> Vec<Field> {
+        fields(self.options.selection)
+    }
+
+    /// Word-piece ids of a text, truncated like the model input.
+    pub fn token_ids(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, Error> {
+        let enc = self
+            .tokenizer
+            .encode_batch_fast(texts.to_vec(), true)
+            .map_err(|e| Error::internal(format!("tokenizer: {e}")))?;
+        Ok(enc.into_iter().map(|e| e.get_ids().to_vec()).collect())
+    }
+
+    /// Computes IDF weights from every non-null reference of the input
+    /// (`--idf`); call before scoring.
+    pub fn fit_idf(
+        &mut self,
+        references: impl Iterator<Item = Result<TextColumn, Error>>,
+    ) -> Result<&Idf, Error> {
+        let mut df = vec![0u32; self.tokenizer.get_vocab_size(true)];
+        let mut rows = 0u64;
+        for column in references {
+            let column = column?;
+            let texts: Vec<&str> = (0..column.len()).filter_map(|i| column.get(i)).collect();
+            rows += texts.len() as u64;
+            for mut ids in self.token_ids(&texts)? {
+                ids.sort_unstable();
+                ids.dedup();
+                for id in ids {
+                    if let Some(c) = df.get_mut(id as usize) {
+                        *c += 1;
+                    }
+                }
+            }
+        }
+        Ok(self.idf.insert(Idf { rows, df }))
+    }
+
+    /// The IDF weights, when fitted.
+    pub fn idf(&self) -> Option<&Idf> {
+        self.idf.as_ref()
+    }
+
+    /// The rescaling baseline, when set.
+    pub fn baseline(&self) -> Option<Baseline> {
+        self.baseline
+    }
+
+    /// Sets the rescaling baseline.
+    pub fn set_baseline(&mut self, baseline: Baseline) {
+        self.baseline = Some(baseline);
+    }
+
+    /// Computes a baseline as the mean raw P, R, F over mismatched pairs
+    /// (`--rescale-baseline auto`).
+    pub fn fit_baseline(&mut self, pairs: &[(String, String)]) -> Result<Baseline, Error> {
+        let texts: Vec<&str> = pairs
+            .iter()
+            .flat_map(|(r, o)| [r.as_str(), o.as_str()])
+            .collect();
+        let embedded = self.embed_distinct(&texts)?;
+        let mut sums = [0f64; 3];
+        for k in 0..pairs.len() {
+            let (r, o) = (&embedded[2 * k], &embedded[2 * k + 1]);
+            let s = self.bertscore_raw(o, r);
+            for (sum, v) in sums.iter_mut().zip(s) {
+                *sum += v as f64;
+            }
+        }
+        let n = pairs.len().max(1) as f64;
+        Ok(sums.map(|s| (s / n) as f32))
+    }
+
+    fn weights(&self, ids: &[u32]) -> Vec<f32> {
+        ids.iter()
+            .map(|&id| {
+                if self.cls_sep.contains(&id) {
+                    0.0
+                } else {
+                    self.idf.as_ref().map_or(1.0, |idf| idf.weight(id))
+                }
+            })
+            .collect()
+    }
+
+    fn bertscore_raw(&self, output: &Embedded, reference: &Embedded) -> [f32; 3] {
+        let (wc, wr) = (self.weights(&output.ids), self.weights(&reference.ids));
+        math::bertscore(output, reference, &wc, &wr, self.encoder.hidden)
+    }
+
+    /// Embeds texts that are all distinct (no cache), in order.
+    fn embed_distinct(&mut self, texts: &[&str]) -> Result<Vec<Arc<Embedded>>, Error> {
+        let ids = self.token_ids(texts)?;
+        let mut out: Vec<Option<Arc<Embedded>>> = vec![None; texts.len()];
+        let order: Vec<usize> = (0..texts.len()).collect();
+        self.run_model(&order, ids.into_iter().map(Some).collect(), &mut out)?;
+        Ok(out.into_iter().map(|e| e.expect("embedded")).collect())
+    }
+
+    /// Runs the model over the texts `which` (indexes into `ids`/`out`),
+    /// sorted by length and grouped into token-budget batches.
+    fn run_model(
+        &mut self,
+        which: &[usize],
+        mut ids: Vec<Option<Vec<u32>>>,
+        out: &mut [Option<Arc<Embedded>>],
+    ) -> Result<(), Error> {
+        let mut order: Vec<usize> = which.to_vec();
+        order.sort_by_key(|&k| std::cmp::Reverse(ids[k].as_ref().map_or(0, |v| v.len())));
+        let budget = self.options.batch_tokens.max(self.max_len);
+        let mut start = 0;
+        while start < order.len() {
+            let longest = ids[order[start]].as_ref().map_or(0, |v| v.len()).max(1);
+            let count = (budget / longest).clamp(1, 512).min(order.len() - start);
+            let group = &order[start..start + count];
+            let seqs: Vec<&[u32]> = group
+                .iter()
+                .map(|&k| ids[k].as_deref().unwrap_or(&[]))
+                .collect();
+            let t0 = Instant::now();
+            let states = self.encoder.forward(&seqs)?;
+            self.report.forward += t0.elapsed();
+            self.report.padded_tokens += (longest * count) as u64;
+            let hidden = self.encoder.hidden;
+            let pooling = self.files.pooling;
+            let group_ids: Vec<Vec<u32>> = group
+                .iter()
+                .map(|&k| ids[k].take().unwrap_or_default())
+                .collect();
+            let built: Vec<(usize, Embedded)> = group
+                .par_iter()
+                .zip(group_ids.into_par_iter().zip(states.into_par_iter()))
+                .map(|(&k, (ids, st))| (k, Embedded::from_states(ids, st, hidden, pooling)))
+                .collect();
+            for (k, e) in built {
+                self.report.tokens += e.ids.len() as u64;
+                self.report.texts_embedded += 1;
+                if e.ids.len() >= self.max_len {
+                    self.report.texts_truncated += 1;
+                }
+                out[k] = Some(Arc::new(e));
+            }
+            start += count;
+        }
+        Ok(())
+    }
+
+    fn cache_put(&mut self, text: &str, e: &Arc<Embedded>) {
+        if self.options.cache_bytes == 0 {
+            return;
+        }
+        self.cache_bytes += e.bytes() + text.len();
+        if let Some((k, old)) = self.cache.push(text.to_string(), Arc::clone(e)) {
+            self.cache_bytes -= old.bytes() + k.len();
+        }
+        while self.cache_bytes > self.options.cache_bytes {
+            match self.cache.pop_lru() {
+                Some((k, old)) => self.cache_bytes -= old.bytes() + k.len(),
+                None => break,
+            }
+        }
+    }
+
+    /// Scores every row of a batch. Rows that cannot be scored (see
+    /// [`RowBatch::unscorable`]) get nulls.
+    pub fn score_batch(&mut self, batch: &RowBatch) -> Result<ScoreColumns, Error> {
+        let n = batch.len();
+        // Distinct texts of the batch, in first-seen order.
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        let mut texts: Vec<&str> = Vec::new();
+        let mut last_use: Vec<usize> = Vec::new();
+        let mut pairs: Vec<Option<(usize, usize)>> = Vec::with_capacity(n);
+        for i in 0..n {
+            if batch.unscorable(i).is_some() {
+                pairs.push(None);
+                continue;
+            }
+            let (r, o) = (
+                batch.reference.get(i).expect("scorable"),
+                batch.output.get(i).expect("scorable"),
+            );
+            let mut slot = |t| -> usize {
+                *index.entry(t).or_insert_with(|| {
+                    texts.push(t);
+                    last_use.push(0);
+                    texts.len() - 1
+                })
+            };
+            let (ri, oi) = (slot(r), slot(o));
+            last_use[ri] = i;
+            last_use[oi] = i;
+            pairs.push(Some((ri, oi)));
+        }
+        let mut slots: Vec<Option<Arc<Embedded>>> =
+            texts.iter().map(|t| self.cache.get(*t).cloned()).collect();
+        let misses: Vec<usize> = (0..texts.len()).filter(|&k| slots[k].is_none()).collect();
+        let t0 = Instant::now();
+        let miss_texts: Vec<&str> = misses.iter().map(|&k| texts[k]).collect();
+        let miss_ids = self.token_ids(&miss_texts)?;
+        self.report.tokenize += t0.elapsed();
+        let mut ids: Vec<Option<Vec<u32>>> = vec![None; texts.len()];
+        for (k, v) in misses.iter().zip(miss_ids) {
+            ids[*k] = Some(v);
+        }
+        let scorable_rows = pairs.iter().filter(|p| p.is_some()).count() as u64;
+        self.report.texts_reused += 2 * scorable_rows - misses.len() as u64;
+
+        // Walk the rows in chunks bounded by the tokens still to embed, so
+        // the token vectors held at once stay bounded.
+        let chunk_budget = 64 * 1024;
+        let mut scores: Vec<Option<[f32; 4]>> = vec![None; n];
+        let mut chunk_start = 0;
+        let mut pending: Vec<usize> = Vec::new();
+        let mut pending_tokens = 0usize;
+        let mut queued = vec![false; texts.len()];
+        for i in 0..=n {
+            let flush = i == n || pending_tokens >= chunk_budget;
+            if flush && chunk_start < i {
+                self.run_model(&pending, ids_subset(&mut ids, &pending), &mut slots)?;
+                for &k in &pending {
+                    let e = slots[k].clone().expect("embedded");
+                    self.cache_put(texts[k], &e);
+                }
+                self.score_rows(&pairs[chunk_start..i], &slots, &mut scores[chunk_start..i]);
+                // Release what no later row of this batch needs.
+                for (k, s) in slots.iter_mut().enumerate() {
+                    if last_use[k] < i {
+                        *s = None;
+                    }
+                }
+                pending.clear();
+                pending_tokens = 0;
+                chunk_start = i;
+            }
+            if i == n {
+                break;
+            }
+            if let Some((ri, oi)) = pairs[i] {
+                for k in [ri, oi] {
+                    if slots[k].is_none() && !queued[k] {
+                        queued[k] = true;
+                        pending_tokens += ids[k].as_ref().map_or(0, |v| v.len());
+                        pending.push(k);
+                    }
+                }
+            }
+        }
+        let mut out = ScoreColumns::default();
+        for (m, name) in METRICS.iter().enumerate() {
+            if !self.options.selection[m] {
+                continue;
+            }
+            let array: Float32Array = scores.iter().map(|s| s.map(|v| v[m])).collect();
+            out.push(
+                Field::new(*name, DataType::Float32, true),
+                Arc::new(array) as ArrayRef,
+            );
+        }
+        Ok(out)
+    }
+
+    fn score_rows(
+        &self,
+        pairs: &[Option<(usize, usize)>],
+        slots: &[Option<Arc<Embedded>>],
+        out: &mut [Option<[f32; 4]>],
+    ) {
+        let want_bert = self.options.selection[1..].iter().any(|&b| b);
+        out.par_iter_mut().zip(pairs.par_iter()).for_each(|(o, p)| {
+            let Some((ri, oi)) = *p else { return };
+            let (r, c) = (
+                slots[ri].as_ref().expect("embedded"),
+                slots[oi].as_ref().expect("embedded"),
+            );
+            let cos = math::cosine(r, c);
+            let [mut pr, mut rc, mut f] = if want_bert {
+                self.bertscore_raw(c, r)
+            } else {
+                [0.0; 3]
+            };
+            if let Some(b) = self.baseline {
+                pr = (pr - b[0]) / (1.0 - b[0]);
+                rc = (rc - b[1]) / (1.0 - b[1]);
+                f = (f - b[2]) / (1.0 - b[2]);
+            }
+            *o = Some([cos, pr, rc, f]);
+        });
+    }
+}
+
+/// Moves the token ids of `which` out of `ids` into a vector indexed like `ids`.
+fn ids_subset(ids: &mut [Option<Vec<u32>>], which: &[usize]) -> Vec<Option<Vec<u32>>> {
+    let mut out = vec![None; ids.len()];
+    for &k in which {
+        out[k] = ids[k].take();
+    }
+    out
+}
+
+/// The output fields of the selected embedding metrics.
+pub fn fields(selection: [bool; 4]) -> Vec<Field> {
+    METRICS
+        .iter()
+        .zip(selection)
+        .filter(|(_, on)| *on)
+        .map(|(n, _)| Field::new(*n, DataType::Float32, true))
+        .collect()
+}

@@ -1,0 +1,198 @@
+//! The metric math on token vectors: pooling, L2 normalisation, cosine and
+//! BERTScore's greedy matching (SPEC §3).
+
+use crate::model::Pooling;
+
+/// One text after the forward pass: its word-piece ids, its pooled sentence
+/// vector (unit length) and its token vectors (each unit length).
+#[derive(Debug, Clone)]
+pub struct Embedded {
+    /// Word-piece ids including [CLS]/[SEP].
+    pub ids: Vec<u32>,
+    /// The pooled, L2-normalised sentence vector.
+    pub pooled: Vec<f32>,
+    /// `ids.len() × hidden` token vectors, each L2-normalised.
+    pub tokens: Vec<f32>,
+}
+
+impl Embedded {
+    /// Builds the embedding of one text from its raw token states.
+    pub fn from_states(
+        ids: Vec<u32>,
+        mut states: Vec<f32>,
+        hidden: usize,
+        pooling: Pooling,
+    ) -> Embedded {
+        let len = ids.len();
+        let mut pooled = vec![0f32; hidden];
+        match pooling {
+            Pooling::Cls => pooled.copy_from_slice(&states[..hidden]),
+            Pooling::Mean => {
+                let mut acc = vec![0f64; hidden];
+                for row in states.chunks_exact(hidden) {
+                    acc.iter_mut().zip(row).for_each(|(a, v)| *a += *v as f64);
+                }
+                pooled
+                    .iter_mut()
+                    .zip(acc)
+                    .for_each(|(p, a)| *p = (a / len.max(1) as f64) as f32);
+            }
+            Pooling::Max => {
+                pooled.fill(f32::NEG_INFINITY);
+                for row in states.chunks_exact(hidden) {
+                    pooled.iter_mut().zip(row).for_each(|(p, v)| *p = p.max(*v));
+                }
+            }
+        }
+        normalize(&mut pooled);
+        for row in states.chunks_exact_mut(hidden) {
+            normalize(row);
+        }
+        Embedded {
+            ids,
+            pooled,
+            tokens: states,
+        }
+    }
+
+    /// Memory held, for the cache's byte budget.
+    pub fn bytes(&self) -> usize {
+        4 * (self.ids.len() + self.pooled.len() + self.tokens.len()) + 96
+    }
+}
+
+fn normalize(v: &mut [f32]) {
+    let norm = v
+        .iter()
+        .map(|x| (*x as f64) * (*x as f64))
+        .sum::<f64>()
+        .sqrt();
+    // torch's F.normalize divides by max(norm, 1e-12).
+    let scale = (1.0 / norm.max(1e-12)) as f32;
+    v.iter_mut().for_each(|x| *x *= scale);
+}
+
+/// Dot product, written so the compiler vectorises it.
+#[inline]
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for k in 0..16 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    let mut sum: f32 = acc.iter().sum();
+    for (x, y) in ra.iter().zip(rb) {
+        sum += x * y;
+    }
+    sum
+}
+
+/// `max(0, cos)` of two unit vectors.
+pub fn cosine(a: &Embedded, b: &Embedded) -> f32 {
+    dot(&a.pooled, &b.pooled).max(0.0)
+}
+
+/// BERTScore precision, recall and F1 of `candidate` (the output) against
+/// `reference`, with per-token weights (0 for [CLS]/[SEP]). A text with no
+/// weighted token gives 0 for all three, as does an undefined ratio.
+pub fn bertscore(
+    candidate: &Embedded,
+    reference: &Embedded,
+    wc: &[f32],
+    wr: &[f32],
+    hidden: usize,
+) -> [f32; 3] {
+    let (lc, lr) = (candidate.ids.len(), reference.ids.len());
+    let (sum_wc, sum_wr) = (
+        wc.iter().map(|&w| w as f64).sum::<f64>(),
+        wr.iter().map(|&w| w as f64).sum::<f64>(),
+    );
+    // Only [CLS] and [SEP]: an empty text.
+    if lc <= 2 || lr <= 2 {
+        return [0.0; 3];
+    }
+    let mut best_c = vec![f32::NEG_INFINITY; lc];
+    let mut best_r = vec![f32::NEG_INFINITY; lr];
+    for (j, c) in candidate.tokens.chunks_exact(hidden).enumerate() {
+        for (i, r) in reference.tokens.chunks_exact(hidden).enumerate() {
+            let s = dot(c, r);
+            if s > best_c[j] {
+                best_c[j] = s;
+            }
+            if s > best_r[i] {
+                best_r[i] = s;
+            }
+        }
+    }
+    let weighted = |best: &[f32], w: &[f32], total: f64| -> f64 {
+        if total <= 0.0 {
+            return 0.0;
+        }
+        best.iter()
+            .zip(w)
+            .map(|(b, w)| *b as f64 * *w as f64)
+            .sum::<f64>()
+            / total
+    };
+    let p = weighted(&best_c, wc, sum_wc);
+    let r = weighted(&best_r, wr, sum_wr);
+    let f = if p + r == 0.0 {
+        0.0
+    } else {
+        2.0 * p * r / (p + r)
+    };
+    let f = if f.is_finite() { f } else { 0.0 };
+    [p as f32, r as f32, f as f32]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn emb(ids: Vec<u32>, states: Vec<f32>, h: usize) -> Embedded {
+        Embedded::from_states(ids, states, h, Pooling::Mean)
+    }
+
+    #[test]
+    fn identical_texts_score_one() {
+        let h = 3;
+        let e = emb(
+            vec![101, 7, 8, 102],
+            vec![1., 0., 0., 0.5, 0.5, 0., 0., 1., 1., 0.2, 0.1, 0.],
+            h,
+        );
+        let w = [0.0, 1.0, 1.0, 0.0];
+        let [p, r, f] = bertscore(&e, &e, &w, &w, h);
+        assert!((p - 1.0).abs() < 1e-6 && (r - 1.0).abs() < 1e-6 && (f - 1.0).abs() < 1e-6);
+        assert!((cosine(&e, &e) - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn greedy_matching_by_hand() {
+        let h = 2;
+        // candidate tokens: CLS, x=(1,0), SEP ; reference: CLS, y=(0.6,0.8), z=(0,1), SEP
+        let c = emb(vec![101, 5, 102], vec![0., 1., 1., 0., 0., 1.], h);
+        let r = emb(
+            vec![101, 6, 7, 102],
+            vec![0., 1., 0.6, 0.8, 0., 1., 0., 1.],
+            h,
+        );
+        let [p, rr, f] = bertscore(&c, &r, &[0., 1., 0.], &[0., 1., 1., 0.], h);
+        // P: x's best match is y (0.6). R: y's best is x (0.6) or CLS/SEP of c (0.8) -> 0.8; z's best is CLS (1).
+        assert!((p - 0.6).abs() < 1e-6, "{p}");
+        assert!((rr - 0.9).abs() < 1e-6, "{rr}");
+        assert!((f - 2.0 * 0.6 * 0.9 / 1.5).abs() < 1e-6);
+    }
+
+    #[test]
+    fn empty_text_scores_zero() {
+        let h = 2;
+        let empty = emb(vec![101, 102], vec![1., 0., 0., 1.], h);
+        let c = emb(vec![101, 5, 102], vec![1., 0., 1., 0., 0., 1.], h);
+        assert_eq!(bertscore(&c, &empty, &[0., 1., 0.], &[0., 0.], h), [0.0; 3]);
+        assert_eq!(bertscore(&empty, &c, &[0., 0.], &[0., 1., 0.], h), [0.0; 3]);
+    }
+}

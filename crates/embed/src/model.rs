@@ -1,0 +1,246 @@
+//! Finding a sentence-transformers model folder and reading its settings
+//! from its own files (modules.json, 1_Pooling/config.json,
+//! sentence_bert_config.json, config.json), never from constants.
+
+use std::path::{Path, PathBuf};
+
+use refscore_batch::Error;
+use serde::Deserialize;
+
+/// The default model folder, relative to the working directory, used when
+/// neither `--model` nor `REFSCORE_MODEL_DIR` names one.
+pub const DEFAULT_MODEL_DIR: &str = "models/all-MiniLM-L6-v2";
+
+/// Files a sentence-transformers BERT folder provides (the first three are required).
+const FILES: [&str; 6] = [
+    "config.json",
+    "tokenizer.json",
+    "model.safetensors",
+    "modules.json",
+    "1_Pooling/config.json",
+    "sentence_bert_config.json",
+];
+
+/// How token vectors become one sentence vector (from 1_Pooling/config.json).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pooling {
+    /// Mean over the real tokens (including [CLS] and [SEP]).
+    Mean,
+    /// The [CLS] token's vector.
+    Cls,
+    /// Element-wise maximum over the real tokens.
+    Max,
+}
+
+/// A resolved model folder and the settings read from it.
+#[derive(Debug, Clone)]
+pub struct ModelFiles {
+    /// The folder holding the files.
+    pub dir: PathBuf,
+    /// Pooling mode.
+    pub pooling: Pooling,
+    /// Truncation length in word-pieces, including [CLS]/[SEP].
+    pub max_seq_length: usize,
+    /// The model's position limit (max_position_embeddings).
+    pub max_positions: usize,
+    /// Whether modules.json ends with a Normalize module.
+    pub normalize: bool,
+}
+
+#[derive(Deserialize)]
+struct Module {
+    #[serde(rename = "type")]
+    kind: String,
+    path: String,
+}
+
+#[derive(Deserialize)]
+struct PoolingConfig {
+    #[serde(default)]
+    pooling_mode_cls_token: bool,
+    #[serde(default)]
+    pooling_mode_mean_tokens: bool,
+    #[serde(default)]
+    pooling_mode_max_tokens: bool,
+    #[serde(default)]
+    pooling_mode_mean_sqrt_len_tokens: bool,
+    #[serde(default)]
+    pooling_mode_weightedmean_tokens: bool,
+    #[serde(default)]
+    pooling_mode_lasttoken: bool,
+}
+
+#[derive(Deserialize)]
+struct SbertConfig {
+    max_seq_length: Option<usize>,
+}
+
+#[derive(Deserialize)]
+struct BertConfigHead {
+    model_type: Option<String>,
+    max_position_embeddings: Option<usize>,
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, Error> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| Error::config(format!("{}: {e}", path.display())))
+}
+
+/// Finds the model: `spec` is a folder path or a Hugging Face id
+/// (`ORG/NAME`, looked up in the local HF cache, and on the hub only when
+/// `HF_HUB_OFFLINE` is not set); `None` means `REFSCORE_MODEL_DIR` or
+/// [`DEFAULT_MODEL_DIR`].
+pub fn resolve(spec: Option<&str>) -> Result<ModelFiles, Error> {
+    let dir = match spec {
+        Some(s) if Path::new(s).is_dir() => PathBuf::from(s),
+        Some(s) if looks_like_hub_id(s) => from_hub(s)?,
+        Some(s) => {
+            return Err(Error::config(format!(
+                "--model {s}: no such folder, and not a Hugging Face id (ORG/NAME)"
+            )))
+        }
+        None => {
+            let dir = std::env::var_os("REFSCORE_MODEL_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_MODEL_DIR));
+            if !dir.join("config.json").is_file() {
+                return Err(Error::config(format!(
+                    "no embedding model at {}: run scripts/fetch-model.sh to fetch the default \
+                     (all-MiniLM-L6-v2), or pass --model PATH|ORG/NAME",
+                    dir.display()
+                )));
+            }
+            dir
+        }
+    };
+    read_settings(&dir)
+}
+
+fn looks_like_hub_id(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('/').collect();
+    parts.len() == 2 && parts.iter().all(|p| !p.is_empty() && !p.starts_with('.'))
+}
+
+/// Resolves a hub id to a snapshot folder in the local Hugging Face cache
+/// (`HF_HOME`), downloading the files only when not offline.
+fn from_hub(id: &str) -> Result<PathBuf, Error> {
+    let offline = std::env::var("HF_HUB_OFFLINE").is_ok_and(|v| !v.is_empty() && v != "0");
+    let cache = hf_hub::Cache::from_env();
+    let repo = cache.model(id.to_string());
+    let mut found = Vec::new();
+    for f in FILES {
+        found.push(repo.get(f));
+    }
+    if found[..3].iter().all(Option::is_some) {
+        let config = found[0].as_ref().expect("checked");
+        return Ok(config
+            .parent()
+            .expect("file in a snapshot folder")
+            .to_path_buf());
+    }
+    if offline {
+        return Err(Error::config(format!(
+            "--model {id}: not in the local Hugging Face cache ({}) and HF_HUB_OFFLINE is set",
+            cache.path().display()
+        )));
+    }
+    let api = hf_hub::api::sync::ApiBuilder::from_env()
+        .build()
+        .map_err(|e| {
+            Error::temporary(format!(
+                "--model {id}: cannot reach the Hugging Face hub: {e}"
+            ))
+        })?;
+    let remote = api.model(id.to_string());
+    let mut config_path = None;
+    for (k, f) in FILES.iter().enumerate() {
+        match remote.get(f) {
+            Ok(p) if k == 0 => config_path = Some(p),
+            Ok(_) => {}
+            Err(e) if k < 3 => {
+                return Err(Error::temporary(format!(
+                    "--model {id}: cannot download {f}: {e}"
+                )))
+            }
+            Err(_) => {}
+        }
+    }
+    let config = config_path.expect("config.json downloaded");
+    Ok(config.parent().expect("snapshot folder").to_path_buf())
+}
+
+/// Reads pooling, truncation and normalisation settings from a folder.
+pub fn read_settings(dir: &Path) -> Result<ModelFiles, Error> {
+    for f in &FILES[..3] {
+        if !dir.join(f).is_file() {
+            return Err(Error::config(format!(
+                "{}: not a usable model folder: {f} is missing (a BERT sentence-transformers folder needs config.json, tokenizer.json and model.safetensors)",
+                dir.display()
+            )));
+        }
+    }
+    let head: BertConfigHead = read_json(&dir.join("config.json"))?;
+    if let Some(t) = &head.model_type {
+        if t != "bert" {
+            return Err(Error::config(format!(
+                "{}: model_type is '{t}'; refscore runs BERT-architecture models",
+                dir.join("config.json").display()
+            )));
+        }
+    }
+    let max_positions = head.max_position_embeddings.unwrap_or(512);
+    let modules: Vec<Module> = if dir.join("modules.json").is_file() {
+        read_json(&dir.join("modules.json"))?
+    } else {
+        Vec::new()
+    };
+    let pooling_dir = modules
+        .iter()
+        .find(|m| m.kind.ends_with("Pooling"))
+        .map(|m| dir.join(&m.path))
+        .unwrap_or_else(|| dir.join("1_Pooling"));
+    let pooling = if pooling_dir.join("config.json").is_file() {
+        let p: PoolingConfig = read_json(&pooling_dir.join("config.json"))?;
+        let path = pooling_dir.join("config.json");
+        let modes = [
+            p.pooling_mode_cls_token,
+            p.pooling_mode_mean_tokens || p.pooling_mode_mean_sqrt_len_tokens,
+            p.pooling_mode_max_tokens,
+        ];
+        if p.pooling_mode_weightedmean_tokens || p.pooling_mode_lasttoken {
+            return Err(Error::config(format!(
+                "{}: weighted-mean and last-token pooling are not supported",
+                path.display()
+            )));
+        }
+        match modes {
+            [true, false, false] => Pooling::Cls,
+            [false, true, false] => Pooling::Mean,
+            [false, false, true] => Pooling::Max,
+            _ => {
+                return Err(Error::config(format!(
+                    "{}: exactly one pooling mode must be set",
+                    path.display()
+                )))
+            }
+        }
+    } else {
+        Pooling::Mean
+    };
+    let max_seq_length = if dir.join("sentence_bert_config.json").is_file() {
+        let s: SbertConfig = read_json(&dir.join("sentence_bert_config.json"))?;
+        s.max_seq_length.unwrap_or(max_positions)
+    } else {
+        max_positions
+    }
+    .min(max_positions);
+    let normalize = modules.iter().any(|m| m.kind.ends_with("Normalize"));
+    Ok(ModelFiles {
+        dir: dir.to_path_buf(),
+        pooling,
+        max_seq_length,
+        max_positions,
+        normalize,
+    })
+}

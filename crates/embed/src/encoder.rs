@@ -4,10 +4,11 @@
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
+use candle_transformers::models::bert::Config;
 use refscore_batch::Error;
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
+use crate::bert::Bert;
 use crate::model::ModelFiles;
 
 fn internal(context: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
@@ -34,7 +35,7 @@ pub(crate) fn load_tokenizer(files: &ModelFiles, max_len: usize) -> Result<Token
 
 /// A loaded BERT encoder on one device.
 pub(crate) struct Encoder {
-    model: BertModel,
+    model: Bert,
     device: Device,
     pub(crate) hidden: usize,
     pad_id: u32,
@@ -57,7 +58,7 @@ impl Encoder {
         // writes it, and a concurrent writer would be a user error.
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, device) }
             .map_err(|e| Error::config(format!("{}: {e}", weights.display())))?;
-        let model = BertModel::load(vb, &config)
+        let model = Bert::load(vb, &config)
             .map_err(|e| Error::config(format!("{}: {e}", weights.display())))?;
         Ok(Encoder {
             model,
@@ -76,18 +77,14 @@ impl Encoder {
             return Ok(vec![Vec::new(); b]);
         }
         let mut ids = vec![self.pad_id; b * t];
-        let mut mask = vec![0u32; b * t];
         for (k, s) in seqs.iter().enumerate() {
             ids[k * t..k * t + s.len()].copy_from_slice(s);
-            mask[k * t..k * t + s.len()].iter_mut().for_each(|m| *m = 1);
         }
+        let lengths: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
         let ids = Tensor::from_vec(ids, (b, t), &self.device).map_err(internal("input ids"))?;
-        let mask =
-            Tensor::from_vec(mask, (b, t), &self.device).map_err(internal("attention mask"))?;
-        let types = ids.zeros_like().map_err(internal("token types"))?;
         let out = self
             .model
-            .forward(&ids, &types, Some(&mask))
+            .forward(&ids, &lengths)
             .map_err(internal("BERT forward"))?;
         let flat: Vec<f32> = out
             .to_dtype(DType::F32)

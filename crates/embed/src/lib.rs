@@ -8,6 +8,7 @@
 //! embedded once. Texts are tokenised in parallel, sorted by length and run
 //! in token-budget batches so little work goes into padding.
 
+mod bert;
 mod encoder;
 mod math;
 mod model;
@@ -269,6 +270,12 @@ impl EmbeddingStage {
     fn bertscore_raw(&self, output: &Embedded, reference: &Embedded) -> [f32; 3] {
         let (wc, wr) = (self.weights(&output.ids), self.weights(&reference.ids));
         math::bertscore(output, reference, &wc, &wr, self.encoder.hidden)
+    }
+
+    /// Embeds texts through the model (no cache), in order; sorted and
+    /// batched like a scoring run. For benchmarks and baselines.
+    pub fn embed(&mut self, texts: &[&str]) -> Result<Vec<Arc<Embedded>>, Error> {
+        self.embed_distinct(texts)
     }
 
     /// Embeds texts that are all distinct (no cache), in order.

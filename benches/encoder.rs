@@ -1,0 +1,68 @@
+//! The encoder alone: tokens/s of the BERT forward (plus pooling and
+//! normalisation) by batch shape, on the real default model. Texts are
+//! built from words that are one word-piece each, so every sequence has
+//! exactly the intended length.
+//!
+//! Run: `cargo bench --bench encoder` (needs scripts/fetch-model.sh;
+//! REFSCORE_BENCH_THREADS sets the thread count, default 2).
+
+use std::time::Instant;
+
+use refscore_embed::{EmbedOptions, EmbeddingStage};
+
+const WORDS: &[&str] = &[
+    "the", "of", "and", "to", "in", "is", "was", "he", "for", "it", "with", "as", "his", "on",
+    "be", "at", "by", "had", "are", "but", "from", "or", "have", "they", "which", "one", "you",
+    "were", "her", "all", "she", "there", "would", "their", "we", "him", "been", "has", "when",
+    "who", "will", "more", "no", "if", "out", "so", "said", "what", "up", "its", "about", "into",
+    "than", "them", "can", "only", "other", "new", "some", "could", "time", "these", "two", "may",
+    "then", "do", "first", "any", "my", "now", "such", "like", "our",
+];
+
+fn text(len: usize, seed: usize) -> String {
+    (0..len)
+        .map(|k| WORDS[(seed * 7 + k * 13 + k * k) % WORDS.len()])
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn main() {
+    let threads = std::env::var("REFSCORE_BENCH_THREADS").unwrap_or_else(|_| "2".into());
+    std::env::set_var("RAYON_NUM_THREADS", &threads);
+    let mut stage =
+        EmbeddingStage::load(EmbedOptions::default()).expect("model (run scripts/fetch-model.sh)");
+    // Warm up.
+    let warm: Vec<String> = (0..16).map(|s| text(30, s)).collect();
+    stage
+        .embed(&warm.iter().map(String::as_str).collect::<Vec<_>>())
+        .unwrap();
+    println!("threads {threads}; tokens include [CLS]/[SEP]; ceiling ≈ 8,700 tokens/s on 2 AVX-512 cores");
+    println!(
+        "{:>8} {:>8} {:>10} {:>12} {:>8}",
+        "texts", "tokens", "seconds", "tokens/s", "texts/s"
+    );
+    for (count, words) in [
+        (256, 6),
+        (256, 14),
+        (128, 30),
+        (64, 62),
+        (32, 126),
+        (16, 254),
+    ] {
+        let texts: Vec<String> = (0..count).map(|s| text(words, s)).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let t0 = Instant::now();
+        let out = stage.embed(&refs).unwrap();
+        let secs = t0.elapsed().as_secs_f64();
+        let tokens: usize = out.iter().map(|e| e.ids.len()).sum();
+        assert_eq!(tokens, count * (words + 2), "one word-piece per word");
+        println!(
+            "{:>8} {:>8} {:>10.3} {:>12.0} {:>8.1}",
+            count,
+            words + 2,
+            secs,
+            tokens as f64 / secs,
+            count as f64 / secs
+        );
+    }
+}

@@ -155,9 +155,11 @@ impl Settings {
                     [p, rr, f] if [p, rr, f].iter().all(|b| **b < 1.0) => {
                         Some(Rescale::Given([*p, *rr, *f]))
                     }
-                    _ => return Err(Error::config(format!(
+                    _ => {
+                        return Err(Error::config(format!(
                         "--rescale-baseline {r}: expected auto or three numbers below 1, as P,R,F"
-                    ))),
+                    )))
+                    }
                 }
             }
         };

@@ -1,0 +1,287 @@
+//! Embedding metrics through the real binary: model discovery, what happens
+//! without a model, devices, and BERTScore rescaling.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+
+fn model() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2")
+}
+
+fn small_input(dir: &Path) -> PathBuf {
+    let p = dir.join("in.parquet");
+    write_parquet(
+        &p,
+        vec![
+            (
+                "reference",
+                s(&[
+                    "Paris",
+                    "one hundred",
+                    "The mitochondria produce ATP.",
+                    "Leonardo da Vinci",
+                    "42",
+                    "blue",
+                ]),
+            ),
+            (
+                "output",
+                s(&[
+                    "paris",
+                    "100",
+                    "ATP is made by mitochondria.",
+                    "Michelangelo",
+                    "The answer is 42.",
+                    "The sky is green.",
+                ]),
+            ),
+        ],
+    );
+    p
+}
+
+fn run_with_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut c = Command::new(bin());
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn summary(out: &Path) -> serde_json::Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(format!("{}.summary.json", out.display())).unwrap(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn default_model_is_found_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = small_input(dir.path());
+    let out = dir.path().join("o.parquet");
+    let m = model();
+    let o = run_with_env(
+        &[
+            "score",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "-q",
+        ],
+        &[("REFSCORE_MODEL_DIR", m.to_str().unwrap())],
+    );
+    ok(&o);
+    let b = read_parquet(&out);
+    let names: Vec<String> = b
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(
+        names[6..10],
+        [
+            "cosine",
+            "bertscore_precision",
+            "bertscore_recall",
+            "bertscore_f1"
+        ]
+        .map(String::from)
+    );
+    let cos = f32s(&b, "cosine");
+    assert!(cos[0].unwrap() > 0.99, "case-only difference: {:?}", cos[0]);
+    assert!(cos.iter().all(|c| (0.0..=1.0 + 1e-6).contains(&c.unwrap())));
+    let e = &summary(&out)["embedding"];
+    assert_eq!(e["max_seq_length"], 256);
+    assert_eq!(e["pooling"], "mean");
+    assert_eq!(e["texts_embedded"], 12);
+}
+
+#[test]
+fn a_missing_model_is_an_error_when_asked_for_and_a_warning_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = small_input(dir.path());
+    let out = dir.path().join("o.parquet");
+    let env = [("REFSCORE_MODEL_DIR", "/nonexistent/model")];
+    let o = run_with_env(
+        &[
+            "score",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--metrics",
+            "cosine",
+        ],
+        &env,
+    );
+    let err = fails(&o, 78);
+    assert!(
+        err.contains("/nonexistent/model") && err.contains("scripts/fetch-model.sh"),
+        "{err}"
+    );
+    assert!(!out.exists());
+
+    let o = run_with_env(
+        &[
+            "score",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let printed = ok(&o);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("warning: embedding metrics skipped"),
+        "{stderr}"
+    );
+    assert!(
+        printed.contains("token_f1") && !printed.contains("cosine"),
+        "{printed}"
+    );
+    assert!(read_parquet(&out).column_by_name("cosine").is_none());
+}
+
+#[test]
+fn cuda_without_the_feature_is_a_clear_configuration_error() {
+    if cfg!(feature = "cuda") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let input = small_input(dir.path());
+    let out = dir.path().join("o.parquet");
+    let m = model();
+    let err = fails(
+        &score(
+            &input,
+            &out,
+            &[
+                "--metrics",
+                "embedding",
+                "--model",
+                m.to_str().unwrap(),
+                "--device",
+                "cuda:0",
+            ],
+        ),
+        78,
+    );
+    assert!(err.contains("--features cuda"), "{err}");
+    let err = fails(&score(&input, &out, &["--device", "tpu"]), 78);
+    assert!(err.contains("expected cpu, cuda, cuda:N or auto"), "{err}");
+}
+
+#[test]
+fn rescaling_applies_the_given_or_sampled_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = small_input(dir.path());
+    let m = model();
+    let base = ["--metrics", "bertscore", "--model", m.to_str().unwrap()];
+    let raw_out = dir.path().join("raw.parquet");
+    ok(&score(&input, &raw_out, &base));
+    let given_out = dir.path().join("given.parquet");
+    let mut args = base.to_vec();
+    args.extend(["--rescale-baseline", "0.5,0.6,0.55"]);
+    ok(&score(&input, &given_out, &args));
+    let (raw, given) = (read_parquet(&raw_out), read_parquet(&given_out));
+    for (col, b) in [
+        ("bertscore_precision", 0.5f32),
+        ("bertscore_recall", 0.6),
+        ("bertscore_f1", 0.55),
+    ] {
+        for (x, y) in f32s(&raw, col).iter().zip(f32s(&given, col)) {
+            let want = (x.unwrap() - b) / (1.0 - b);
+            assert!((y.unwrap() - want).abs() < 1e-5, "{col}: {y:?} vs {want}");
+        }
+    }
+
+    let mut args = base.to_vec();
+    args.extend(["--rescale-baseline", "auto"]);
+    let (a1, a2) = (
+        dir.path().join("auto1.parquet"),
+        dir.path().join("auto2.parquet"),
+    );
+    ok(&score(&input, &a1, &args));
+    ok(&score(&input, &a2, &args));
+    let b1 = summary(&a1)["embedding"]["baseline"].clone();
+    assert_eq!(
+        b1,
+        summary(&a2)["embedding"]["baseline"],
+        "seeded: same input, same baseline"
+    );
+    let b: Vec<f32> = b1
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap() as f32)
+        .collect();
+    assert_eq!(b.len(), 3);
+    // Mismatched pairs score lower than the matched mean.
+    let f1 = f32s(&raw, "bertscore_f1");
+    let matched_mean = f1.iter().map(|v| v.unwrap()).sum::<f32>() / f1.len() as f32;
+    assert!(
+        b[2] < matched_mean,
+        "baseline {b:?} vs matched mean {matched_mean}"
+    );
+    let auto = f32s(&read_parquet(&a1), "bertscore_f1");
+    let want = (f1[0].unwrap() - b[2]) / (1.0 - b[2]);
+    assert!((auto[0].unwrap() - want).abs() < 1e-5);
+
+    let err = fails(
+        &score(
+            &input,
+            &dir.path().join("bad.parquet"),
+            &["--rescale-baseline", "1.2,0,0"],
+        ),
+        78,
+    );
+    assert!(err.contains("three numbers below 1"), "{err}");
+}
+
+#[test]
+fn each_distinct_text_is_embedded_once_per_run() {
+    // 120 rows, one reference, 10 distinct outputs, read in batches of 7:
+    // 11 distinct texts, however they are spread over batches.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("rep.parquet");
+    let outs: Vec<String> = (0..120)
+        .map(|i| format!("answer number {}", i % 10))
+        .collect();
+    let refs = vec!["the reference answer"; 120];
+    write_parquet(
+        &input,
+        vec![
+            ("reference", s(&refs)),
+            (
+                "output",
+                s(&outs.iter().map(String::as_str).collect::<Vec<_>>()),
+            ),
+        ],
+    );
+    let out = dir.path().join("o.parquet");
+    let m = model();
+    ok(&score(
+        &input,
+        &out,
+        &[
+            "--metrics",
+            "embedding",
+            "--model",
+            m.to_str().unwrap(),
+            "--batch-size",
+            "7",
+        ],
+    ));
+    let e = &summary(&out)["embedding"];
+    assert_eq!(e["texts_embedded"], 11);
+    assert_eq!(e["texts_reused"], 240 - 11);
+    let cos = f32s(&read_parquet(&out), "cosine");
+    assert_eq!(cos[3], cos[13], "same pair, same score");
+}

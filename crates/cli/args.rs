@@ -45,8 +45,11 @@ Metrics (--metrics, comma-separated; groups expand to their members):
   lexical    exact_match, contains_match, exact_match_norm, contains_match_norm, token_f1
   embedding  cosine, bertscore_precision, bertscore_recall, bertscore_f1 (needs the model)
   bertscore  bertscore_precision, bertscore_recall, bertscore_f1
+  judge      meaning_match, similarity, fact_similarity (needs --judge-url; each metric
+             adds its value, explanation and _source columns, plus judge_* accounting)
   all        every metric that can run (the default; embedding metrics are skipped with a
-             warning when no model is found and none was asked for by name)
+             warning when no model is found and none was asked for by name; judge
+             metrics run only when --judge-url is given)
 
 Output: Parquet (zstd) with `id`, the metric columns, `status` (ok | partial | error),
 `error`, then any --keep columns; plus <OUTPUT>.summary.json. The file appears only
@@ -133,6 +136,54 @@ pub struct ScoreArgs {
     /// references are embedded once [default: 512]
     #[arg(long, value_name = "MIB")]
     pub embed_cache_mb: Option<usize>,
+
+    /// Base URL of an OpenAI-compatible judge endpoint, e.g. http://127.0.0.1:8080/v1 (vLLM,
+    /// llama.cpp, Ollama, OpenAI). Judge metrics run only with it
+    #[arg(long, value_name = "URL")]
+    pub judge_url: Option<String>,
+
+    /// Model name sent to the judge endpoint [default: default]
+    #[arg(long, value_name = "NAME")]
+    pub judge_model: Option<String>,
+
+    /// Environment variable holding the judge API key (sent as a bearer token, never
+    /// printed or written) [default: OPENAI_API_KEY]
+    #[arg(long, value_name = "VAR")]
+    pub judge_api_key_env: Option<String>,
+
+    /// Seconds before a judge request times out (then it is retried) [default: 60]
+    #[arg(long, value_name = "SECS")]
+    pub judge_timeout: Option<f64>,
+
+    /// Retries per judge request on timeouts, connection errors, 429 and 5xx [default: 4]
+    #[arg(long, value_name = "N")]
+    pub judge_retries: Option<u32>,
+
+    /// Judge requests in flight at once [default: 4]
+    #[arg(long, value_name = "N")]
+    pub judge_concurrency: Option<usize>,
+
+    /// Limit judge requests per minute
+    #[arg(long, value_name = "N")]
+    pub judge_rpm: Option<u32>,
+
+    /// Limit judge tokens (prompt + completion) per minute
+    #[arg(long, value_name = "N")]
+    pub judge_tpm: Option<u32>,
+
+    /// Column saying per row which judge metrics to run: boolean (all selected judge
+    /// metrics), or metric names as a comma-separated string or a list [default: every row]
+    #[arg(long, value_name = "COL")]
+    pub judge_where: Option<String>,
+
+    /// Cascade: send Meaning Match to the judge only for rows whose cosine lies in LO..HI;
+    /// decide the others by the band's side (source = band)
+    #[arg(long, value_name = "cosine:LO..HI")]
+    pub judge_band: Option<String>,
+
+    /// Folder for the persistent judge cache: a re-run never pays for a call twice
+    #[arg(long, value_name = "DIR")]
+    pub judge_cache: Option<PathBuf>,
 
     /// Pass threshold for a metric in the summary, e.g. token_f1=0.6 (repeatable)
     #[arg(long, value_name = "METRIC=VALUE")]

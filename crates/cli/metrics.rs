@@ -3,6 +3,7 @@
 
 use refscore_batch::Error;
 use refscore_embed::METRICS as EMBEDDING;
+use refscore_judge::METRICS as JUDGE;
 use refscore_lexical::{Selection, METRICS as LEXICAL};
 
 /// Which metrics a run computes, per stage.
@@ -12,6 +13,8 @@ pub struct MetricPlan {
     pub lexical: Selection,
     /// Embedding metrics, indexed like `refscore_embed::METRICS`.
     pub embedding: [bool; 4],
+    /// Judge metrics, indexed like `refscore_judge::METRICS`.
+    pub judge: [bool; 3],
     /// True when the user named the metrics (so a metric that cannot run is
     /// an error, not a silent skip).
     pub explicit: bool,
@@ -28,9 +31,12 @@ pub const DEFAULT_THRESHOLDS: &[(&str, f64)] = &[
     ("bertscore_precision", 0.8),
     ("bertscore_recall", 0.8),
     ("bertscore_f1", 0.8),
+    ("meaning_match", 1.0),
+    ("similarity", 0.7),
+    ("fact_similarity", 0.5),
 ];
 
-const GROUPS: &[&str] = &["all", "lexical", "embedding", "bertscore"];
+const GROUPS: &[&str] = &["all", "lexical", "embedding", "bertscore", "judge"];
 
 fn all_names() -> Vec<&'static str> {
     LEXICAL
@@ -46,11 +52,16 @@ impl MetricPlan {
     pub fn wants_embedding(&self) -> bool {
         self.embedding.iter().any(|&b| b)
     }
+
+    /// True when any judge metric is selected.
+    pub fn wants_judge(&self) -> bool {
+        self.judge.iter().any(|&b| b)
+    }
 }
 
 /// Fails unless `name` is a metric column name.
 pub fn check_known(name: &str) -> Result<(), Error> {
-    if LEXICAL.contains(&name) || EMBEDDING.contains(&name) {
+    if LEXICAL.contains(&name) || EMBEDDING.contains(&name) || JUDGE.contains(&name) {
         Ok(())
     } else {
         Err(unknown(name))
@@ -64,15 +75,19 @@ fn unknown(name: &str) -> Error {
     ))
 }
 
-/// Turns the `--metrics` list (None = default) into a plan.
-pub fn plan(names: Option<&[String]>) -> Result<MetricPlan, Error> {
+/// Turns the `--metrics` list (None = default) into a plan; `judge_configured`
+/// says whether a judge endpoint is set (the default includes judge metrics
+/// only then, and naming one without an endpoint is an error).
+pub fn plan(names: Option<&[String]>, judge_configured: bool) -> Result<MetricPlan, Error> {
     let Some(names) = names else {
         return Ok(MetricPlan {
             lexical: Selection::ALL,
             embedding: [true; 4],
+            judge: [judge_configured; 3],
             explicit: false,
         });
     };
+    let mut judge = [false; 3];
     let mut lexical = Selection::NONE;
     let mut embedding = [false; 4];
     for raw in names {
@@ -82,7 +97,9 @@ pub fn plan(names: Option<&[String]>) -> Result<MetricPlan, Error> {
             "all" => {
                 lexical = Selection::ALL;
                 embedding = [true; 4];
+                judge = [judge_configured; 3];
             }
+            "judge" => judge = [true; 3],
             "lexical" => lexical = Selection::ALL,
             "embedding" => embedding = [true; 4],
             "bertscore" => embedding[1..].iter_mut().for_each(|b| *b = true),
@@ -91,18 +108,26 @@ pub fn plan(names: Option<&[String]>) -> Result<MetricPlan, Error> {
                     lexical.0[k] = true;
                 } else if let Some(k) = EMBEDDING.iter().position(|m| *m == name) {
                     embedding[k] = true;
+                } else if let Some(k) = JUDGE.iter().position(|m| *m == name) {
+                    judge[k] = true;
                 } else {
                     return Err(unknown(name));
                 }
             }
         }
     }
-    if lexical.is_empty() && !embedding.iter().any(|&b| b) {
+    if lexical.is_empty() && !embedding.iter().any(|&b| b) && !judge.iter().any(|&b| b) {
         return Err(Error::config("--metrics selects no metric"));
+    }
+    if judge.iter().any(|&b| b) && !judge_configured {
+        return Err(Error::config(
+            "judge metrics need a judge endpoint: pass --judge-url URL (and --judge-model NAME)",
+        ));
     }
     Ok(MetricPlan {
         lexical,
         embedding,
+        judge,
         explicit: true,
     })
 }

@@ -5,9 +5,11 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use arrow::array::{AsArray, Float32Array};
 use crossbeam_channel::bounded;
 use refscore_batch::{Error, RowBatch, ScoreColumns};
 use refscore_embed::{EmbedOptions, EmbeddingStage};
+use refscore_judge::{Endpoint, JudgeOptions, JudgeStage};
 use refscore_read::Role;
 use refscore_read::{Dataset, ReadOptions};
 use refscore_write::{result_schema, write_atomically, ResultWriter, Summary};
@@ -27,12 +29,17 @@ pub fn run(settings: &Settings) -> Result<Summary, Error> {
         mapping: settings.mapping.clone(),
         keep: settings.keep.clone(),
         batch_size: settings.batch_size,
+        row_filter: settings.judge_where.clone(),
     };
     let dataset = Dataset::open(&settings.input, &options)?;
     let lexical = settings.metrics.lexical;
     let mut embed = load_embedding(settings)?;
+    let mut judge = load_judge(settings)?;
     let mut metric_fields = refscore_lexical::fields(lexical);
     if let Some(stage) = &embed {
+        metric_fields.extend(stage.fields());
+    }
+    if let Some(stage) = &judge {
         metric_fields.extend(stage.fields());
     }
     let schema = result_schema(dataset.id_field(), &metric_fields, dataset.keep_fields())?;
@@ -85,6 +92,15 @@ pub fn run(settings: &Settings) -> Result<Summary, Error> {
                     }
                 }
             }
+            if let Some(stage) = judge.as_mut() {
+                match judge_batch(stage, &batch, &scores, settings) {
+                    Ok(more) => scores.extend(more),
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
             if score_tx.send((batch, scores)).is_err() {
                 break;
             }
@@ -109,6 +125,16 @@ pub fn run(settings: &Settings) -> Result<Summary, Error> {
         summary
             .extra
             .insert("embedding".into(), embedding_report(stage));
+    }
+    if let Some(stage) = &judge {
+        let r = stage.report();
+        let mut v = refscore_judge::report_json(&r);
+        v["seconds_per_judged_row"] = json!(if r.rows_judged > 0 {
+            r.call_seconds / r.rows_judged as f64
+        } else {
+            0.0
+        });
+        summary.extra.insert("judge".into(), v);
     }
     if let Some(rss) = peak_rss_bytes() {
         summary.extra.insert("peak_rss_bytes".into(), rss.into());
@@ -145,6 +171,70 @@ fn load_embedding(settings: &Settings) -> Result<Option<EmbeddingStage>, Error> 
         ..EmbedOptions::default()
     };
     EmbeddingStage::load(options).map(Some)
+}
+
+/// Sets up the judge stage when judge metrics are wanted.
+fn load_judge(settings: &Settings) -> Result<Option<JudgeStage>, Error> {
+    let (Some(j), true) = (&settings.judge, settings.metrics.wants_judge()) else {
+        return Ok(None);
+    };
+    let api_key = std::env::var(&j.api_key_env).ok().filter(|k| !k.is_empty());
+    let endpoint = Endpoint {
+        url: j.url.clone(),
+        model: j.model.clone(),
+        api_key,
+        timeout: std::time::Duration::from_secs_f64(j.timeout),
+        retries: j.retries,
+        concurrency: j.concurrency,
+        requests_per_minute: j.rpm,
+        tokens_per_minute: j.tpm,
+        backoff: std::time::Duration::from_millis(500),
+    };
+    JudgeStage::new(JudgeOptions {
+        endpoint,
+        selection: settings.metrics.judge,
+        band: j.band,
+        cache_dir: j.cache.clone(),
+    })
+    .map(Some)
+}
+
+/// Works out which rows request which judge metrics and judges the batch.
+fn judge_batch(
+    stage: &mut JudgeStage,
+    batch: &RowBatch,
+    scores: &ScoreColumns,
+    settings: &Settings,
+) -> Result<ScoreColumns, Error> {
+    let n = batch.len();
+    let requested: Vec<[bool; 3]> = match &batch.row_filter {
+        None => vec![[true; 3]; n],
+        Some(col) => {
+            let column = settings.judge_where.as_deref().unwrap_or("");
+            (0..n)
+                .map(|i| {
+                    refscore_judge::requested_by(col, i, &|| {
+                        format!(
+                            "{}: column '{column}', row {}",
+                            batch.source,
+                            batch.first_row_in_source + i as u64
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?
+        }
+    };
+    let cosine: Option<Float32Array> =
+        scores
+            .fields
+            .iter()
+            .position(|f| f.name() == "cosine")
+            .map(|k| {
+                scores.arrays[k]
+                    .as_primitive::<arrow::datatypes::Float32Type>()
+                    .clone()
+            });
+    stage.score_batch(batch, &requested, cosine.as_ref())
 }
 
 /// The passes some embedding settings need before scoring: IDF over the

@@ -35,6 +35,51 @@ struct ConfigFile {
     rescale_baseline: Option<String>,
     max_seq_length: Option<usize>,
     embed_cache_mb: Option<usize>,
+    judge_url: Option<String>,
+    judge_model: Option<String>,
+    judge_api_key_env: Option<String>,
+    judge_timeout: Option<f64>,
+    judge_retries: Option<u32>,
+    judge_concurrency: Option<usize>,
+    judge_rpm: Option<u32>,
+    judge_tpm: Option<u32>,
+    judge_where: Option<String>,
+    judge_band: Option<String>,
+    judge_cache: Option<PathBuf>,
+}
+
+/// Settings of the judge stage (present when a judge URL is given).
+#[derive(Debug, Clone)]
+pub struct JudgeSettings {
+    pub url: String,
+    pub model: String,
+    pub api_key_env: String,
+    pub timeout: f64,
+    pub retries: u32,
+    pub concurrency: usize,
+    pub rpm: Option<u32>,
+    pub tpm: Option<u32>,
+    pub band: Option<(f32, f32)>,
+    pub cache: Option<PathBuf>,
+}
+
+/// Parses `cosine:LO..HI`.
+fn parse_band(spec: &str) -> Result<(f32, f32), Error> {
+    let bad = || {
+        Error::config(format!(
+            "--judge-band {spec}: expected cosine:LO..HI with 0 <= LO <= HI <= 1"
+        ))
+    };
+    let range = spec.strip_prefix("cosine:").ok_or_else(bad)?;
+    let (lo, hi) = range.split_once("..").ok_or_else(bad)?;
+    let (lo, hi): (f32, f32) = (
+        lo.trim().parse().map_err(|_| bad())?,
+        hi.trim().parse().map_err(|_| bad())?,
+    );
+    if !(0.0..=1.0).contains(&lo) || !(0.0..=1.0).contains(&hi) || lo > hi {
+        return Err(bad());
+    }
+    Ok((lo, hi))
 }
 
 /// How BERTScore is rescaled.
@@ -71,6 +116,9 @@ pub struct Settings {
     pub threads: Option<usize>,
     pub quiet: bool,
     pub embed: EmbedSettings,
+    pub judge: Option<JudgeSettings>,
+    /// `--judge-where`: the column that says which rows want judging.
+    pub judge_where: Option<String>,
 }
 
 fn read_config(path: &Path) -> Result<ConfigFile, Error> {
@@ -119,7 +167,8 @@ impl Settings {
             output: args.mapping.output_col.or(file.output_col),
         };
         let metric_names = args.metrics.or(file.metrics);
-        let metrics = metrics::plan(metric_names.as_deref())?;
+        let judge_url = args.judge_url.or(file.judge_url);
+        let metrics = metrics::plan(metric_names.as_deref(), judge_url.is_some())?;
         let mut thresholds: BTreeMap<String, f64> = metrics::DEFAULT_THRESHOLDS
             .iter()
             .map(|(k, v)| (k.to_string(), *v))
@@ -138,7 +187,14 @@ impl Settings {
                 .map_err(|_| Error::config(format!("--threshold {t}: '{v}' is not a number")))?;
             thresholds.insert(k.to_string(), v);
         }
-        let batch_size = args.batch_size.or(file.batch_size).unwrap_or(32 * 1024);
+        // Judged rows take seconds each: smaller batches keep progress and
+        // the rows at risk in a crash small.
+        let default_batch = if metrics.wants_judge() {
+            256
+        } else {
+            32 * 1024
+        };
+        let batch_size = args.batch_size.or(file.batch_size).unwrap_or(default_batch);
         if batch_size == 0 {
             return Err(Error::config("--batch-size must be at least 1"));
         }
@@ -171,7 +227,57 @@ impl Settings {
             max_seq_length: args.max_seq_length.or(file.max_seq_length),
             cache_mb: args.embed_cache_mb.or(file.embed_cache_mb).unwrap_or(512),
         };
+        let band = args
+            .judge_band
+            .or(file.judge_band)
+            .map(|b| parse_band(&b))
+            .transpose()?;
+        if band.is_some() && !(metrics.judge[0] && metrics.embedding[0]) {
+            return Err(Error::config(
+                "--judge-band needs the meaning_match and cosine metrics in the run",
+            ));
+        }
+        let judge = match judge_url {
+            None => None,
+            Some(url) => {
+                let timeout = args.judge_timeout.or(file.judge_timeout).unwrap_or(60.0);
+                if timeout <= 0.0 || !timeout.is_finite() {
+                    return Err(Error::config(
+                        "--judge-timeout must be a positive number of seconds",
+                    ));
+                }
+                let concurrency = args
+                    .judge_concurrency
+                    .or(file.judge_concurrency)
+                    .unwrap_or(4);
+                if concurrency == 0 {
+                    return Err(Error::config("--judge-concurrency must be at least 1"));
+                }
+                Some(JudgeSettings {
+                    url,
+                    model: args
+                        .judge_model
+                        .or(file.judge_model)
+                        .unwrap_or_else(|| "default".into()),
+                    api_key_env: args
+                        .judge_api_key_env
+                        .or(file.judge_api_key_env)
+                        .unwrap_or_else(|| "OPENAI_API_KEY".into()),
+                    timeout,
+                    retries: args.judge_retries.or(file.judge_retries).unwrap_or(4),
+                    concurrency,
+                    rpm: args.judge_rpm.or(file.judge_rpm),
+                    tpm: args.judge_tpm.or(file.judge_tpm),
+                    band,
+                    cache: args.judge_cache.or(file
+                        .judge_cache
+                        .map(|p| PathBuf::from(rel(p.to_string_lossy().into_owned())))),
+                })
+            }
+        };
         Ok(Settings {
+            judge,
+            judge_where: args.judge_where.or(file.judge_where),
             embed,
             input,
             output,

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod judge_server;
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -101,6 +101,9 @@ pub struct RowBatch {
     pub output: TextColumn,
     /// Input columns the user asked to copy into the output unchanged.
     pub passthrough: Vec<ArrayRef>,
+    /// The column that says per row which optional (judge) metrics to
+    /// compute, when the user names one.
+    pub row_filter: Option<ArrayRef>,
 }
 
 impl RowBatch {

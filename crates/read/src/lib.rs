@@ -31,6 +31,9 @@ pub struct ReadOptions {
     pub keep: Vec<String>,
     /// Rows per record batch.
     pub batch_size: usize,
+    /// A column saying per row which optional metrics to run (`--judge-where`):
+    /// boolean, string, or list of strings.
+    pub row_filter: Option<String>,
 }
 
 impl Default for ReadOptions {
@@ -39,6 +42,7 @@ impl Default for ReadOptions {
             mapping: ColumnMapping::default(),
             keep: Vec::new(),
             batch_size: 32 * 1024,
+            row_filter: None,
         }
     }
 }
@@ -63,6 +67,7 @@ pub struct Dataset {
     keep_fields: Vec<Field>,
     id_field: Field,
     batch_size: usize,
+    row_filter: Option<String>,
 }
 
 impl Dataset {
@@ -96,8 +101,34 @@ impl Dataset {
                 .clone(),
             None => Field::new("id", DataType::UInt64, false),
         };
+        if let Some(name) = &options.row_filter {
+            let field = first.schema.field_with_name(name).map_err(|_| {
+                Error::bad_input(format!(
+                    "{}: --judge-where column '{name}' not found (columns: {})",
+                    first.path.display(),
+                    mapping::column_list(&first.schema)
+                ))
+            })?;
+            let ok = match field.data_type() {
+                DataType::Boolean => true,
+                DataType::List(item) | DataType::LargeList(item) => {
+                    refscore_batch::is_string_type(item.data_type())
+                }
+                t => refscore_batch::is_string_type(t),
+            };
+            if !ok {
+                return Err(Error::bad_input(format!(
+                    "{}: --judge-where column '{name}' has type {}; expected boolean, string or list of strings",
+                    first.path.display(),
+                    field.data_type()
+                )));
+            }
+        }
         for file in &files_meta[1..] {
             mapping::check_same(&columns, &first.schema, file)?;
+            if let Some(name) = &options.row_filter {
+                check_same_type(file, first.schema.field_with_name(name).expect("checked"))?;
+            }
             for f in &keep_fields {
                 check_same_type(file, f)?;
             }
@@ -109,6 +140,7 @@ impl Dataset {
             keep_fields,
             id_field,
             batch_size: options.batch_size.max(1),
+            row_filter: options.row_filter.clone(),
         })
     }
 
@@ -198,6 +230,7 @@ impl Dataset {
             .chain(&self.columns.input)
             .chain([&self.columns.reference, &self.columns.output])
             .chain(&self.keep)
+            .chain(&self.row_filter)
         {
             if !names.contains(&n.as_str()) {
                 names.push(n);
@@ -238,6 +271,15 @@ impl Dataset {
             reference: text(&self.columns.reference)?,
             output: text(&self.columns.output)?,
             passthrough: self.keep.iter().map(|k| col(k).clone()).collect(),
+            row_filter: self.row_filter.as_deref().map(|k| {
+                let a = col(k);
+                match a.data_type() {
+                    DataType::Dictionary(_, v) => {
+                        arrow::compute::cast(a, v).unwrap_or_else(|_| a.clone())
+                    }
+                    _ => a.clone(),
+                }
+            }),
         })
     }
 }

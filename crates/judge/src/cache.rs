@@ -1,0 +1,55 @@
+//! The on-disk judge cache (`--judge-cache DIR`): one small JSON file per
+//! answer, keyed by a hash of the endpoint's model, the template hash and
+//! the inputs, so a re-run or a resumed run never pays for a call twice.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::prompts::hex;
+
+pub(crate) struct DiskCache {
+    dir: PathBuf,
+}
+
+impl DiskCache {
+    pub(crate) fn open(dir: PathBuf) -> Result<DiskCache, String> {
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("{}: cannot create the judge cache: {e}", dir.display()))?;
+        Ok(DiskCache { dir })
+    }
+
+    /// The key of a request: every part that changes the answer.
+    pub(crate) fn key(parts: &[&str]) -> String {
+        let mut h = Sha256::new();
+        for p in parts {
+            h.update((p.len() as u64).to_le_bytes());
+            h.update(p.as_bytes());
+        }
+        hex(&h.finalize())
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        self.dir.join(&key[..2]).join(format!("{key}.json"))
+    }
+
+    pub(crate) fn get(&self, key: &str) -> Option<Value> {
+        let text = std::fs::read_to_string(self.path(key)).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// Stores an answer; failures only cost a future call, so they are ignored.
+    pub(crate) fn put(&self, key: &str, value: &Value) {
+        let path = self.path(key);
+        let Some(dir) = path.parent() else { return };
+        if std::fs::create_dir_all(dir).is_err() {
+            return;
+        }
+        let tmp = dir.join(format!(".{key}.{}.tmp", std::process::id()));
+        if std::fs::write(&tmp, value.to_string()).is_ok() && std::fs::rename(&tmp, &path).is_err()
+        {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! Defensive parsing of judge replies: models wrap JSON in code fences or
+//! prose, send booleans and numbers as strings, give reasons as lists. What
+//! cannot be read as the expected object is an error (and is retried).
+
+use serde_json::Value;
+
+/// Finds the JSON object in a reply: the whole text, the inside of a code
+/// fence, or the first balanced `{...}` in surrounding prose.
+pub(crate) fn extract_object(text: &str) -> Result<Value, String> {
+    let trimmed = text.trim();
+    if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(trimmed) {
+        return Ok(v);
+    }
+    let unfenced = strip_fence(trimmed);
+    if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(unfenced) {
+        return Ok(v);
+    }
+    let mut search = unfenced;
+    while let Some(start) = search.find('{') {
+        if let Some(end) = balanced_end(&search[start..]) {
+            if let Ok(v @ Value::Object(_)) =
+                serde_json::from_str::<Value>(&search[start..start + end])
+            {
+                return Ok(v);
+            }
+        }
+        search = &search[start + 1..];
+    }
+    Err(format!("no JSON object in the reply: {}", snippet(text)))
+}
+
+fn strip_fence(text: &str) -> &str {
+    let Some(start) = text.find("```") else {
+        return text;
+    };
+    let after = &text[start + 3..];
+    let body_start = after.find('\n').map(|n| n + 1).unwrap_or(0);
+    let body = &after[body_start..];
+    match body.find("```") {
+        Some(end) => body[..end].trim(),
+        None => body.trim(),
+    }
+}
+
+/// Length of the balanced `{...}` at the start of `s`, minding strings.
+fn balanced_end(s: &str) -> Option<usize> {
+    let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
+    for (i, c) in s.char_indices() {
+        if in_str {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_str = true,
+            '{' => depth += 1,
+            '}' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The start of a reply, for error messages.
+pub(crate) fn snippet(text: &str) -> String {
+    let one_line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(120)
+        .collect();
+    if text.chars().count() > 120 {
+        format!("{one_line}…")
+    } else {
+        one_line
+    }
+}
+
+fn field<'a>(v: &'a Value, names: &[&str]) -> Option<&'a Value> {
+    names.iter().find_map(|n| v.get(*n))
+}
+
+fn as_bool(v: &Value) -> Option<bool> {
+    match v {
+        Value::Bool(b) => Some(*b),
+        Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
+            "true" | "yes" => Some(true),
+            "false" | "no" => Some(false),
+            _ => None,
+        },
+        Value::Number(n) => match n.as_f64() {
+            Some(x) if x == 1.0 => Some(true),
+            Some(x) if x == 0.0 => Some(false),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn as_text(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.trim().to_string(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|i| match i {
+                Value::String(s) => s.trim().to_string(),
+                other => other.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn as_integer(v: &Value) -> Option<i64> {
+    let x = match v {
+        Value::Number(n) => n.as_f64()?,
+        Value::String(s) => s.trim().parse::<f64>().ok()?,
+        _ => return None,
+    };
+    (x.fract() == 0.0 && x.is_finite()).then_some(x as i64)
+}
+
+/// `{"meaning_match": bool, "reason": str}`.
+pub(crate) fn meaning_match(v: &Value) -> Result<(bool, String), String> {
+    let verdict =
+        field(v, &["meaning_match", "match"]).ok_or("reply has no \"meaning_match\" field")?;
+    let b =
+        as_bool(verdict).ok_or_else(|| format!("\"meaning_match\" is not a boolean: {verdict}"))?;
+    Ok((b, as_text(field(v, &["reason", "reasons", "explanation"]))))
+}
+
+/// `{"score": 0..=10, "rationale": str}`.
+pub(crate) fn similarity(v: &Value) -> Result<(u8, String), String> {
+    let score = field(v, &["score", "similarity_score", "similarity"])
+        .ok_or("reply has no \"score\" field")?;
+    let n = as_integer(score).ok_or_else(|| format!("\"score\" is not an integer: {score}"))?;
+    if !(0..=10).contains(&n) {
+        return Err(format!("\"score\" {n} is outside 0..10"));
+    }
+    Ok((
+        n as u8,
+        as_text(field(v, &["rationale", "reason", "explanation"])),
+    ))
+}
+
+/// `{"facts": [str]}`.
+pub(crate) fn facts(v: &Value) -> Result<Vec<String>, String> {
+    let list = field(v, &["facts"])
+        .and_then(Value::as_array)
+        .ok_or("reply has no \"facts\" list")?;
+    Ok(list
+        .iter()
+        .map(|f| as_text(Some(f)))
+        .filter(|f| !f.is_empty())
+        .collect())
+}
+
+/// `{"output_facts": [str], "matches": [{"output": i, "reference": j}]}`:
+/// returns (one-to-one matched pairs, number of output facts). Indexes are
+/// 1-based; a pair reusing an index already paired is ignored.
+pub(crate) fn fact_match(v: &Value, reference_facts: usize) -> Result<(usize, usize), String> {
+    let outs = field(v, &["output_facts", "candidate_facts"])
+        .and_then(Value::as_array)
+        .ok_or("reply has no \"output_facts\" list")?;
+    let n_out = outs.iter().filter(|f| !as_text(Some(f)).is_empty()).count();
+    let pairs = field(v, &["matches", "pairs"])
+        .and_then(Value::as_array)
+        .ok_or("reply has no \"matches\" list")?;
+    let mut used_out = vec![false; n_out + 1];
+    let mut used_ref = vec![false; reference_facts + 1];
+    let mut matched = 0;
+    for p in pairs {
+        let o = p
+            .get("output")
+            .and_then(as_integer)
+            .ok_or_else(|| format!("bad match entry: {p}"))?;
+        let r = p
+            .get("reference")
+            .and_then(as_integer)
+            .ok_or_else(|| format!("bad match entry: {p}"))?;
+        if o < 1 || o as usize > n_out || r < 1 || r as usize > reference_facts {
+            return Err(format!("match {p} is out of range ({n_out} output facts, {reference_facts} reference facts)"));
+        }
+        let (o, r) = (o as usize, r as usize);
+        if !used_out[o] && !used_ref[r] {
+            used_out[o] = true;
+            used_ref[r] = true;
+            matched += 1;
+        }
+    }
+    Ok((matched, n_out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn finds_objects_in_fences_and_prose() {
+        let plain = r#"{"meaning_match": true, "reason": "same"}"#;
+        assert_eq!(extract_object(plain).unwrap()["reason"], "same");
+        let fenced = "```json\n{\"meaning_match\": false, \"reason\": \"x\"}\n```";
+        assert_eq!(extract_object(fenced).unwrap()["meaning_match"], false);
+        let prose = "Sure! Here is my verdict: {\"score\": 7, \"rationale\": \"has a } brace\"} Hope it helps.";
+        assert_eq!(extract_object(prose).unwrap()["score"], 7);
+        assert!(extract_object("no json here").is_err());
+        assert!(extract_object("{\"score\": 7, \"rationale\": \"trunc").is_err());
+        assert!(extract_object("[1, 2]").is_err());
+    }
+
+    #[test]
+    fn coerces_loose_types() {
+        assert_eq!(
+            meaning_match(&json!({"meaning_match": "true", "reason": ["a", "b"]})).unwrap(),
+            (true, "a b".into())
+        );
+        assert_eq!(
+            meaning_match(&json!({"meaning_match": "False"})).unwrap(),
+            (false, String::new())
+        );
+        assert!(meaning_match(&json!({"meaning_match": "maybe"})).is_err());
+        assert_eq!(
+            similarity(&json!({"score": "8", "rationale": "ok"})).unwrap(),
+            (8, "ok".into())
+        );
+        assert_eq!(
+            similarity(&json!({"score": 10.0, "rationale": "ok"}))
+                .unwrap()
+                .0,
+            10
+        );
+        assert!(similarity(&json!({"score": 11})).is_err());
+        assert!(similarity(&json!({"score": -1})).is_err());
+        assert!(similarity(&json!({"score": 7.5})).is_err());
+        assert!(similarity(&json!({"score": "high"})).is_err());
+    }
+
+    #[test]
+    fn fact_matches_are_one_to_one_and_checked() {
+        let v = json!({"output_facts": ["a", "b", "c"], "matches": [
+            {"output": 1, "reference": 1}, {"output": 2, "reference": 1}, {"output": "3", "reference": "2"}]});
+        assert_eq!(fact_match(&v, 2).unwrap(), (2, 3));
+        let v = json!({"output_facts": ["a"], "matches": [{"output": 1, "reference": 5}]});
+        assert!(fact_match(&v, 2).is_err());
+        assert_eq!(
+            facts(&json!({"facts": ["x", " ", "y"]})).unwrap(),
+            vec!["x", "y"]
+        );
+    }
+}

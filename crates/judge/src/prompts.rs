@@ -1,0 +1,158 @@
+//! The judge prompts, versioned in one place. Each template's hash goes into
+//! the output and into cache keys, so a changed prompt never reuses old
+//! answers and every score says which prompt produced it.
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+/// One prompt template: a system message and a user message with `{name}`
+/// slots, plus the JSON schema the reply must follow.
+pub(crate) struct Template {
+    pub name: &'static str,
+    pub version: &'static str,
+    pub system: &'static str,
+    pub user: &'static str,
+    pub schema: fn() -> Value,
+    pub max_tokens: u32,
+}
+
+impl Template {
+    /// Short content hash of the template (name, version, texts, schema).
+    pub(crate) fn hash(&self) -> String {
+        let mut h = Sha256::new();
+        for part in [
+            self.name,
+            self.version,
+            self.system,
+            self.user,
+            &(self.schema)().to_string(),
+        ] {
+            h.update(part.as_bytes());
+            h.update([0]);
+        }
+        let digest = h.finalize();
+        format!("{}-{}-{}", self.name, self.version, hex(&digest[..6]))
+    }
+
+    /// Fills the user message's slots.
+    pub(crate) fn render(&self, slots: &[(&str, &str)]) -> String {
+        let mut out = self.user.to_string();
+        for (k, v) in slots {
+            out = out.replace(&format!("{{{k}}}"), v);
+        }
+        out
+    }
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub(crate) const MEANING_MATCH: Template = Template {
+    name: "meaning_match",
+    version: "v1",
+    system: "You are a strict grader. You compare a candidate answer with a reference answer to the \
+same question and decide whether the candidate gives the same core answer: the same fact, entity or value.\n\
+Rules:\n\
+- Judge only the core answer, not style, tone or length.\n\
+- Aliases, synonyms, abbreviations and paraphrases count as the same (\"NYC\" = \"New York City\", \"Da Vinci\" = \"Leonardo da Vinci\").\n\
+- Ignore differences of case, punctuation, whitespace, articles, formatting and small typos.\n\
+- Digits and number words are equal (\"100\" = \"one hundred\").\n\
+- Extra detail is fine unless it changes or contradicts the core answer.\n\
+- If the candidate offers the right answer next to wrong alternatives (\"Paris or Lyon\"), it does not match.\n\
+- A hedged, uncertain or incomplete answer does not match.\n\
+Reply with a JSON object only: {\"meaning_match\": true or false, \"reason\": \"one or two sentences\"}.",
+    user: "Question:\n{input}\n\nReference answer:\n{reference}\n\nCandidate answer:\n{output}",
+    schema: || {
+        json!({"type": "object", "properties": {
+            "meaning_match": {"type": "boolean"},
+            "reason": {"type": "string"}},
+            "required": ["meaning_match", "reason"], "additionalProperties": false})
+    },
+    max_tokens: 256,
+};
+
+pub(crate) const SIMILARITY: Template = Template {
+    name: "similarity",
+    version: "v1",
+    system: "You are a strict grader. Rate how similar a candidate answer is to a reference answer to the \
+same question, on an integer scale from 0 to 10:\n\
+10: nearly identical in meaning, structure, accuracy and completeness.\n\
+8-9: high overlap; only very minor omissions or differences of phrasing.\n\
+6-7: most facts present, but some are partly wrong, incomplete or vague.\n\
+4-5: major elements missing or misrepresented.\n\
+1-3: very little overlap.\n\
+0: unrelated or wrong.\n\
+Weigh factual accuracy, completeness, semantic similarity, terminology and structure, and above all the \
+precision of quantities, names and categories (doses, figures, units). Be strict: penalise omissions and \
+wrong values. Answers may be long or structured (lists, JSON); compare their content.\n\
+Reply with a JSON object only: {\"score\": integer 0-10, \"rationale\": \"two to four sentences\"}.",
+    user: "Question:\n{input}\n\nReference answer:\n{reference}\n\nCandidate answer:\n{output}",
+    schema: || {
+        json!({"type": "object", "properties": {
+            "score": {"type": "integer", "minimum": 0, "maximum": 10},
+            "rationale": {"type": "string"}},
+            "required": ["score", "rationale"], "additionalProperties": false})
+    },
+    max_tokens: 384,
+};
+
+pub(crate) const FACT_EXTRACT: Template = Template {
+    name: "fact_extract",
+    version: "v1",
+    system: "You split an answer to a question into atomic facts: short, self-contained statements that \
+each assert one thing, read in the light of the question. Do not add facts that are not stated, do not \
+merge two facts into one, and do not repeat a fact.\n\
+Reply with a JSON object only: {\"facts\": [\"fact one\", \"fact two\", ...]}.",
+    user: "Question:\n{input}\n\nAnswer:\n{reference}",
+    schema: || {
+        json!({"type": "object", "properties": {
+            "facts": {"type": "array", "items": {"type": "string"}}},
+            "required": ["facts"], "additionalProperties": false})
+    },
+    max_tokens: 768,
+};
+
+pub(crate) const FACT_MATCH: Template = Template {
+    name: "fact_match",
+    version: "v1",
+    system: "You compare a candidate answer with the numbered atomic facts of a reference answer to the same \
+question. First split the candidate answer into atomic facts (short statements that each assert one thing). \
+Then pair each candidate fact with the reference fact that states the same thing, if any. Pairs are \
+one-to-one: each reference fact and each candidate fact appears in at most one pair. A fact that is merely \
+compatible, vaguer or less precise (\"more than 95\" for \"96 years old\") is not the same thing.\n\
+Reply with a JSON object only: {\"output_facts\": [\"...\"], \"matches\": [{\"output\": index into \
+output_facts starting at 1, \"reference\": number of the reference fact}]}.",
+    user: "Question:\n{input}\n\nReference facts:\n{facts}\n\nCandidate answer:\n{output}",
+    schema: || {
+        json!({"type": "object", "properties": {
+            "output_facts": {"type": "array", "items": {"type": "string"}},
+            "matches": {"type": "array", "items": {"type": "object", "properties": {
+                "output": {"type": "integer"}, "reference": {"type": "integer"}},
+                "required": ["output", "reference"], "additionalProperties": false}}},
+            "required": ["output_facts", "matches"], "additionalProperties": false})
+    },
+    max_tokens: 1024,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_are_stable_and_distinct() {
+        let all = [&MEANING_MATCH, &SIMILARITY, &FACT_EXTRACT, &FACT_MATCH];
+        let hashes: Vec<String> = all.iter().map(|t| t.hash()).collect();
+        assert_eq!(hashes[0], MEANING_MATCH.hash());
+        assert!(hashes[0].starts_with("meaning_match-v1-"));
+        for i in 0..4 {
+            for j in i + 1..4 {
+                assert_ne!(hashes[i], hashes[j]);
+            }
+        }
+        assert_eq!(
+            MEANING_MATCH.render(&[("input", "Q"), ("reference", "R"), ("output", "O")]),
+            "Question:\nQ\n\nReference answer:\nR\n\nCandidate answer:\nO"
+        );
+    }
+}

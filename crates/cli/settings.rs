@@ -225,7 +225,7 @@ impl Settings {
             idf: args.idf || file.idf.unwrap_or(false),
             rescale,
             max_seq_length: args.max_seq_length.or(file.max_seq_length),
-            cache_mb: args.embed_cache_mb.or(file.embed_cache_mb).unwrap_or(512),
+            cache_mb: args.embed_cache_mb.or(file.embed_cache_mb).unwrap_or(256),
         };
         let band = args
             .judge_band

@@ -31,6 +31,11 @@ pub use model::{read_settings, resolve, ModelFiles, Pooling, DEFAULT_MODEL_DIR};
 
 use encoder::Encoder;
 
+/// Most texts in one forward batch: with texts sorted by length, a small
+/// group keeps the lengths in a batch close, so little work goes to padding,
+/// while 64 × tens of tokens still makes matrices large enough for gemm.
+const MAX_BATCH_TEXTS: usize = 64;
+
 /// The embedding metrics by output column name, in output order.
 pub const METRICS: [&str; 4] = [
     "cosine",
@@ -63,7 +68,7 @@ impl Default for EmbedOptions {
             device: Device::Cpu,
             selection: [true; 4],
             max_seq_length: None,
-            cache_bytes: 512 << 20,
+            cache_bytes: 256 << 20,
             batch_tokens: 8192,
         }
     }
@@ -301,7 +306,9 @@ impl EmbeddingStage {
         let mut start = 0;
         while start < order.len() {
             let longest = ids[order[start]].as_ref().map_or(0, |v| v.len()).max(1);
-            let count = (budget / longest).clamp(1, 512).min(order.len() - start);
+            let count = (budget / longest)
+                .clamp(1, MAX_BATCH_TEXTS)
+                .min(order.len() - start);
             let group = &order[start..start + count];
             let seqs: Vec<&[u32]> = group
                 .iter()

@@ -43,26 +43,6 @@ fn judge_args<'a>(url: &'a str, metrics: &'a str) -> Vec<&'a str> {
     ]
 }
 
-fn bools(b: &arrow::array::RecordBatch, name: &str) -> Vec<Option<bool>> {
-    let a = b
-        .column_by_name(name)
-        .unwrap()
-        .as_any()
-        .downcast_ref::<BooleanArray>()
-        .unwrap()
-        .clone();
-    (0..a.len())
-        .map(|i| a.is_valid(i).then(|| a.value(i)))
-        .collect()
-}
-
-fn summary(out: &Path) -> serde_json::Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(format!("{}.summary.json", out.display())).unwrap(),
-    )
-    .unwrap()
-}
-
 fn mm(verdict: bool) -> Reply {
     chat(&format!(
         r#"{{"meaning_match": {verdict}, "reason": "scripted"}}"#

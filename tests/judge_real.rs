@@ -12,7 +12,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use arrow::array::{Array, AsArray, BooleanArray};
+use arrow::array::{Array, AsArray};
 use common::*;
 
 fn url() -> Option<String> {
@@ -31,26 +31,6 @@ fn url() -> Option<String> {
 
 fn model() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2")
-}
-
-fn summary(out: &Path) -> serde_json::Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(format!("{}.summary.json", out.display())).unwrap(),
-    )
-    .unwrap()
-}
-
-fn bools(b: &arrow::array::RecordBatch, name: &str) -> Vec<Option<bool>> {
-    let a = b
-        .column_by_name(name)
-        .unwrap()
-        .as_any()
-        .downcast_ref::<BooleanArray>()
-        .unwrap()
-        .clone();
-    (0..a.len())
-        .map(|i| a.is_valid(i).then(|| a.value(i)))
-        .collect()
 }
 
 #[test]

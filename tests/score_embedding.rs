@@ -53,13 +53,6 @@ fn run_with_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     c.output().unwrap()
 }
 
-fn summary(out: &Path) -> serde_json::Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(format!("{}.summary.json", out.display())).unwrap(),
-    )
-    .unwrap()
-}
-
 #[test]
 fn default_model_is_found_and_reported() {
     let dir = tempfile::tempdir().unwrap();

@@ -26,7 +26,7 @@ impl Progress {
             let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
             bar.set_style(
                 ProgressStyle::with_template(
-                    "{bar:40.cyan/blue} {human_pos}/{human_len} rows  {per_sec}  ETA {eta}",
+                    "{bar:40.cyan/blue} {human_pos}/{human_len} rows  {msg}  ETA {eta}",
                 )
                 .expect("valid template"),
             );
@@ -48,6 +48,8 @@ impl Progress {
         self.done += rows;
         if let Some(bar) = &self.bar {
             bar.set_position(self.done);
+            let rate = self.done as f64 / self.start.elapsed().as_secs_f64().max(1e-9);
+            bar.set_message(format!("{rate:.0} rows/s"));
         } else if self.log && self.last_log.elapsed() >= LOG_EVERY {
             self.last_log = Instant::now();
             let secs = self.start.elapsed().as_secs_f64();

@@ -140,3 +140,23 @@ pub fn listing(dir: &Path) -> Vec<String> {
 pub fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/qa.parquet")
 }
+
+/// A Boolean column of a result as `Option<bool>`s.
+pub fn bools(batch: &RecordBatch, name: &str) -> Vec<Option<bool>> {
+    let col = batch
+        .column_by_name(name)
+        .unwrap_or_else(|| panic!("no column {name}"));
+    let a = col
+        .as_any()
+        .downcast_ref::<arrow::array::BooleanArray>()
+        .expect("Boolean");
+    (0..a.len())
+        .map(|i| a.is_valid(i).then(|| a.value(i)))
+        .collect()
+}
+
+/// The summary JSON written beside a result file.
+pub fn summary(output: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(format!("{}.summary.json", output.display())).unwrap();
+    serde_json::from_str(&text).unwrap()
+}

@@ -94,7 +94,7 @@ Reply with a JSON object only: {\"score\": integer 0-10, \"rationale\": \"two to
             "rationale": {"type": "string"}},
             "required": ["score", "rationale"], "additionalProperties": false})
     },
-    max_tokens: 384,
+    max_tokens: 512,
 };
 
 pub(crate) const FACT_EXTRACT: Template = Template {
@@ -154,5 +154,27 @@ mod tests {
             MEANING_MATCH.render(&[("input", "Q"), ("reference", "R"), ("output", "O")]),
             "Question:\nQ\n\nReference answer:\nR\n\nCandidate answer:\nO"
         );
+    }
+}
+
+#[cfg(test)]
+mod order_tests {
+    use super::*;
+
+    #[test]
+    fn schemas_list_the_verdict_before_the_explanation() {
+        // Grammar-constrained servers generate keys in schema order; the short
+        // verdict must come before the free text that could run out of tokens.
+        let keys = |t: &Template| -> Vec<String> {
+            (t.schema)()["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect()
+        };
+        assert_eq!(keys(&SIMILARITY), ["score", "rationale"]);
+        assert_eq!(keys(&MEANING_MATCH), ["meaning_match", "reason"]);
+        assert_eq!(keys(&FACT_MATCH), ["output_facts", "matches"]);
     }
 }

@@ -26,7 +26,56 @@ pub(crate) fn extract_object(text: &str) -> Result<Value, String> {
         }
         search = &search[start + 1..];
     }
+    // A reply cut off by max_tokens: close the open string and brackets. This
+    // only helps when the fields we need were complete before the cut.
+    if let Some(start) = unfenced.find('{') {
+        if let Some(repaired) = close_truncated(&unfenced[start..]) {
+            if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(&repaired) {
+                return Ok(v);
+            }
+        }
+    }
     Err(format!("no JSON object in the reply: {}", snippet(text)))
+}
+
+/// Closes what a truncated JSON text left open (a string, arrays, objects).
+/// Returns `None` when nothing was open (the text is not a truncation).
+fn close_truncated(s: &str) -> Option<String> {
+    let (mut stack, mut in_str, mut escaped) = (Vec::new(), false, false);
+    for c in s.chars() {
+        if in_str {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_str = true,
+            '{' => stack.push('}'),
+            '[' => stack.push(']'),
+            '}' | ']' => {
+                stack.pop()?;
+            }
+            _ => {}
+        }
+    }
+    if stack.is_empty() && !in_str {
+        return None;
+    }
+    let mut out = s.trim_end().to_string();
+    if escaped {
+        out.pop();
+    }
+    if in_str {
+        out.push('"');
+    }
+    while let Some(close) = stack.pop() {
+        out.push(close);
+    }
+    Some(out)
 }
 
 fn strip_fence(text: &str) -> &str {
@@ -167,7 +216,8 @@ pub(crate) fn facts(v: &Value) -> Result<Vec<String>, String> {
 
 /// `{"output_facts": [str], "matches": [{"output": i, "reference": j}]}`:
 /// returns (one-to-one matched pairs, number of output facts). Indexes are
-/// 1-based; a pair reusing an index already paired is ignored.
+/// 1-based; a pair naming a fact that does not exist, or reusing an index
+/// already paired, is ignored (it cannot be a valid match).
 pub(crate) fn fact_match(v: &Value, reference_facts: usize) -> Result<(usize, usize), String> {
     let outs = field(v, &["output_facts", "candidate_facts"])
         .and_then(Value::as_array)
@@ -189,7 +239,7 @@ pub(crate) fn fact_match(v: &Value, reference_facts: usize) -> Result<(usize, us
             .and_then(as_integer)
             .ok_or_else(|| format!("bad match entry: {p}"))?;
         if o < 1 || o as usize > n_out || r < 1 || r as usize > reference_facts {
-            return Err(format!("match {p} is out of range ({n_out} output facts, {reference_facts} reference facts)"));
+            continue;
         }
         let (o, r) = (o as usize, r as usize);
         if !used_out[o] && !used_ref[r] {
@@ -215,7 +265,16 @@ mod tests {
         let prose = "Sure! Here is my verdict: {\"score\": 7, \"rationale\": \"has a } brace\"} Hope it helps.";
         assert_eq!(extract_object(prose).unwrap()["score"], 7);
         assert!(extract_object("no json here").is_err());
-        assert!(extract_object("{\"score\": 7, \"rationale\": \"trunc").is_err());
+        // Cut off by max_tokens after the verdict: repaired.
+        let cut = extract_object("{\"score\": 7, \"rationale\": \"The answer omits the dose and")
+            .unwrap();
+        assert_eq!(cut["score"], 7);
+        let cut = extract_object("{\"output_facts\": [\"a\", \"b").unwrap();
+        assert_eq!(cut["output_facts"].as_array().unwrap().len(), 2);
+        // Cut off inside the verdict: still an error.
+        assert!(
+            meaning_match(&extract_object("{\"meaning_match\": tr").unwrap_or_default()).is_err()
+        );
         assert!(extract_object("[1, 2]").is_err());
     }
 
@@ -252,7 +311,16 @@ mod tests {
             {"output": 1, "reference": 1}, {"output": 2, "reference": 1}, {"output": "3", "reference": "2"}]});
         assert_eq!(fact_match(&v, 2).unwrap(), (2, 3));
         let v = json!({"output_facts": ["a"], "matches": [{"output": 1, "reference": 5}]});
-        assert!(fact_match(&v, 2).is_err());
+        assert_eq!(
+            fact_match(&v, 2).unwrap(),
+            (0, 1),
+            "a pair naming a missing fact is ignored"
+        );
+        assert!(fact_match(
+            &json!({"output_facts": ["a"], "matches": [{"output": "x"}]}),
+            2
+        )
+        .is_err());
         assert_eq!(
             facts(&json!({"facts": ["x", " ", "y"]})).unwrap(),
             vec!["x", "y"]

@@ -125,7 +125,6 @@ enum Job {
         facts_key: String,
         input: String,
         reference: String,
-        key: String,
     },
 }
 
@@ -274,7 +273,6 @@ impl JudgeStage {
                             facts_key: facts_key.clone(),
                             input: input.into(),
                             reference: reference.into(),
-                            key: facts_key.clone(),
                         });
                     }
                     fact_rows.push((i, facts_key));
@@ -319,10 +317,10 @@ impl JudgeStage {
                     judged[*row] = true;
                     fail(&mut errors[*row], &mut self.report, METRICS[*metric], &e);
                 }
-                (Job::Extract { facts_key, key, .. }, Ok((v, _))) => {
+                (Job::Extract { facts_key, .. }, Ok((v, _))) => {
                     if let Ok(f) = parse::facts(&v) {
                         if let Some(d) = &self.disk {
-                            d.put(key, &v);
+                            d.put(facts_key, &v);
                         }
                         self.reference_facts.put(facts_key.clone(), Arc::new(f));
                     }
@@ -574,7 +572,6 @@ impl JudgeStage {
                         .collect::<Float32Array>(),
                 )
             };
-            let div = |a: u32, b: u32| if b == 0 { 0.0 } else { a as f32 / b as f32 };
             push(
                 &mut out,
                 ratio(|m, r, o| {
@@ -593,7 +590,6 @@ impl JudgeStage {
                 &mut out,
                 ratio(move |m, _, o| if o == 0 { 0.0 } else { m as f32 / o as f32 }),
             );
-            let _ = div;
             let part = |k: usize| -> ArrayRef {
                 Arc::new(
                     counts

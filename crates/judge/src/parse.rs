@@ -41,40 +41,18 @@ pub(crate) fn extract_object(text: &str) -> Result<Value, String> {
 /// Closes what a truncated JSON text left open (a string, arrays, objects).
 /// Returns `None` when nothing was open (the text is not a truncation).
 fn close_truncated(s: &str) -> Option<String> {
-    let (mut stack, mut in_str, mut escaped) = (Vec::new(), false, false);
-    for c in s.chars() {
-        if in_str {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_str = false,
-                _ => {}
-            }
-            continue;
-        }
-        match c {
-            '"' => in_str = true,
-            '{' => stack.push('}'),
-            '[' => stack.push(']'),
-            '}' | ']' => {
-                stack.pop()?;
-            }
-            _ => {}
-        }
-    }
-    if stack.is_empty() && !in_str {
+    let scan = scan(s);
+    if scan.balanced_end.is_some() || (scan.open.is_empty() && !scan.in_string) {
         return None;
     }
     let mut out = s.trim_end().to_string();
-    if escaped {
+    if scan.escaped {
         out.pop();
     }
-    if in_str {
+    if scan.in_string {
         out.push('"');
     }
-    while let Some(close) = stack.pop() {
-        out.push(close);
-    }
+    out.extend(scan.open.iter().rev());
     Some(out)
 }
 
@@ -91,32 +69,58 @@ fn strip_fence(text: &str) -> &str {
     }
 }
 
-/// Length of the balanced `{...}` at the start of `s`, minding strings.
-fn balanced_end(s: &str) -> Option<usize> {
-    let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
+/// What a left-to-right scan of JSON-ish text found: where the first
+/// bracket opened at depth 0 closed again (if it did), and what is still
+/// open at the end (closing brackets to add, an unterminated string, a
+/// trailing backslash inside it).
+struct Scan {
+    balanced_end: Option<usize>,
+    open: Vec<char>,
+    in_string: bool,
+    escaped: bool,
+}
+
+/// Scans `s`, minding strings and escapes; stops at a closing bracket
+/// with nothing open (malformed text).
+fn scan(s: &str) -> Scan {
+    let mut scan = Scan {
+        balanced_end: None,
+        open: Vec::new(),
+        in_string: false,
+        escaped: false,
+    };
     for (i, c) in s.char_indices() {
-        if in_str {
+        if scan.in_string {
             match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_str = false,
+                _ if scan.escaped => scan.escaped = false,
+                '\\' => scan.escaped = true,
+                '"' => scan.in_string = false,
                 _ => {}
             }
             continue;
         }
         match c {
-            '"' => in_str = true,
-            '{' => depth += 1,
-            '}' => {
-                depth = depth.checked_sub(1)?;
-                if depth == 0 {
-                    return Some(i + 1);
+            '"' => scan.in_string = true,
+            '{' => scan.open.push('}'),
+            '[' => scan.open.push(']'),
+            '}' | ']' => {
+                if scan.open.pop().is_none() {
+                    return scan;
+                }
+                if scan.open.is_empty() && scan.balanced_end.is_none() {
+                    scan.balanced_end = Some(i + 1);
+                    return scan;
                 }
             }
             _ => {}
         }
     }
-    None
+    scan
+}
+
+/// Length of the balanced `{...}` at the start of `s`.
+fn balanced_end(s: &str) -> Option<usize> {
+    scan(s).balanced_end
 }
 
 /// The start of a reply, for error messages.

@@ -79,8 +79,8 @@ impl LexicalScores {
 pub struct Scorer {
     reference: Normalized,
     output: Normalized,
-    sorted_ref: Vec<(u32, u32)>,
-    sorted_out: Vec<(u32, u32)>,
+    sorted_ref: Vec<u32>,
+    sorted_out: Vec<u32>,
 }
 
 impl Scorer {
@@ -114,31 +114,34 @@ impl Scorer {
         s.contains_match_norm = f(if rt.len() == 0 {
             equal
         } else {
-            contains_run(&rt.clone().collect::<SmallVec>(), ot.clone())
+            contains_run(&self.reference, &self.output)
         });
         s
     }
 
     /// SQuAD token F1 over the two normalised token lists: the multiset
-    /// intersection counted by merging the sorted lists.
+    /// intersection counted by merging the token indexes sorted by text,
+    /// without copying any token.
     fn token_f1(&mut self) -> f32 {
-        let (nr, no) = (self.reference.token_count(), self.output.token_count());
+        let (r, o) = (&self.reference, &self.output);
+        let (nr, no) = (r.token_count(), o.token_count());
         if nr == 0 || no == 0 {
             return f(nr == no);
         }
-        let rtext: Vec<&str> = self.reference.tokens().collect();
-        let otext: Vec<&str> = self.output.tokens().collect();
         self.sorted_ref.clear();
         self.sorted_out.clear();
-        self.sorted_ref.extend((0..nr as u32).map(|i| (i, 0)));
-        self.sorted_out.extend((0..no as u32).map(|i| (i, 0)));
+        self.sorted_ref.extend(0..nr as u32);
+        self.sorted_out.extend(0..no as u32);
         self.sorted_ref
-            .sort_unstable_by(|a, b| rtext[a.0 as usize].cmp(rtext[b.0 as usize]));
+            .sort_unstable_by(|a, b| r.token(*a as usize).cmp(r.token(*b as usize)));
         self.sorted_out
-            .sort_unstable_by(|a, b| otext[a.0 as usize].cmp(otext[b.0 as usize]));
+            .sort_unstable_by(|a, b| o.token(*a as usize).cmp(o.token(*b as usize)));
         let (mut i, mut j, mut common) = (0, 0, 0usize);
         while i < nr && j < no {
-            match rtext[self.sorted_ref[i].0 as usize].cmp(otext[self.sorted_out[j].0 as usize]) {
+            match r
+                .token(self.sorted_ref[i] as usize)
+                .cmp(o.token(self.sorted_out[j] as usize))
+            {
                 std::cmp::Ordering::Less => i += 1,
                 std::cmp::Ordering::Greater => j += 1,
                 std::cmp::Ordering::Equal => {
@@ -157,11 +160,10 @@ impl Scorer {
     }
 }
 
-type SmallVec<'a> = Vec<&'a str>;
-
-fn contains_run<'a>(needle: &[&str], haystack: impl ExactSizeIterator<Item = &'a str>) -> bool {
-    let hay: Vec<&str> = haystack.collect();
-    needle.len() <= hay.len() && hay.windows(needle.len()).any(|w| w == needle)
+/// True when the needle's tokens occur as a contiguous run in the haystack's.
+fn contains_run(needle: &Normalized, haystack: &Normalized) -> bool {
+    let (n, h) = (needle.token_count(), haystack.token_count());
+    n <= h && (0..=h - n).any(|start| (0..n).all(|k| needle.token(k) == haystack.token(start + k)))
 }
 
 #[inline]

@@ -24,6 +24,13 @@ impl Normalized {
             .map(|&(s, e)| &self.text[s as usize..e as usize])
     }
 
+    /// Token `k` of the last normalised text.
+    #[inline]
+    pub(crate) fn token(&self, k: usize) -> &str {
+        let (s, e) = self.tokens[k];
+        &self.text[s as usize..e as usize]
+    }
+
     pub(crate) fn token_count(&self) -> usize {
         self.tokens.len()
     }

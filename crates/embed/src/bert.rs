@@ -1,15 +1,23 @@
 //! Our own BERT encoder forward on Candle ops, tuned for batch inference on
 //! CPU: one fused Q/K/V projection with the 1/√d attention scale folded into
 //! the query weights at load time, Candle's fused softmax and layer norm, an
-//! attention mask only when a batch actually has padding, and a GELU (exact,
-//! erf-based) that runs as one vectorisable pass instead of libm calls.
+//! attention mask only when a batch actually has padding. On CPU (f32) each
+//! layer is four matrix products (Candle's, i.e. gemm) with everything
+//! between them fused into three one-pass kernels from [`crate::kernels`]:
+//! attention straight off the Q/K/V product (no head split copies, padding
+//! skipped), bias + GELU in place, and bias + residual + layer norm in
+//! place. Other devices run the same function as plain Candle ops.
 //! Numerically it is the same function as the reference BERT; the parity
 //! tests hold it to the reference libraries within 1e-4.
 
-use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Module, Shape, Tensor};
+use candle_core::{
+    CpuStorage, CustomOp1, DType, InplaceOp1, InplaceOp2, Layout, Module, Shape, Tensor,
+};
 use candle_nn::{Embedding, Linear, VarBuilder};
 use candle_transformers::models::bert::{Config, HiddenAct};
 use rayon::prelude::*;
+
+use crate::kernels::{self, AddNormParams, AttentionShape};
 
 type Result<T> = candle_core::Result<T>;
 
@@ -17,6 +25,28 @@ struct LayerNorm {
     weight: Tensor,
     bias: Tensor,
     eps: f32,
+}
+
+/// A layer's vectors (biases, norm scales) as plain host memory, for the
+/// fused CPU kernels.
+struct HostVectors {
+    qkv_bias: Vec<f32>,
+    attn_out_bias: Vec<f32>,
+    attn_gamma: Vec<f32>,
+    attn_beta: Vec<f32>,
+    ff_in_bias: Vec<f32>,
+    ff_out_bias: Vec<f32>,
+    ff_gamma: Vec<f32>,
+    ff_beta: Vec<f32>,
+    eps: f32,
+}
+
+fn host(t: &Tensor) -> Result<Vec<f32>> {
+    t.to_dtype(DType::F32)?.to_vec1()
+}
+
+fn bias_of(l: &Linear) -> &Tensor {
+    l.bias().expect("loaded with bias")
 }
 
 impl LayerNorm {
@@ -50,6 +80,8 @@ struct Layer {
     heads: usize,
     head_dim: usize,
     exact_gelu: bool,
+    /// Present when the fused CPU path applies (CPU, f32, exact GELU).
+    host: Option<HostVectors>,
 }
 
 impl Layer {
@@ -64,7 +96,7 @@ impl Layer {
         let q = linear(sa.pp("query"), h, h)?;
         let k = linear(sa.pp("key"), h, h)?;
         let v = linear(sa.pp("value"), h, h)?;
-        let bias = |l: &Linear| l.bias().expect("loaded with bias").clone();
+        let bias = |l: &Linear| bias_of(l).clone();
         let w = Tensor::cat(
             &[
                 (q.weight() * scale)?,
@@ -79,7 +111,7 @@ impl Layer {
             HiddenAct::GeluApproximate => false,
             ref other => candle_core::bail!("hidden_act {other:?} is not supported (gelu only)"),
         };
-        Ok(Layer {
+        let mut layer = Layer {
             qkv: Linear::new(w, Some(b)),
             attn_out: linear(att.pp("output").pp("dense"), h, h)?,
             attn_norm: LayerNorm::load(att.pp("output").pp("LayerNorm"), h, c.layer_norm_eps)?,
@@ -89,7 +121,66 @@ impl Layer {
             heads,
             head_dim,
             exact_gelu,
-        })
+            host: None,
+        };
+        let weight = layer.qkv.weight();
+        if weight.device().is_cpu() && weight.dtype() == DType::F32 && exact_gelu {
+            layer.host = Some(HostVectors {
+                qkv_bias: host(bias_of(&layer.qkv))?,
+                attn_out_bias: host(bias_of(&layer.attn_out))?,
+                attn_gamma: host(&layer.attn_norm.weight)?,
+                attn_beta: host(&layer.attn_norm.bias)?,
+                ff_in_bias: host(bias_of(&layer.ff_in))?,
+                ff_out_bias: host(bias_of(&layer.ff_out))?,
+                ff_gamma: host(&layer.ff_norm.weight)?,
+                ff_beta: host(&layer.ff_norm.bias)?,
+                eps: layer.ff_norm.eps,
+            });
+        }
+        Ok(layer)
+    }
+
+    /// The fused CPU form of [`Layer::forward`]. `x`: `[b*t, hidden]`.
+    fn forward_cpu(
+        &self,
+        p: &HostVectors,
+        x: &Tensor,
+        t: usize,
+        lengths: &[usize],
+    ) -> Result<Tensor> {
+        let qkv = x.matmul(&self.qkv.weight().t()?)?;
+        let ctx = qkv.apply_op1_no_bwd(&Attention {
+            shape: AttentionShape {
+                heads: self.heads,
+                head_dim: self.head_dim,
+                qkv_bias: &p.qkv_bias,
+            },
+            t,
+            lengths,
+        })?;
+        let attn = ctx.matmul(&self.attn_out.weight().t()?)?;
+        attn.inplace_op2(
+            x,
+            &AddNorm(AddNormParams {
+                bias: &p.attn_out_bias,
+                gamma: &p.attn_gamma,
+                beta: &p.attn_beta,
+                eps: self.attn_norm.eps,
+            }),
+        )?;
+        let inner = attn.matmul(&self.ff_in.weight().t()?)?;
+        inner.inplace_op1(&BiasGelu(&p.ff_in_bias))?;
+        let out = inner.matmul(&self.ff_out.weight().t()?)?;
+        out.inplace_op2(
+            &attn,
+            &AddNorm(AddNormParams {
+                bias: &p.ff_out_bias,
+                gamma: &p.ff_gamma,
+                beta: &p.ff_beta,
+                eps: p.eps,
+            }),
+        )?;
+        Ok(out)
     }
 
     /// `x`: `[b*t, hidden]`, contiguous. `mask`: additive `[b, 1, 1, t]`.
@@ -114,7 +205,7 @@ impl Layer {
             .forward(&(self.attn_out.forward(&ctx)? + x)?)?;
         let inner = self.ff_in.forward(&attn)?;
         let inner = if self.exact_gelu {
-            gelu_erf(&inner)?
+            inner.gelu_erf()?
         } else {
             inner.gelu()?
         };
@@ -173,6 +264,13 @@ impl Bert {
         let pos = self.positions.narrow(0, 0, t)?;
         let x = words.broadcast_add(&pos)?.broadcast_add(&self.token_type)?;
         let mut x = self.norm.forward(&x.reshape((b * t, self.hidden))?)?;
+        if self.layers.iter().all(|l| l.host.is_some()) {
+            for layer in &self.layers {
+                let p = layer.host.as_ref().expect("checked above");
+                x = layer.forward_cpu(p, &x, t, lengths)?;
+            }
+            return Ok(x);
+        }
         let mask = if lengths.iter().all(|&l| l == t) {
             None
         } else {
@@ -191,125 +289,115 @@ impl Bert {
     }
 }
 
-/// Exact GELU, x·Φ(x), on CPU as a single vectorisable pass; on other
-/// devices Candle's own `gelu_erf`.
-fn gelu_erf(x: &Tensor) -> Result<Tensor> {
-    match (x.device(), x.dtype()) {
-        (Device::Cpu, DType::F32) => x.apply_op1_no_bwd(&GeluErf),
-        _ => x.gelu_erf(),
-    }
+/// Rows per parallel task in the row-wise kernels: enough work to amortise
+/// the task, small enough to balance across threads.
+const ROWS_PER_TASK: usize = 16;
+
+/// The contiguous f32 data of a CPU tensor.
+fn slice<'a>(storage: &'a CpuStorage, layout: &Layout, what: &str) -> Result<&'a [f32]> {
+    let CpuStorage::F32(data) = storage else {
+        candle_core::bail!("{what}: f32 only")
+    };
+    let Some((start, end)) = layout.contiguous_offsets() else {
+        candle_core::bail!("{what}: contiguous input only")
+    };
+    Ok(&data[start..end])
 }
 
-struct GeluErf;
+/// Mutable form of [`slice`].
+fn slice_mut<'a>(
+    storage: &'a mut CpuStorage,
+    layout: &Layout,
+    what: &str,
+) -> Result<&'a mut [f32]> {
+    let CpuStorage::F32(data) = storage else {
+        candle_core::bail!("{what}: f32 only")
+    };
+    let Some((start, end)) = layout.contiguous_offsets() else {
+        candle_core::bail!("{what}: contiguous input only")
+    };
+    Ok(&mut data[start..end])
+}
 
-impl CustomOp1 for GeluErf {
+/// Self-attention of a padded batch, from the `[b*t, 3h]` Q/K/V product
+/// (biases not yet added) to the `[b*t, h]` context; one task per sequence.
+struct Attention<'a> {
+    shape: AttentionShape<'a>,
+    t: usize,
+    lengths: &'a [usize],
+}
+
+impl CustomOp1 for Attention<'_> {
     fn name(&self) -> &'static str {
-        "refscore-gelu-erf"
+        "refscore-attention"
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(data) = storage else {
-            candle_core::bail!("gelu: f32 only")
-        };
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("gelu: contiguous input only")
-        };
-        let src = &data[start..end];
-        let mut dst = vec![0f32; src.len()];
-        dst.par_chunks_mut(16 * 1024)
-            .zip(src.par_chunks(16 * 1024))
-            .for_each(|(d, s)| {
-                for (o, &v) in d.iter_mut().zip(s) {
-                    *o = gelu_scalar(v);
-                }
-            });
-        Ok((CpuStorage::F32(dst), layout.shape().clone()))
-    }
-}
-
-/// 0.5·x·erfc(−x/√2), with erfc from the Chebyshev-fitted formula of
-/// Numerical Recipes (fractional error < 1.2e-7) and a branch-free exp, so
-/// the loop vectorises.
-#[inline(always)]
-fn gelu_scalar(x: f32) -> f32 {
-    let u = -x * std::f32::consts::FRAC_1_SQRT_2;
-    let z = u.abs();
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let poly = -1.265_512_2
-        + t * (1.000_023_7
-            + t * (0.374_091_96
-                + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_203_98
-                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
-    let ans = t * exp_approx(-z * z + poly);
-    let erfc = if u >= 0.0 { ans } else { 2.0 - ans };
-    0.5 * x * erfc
-}
-
-/// e^x for x ≤ 0 (clamped below at −87), relative error ~2e-7:
-/// 2^n · p(r) with n = round(x/ln2), |r| ≤ ln2/2.
-#[inline(always)]
-fn exp_approx(x: f32) -> f32 {
-    const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23: adding it rounds to an integer
-    let x = x.max(-87.0);
-    let n = (x * std::f32::consts::LOG2_E + MAGIC) - MAGIC;
-    let r = x - n * 0.693_145_75 - n * 1.428_606_8e-6;
-    let p = 1.0
-        + r * (1.0
-            + r * (0.5
-                + r * (0.166_666_67
-                    + r * (0.041_666_668 + r * (0.008_333_334 + r * 0.001_388_889)))));
-    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
-    p * scale
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn erf_ref(x: f64) -> f64 {
-        // erf by its Taylor series (converges well for |x| < 4 in f64).
-        let mut sum: f64 = 0.0;
-        let mut term = x;
-        let mut n = 0.0;
-        while term.abs() > 1e-17 * sum.abs().max(1e-300) && n < 200.0 {
-            sum += term / (2.0 * n + 1.0);
-            n += 1.0;
-            term *= -x * x / n;
-        }
-        2.0 / std::f64::consts::PI.sqrt() * sum
-    }
-
-    #[test]
-    fn gelu_matches_the_exact_function() {
-        let mut worst: f64 = 0.0;
-        for k in -2000..=2000 {
-            let x = k as f64 * 0.005; // [-10, 10]
-            let exact = if x.abs() < 5.0 {
-                0.5 * x * (1.0 + erf_ref(x / std::f64::consts::SQRT_2))
-            } else if x > 0.0 {
-                x
-            } else {
-                0.0
-            };
-            let got = gelu_scalar(x as f32) as f64;
-            worst = worst.max((got - exact).abs() / exact.abs().max(1.0));
-        }
-        assert!(worst < 3e-6, "worst error {worst}");
-    }
-
-    #[test]
-    fn exp_is_accurate() {
-        for k in 0..=870 {
-            let x = -(k as f32) * 0.1;
-            let want = (x as f64).exp();
-            let got = exp_approx(x) as f64;
-            assert!(
-                ((got - want) / want).abs() < 1e-6,
-                "exp({x}) = {got}, want {want}"
+        let qkv = slice(storage, layout, self.name())?;
+        let h = self.shape.heads * self.shape.head_dim;
+        let (t, b) = (self.t, self.lengths.len());
+        if qkv.len() != b * t * 3 * h {
+            candle_core::bail!(
+                "attention: expected {b}×{t}×{} values, got {}",
+                3 * h,
+                qkv.len()
             );
         }
+        let mut out = vec![0f32; b * t * h];
+        out.par_chunks_mut(t * h)
+            .zip(qkv.par_chunks(t * 3 * h))
+            .zip(self.lengths.par_iter())
+            .for_each_init(Vec::new, |scratch, ((o, q), &len)| {
+                kernels::attend_sequence(q, len.min(t), o, &self.shape, scratch)
+            });
+        Ok((CpuStorage::F32(out), Shape::from((b * t, h))))
+    }
+}
+
+/// `x ← LayerNorm(x + bias + residual)` in place, row by row.
+struct AddNorm<'a>(AddNormParams<'a>);
+
+impl InplaceOp2 for AddNorm<'_> {
+    fn name(&self) -> &'static str {
+        "refscore-add-norm"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &mut CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<()> {
+        let x = slice_mut(s1, l1, self.name())?;
+        let residual = slice(s2, l2, self.name())?;
+        let h = self.0.bias.len();
+        if x.len() != residual.len() || x.len() % h != 0 {
+            candle_core::bail!("add-norm: shapes do not match");
+        }
+        x.par_chunks_mut(ROWS_PER_TASK * h)
+            .zip(residual.par_chunks(ROWS_PER_TASK * h))
+            .for_each(|(x, r)| kernels::add_norm_rows(x, r, &self.0));
+        Ok(())
+    }
+}
+
+/// `x ← GELU(x + bias)` in place, row by row.
+struct BiasGelu<'a>(&'a [f32]);
+
+impl InplaceOp1 for BiasGelu<'_> {
+    fn name(&self) -> &'static str {
+        "refscore-bias-gelu"
+    }
+
+    fn cpu_fwd(&self, storage: &mut CpuStorage, layout: &Layout) -> Result<()> {
+        let x = slice_mut(storage, layout, self.name())?;
+        let h = self.0.len();
+        if x.len() % h != 0 {
+            candle_core::bail!("bias-gelu: shapes do not match");
+        }
+        x.par_chunks_mut(ROWS_PER_TASK * h)
+            .for_each(|x| kernels::bias_gelu_rows(x, self.0));
+        Ok(())
     }
 }

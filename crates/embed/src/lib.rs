@@ -10,6 +10,7 @@
 
 mod bert;
 mod encoder;
+mod kernels;
 mod math;
 mod model;
 

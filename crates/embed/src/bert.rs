@@ -140,14 +140,9 @@ impl Layer {
         Ok(layer)
     }
 
-    /// The fused CPU form of [`Layer::forward`]. `x`: `[b*t, hidden]`.
-    fn forward_cpu(
-        &self,
-        p: &HostVectors,
-        x: &Tensor,
-        t: usize,
-        lengths: &[usize],
-    ) -> Result<Tensor> {
+    /// The fused CPU form of [`Layer::forward`], on packed sequences.
+    /// `x`: `[Σ lengths, hidden]`, the sequences' tokens packed back to back.
+    fn forward_cpu(&self, p: &HostVectors, x: &Tensor, lengths: &[usize]) -> Result<Tensor> {
         let qkv = x.matmul(&self.qkv.weight().t()?)?;
         let ctx = qkv.apply_op1_no_bwd(&Attention {
             shape: AttentionShape {
@@ -155,7 +150,6 @@ impl Layer {
                 head_dim: self.head_dim,
                 qkv_bias: &p.qkv_bias,
             },
-            t,
             lengths,
         })?;
         let attn = ctx.matmul(&self.attn_out.weight().t()?)?;
@@ -222,6 +216,15 @@ pub(crate) struct Bert {
     norm: LayerNorm,
     layers: Vec<Layer>,
     hidden: usize,
+    /// The embedding norm's vectors in host memory, for the packed path.
+    embed_host: Option<EmbedNorm>,
+}
+
+/// Token-type row and norm of the embeddings, as host vectors.
+struct EmbedNorm {
+    token_type: Vec<f32>,
+    gamma: Vec<f32>,
+    beta: Vec<f32>,
 }
 
 impl Bert {
@@ -243,6 +246,15 @@ impl Bert {
         let layers = (0..c.num_hidden_layers)
             .map(|i| Layer::load(vb.pp(format!("encoder.layer.{i}")), c))
             .collect::<Result<Vec<_>>>()?;
+        let embed_host = if positions.device().is_cpu() && positions.dtype() == DType::F32 {
+            Some(EmbedNorm {
+                token_type: host(&token_type)?,
+                gamma: host(&norm.weight)?,
+                beta: host(&norm.bias)?,
+            })
+        } else {
+            None
+        };
         Ok(Bert {
             words,
             positions,
@@ -250,7 +262,52 @@ impl Bert {
             norm,
             layers,
             hidden: h,
+            embed_host,
         })
+    }
+
+    /// Whether [`Bert::forward_packed`] is available: sequences then go in
+    /// back to back, with no padding at all (CPU, f32, exact GELU).
+    pub(crate) fn packs(&self) -> bool {
+        self.layers.iter().all(|l| l.host.is_some()) && self.embed_host.is_some()
+    }
+
+    /// `ids`: the token ids of all sequences back to back; `lengths`: each
+    /// sequence's length. Returns `[Σ lengths, hidden]`. Only when
+    /// [`Bert::packs`].
+    pub(crate) fn forward_packed(&self, ids: &[u32], lengths: &[usize]) -> Result<Tensor> {
+        let Some(norm) = &self.embed_host else {
+            candle_core::bail!("packed forward: not available on this device")
+        };
+        let device = self.positions.device();
+        let n = ids.len();
+        let positions: Vec<u32> = lengths.iter().flat_map(|&l| 0..l as u32).collect();
+        if positions.len() != n {
+            candle_core::bail!(
+                "packed forward: lengths add up to {}, not {n}",
+                positions.len()
+            );
+        }
+        let x = self.words.forward(&Tensor::from_slice(ids, n, device)?)?;
+        let pos = self
+            .positions
+            .index_select(&Tensor::from_vec(positions, n, device)?, 0)?;
+        // LayerNorm(word + position + token type), token type as the bias.
+        x.inplace_op2(
+            &pos,
+            &AddNorm(AddNormParams {
+                bias: &norm.token_type,
+                gamma: &norm.gamma,
+                beta: &norm.beta,
+                eps: self.norm.eps,
+            }),
+        )?;
+        let mut x = x;
+        for layer in &self.layers {
+            let p = layer.host.as_ref().expect("packs() checked");
+            x = layer.forward_cpu(p, &x, lengths)?;
+        }
+        Ok(x)
     }
 
     /// `ids`: `[b, t]` u32; `lengths`: the real length of each row. Returns
@@ -264,13 +321,6 @@ impl Bert {
         let pos = self.positions.narrow(0, 0, t)?;
         let x = words.broadcast_add(&pos)?.broadcast_add(&self.token_type)?;
         let mut x = self.norm.forward(&x.reshape((b * t, self.hidden))?)?;
-        if self.layers.iter().all(|l| l.host.is_some()) {
-            for layer in &self.layers {
-                let p = layer.host.as_ref().expect("checked above");
-                x = layer.forward_cpu(p, &x, t, lengths)?;
-            }
-            return Ok(x);
-        }
         let mask = if lengths.iter().all(|&l| l == t) {
             None
         } else {
@@ -319,11 +369,10 @@ fn slice_mut<'a>(
     Ok(&mut data[start..end])
 }
 
-/// Self-attention of a padded batch, from the `[b*t, 3h]` Q/K/V product
-/// (biases not yet added) to the `[b*t, h]` context; one task per sequence.
+/// Self-attention of packed sequences, from the `[n, 3h]` Q/K/V product
+/// (biases not yet added) to the `[n, h]` context; one task per sequence.
 struct Attention<'a> {
     shape: AttentionShape<'a>,
-    t: usize,
     lengths: &'a [usize],
 }
 
@@ -335,22 +384,30 @@ impl CustomOp1 for Attention<'_> {
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
         let qkv = slice(storage, layout, self.name())?;
         let h = self.shape.heads * self.shape.head_dim;
-        let (t, b) = (self.t, self.lengths.len());
-        if qkv.len() != b * t * 3 * h {
+        let n: usize = self.lengths.iter().sum();
+        if qkv.len() != n * 3 * h {
             candle_core::bail!(
-                "attention: expected {b}×{t}×{} values, got {}",
+                "attention: expected {n}×{} values, got {}",
                 3 * h,
                 qkv.len()
             );
         }
-        let mut out = vec![0f32; b * t * h];
-        out.par_chunks_mut(t * h)
-            .zip(qkv.par_chunks(t * 3 * h))
-            .zip(self.lengths.par_iter())
-            .for_each_init(Vec::new, |scratch, ((o, q), &len)| {
-                kernels::attend_sequence(q, len.min(t), o, &self.shape, scratch)
-            });
-        Ok((CpuStorage::F32(out), Shape::from((b * t, h))))
+        let mut out = vec![0f32; n * h];
+        let mut tasks = Vec::with_capacity(self.lengths.len());
+        let (mut q_rest, mut o_rest) = (qkv, out.as_mut_slice());
+        for &len in self.lengths {
+            let (q, qr) = q_rest.split_at(len * 3 * h);
+            let (o, or) = o_rest.split_at_mut(len * h);
+            tasks.push((q, o, len));
+            (q_rest, o_rest) = (qr, or);
+        }
+        // Longest first, so a long sequence does not start last.
+        tasks.sort_by_key(|t| std::cmp::Reverse(t.2));
+        tasks.into_par_iter().for_each_init(
+            kernels::AttentionScratch::default,
+            |scratch, (q, o, len)| kernels::attend_sequence(q, len, o, &self.shape, scratch),
+        );
+        Ok((CpuStorage::F32(out), Shape::from((n, h))))
     }
 }
 
@@ -399,5 +456,115 @@ impl InplaceOp1 for BiasGelu<'_> {
         x.par_chunks_mut(ROWS_PER_TASK * h)
             .for_each(|x| kernels::bias_gelu_rows(x, self.0));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use candle_core::{DType, Device, Tensor};
+    use candle_nn::VarBuilder;
+
+    use super::*;
+
+    /// A small random BERT (2 layers, hidden 32, 4 heads) built in memory.
+    fn tiny_bert() -> Bert {
+        let config: Config = serde_json::from_str(
+            r#"{"vocab_size": 50, "hidden_size": 32, "num_hidden_layers": 2,
+                "num_attention_heads": 4, "intermediate_size": 64, "hidden_act": "gelu",
+                "hidden_dropout_prob": 0.0, "max_position_embeddings": 40,
+                "type_vocab_size": 2, "initializer_range": 0.02, "layer_norm_eps": 1e-12,
+                "pad_token_id": 0}"#,
+        )
+        .unwrap();
+        let dev = Device::Cpu;
+        let mut tensors = HashMap::new();
+        let mut add = |name: String, shape: &[usize], centre: f32| {
+            let t = (Tensor::rand(-0.5f32, 0.5, shape, &dev).unwrap() + centre as f64).unwrap();
+            tensors.insert(name, t);
+        };
+        let (h, i) = (32, 64);
+        add("embeddings.word_embeddings.weight".into(), &[50, h], 0.0);
+        add(
+            "embeddings.position_embeddings.weight".into(),
+            &[40, h],
+            0.0,
+        );
+        add(
+            "embeddings.token_type_embeddings.weight".into(),
+            &[2, h],
+            0.0,
+        );
+        add("embeddings.LayerNorm.weight".into(), &[h], 1.0);
+        add("embeddings.LayerNorm.bias".into(), &[h], 0.0);
+        for l in 0..2 {
+            let p = format!("encoder.layer.{l}.");
+            for m in ["query", "key", "value"] {
+                add(format!("{p}attention.self.{m}.weight"), &[h, h], 0.0);
+                add(format!("{p}attention.self.{m}.bias"), &[h], 0.0);
+            }
+            add(format!("{p}attention.output.dense.weight"), &[h, h], 0.0);
+            add(format!("{p}attention.output.dense.bias"), &[h], 0.0);
+            add(format!("{p}attention.output.LayerNorm.weight"), &[h], 1.0);
+            add(format!("{p}attention.output.LayerNorm.bias"), &[h], 0.0);
+            add(format!("{p}intermediate.dense.weight"), &[i, h], 0.0);
+            add(format!("{p}intermediate.dense.bias"), &[i], 0.0);
+            add(format!("{p}output.dense.weight"), &[h, i], 0.0);
+            add(format!("{p}output.dense.bias"), &[h], 0.0);
+            add(format!("{p}output.LayerNorm.weight"), &[h], 1.0);
+            add(format!("{p}output.LayerNorm.bias"), &[h], 0.0);
+        }
+        Bert::load(VarBuilder::from_tensors(tensors, DType::F32, &dev), &config).unwrap()
+    }
+
+    /// The fused packed CPU path and the plain-Candle padded path (what
+    /// other devices run) compute the same function.
+    #[test]
+    fn packed_and_padded_forwards_agree() {
+        let bert = tiny_bert();
+        assert!(bert.packs());
+        let seqs: Vec<Vec<u32>> = vec![
+            (1..=23).collect(),
+            vec![7, 3, 9],
+            (5..22).rev().collect(),
+            vec![42],
+        ];
+        let lengths: Vec<usize> = seqs.iter().map(Vec::len).collect();
+        let t = *lengths.iter().max().unwrap();
+        let packed_ids: Vec<u32> = seqs.iter().flatten().copied().collect();
+        let packed: Vec<f32> = bert
+            .forward_packed(&packed_ids, &lengths)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        let mut padded_ids = vec![0u32; seqs.len() * t];
+        for (k, s) in seqs.iter().enumerate() {
+            padded_ids[k * t..k * t + s.len()].copy_from_slice(s);
+        }
+        let ids = Tensor::from_vec(padded_ids, (seqs.len(), t), &Device::Cpu).unwrap();
+        let padded: Vec<f32> = bert
+            .forward(&ids, &lengths)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        let h = 32;
+        let mut start = 0;
+        let mut worst = 0f32;
+        for (k, &len) in lengths.iter().enumerate() {
+            for r in 0..len {
+                for c in 0..h {
+                    let a = packed[(start + r) * h + c];
+                    let b = padded[(k * t + r) * h + c];
+                    worst = worst.max((a - b).abs());
+                }
+            }
+            start += len;
+        }
+        assert!(worst < 1e-4, "worst difference {worst}");
     }
 }

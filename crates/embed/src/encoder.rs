@@ -68,13 +68,39 @@ impl Encoder {
         })
     }
 
-    /// Runs one padded batch and returns, per sequence, its last-layer token
+    /// Whether batches go through without padding (see [`Bert::packs`]), so
+    /// grouping texts of similar length no longer saves work.
+    pub(crate) fn packs(&self) -> bool {
+        self.model.packs()
+    }
+
+    /// Runs one batch (packed, or padded to its longest text) and returns, per sequence, its last-layer token
     /// states (`len × hidden`, row-major), padding removed.
     pub(crate) fn forward(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, Error> {
         let b = seqs.len();
         let t = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
         if b == 0 || t == 0 {
             return Ok(vec![Vec::new(); b]);
+        }
+        let h = self.hidden;
+        if self.model.packs() {
+            let ids: Vec<u32> = seqs.iter().flat_map(|s| s.iter().copied()).collect();
+            let lengths: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
+            let flat: Vec<f32> = self
+                .model
+                .forward_packed(&ids, &lengths)
+                .and_then(|o| o.flatten_all())
+                .and_then(|o| o.to_vec1())
+                .map_err(internal("BERT forward"))?;
+            let mut start = 0;
+            return Ok(lengths
+                .iter()
+                .map(|&len| {
+                    let rows = flat[start * h..(start + len) * h].to_vec();
+                    start += len;
+                    rows
+                })
+                .collect());
         }
         let mut ids = vec![self.pad_id; b * t];
         for (k, s) in seqs.iter().enumerate() {
@@ -91,7 +117,6 @@ impl Encoder {
             .and_then(|o| o.flatten_all())
             .and_then(|o| o.to_vec1())
             .map_err(internal("reading BERT output"))?;
-        let h = self.hidden;
         Ok(seqs
             .iter()
             .enumerate()

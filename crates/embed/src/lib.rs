@@ -32,9 +32,11 @@ pub use model::{read_settings, resolve, ModelFiles, Pooling, DEFAULT_MODEL_DIR};
 
 use encoder::Encoder;
 
-/// Most texts in one forward batch: with texts sorted by length, a small
-/// group keeps the lengths in a batch close, so little work goes to padding,
-/// while 64 × tens of tokens still makes matrices large enough for gemm.
+/// Most texts in one padded forward batch (devices other than the CPU):
+/// with texts sorted by length, a small group keeps the lengths in a batch
+/// close, so little work goes to padding, while 64 × tens of tokens still
+/// makes matrices large enough for the matrix products. The CPU path packs
+/// texts without padding and fills `batch_tokens` instead.
 const MAX_BATCH_TEXTS: usize = 64;
 
 /// The embedding metrics by output column name, in output order.
@@ -58,7 +60,7 @@ pub struct EmbedOptions {
     pub max_seq_length: Option<usize>,
     /// Byte budget of the cross-batch embedding cache.
     pub cache_bytes: usize,
-    /// Padded tokens per forward batch.
+    /// Tokens (padding included, where a device pads) per forward batch.
     pub batch_tokens: usize,
 }
 
@@ -304,12 +306,27 @@ impl EmbeddingStage {
         let mut order: Vec<usize> = which.to_vec();
         order.sort_by_key(|&k| std::cmp::Reverse(ids[k].as_ref().map_or(0, |v| v.len())));
         let budget = self.options.batch_tokens.max(self.max_len);
+        let packs = self.encoder.packs();
         let mut start = 0;
         while start < order.len() {
-            let longest = ids[order[start]].as_ref().map_or(0, |v| v.len()).max(1);
-            let count = (budget / longest)
-                .clamp(1, MAX_BATCH_TEXTS)
-                .min(order.len() - start);
+            let len_of = |k: usize| ids[k].as_ref().map_or(0, |v| v.len()).max(1);
+            let longest = len_of(order[start]);
+            let count = if packs {
+                // No padding: fill the token budget, whatever the lengths.
+                let mut used = 0;
+                order[start..]
+                    .iter()
+                    .take_while(|&&k| {
+                        used += len_of(k);
+                        used <= budget
+                    })
+                    .count()
+                    .max(1)
+            } else {
+                (budget / longest)
+                    .clamp(1, MAX_BATCH_TEXTS)
+                    .min(order.len() - start)
+            };
             let group = &order[start..start + count];
             let seqs: Vec<&[u32]> = group
                 .iter()
@@ -318,7 +335,11 @@ impl EmbeddingStage {
             let t0 = Instant::now();
             let states = self.encoder.forward(&seqs)?;
             self.report.forward += t0.elapsed();
-            self.report.padded_tokens += (longest * count) as u64;
+            self.report.padded_tokens += if packs {
+                seqs.iter().map(|s| s.len() as u64).sum()
+            } else {
+                (longest * count) as u64
+            };
             let hidden = self.encoder.hidden;
             let pooling = self.files.pooling;
             let group_ids: Vec<Vec<u32>> = group

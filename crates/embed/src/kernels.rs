@@ -450,14 +450,18 @@ pub(crate) fn gelu(x: f32) -> f32 {
 pub(crate) fn exp_neg(x: f32) -> f32 {
     const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23: adding it rounds to an integer
     let x = x.max(-87.0);
-    let n = (x * std::f32::consts::LOG2_E + MAGIC) - MAGIC;
+    let shifted = x * std::f32::consts::LOG2_E + MAGIC;
+    let n = shifted - MAGIC;
     let r = x - n * 0.693_145_75 - n * 1.428_606_8e-6;
     let p = 1.0
         + r * (1.0
             + r * (0.5
                 + r * (0.166_666_67
                     + r * (0.041_666_668 + r * (0.008_333_334 + r * 0.001_388_889)))));
-    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    // n as an integer, read from the mantissa bits rather than by a float
+    // to int conversion (Rust's saturating `as` does not vectorise).
+    let n_int = shifted.to_bits().wrapping_sub(MAGIC.to_bits());
+    let scale = f32::from_bits(n_int.wrapping_add(127) << 23);
     p * scale
 }
 

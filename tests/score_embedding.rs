@@ -278,3 +278,112 @@ fn each_distinct_text_is_embedded_once_per_run() {
     let cos = f32s(&read_parquet(&out), "cosine");
     assert_eq!(cos[3], cos[13], "same pair, same score");
 }
+
+/// The persistent cache (`--embed-cache`): a second night over the same
+/// references and new outputs embeds only the outputs, with scores equal to
+/// bit to those of a run without the cache; a damaged entry is re-embedded.
+#[test]
+fn the_embed_cache_makes_unchanged_references_free_the_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let m = model();
+    let night = |name: &str, outputs: &[&str]| {
+        let input = dir.path().join(format!("{name}.parquet"));
+        let refs = ["Paris", "one hundred", "Leonardo da Vinci", "Paris"];
+        write_parquet(
+            &input,
+            vec![("reference", s(&refs)), ("output", s(outputs))],
+        );
+        input
+    };
+    let run = |input: &Path, out: &Path, cached: bool| {
+        let mut args = vec!["--metrics", "embedding", "--model", m.to_str().unwrap()];
+        if cached {
+            args.extend(["--embed-cache", cache.to_str().unwrap()]);
+        }
+        ok(&score(input, out, &args));
+        summary(out)["embedding"].clone()
+    };
+    let first = night("first", &["paris", "100", "da Vinci", "Lyon"]);
+    let e1 = run(&first, &dir.path().join("1.parquet"), true);
+    assert_eq!(e1["texts_embedded"], 7, "3 references + 4 outputs");
+    assert_eq!(e1["embed_cache"]["hits"], 0);
+    assert_eq!(e1["embed_cache"]["writes"], 3, "references only by default");
+
+    let second = night(
+        "second",
+        &["Paris, France", "a hundred", "Raphael", "Paris"],
+    );
+    let out2 = dir.path().join("2.parquet");
+    let e2 = run(&second, &out2, true);
+    assert_eq!(
+        e2["embed_cache"]["hits"], 3,
+        "every reference came from disk"
+    );
+    assert_eq!(
+        e2["texts_embedded"], 3,
+        "only the new outputs (\"Paris\" is a reference)"
+    );
+    let plain = dir.path().join("plain.parquet");
+    let e_plain = run(&second, &plain, false);
+    assert!(e_plain["embed_cache"].is_null());
+    for col in [
+        "cosine",
+        "bertscore_precision",
+        "bertscore_recall",
+        "bertscore_f1",
+    ] {
+        assert_eq!(
+            f32s(&read_parquet(&out2), col),
+            f32s(&read_parquet(&plain), col),
+            "{col}: cached and uncached runs agree exactly"
+        );
+    }
+
+    // Damage every entry: they read as missing and are written anew.
+    let mut damaged = 0;
+    for entry in walk(&cache) {
+        std::fs::write(&entry, b"not an embedding").unwrap();
+        damaged += 1;
+    }
+    assert_eq!(damaged, 3);
+    let out3 = dir.path().join("3.parquet");
+    let e3 = run(&second, &out3, true);
+    assert_eq!(e3["embed_cache"]["hits"], 0);
+    assert_eq!(e3["embed_cache"]["writes"], 3);
+    assert_eq!(
+        f32s(&read_parquet(&out3), "cosine"),
+        f32s(&read_parquet(&plain), "cosine")
+    );
+
+    // A cache path that cannot be a folder is an I/O error naming it, and
+    // nothing is written.
+    let blocker = dir.path().join("a-file");
+    std::fs::write(&blocker, b"").unwrap();
+    let out4 = dir.path().join("4.parquet");
+    let args = ["--metrics", "embedding", "--model", m.to_str().unwrap()];
+    let cache_arg = ["--embed-cache", blocker.to_str().unwrap()];
+    let err = fails(
+        &score(&second, &out4, &[&args[..], &cache_arg[..]].concat()),
+        74,
+    );
+    assert!(
+        err.contains("--embed-cache") && err.contains("a-file"),
+        "{err}"
+    );
+    assert!(!out4.exists());
+}
+
+/// Every `.emb` file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else if path.extension().is_some_and(|e| e == "emb") {
+            found.push(path);
+        }
+    }
+    found
+}

@@ -137,6 +137,18 @@ pub struct ScoreArgs {
     #[arg(long, value_name = "MIB")]
     pub embed_cache_mb: Option<usize>,
 
+    /// Keep embeddings on disk in DIR between runs, so texts seen in an earlier run (the
+    /// references of a nightly job) are not embedded again. Entries are keyed by a hash of
+    /// the model files, truncation length and pooling plus the text; references' embeddings
+    /// are stored (about 1.5 KiB per word-piece), outputs' too with --embed-cache-outputs.
+    /// The folder can be deleted at any time
+    #[arg(long, value_name = "DIR")]
+    pub embed_cache: Option<PathBuf>,
+
+    /// Also store outputs' embeddings in --embed-cache (for re-scoring the same outputs)
+    #[arg(long)]
+    pub embed_cache_outputs: bool,
+
     /// Base URL of an OpenAI-compatible judge endpoint, e.g. http://127.0.0.1:8080/v1 (vLLM,
     /// llama.cpp, Ollama, OpenAI). Judge metrics run only with it
     #[arg(long, value_name = "URL")]

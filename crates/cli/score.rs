@@ -168,6 +168,8 @@ fn load_embedding(settings: &Settings) -> Result<Option<EmbeddingStage>, Error> 
         selection: plan.embedding,
         max_seq_length: settings.embed.max_seq_length,
         cache_bytes: settings.embed.cache_mb << 20,
+        store: settings.embed.store.clone(),
+        store_outputs: settings.embed.store_outputs,
         ..EmbedOptions::default()
     };
     EmbeddingStage::load(options).map(Some)
@@ -328,6 +330,11 @@ fn embedding_report(stage: &EmbeddingStage) -> serde_json::Value {
         "tokenize_seconds": r.tokenize.as_secs_f64(),
         "forward_seconds": forward,
         "tokens_per_second": if forward > 0.0 { r.tokens as f64 / forward } else { 0.0 },
+        "embed_cache": stage.store_dir().map(|d| json!({
+            "dir": d.display().to_string(),
+            "hits": r.store_hits,
+            "writes": r.store_writes,
+        })),
     })
 }
 

@@ -35,6 +35,8 @@ struct ConfigFile {
     rescale_baseline: Option<String>,
     max_seq_length: Option<usize>,
     embed_cache_mb: Option<usize>,
+    embed_cache: Option<PathBuf>,
+    embed_cache_outputs: Option<bool>,
     judge_url: Option<String>,
     judge_model: Option<String>,
     judge_api_key_env: Option<String>,
@@ -100,6 +102,10 @@ pub struct EmbedSettings {
     pub rescale: Option<Rescale>,
     pub max_seq_length: Option<usize>,
     pub cache_mb: usize,
+    /// `--embed-cache`.
+    pub store: Option<PathBuf>,
+    /// `--embed-cache-outputs`.
+    pub store_outputs: bool,
 }
 
 /// Everything a `score` run needs to know, resolved.
@@ -226,6 +232,8 @@ impl Settings {
             rescale,
             max_seq_length: args.max_seq_length.or(file.max_seq_length),
             cache_mb: args.embed_cache_mb.or(file.embed_cache_mb).unwrap_or(256),
+            store: args.embed_cache.or(file.embed_cache),
+            store_outputs: args.embed_cache_outputs || file.embed_cache_outputs.unwrap_or(false),
         };
         let band = args
             .judge_band

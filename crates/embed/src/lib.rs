@@ -13,8 +13,10 @@ mod encoder;
 mod kernels;
 mod math;
 mod model;
+mod store;
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,6 +33,7 @@ pub use math::{bertscore, cosine, Embedded};
 pub use model::{read_settings, resolve, ModelFiles, Pooling, DEFAULT_MODEL_DIR};
 
 use encoder::Encoder;
+use store::EmbeddingStore;
 
 /// Most texts in one padded forward batch (devices other than the CPU):
 /// with texts sorted by length, a small group keeps the lengths in a batch
@@ -62,6 +65,10 @@ pub struct EmbedOptions {
     pub cache_bytes: usize,
     /// Tokens (padding included, where a device pads) per forward batch.
     pub batch_tokens: usize,
+    /// `--embed-cache`: a folder keeping embeddings between runs.
+    pub store: Option<PathBuf>,
+    /// Also keep outputs' embeddings there, not only references'.
+    pub store_outputs: bool,
 }
 
 impl Default for EmbedOptions {
@@ -73,6 +80,8 @@ impl Default for EmbedOptions {
             max_seq_length: None,
             cache_bytes: 256 << 20,
             batch_tokens: 8192,
+            store: None,
+            store_outputs: false,
         }
     }
 }
@@ -117,6 +126,10 @@ pub struct EmbedReport {
     pub forward: Duration,
     /// Time tokenising.
     pub tokenize: Duration,
+    /// Texts read from the persistent cache (`--embed-cache`).
+    pub store_hits: u64,
+    /// Texts written to the persistent cache.
+    pub store_writes: u64,
 }
 
 /// The loaded model plus run state (cache, IDF, baseline, counters).
@@ -132,6 +145,7 @@ pub struct EmbeddingStage {
     idf: Option<Idf>,
     baseline: Option<Baseline>,
     report: EmbedReport,
+    store: Option<EmbeddingStore>,
 }
 
 impl EmbeddingStage {
@@ -159,6 +173,10 @@ impl EmbeddingStage {
         };
         let cls_sep = [special("[CLS]")?, special("[SEP]")?];
         let encoder = Encoder::load(&files, &options.device)?;
+        let store = match &options.store {
+            Some(root) => Some(EmbeddingStore::open(root, &files, max_len, encoder.hidden)?),
+            None => None,
+        };
         Ok(EmbeddingStage {
             files,
             tokenizer,
@@ -171,6 +189,7 @@ impl EmbeddingStage {
             idf: None,
             baseline: None,
             report: EmbedReport::default(),
+            store,
         })
     }
 
@@ -182,6 +201,11 @@ impl EmbeddingStage {
     /// The truncation length in use.
     pub fn max_seq_length(&self) -> usize {
         self.max_len
+    }
+
+    /// The folder of this model's entries in the persistent cache, if any.
+    pub fn store_dir(&self) -> Option<&std::path::Path> {
+        self.store.as_ref().map(EmbeddingStore::dir)
     }
 
     /// Counters so far.
@@ -388,6 +412,7 @@ impl EmbeddingStage {
         let mut index: HashMap<&str, usize> = HashMap::new();
         let mut texts: Vec<&str> = Vec::new();
         let mut last_use: Vec<usize> = Vec::new();
+        let mut is_reference: Vec<bool> = Vec::new();
         let mut pairs: Vec<Option<(usize, usize)>> = Vec::with_capacity(n);
         for i in 0..n {
             if batch.unscorable(i).is_some() {
@@ -402,16 +427,31 @@ impl EmbeddingStage {
                 *index.entry(t).or_insert_with(|| {
                     texts.push(t);
                     last_use.push(0);
+                    is_reference.push(false);
                     texts.len() - 1
                 })
             };
             let (ri, oi) = (slot(r), slot(o));
+            is_reference[ri] = true;
             last_use[ri] = i;
             last_use[oi] = i;
             pairs.push(Some((ri, oi)));
         }
         let mut slots: Vec<Option<Arc<Embedded>>> =
             texts.iter().map(|t| self.cache.get(*t).cloned()).collect();
+        if let Some(store) = &self.store {
+            let missing: Vec<usize> = (0..texts.len()).filter(|&k| slots[k].is_none()).collect();
+            let found: Vec<(usize, Embedded)> = missing
+                .par_iter()
+                .filter_map(|&k| store.get(texts[k]).map(|e| (k, e)))
+                .collect();
+            self.report.store_hits += found.len() as u64;
+            for (k, e) in found {
+                let e = Arc::new(e);
+                self.cache_put(texts[k], &e);
+                slots[k] = Some(e);
+            }
+        }
         let misses: Vec<usize> = (0..texts.len()).filter(|&k| slots[k].is_none()).collect();
         let t0 = Instant::now();
         let miss_texts: Vec<&str> = misses.iter().map(|&k| texts[k]).collect();
@@ -439,6 +479,13 @@ impl EmbeddingStage {
                 for &k in &pending {
                     let e = slots[k].clone().expect("embedded");
                     self.cache_put(texts[k], &e);
+                    if let Some(store) = self.store.as_mut() {
+                        if (is_reference[k] || self.options.store_outputs)
+                            && store.put(texts[k], &e)
+                        {
+                            self.report.store_writes += 1;
+                        }
+                    }
                 }
                 self.score_rows(&pairs[chunk_start..i], &slots, &mut scores[chunk_start..i]);
                 // Release what no later row of this batch needs.

@@ -1,0 +1,211 @@
+//! The persistent embedding cache (`--embed-cache DIR`): embeddings kept on
+//! disk between runs, so that texts a nightly job sees again (above all the
+//! references) cost nothing the next night.
+//!
+//! Layout: `DIR/<model key>/<2 hex>/<sha256 of the text>.emb`, one small
+//! file per text. The model key hashes everything that changes an
+//! embedding — weights, config, tokenizer, truncation length and pooling —
+//! so a different model or setting never reads another's vectors. Files are
+//! written to a temporary name and renamed, so a killed run or two runs at
+//! once leave only whole entries; an entry that does not read back exactly
+//! (wrong magic, sizes or length) is treated as missing. The cache is only
+//! an optimisation: a failed write is reported once and the run goes on.
+
+use std::fs;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use refscore_batch::Error;
+use sha2::{Digest, Sha256};
+
+use crate::math::Embedded;
+use crate::model::{ModelFiles, Pooling};
+
+/// First bytes of every entry; the digit is the format version.
+const MAGIC: &[u8; 8] = b"RSEMB\x00\x00\x01";
+
+/// A persistent embedding cache for one model and setting.
+pub(crate) struct EmbeddingStore {
+    dir: PathBuf,
+    hidden: usize,
+    write_failed: bool,
+}
+
+impl EmbeddingStore {
+    /// Opens (creating it if needed) the part of `root` that belongs to this
+    /// model, truncation length and pooling.
+    pub(crate) fn open(
+        root: &Path,
+        files: &ModelFiles,
+        max_len: usize,
+        hidden: usize,
+    ) -> Result<EmbeddingStore, Error> {
+        let key = model_key(files, max_len)?;
+        let dir = root.join(key);
+        fs::create_dir_all(&dir).map_err(|e| {
+            Error::io(format!(
+                "--embed-cache {}: cannot create it: {e}",
+                root.display()
+            ))
+        })?;
+        Ok(EmbeddingStore {
+            dir,
+            hidden,
+            write_failed: false,
+        })
+    }
+
+    /// The folder holding this model's entries.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, text: &str) -> PathBuf {
+        let hex = hex(&Sha256::digest(text.as_bytes()));
+        self.dir.join(&hex[..2]).join(format!("{hex}.emb"))
+    }
+
+    /// The stored embedding of `text`, if there is a whole one.
+    pub(crate) fn get(&self, text: &str) -> Option<Embedded> {
+        let mut bytes = Vec::new();
+        fs::File::open(self.path(text))
+            .and_then(|mut f| f.read_to_end(&mut bytes))
+            .ok()?;
+        decode(&bytes, self.hidden)
+    }
+
+    /// Stores the embedding of `text`. Returns whether it was written; the
+    /// first failure is reported on stderr, later ones silently skipped.
+    pub(crate) fn put(&mut self, text: &str, e: &Embedded) -> bool {
+        if self.write_failed {
+            return false;
+        }
+        let path = self.path(text);
+        match write_atomically(&path, &encode(e)) {
+            Ok(()) => true,
+            Err(err) => {
+                self.write_failed = true;
+                eprintln!(
+                    "refscore: warning: --embed-cache: cannot write {}: {err}; \
+                     going on without storing embeddings",
+                    path.display()
+                );
+                false
+            }
+        }
+    }
+}
+
+/// Hash of the model files and settings that determine an embedding.
+fn model_key(files: &ModelFiles, max_len: usize) -> Result<String, Error> {
+    let mut h = Sha256::new();
+    for name in ["config.json", "tokenizer.json", "model.safetensors"] {
+        let path = files.dir.join(name);
+        let mut f =
+            fs::File::open(&path).map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
+        h.update(name.as_bytes());
+        io::copy(&mut f, &mut h).map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
+    }
+    let pooling = match files.pooling {
+        Pooling::Mean => "mean",
+        Pooling::Cls => "cls",
+        Pooling::Max => "max",
+    };
+    h.update(format!("max_seq_length={max_len};pooling={pooling}").as_bytes());
+    Ok(hex(&h.finalize())[..32].to_string())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn encode(e: &Embedded) -> Vec<u8> {
+    let mut out = Vec::with_capacity(e.bytes() + 16);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(e.ids.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(e.pooled.len() as u32).to_le_bytes());
+    out.extend(e.ids.iter().flat_map(|v| v.to_le_bytes()));
+    out.extend(e.pooled.iter().flat_map(|v| v.to_le_bytes()));
+    out.extend(e.tokens.iter().flat_map(|v| v.to_le_bytes()));
+    out
+}
+
+fn decode(bytes: &[u8], hidden: usize) -> Option<Embedded> {
+    let rest = bytes.strip_prefix(MAGIC)?;
+    let word = |b: &[u8], k: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(
+            b.get(4 * k..4 * k + 4)?.try_into().ok()?,
+        ))
+    };
+    let n = word(rest, 0)? as usize;
+    if word(rest, 1)? as usize != hidden || rest.len() != 4 * (2 + n + hidden + n * hidden) {
+        return None;
+    }
+    let words = |from: usize, count: usize| {
+        rest[4 * from..4 * (from + count)]
+            .chunks_exact(4)
+            .map(|c| [c[0], c[1], c[2], c[3]])
+    };
+    let ids: Vec<u32> = words(2, n).map(u32::from_le_bytes).collect();
+    let pooled: Vec<f32> = words(2 + n, hidden).map(f32::from_le_bytes).collect();
+    let tokens: Vec<f32> = words(2 + n + hidden, n * hidden)
+        .map(f32::from_le_bytes)
+        .collect();
+    Some(Embedded {
+        ids,
+        pooled,
+        tokens,
+    })
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().expect("entry paths have a parent");
+    fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("entry"),
+        std::process::id()
+    ));
+    let result = fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(bytes))
+        .and_then(|()| fs::rename(&tmp, path));
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Embedded {
+        Embedded {
+            ids: vec![101, 7592, 102],
+            pooled: vec![0.5, -0.25, 0.125, 1.0],
+            tokens: (0..12).map(|k| k as f32 * 0.1 - 0.3).collect(),
+        }
+    }
+
+    #[test]
+    fn entries_round_trip_exactly() {
+        let e = sample();
+        let back = decode(&encode(&e), 4).expect("decodes");
+        assert_eq!(back.ids, e.ids);
+        assert_eq!(back.pooled, e.pooled);
+        assert_eq!(back.tokens, e.tokens);
+    }
+
+    #[test]
+    fn damaged_entries_read_as_missing() {
+        let bytes = encode(&sample());
+        assert!(decode(&bytes[..bytes.len() - 1], 4).is_none(), "truncated");
+        assert!(decode(&bytes, 8).is_none(), "other hidden size");
+        let mut bad = bytes.clone();
+        bad[0] = b'X';
+        assert!(decode(&bad, 4).is_none(), "wrong magic");
+        let mut longer = bytes;
+        longer.push(0);
+        assert!(decode(&longer, 4).is_none(), "trailing bytes");
+    }
+}

@@ -63,7 +63,11 @@ pub struct EmbedOptions {
     pub max_seq_length: Option<usize>,
     /// Byte budget of the cross-batch embedding cache.
     pub cache_bytes: usize,
-    /// Tokens (padding included, where a device pads) per forward batch.
+    /// Tokens (padding included, where a device pads) per forward batch
+    /// (at least one longest text). The default, 2,048, keeps a layer's
+    /// activations (12 MiB for the 1,536-wide feed-forward of MiniLM) within
+    /// the CPU's caches between one op and the next: on the nightly bench set
+    /// it ran the forward ~16% faster than 8,192, with no gain below it.
     pub batch_tokens: usize,
     /// `--embed-cache`: a folder keeping embeddings between runs.
     pub store: Option<PathBuf>,
@@ -79,7 +83,7 @@ impl Default for EmbedOptions {
             selection: [true; 4],
             max_seq_length: None,
             cache_bytes: 256 << 20,
-            batch_tokens: 8192,
+            batch_tokens: 2048,
             store: None,
             store_outputs: false,
         }

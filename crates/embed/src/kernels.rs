@@ -146,11 +146,10 @@ pub(crate) struct AttentionScratch {
     kt: Vec<f32>,
     /// Values of one head: `len × dp` (dp = head_dim rounded up likewise).
     v: Vec<f32>,
-    /// One query block: queries transposed (`head_dim × R`), score rows
-    /// (`R × lp`), probabilities transposed (`len × R`), outputs (`R × dp`).
-    qt: Vec<f32>,
+    /// One query block: queries with bias (`R × head_dim`), score rows, then
+    /// probabilities (`R × lp`), outputs (`R × dp`).
+    q: Vec<f32>,
     scores: Vec<f32>,
-    pt: Vec<f32>,
     out: Vec<f32>,
 }
 
@@ -212,9 +211,8 @@ fn attend_with<const AVX512: bool>(
     let dp = d.div_ceil(LANES) * LANES;
     let kt = zeroed(&mut scratch.kt, d * lp);
     let v = zeroed(&mut scratch.v, len * dp);
-    let qt = zeroed(&mut scratch.qt, d * R);
+    let q = zeroed(&mut scratch.q, R * d);
     let scores = zeroed(&mut scratch.scores, R * lp);
-    let pt = zeroed(&mut scratch.pt, len * R);
     let o = zeroed(&mut scratch.out, R * dp);
     for head in 0..s.heads {
         let (qo, ko, vo) = (head * d, h + head * d, 2 * h + head * d);
@@ -227,13 +225,7 @@ fn attend_with<const AVX512: bool>(
             for (c, (&x, &b)) in row[ko..ko + d].iter().zip(kb).enumerate() {
                 kt[c * lp + j] = x + b;
             }
-            for ((dst, &x), &b) in v[j * dp..j * dp + d]
-                .iter_mut()
-                .zip(&row[vo..vo + d])
-                .zip(vb)
-            {
-                *dst = x + b;
-            }
+            add(&mut v[j * dp..j * dp + d], &row[vo..vo + d], vb);
         }
         let keys = Keys { kt, v, len, lp, dp };
         let mut i = 0;
@@ -243,28 +235,28 @@ fn attend_with<const AVX512: bool>(
                 n if n >= 4 => 4,
                 _ => 1,
             };
-            for k in 0..r {
-                let row = &qkv[(i + k) * 3 * h + qo..][..d];
-                for (c, (&x, &b)) in row.iter().zip(qb).enumerate() {
-                    qt[c * r + k] = x + b;
-                }
+            for (k, qr) in q.chunks_exact_mut(d).take(r).enumerate() {
+                add(qr, &qkv[(i + k) * 3 * h + qo..][..d], qb);
             }
-            let (qt, scores, pt, o) = (
-                &qt[..d * r],
-                &mut scores[..r * lp],
-                &mut pt[..len * r],
-                &mut o[..r * dp],
-            );
+            let (q, scores, o) = (&q[..r * d], &mut scores[..r * lp], &mut o[..r * dp]);
             match r {
-                8 => query_block::<8, AVX512>(&keys, qt, scores, pt, o),
-                4 => query_block::<4, AVX512>(&keys, qt, scores, pt, o),
-                _ => query_block::<1, AVX512>(&keys, qt, scores, pt, o),
+                8 => query_block::<8, AVX512>(&keys, q, scores, o),
+                4 => query_block::<4, AVX512>(&keys, q, scores, o),
+                _ => query_block::<1, AVX512>(&keys, q, scores, o),
             }
             for k in 0..r {
                 out[(i + k) * h + qo..][..d].copy_from_slice(&o[k * dp..k * dp + d]);
             }
             i += r;
         }
+    }
+}
+
+/// `dst = a + b`, element-wise.
+#[inline(always)]
+fn add(dst: &mut [f32], a: &[f32], b: &[f32]) {
+    for ((d, &x), &y) in dst.iter_mut().zip(a).zip(b) {
+        *d = x + y;
     }
 }
 
@@ -278,73 +270,72 @@ struct Keys<'a> {
     dp: usize,
 }
 
-/// Attention of `R` queries (`qt`: `head_dim × R`) against one head's keys:
-/// scores into `scores` (`R × lp`), softmax into `pt` (`len × R`), then `o`
-/// (`R × dp`) = P·V.
+/// Attention of `R` queries (`q`: `R × head_dim`) against one head's keys:
+/// scores into `scores` (`R × lp`), softmax in place, then `o` (`R × dp`)
+/// = P·V.
 #[inline(always)]
 fn query_block<const R: usize, const AVX512: bool>(
     keys: &Keys<'_>,
-    qt: &[f32],
+    q: &[f32],
     scores: &mut [f32],
-    pt: &mut [f32],
     o: &mut [f32],
 ) {
     #[cfg(target_arch = "x86_64")]
     if AVX512 {
         // SAFETY: only instantiated with AVX512 from avx512::attend, which
         // runs only on CPUs with AVX-512F.
-        unsafe { avx512::scores::<R>(keys, qt, scores) };
+        unsafe { avx512::scores::<R>(keys, q, scores) };
     } else {
-        portable_scores::<R>(keys, qt, scores);
+        portable_scores::<R>(keys, q, scores);
     }
     #[cfg(not(target_arch = "x86_64"))]
-    portable_scores::<R>(keys, qt, scores);
+    portable_scores::<R>(keys, q, scores);
     let Keys { len, lp, .. } = *keys;
-    for (r, row) in scores.chunks_exact_mut(lp).enumerate() {
-        let real = &mut row[..len];
+    for row in scores.chunks_exact_mut(lp) {
+        let (real, pad) = row.split_at_mut(len);
         let m = max(real);
         for x in real.iter_mut() {
             *x = exp_neg(*x - m);
         }
         let inv = 1.0 / sum(real);
-        for (j, &p) in real.iter().enumerate() {
-            pt[j * R + r] = p * inv;
-        }
+        real.iter_mut().for_each(|x| *x *= inv);
+        pad.iter_mut().for_each(|x| *x = 0.0);
     }
     #[cfg(target_arch = "x86_64")]
     if AVX512 {
         // SAFETY: as above.
-        unsafe { avx512::weighted_values::<R>(keys, pt, o) };
+        unsafe { avx512::weighted_values::<R>(keys, scores, o) };
     } else {
-        portable_weighted_values::<R>(keys, pt, o);
+        portable_weighted_values::<R>(keys, scores, o);
     }
     #[cfg(not(target_arch = "x86_64"))]
-    portable_weighted_values::<R>(keys, pt, o);
+    portable_weighted_values::<R>(keys, scores, o);
 }
 
-/// `scores[r][j] = Σ_c qt[c][r] · kt[c][j]`.
+/// `scores[r][j] = Σ_c q[r][c] · kt[c][j]`.
 #[inline(always)]
-fn portable_scores<const R: usize>(keys: &Keys<'_>, qt: &[f32], scores: &mut [f32]) {
+fn portable_scores<const R: usize>(keys: &Keys<'_>, q: &[f32], scores: &mut [f32]) {
     let lp = keys.lp;
-    scores.iter_mut().for_each(|x| *x = 0.0);
-    for (kt_row, qc) in keys.kt.chunks_exact(lp).zip(qt.chunks_exact(R)) {
-        for (row, &q) in scores.chunks_exact_mut(lp).zip(qc) {
+    let d = q.len() / R;
+    for (row, qr) in scores.chunks_exact_mut(lp).zip(q.chunks_exact(d)) {
+        row.iter_mut().for_each(|x| *x = 0.0);
+        for (kt_row, &qc) in keys.kt.chunks_exact(lp).zip(qr) {
             for (x, &k) in row.iter_mut().zip(kt_row) {
-                *x += q * k;
+                *x += qc * k;
             }
         }
     }
 }
 
-/// `o[r][c] = Σ_j pt[j][r] · v[j][c]`.
+/// `o[r][c] = Σ_j p[r][j] · v[j][c]`.
 #[inline(always)]
-fn portable_weighted_values<const R: usize>(keys: &Keys<'_>, pt: &[f32], o: &mut [f32]) {
-    let dp = keys.dp;
-    o.iter_mut().for_each(|x| *x = 0.0);
-    for (vj, pj) in keys.v.chunks_exact(dp).zip(pt.chunks_exact(R)) {
-        for (row, &p) in o.chunks_exact_mut(dp).zip(pj) {
+fn portable_weighted_values<const R: usize>(keys: &Keys<'_>, p: &[f32], o: &mut [f32]) {
+    let Keys { len, lp, dp, .. } = *keys;
+    for (row, pr) in o.chunks_exact_mut(dp).zip(p.chunks_exact(lp)) {
+        row.iter_mut().for_each(|x| *x = 0.0);
+        for (vj, &pj) in keys.v.chunks_exact(dp).zip(&pr[..len]) {
             for (x, &y) in row.iter_mut().zip(vj) {
-                *x += p * y;
+                *x += pj * y;
             }
         }
     }
@@ -352,7 +343,7 @@ fn portable_weighted_values<const R: usize>(keys: &Keys<'_>, pt: &[f32], o: &mut
 
 /// The attention products as AVX-512 register tiles: `R` accumulators of
 /// 16 lanes, so each loaded row of keys or values feeds `R` fused
-/// multiply-adds.
+/// multiply-adds; the other operand is broadcast straight from memory.
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use std::arch::x86_64::*;
@@ -371,21 +362,22 @@ mod avx512 {
         attend_with::<true>(qkv, len, out, s, scratch)
     }
 
+    /// `scores[r][j] = Σ_c q[r][c] · kt[c][j]`.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    pub(super) unsafe fn scores<const R: usize>(keys: &Keys<'_>, qt: &[f32], scores: &mut [f32]) {
+    pub(super) unsafe fn scores<const R: usize>(keys: &Keys<'_>, q: &[f32], scores: &mut [f32]) {
         let lp = keys.lp;
-        let d = qt.len() / R;
+        let d = q.len() / R;
         assert!(keys.kt.len() >= d * lp && scores.len() >= R * lp && lp % LANES == 0);
-        let (kt, qt, out) = (keys.kt.as_ptr(), qt.as_ptr(), scores.as_mut_ptr());
+        let (kt, q, out) = (keys.kt.as_ptr(), q.as_ptr(), scores.as_mut_ptr());
         for j0 in (0..lp).step_by(LANES) {
             let mut acc = [_mm512_setzero_ps(); R];
             for c in 0..d {
-                // SAFETY: c < d and j0 + 16 <= lp, asserted above.
+                // SAFETY: c < d, r < R and j0 + 16 <= lp, asserted above.
                 let k = unsafe { _mm512_loadu_ps(kt.add(c * lp + j0)) };
                 for (r, a) in acc.iter_mut().enumerate() {
-                    let q = _mm512_set1_ps(unsafe { *qt.add(c * R + r) });
-                    *a = _mm512_fmadd_ps(q, k, *a);
+                    let x = _mm512_set1_ps(unsafe { *q.add(r * d + c) });
+                    *a = _mm512_fmadd_ps(x, k, *a);
                 }
             }
             for (r, a) in acc.iter().enumerate() {
@@ -394,26 +386,27 @@ mod avx512 {
         }
     }
 
+    /// `o[r][c] = Σ_j p[r][j] · v[j][c]`.
     #[target_feature(enable = "avx512f")]
     #[inline]
     pub(super) unsafe fn weighted_values<const R: usize>(
         keys: &Keys<'_>,
-        pt: &[f32],
+        p: &[f32],
         o: &mut [f32],
     ) {
-        let (len, dp) = (keys.len, keys.dp);
+        let Keys { len, lp, dp, .. } = *keys;
         assert!(
-            keys.v.len() >= len * dp && pt.len() >= len * R && o.len() >= R * dp && dp % LANES == 0
+            keys.v.len() >= len * dp && p.len() >= R * lp && o.len() >= R * dp && dp % LANES == 0
         );
-        let (v, pt, out) = (keys.v.as_ptr(), pt.as_ptr(), o.as_mut_ptr());
+        let (v, p, out) = (keys.v.as_ptr(), p.as_ptr(), o.as_mut_ptr());
         for c0 in (0..dp).step_by(LANES) {
             let mut acc = [_mm512_setzero_ps(); R];
             for j in 0..len {
-                // SAFETY: j < len and c0 + 16 <= dp, asserted above.
+                // SAFETY: j < len <= lp, r < R and c0 + 16 <= dp, asserted above.
                 let x = unsafe { _mm512_loadu_ps(v.add(j * dp + c0)) };
                 for (r, a) in acc.iter_mut().enumerate() {
-                    let p = _mm512_set1_ps(unsafe { *pt.add(j * R + r) });
-                    *a = _mm512_fmadd_ps(p, x, *a);
+                    let w = _mm512_set1_ps(unsafe { *p.add(r * lp + j) });
+                    *a = _mm512_fmadd_ps(w, x, *a);
                 }
             }
             for (r, a) in acc.iter().enumerate() {

@@ -38,9 +38,12 @@ fn main() {
         .unwrap();
     println!("threads {threads}; tokens include [CLS]/[SEP]; ceiling ≈ 8,700 tokens/s on 2 AVX-512 cores");
     println!(
-        "{:>8} {:>8} {:>10} {:>12} {:>8}",
-        "texts", "tokens", "seconds", "tokens/s", "texts/s"
+        "{:>8} {:>8} {:>12} {:>14} {:>8}",
+        "texts", "tokens", "best tok/s", "median tok/s", "texts/s"
     );
+    // Each shape runs REPEATS times: these machines are noisy, and the best
+    // of several short runs is the steadiest figure of what the code can do.
+    const REPEATS: usize = 5;
     for (count, words) in [
         (256, 6),
         (256, 14),
@@ -51,18 +54,25 @@ fn main() {
     ] {
         let texts: Vec<String> = (0..count).map(|s| text(words, s)).collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let t0 = Instant::now();
-        let out = stage.embed(&refs).unwrap();
-        let secs = t0.elapsed().as_secs_f64();
-        let tokens: usize = out.iter().map(|e| e.ids.len()).sum();
-        assert_eq!(tokens, count * (words + 2), "one word-piece per word");
+        let mut rates: Vec<f64> = (0..REPEATS)
+            .map(|_| {
+                let t0 = Instant::now();
+                let out = stage.embed(&refs).unwrap();
+                let secs = t0.elapsed().as_secs_f64();
+                let tokens: usize = out.iter().map(|e| e.ids.len()).sum();
+                assert_eq!(tokens, count * (words + 2), "one word-piece per word");
+                tokens as f64 / secs
+            })
+            .collect();
+        rates.sort_by(f64::total_cmp);
+        let (best, median) = (rates[REPEATS - 1], rates[REPEATS / 2]);
         println!(
-            "{:>8} {:>8} {:>10.3} {:>12.0} {:>8.1}",
+            "{:>8} {:>8} {:>12.0} {:>14.0} {:>8.1}",
             count,
             words + 2,
-            secs,
-            tokens as f64 / secs,
-            count as f64 / secs
+            best,
+            median,
+            best / (words + 2) as f64
         );
     }
 }

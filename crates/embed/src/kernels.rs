@@ -368,7 +368,7 @@ mod avx512 {
     pub(super) unsafe fn scores<const R: usize>(keys: &Keys<'_>, q: &[f32], scores: &mut [f32]) {
         let lp = keys.lp;
         let d = q.len() / R;
-        assert!(keys.kt.len() >= d * lp && scores.len() >= R * lp && lp % LANES == 0);
+        assert!(keys.kt.len() >= d * lp && scores.len() >= R * lp && lp.is_multiple_of(LANES));
         let (kt, q, out) = (keys.kt.as_ptr(), q.as_ptr(), scores.as_mut_ptr());
         for j0 in (0..lp).step_by(LANES) {
             let mut acc = [_mm512_setzero_ps(); R];
@@ -430,8 +430,8 @@ pub(crate) fn gelu(x: f32) -> f32 {
                 + t * (0.096_784_18
                     + t * (-0.186_288_06
                         + t * (0.278_868_07
-                            + t * (-1.135_203_98
-                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+                            + t * (-1.135_204
+                                + t * (1.488_515_9 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
     let ans = t * exp_neg(-z * z + poly);
     let erfc = if u >= 0.0 { ans } else { 2.0 - ans };
     0.5 * x * erfc

@@ -8,6 +8,7 @@
 
 use std::time::Instant;
 
+use candle_core::{Device, Tensor};
 use refscore_embed::{EmbedOptions, EmbeddingStage};
 
 const WORDS: &[&str] = &[
@@ -75,4 +76,50 @@ fn main() {
             best / (words + 2) as f64
         );
     }
+    gemm_alone();
+}
+
+/// The matrix products alone, at the shapes of one 2,048-token batch of
+/// all-MiniLM-L6-v2 (hidden 384, feed-forward 1,536), through the same
+/// Candle matmul the forward uses: the rate gemm reaches on this machine,
+/// and the tokens/s a forward made of nothing but these products would get.
+fn gemm_alone() {
+    let n = 2048;
+    let dev = Device::Cpu;
+    println!();
+    println!("matmul alone, {n} rows (best of 5 × 10 products):");
+    let mut total_secs = 0.0;
+    let mut total_flop = 0.0;
+    // (inner, outer, products per layer): QKV, attention output, FFN in, FFN out.
+    for (k, m, per_layer) in [
+        (384, 1152, 1),
+        (384, 384, 1),
+        (384, 1536, 1),
+        (1536, 384, 1),
+    ] {
+        let x = Tensor::randn(0f32, 1.0, (n, k), &dev).unwrap();
+        let w = Tensor::randn(0f32, 1.0, (m, k), &dev).unwrap();
+        let wt = w.t().unwrap();
+        x.matmul(&wt).unwrap();
+        let best = (0..5)
+            .map(|_| {
+                let t0 = Instant::now();
+                for _ in 0..10 {
+                    x.matmul(&wt).unwrap();
+                }
+                t0.elapsed().as_secs_f64() / 10.0
+            })
+            .fold(f64::INFINITY, f64::min);
+        let flop = 2.0 * (n * k * m) as f64;
+        println!("  [{n}×{k}]·[{k}×{m}]: {:>6.1} GFLOP/s", flop / best / 1e9);
+        total_secs += best * per_layer as f64;
+        total_flop += flop * per_layer as f64;
+    }
+    let per_token = total_flop / n as f64 * 6.0;
+    println!(
+        "  all four: {:.1} GFLOP/s; a forward of only these products: {:.0} tokens/s ({:.1} MFLOP/token)",
+        total_flop / total_secs / 1e9,
+        n as f64 / (total_secs * 6.0),
+        per_token / 1e6
+    );
 }

@@ -31,14 +31,37 @@ struct LayerNorm {
 /// fused CPU kernels.
 struct HostVectors {
     qkv_bias: Vec<f32>,
-    attn_out_bias: Vec<f32>,
-    attn_gamma: Vec<f32>,
-    attn_beta: Vec<f32>,
+    attn_norm: HostNorm,
     ff_in_bias: Vec<f32>,
-    ff_out_bias: Vec<f32>,
-    ff_gamma: Vec<f32>,
-    ff_beta: Vec<f32>,
+    ff_norm: HostNorm,
+}
+
+/// One "add bias and residual, then layer-normalise" step in host memory.
+struct HostNorm {
+    bias: Vec<f32>,
+    gamma: Vec<f32>,
+    beta: Vec<f32>,
     eps: f32,
+}
+
+impl HostNorm {
+    fn new(bias: &Tensor, norm: &LayerNorm) -> Result<HostNorm> {
+        Ok(HostNorm {
+            bias: host(bias)?,
+            gamma: host(&norm.weight)?,
+            beta: host(&norm.bias)?,
+            eps: norm.eps,
+        })
+    }
+
+    fn params(&self) -> AddNormParams<'_> {
+        AddNormParams {
+            bias: &self.bias,
+            gamma: &self.gamma,
+            beta: &self.beta,
+            eps: self.eps,
+        }
+    }
 }
 
 fn host(t: &Tensor) -> Result<Vec<f32>> {
@@ -127,14 +150,9 @@ impl Layer {
         if weight.device().is_cpu() && weight.dtype() == DType::F32 && exact_gelu {
             layer.host = Some(HostVectors {
                 qkv_bias: host(bias_of(&layer.qkv))?,
-                attn_out_bias: host(bias_of(&layer.attn_out))?,
-                attn_gamma: host(&layer.attn_norm.weight)?,
-                attn_beta: host(&layer.attn_norm.bias)?,
+                attn_norm: HostNorm::new(bias_of(&layer.attn_out), &layer.attn_norm)?,
                 ff_in_bias: host(bias_of(&layer.ff_in))?,
-                ff_out_bias: host(bias_of(&layer.ff_out))?,
-                ff_gamma: host(&layer.ff_norm.weight)?,
-                ff_beta: host(&layer.ff_norm.bias)?,
-                eps: layer.ff_norm.eps,
+                ff_norm: HostNorm::new(bias_of(&layer.ff_out), &layer.ff_norm)?,
             });
         }
         Ok(layer)
@@ -153,27 +171,11 @@ impl Layer {
             lengths,
         })?;
         let attn = ctx.matmul(&self.attn_out.weight().t()?)?;
-        attn.inplace_op2(
-            x,
-            &AddNorm(AddNormParams {
-                bias: &p.attn_out_bias,
-                gamma: &p.attn_gamma,
-                beta: &p.attn_beta,
-                eps: self.attn_norm.eps,
-            }),
-        )?;
+        attn.inplace_op2(x, &AddNorm(&p.attn_norm))?;
         let inner = attn.matmul(&self.ff_in.weight().t()?)?;
         inner.inplace_op1(&BiasGelu(&p.ff_in_bias))?;
         let out = inner.matmul(&self.ff_out.weight().t()?)?;
-        out.inplace_op2(
-            &attn,
-            &AddNorm(AddNormParams {
-                bias: &p.ff_out_bias,
-                gamma: &p.ff_gamma,
-                beta: &p.ff_beta,
-                eps: p.eps,
-            }),
-        )?;
+        out.inplace_op2(&attn, &AddNorm(&p.ff_norm))?;
         Ok(out)
     }
 
@@ -216,15 +218,9 @@ pub(crate) struct Bert {
     norm: LayerNorm,
     layers: Vec<Layer>,
     hidden: usize,
-    /// The embedding norm's vectors in host memory, for the packed path.
-    embed_host: Option<EmbedNorm>,
-}
-
-/// Token-type row and norm of the embeddings, as host vectors.
-struct EmbedNorm {
-    token_type: Vec<f32>,
-    gamma: Vec<f32>,
-    beta: Vec<f32>,
+    /// The embeddings' norm in host memory for the packed path, with the
+    /// token-type row as its bias.
+    embed_host: Option<HostNorm>,
 }
 
 impl Bert {
@@ -247,11 +243,7 @@ impl Bert {
             .map(|i| Layer::load(vb.pp(format!("encoder.layer.{i}")), c))
             .collect::<Result<Vec<_>>>()?;
         let embed_host = if positions.device().is_cpu() && positions.dtype() == DType::F32 {
-            Some(EmbedNorm {
-                token_type: host(&token_type)?,
-                gamma: host(&norm.weight)?,
-                beta: host(&norm.bias)?,
-            })
+            Some(HostNorm::new(&token_type, &norm)?)
         } else {
             None
         };
@@ -293,15 +285,7 @@ impl Bert {
             .positions
             .index_select(&Tensor::from_vec(positions, n, device)?, 0)?;
         // LayerNorm(word + position + token type), token type as the bias.
-        x.inplace_op2(
-            &pos,
-            &AddNorm(AddNormParams {
-                bias: &norm.token_type,
-                gamma: &norm.gamma,
-                beta: &norm.beta,
-                eps: self.norm.eps,
-            }),
-        )?;
+        x.inplace_op2(&pos, &AddNorm(norm))?;
         let mut x = x;
         for layer in &self.layers {
             let p = layer.host.as_ref().expect("packs() checked");
@@ -343,15 +327,21 @@ impl Bert {
 /// the task, small enough to balance across threads.
 const ROWS_PER_TASK: usize = 16;
 
+/// Where a CPU tensor's data lies in its storage: f32 and contiguous only.
+fn contiguous_f32(storage: &CpuStorage, layout: &Layout, what: &str) -> Result<(usize, usize)> {
+    if !matches!(storage, CpuStorage::F32(_)) {
+        candle_core::bail!("{what}: f32 only")
+    }
+    match layout.contiguous_offsets() {
+        Some(range) => Ok(range),
+        None => candle_core::bail!("{what}: contiguous input only"),
+    }
+}
+
 /// The contiguous f32 data of a CPU tensor.
 fn slice<'a>(storage: &'a CpuStorage, layout: &Layout, what: &str) -> Result<&'a [f32]> {
-    let CpuStorage::F32(data) = storage else {
-        candle_core::bail!("{what}: f32 only")
-    };
-    let Some((start, end)) = layout.contiguous_offsets() else {
-        candle_core::bail!("{what}: contiguous input only")
-    };
-    Ok(&data[start..end])
+    let (start, end) = contiguous_f32(storage, layout, what)?;
+    storage.as_slice::<f32>().map(|data| &data[start..end])
 }
 
 /// Mutable form of [`slice`].
@@ -360,13 +350,11 @@ fn slice_mut<'a>(
     layout: &Layout,
     what: &str,
 ) -> Result<&'a mut [f32]> {
-    let CpuStorage::F32(data) = storage else {
-        candle_core::bail!("{what}: f32 only")
-    };
-    let Some((start, end)) = layout.contiguous_offsets() else {
-        candle_core::bail!("{what}: contiguous input only")
-    };
-    Ok(&mut data[start..end])
+    let (start, end) = contiguous_f32(storage, layout, what)?;
+    match storage {
+        CpuStorage::F32(data) => Ok(&mut data[start..end]),
+        _ => unreachable!("checked by contiguous_f32"),
+    }
 }
 
 /// Self-attention of packed sequences, from the `[n, 3h]` Q/K/V product
@@ -412,7 +400,7 @@ impl CustomOp1 for Attention<'_> {
 }
 
 /// `x ← LayerNorm(x + bias + residual)` in place, row by row.
-struct AddNorm<'a>(AddNormParams<'a>);
+struct AddNorm<'a>(&'a HostNorm);
 
 impl InplaceOp2 for AddNorm<'_> {
     fn name(&self) -> &'static str {
@@ -428,13 +416,14 @@ impl InplaceOp2 for AddNorm<'_> {
     ) -> Result<()> {
         let x = slice_mut(s1, l1, self.name())?;
         let residual = slice(s2, l2, self.name())?;
-        let h = self.0.bias.len();
+        let params = self.0.params();
+        let h = params.bias.len();
         if x.len() != residual.len() || x.len() % h != 0 {
             candle_core::bail!("add-norm: shapes do not match");
         }
         x.par_chunks_mut(ROWS_PER_TASK * h)
             .zip(residual.par_chunks(ROWS_PER_TASK * h))
-            .for_each(|(x, r)| kernels::add_norm_rows(x, r, &self.0));
+            .for_each(|(x, r)| kernels::add_norm_rows(x, r, &params));
         Ok(())
     }
 }

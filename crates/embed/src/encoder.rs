@@ -74,53 +74,54 @@ impl Encoder {
         self.model.packs()
     }
 
-    /// Runs one batch (packed, or padded to its longest text) and returns, per sequence, its last-layer token
-    /// states (`len × hidden`, row-major), padding removed.
+    /// Runs one batch (packed, or padded to its longest text) and returns,
+    /// per sequence, its last-layer token states (`len × hidden`,
+    /// row-major), padding removed.
     pub(crate) fn forward(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, Error> {
         let b = seqs.len();
         let t = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
         if b == 0 || t == 0 {
             return Ok(vec![Vec::new(); b]);
         }
-        let h = self.hidden;
-        if self.model.packs() {
-            let ids: Vec<u32> = seqs.iter().flat_map(|s| s.iter().copied()).collect();
-            let lengths: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
-            let flat: Vec<f32> = self
+        let lengths: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
+        // The output rows, and the row where each sequence starts in them.
+        let (out, starts): (Tensor, Vec<usize>) = if self.model.packs() {
+            let ids: Vec<u32> = seqs.concat();
+            let starts = lengths
+                .iter()
+                .scan(0, |next, &len| {
+                    let start = *next;
+                    *next += len;
+                    Some(start)
+                })
+                .collect();
+            let out = self
                 .model
                 .forward_packed(&ids, &lengths)
-                .and_then(|o| o.flatten_all())
-                .and_then(|o| o.to_vec1())
                 .map_err(internal("BERT forward"))?;
-            let mut start = 0;
-            return Ok(lengths
-                .iter()
-                .map(|&len| {
-                    let rows = flat[start * h..(start + len) * h].to_vec();
-                    start += len;
-                    rows
-                })
-                .collect());
-        }
-        let mut ids = vec![self.pad_id; b * t];
-        for (k, s) in seqs.iter().enumerate() {
-            ids[k * t..k * t + s.len()].copy_from_slice(s);
-        }
-        let lengths: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
-        let ids = Tensor::from_vec(ids, (b, t), &self.device).map_err(internal("input ids"))?;
-        let out = self
-            .model
-            .forward(&ids, &lengths)
-            .map_err(internal("BERT forward"))?;
+            (out, starts)
+        } else {
+            let mut ids = vec![self.pad_id; b * t];
+            for (k, s) in seqs.iter().enumerate() {
+                ids[k * t..k * t + s.len()].copy_from_slice(s);
+            }
+            let ids = Tensor::from_vec(ids, (b, t), &self.device).map_err(internal("input ids"))?;
+            let out = self
+                .model
+                .forward(&ids, &lengths)
+                .map_err(internal("BERT forward"))?;
+            (out, (0..b).map(|k| k * t).collect())
+        };
         let flat: Vec<f32> = out
             .to_dtype(DType::F32)
             .and_then(|o| o.flatten_all())
             .and_then(|o| o.to_vec1())
             .map_err(internal("reading BERT output"))?;
-        Ok(seqs
+        let h = self.hidden;
+        Ok(starts
             .iter()
-            .enumerate()
-            .map(|(k, s)| flat[k * t * h..(k * t + s.len()) * h].to_vec())
+            .zip(&lengths)
+            .map(|(&start, &len)| flat[start * h..(start + len) * h].to_vec())
             .collect())
     }
 }

@@ -6,6 +6,8 @@
 //! Keeping these types in one small crate lets the stages stay independent of
 //! each other and of how Parquet is read or written.
 
+pub mod files;
+
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, LargeStringArray, StringArray, StringViewArray};

@@ -12,7 +12,7 @@
 //! an optimisation: a failed write is reported once and the run goes on.
 
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use refscore_batch::Error;
@@ -81,7 +81,7 @@ impl EmbeddingStore {
             return false;
         }
         let path = self.path(text);
-        match write_atomically(&path, &encode(e)) {
+        match write_entry(&path, &encode(e)) {
             Ok(()) => true,
             Err(err) => {
                 self.write_failed = true;
@@ -158,21 +158,9 @@ fn decode(bytes: &[u8], hidden: usize) -> Option<Embedded> {
     })
 }
 
-fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path.parent().expect("entry paths have a parent");
-    fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("entry"),
-        std::process::id()
-    ));
-    let result = fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(bytes))
-        .and_then(|()| fs::rename(&tmp, path));
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+fn write_entry(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    fs::create_dir_all(path.parent().expect("entry paths have a parent"))?;
+    refscore_batch::files::write_atomically(path, bytes)
 }
 
 #[cfg(test)]

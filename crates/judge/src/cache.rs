@@ -46,10 +46,6 @@ impl DiskCache {
         if std::fs::create_dir_all(dir).is_err() {
             return;
         }
-        let tmp = dir.join(format!(".{key}.{}.tmp", std::process::id()));
-        if std::fs::write(&tmp, value.to_string()).is_ok() && std::fs::rename(&tmp, &path).is_err()
-        {
-            let _ = std::fs::remove_file(&tmp);
-        }
+        let _ = refscore_batch::files::write_atomically(&path, value.to_string().as_bytes());
     }
 }

@@ -188,18 +188,6 @@ impl Drop for ResultWriter {
 
 /// Writes `text` to `path` through a temporary file and a rename.
 pub fn write_atomically(path: &Path, text: &str) -> Result<(), Error> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = dir.join(format!(".{name}.{}.partial", std::process::id()));
-    std::fs::write(&temp, text).map_err(|e| Error::io(format!("{}: {e}", temp.display())))?;
-    std::fs::rename(&temp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&temp);
-        Error::io(format!("{}: {e}", path.display()))
-    })
+    refscore_batch::files::write_atomically(path, text.as_bytes())
+        .map_err(|e| Error::io(format!("{}: {e}", path.display())))
 }

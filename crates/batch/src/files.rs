@@ -4,11 +4,14 @@
 //! into place, so a killed run or two runs at once never leave a half file
 //! where a reader would take it for a whole one.
 
-use std::io;
+use std::io::{self, Write};
 use std::path::Path;
 
-/// Writes `bytes` to `path` through a temporary file in the same folder and
-/// a rename; on failure the temporary file is removed.
+/// Writes `bytes` to `path` through an exclusively created, randomly named
+/// temporary file in the same folder (a symlink planted there cannot
+/// redirect the write), flushed to disk before the rename and the folder
+/// flushed after it, so a power loss leaves the old file or the whole new
+/// one, never an empty one. On failure the temporary file is removed.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path
         .parent()
@@ -18,12 +21,14 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let temp = dir.join(format!(".{name}.{}.partial", std::process::id()));
-    let result = std::fs::write(&temp, bytes).and_then(|()| std::fs::rename(&temp, path));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result
+    let mut temp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".partial")
+        .tempfile_in(dir)?;
+    temp.write_all(bytes)?;
+    temp.as_file().sync_all()?;
+    temp.persist(path).map_err(|e| e.error)?;
+    std::fs::File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]
@@ -41,5 +46,20 @@ mod tests {
         assert_eq!(names.len(), 1, "only the target remains");
         let missing = dir.path().join("no-such-dir").join("x");
         assert!(write_atomically(&missing, b"x").is_err());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_planted_symlink_is_replaced_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let target = dir.path().join("out.json");
+        // The old predictable temporary name, planted as a link.
+        let planted = dir.path().join(format!(".out.json.{}.partial", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        write_atomically(&target, b"new").unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
     }
 }

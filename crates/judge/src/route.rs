@@ -72,3 +72,51 @@ fn split(s: &str) -> Vec<String> {
         .filter(|p| !p.is_empty())
         .collect()
 }
+
+/// Validates a whole `--judge-where` column before the first judge call:
+/// the first bad value is the same error [`requested_by`] gives for its row,
+/// with `describe_row(i)` naming the file, column and row. Checking batch by
+/// batch found a bad last row only after every earlier call was paid for.
+pub fn check_requests(
+    column: &ArrayRef,
+    describe_row: &dyn Fn(usize) -> String,
+) -> Result<(), Error> {
+    for i in 0..column.len() {
+        requested_by(column, i, &|| describe_row(i))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{BooleanArray, StringArray};
+
+    use super::*;
+
+    #[test]
+    fn a_bad_value_in_the_last_row_is_found_up_front() {
+        let mut values = vec![Some("meaning_match"); 999];
+        values.push(Some("vibes"));
+        let column: ArrayRef = Arc::new(StringArray::from(values));
+        let err = check_requests(&column, &|i| format!("in.parquet: column 'which', row {i}"))
+            .unwrap_err();
+        assert_eq!(err.class, refscore_batch::ErrorClass::BadInput);
+        assert!(
+            err.message.contains("column 'which', row 999") && err.message.contains("'vibes'"),
+            "{}",
+            err.message
+        );
+        let fine: ArrayRef = Arc::new(StringArray::from(vec![
+            Some("similarity, meaning_match"),
+            None,
+            Some(""),
+        ]));
+        assert!(check_requests(&fine, &|i| format!("row {i}")).is_ok());
+        let flags: ArrayRef = Arc::new(BooleanArray::from(vec![true, false]));
+        assert!(check_requests(&flags, &|i| format!("row {i}")).is_ok());
+        let wrong: ArrayRef = Arc::new(arrow::array::Int32Array::from(vec![1]));
+        assert!(check_requests(&wrong, &|i| format!("row {i}")).is_err());
+    }
+}

@@ -4,9 +4,11 @@
 //! already decides.
 //!
 //! Order of decision per row and metric: not requested → null; empty output
-//! → false/0 (`rule`); normalised exact match → Meaning Match true (`rule`);
-//! cosine outside the `--judge-band` → Meaning Match by the band's side
-//! (`band`); an answer in the on-disk cache (`cache`); else a call (`judge`).
+//! → false/0 (`rule`); the same answer up to case, whitespace, articles and
+//! sentence-final punctuation → Meaning Match true (`rule`); cosine outside
+//! the `--judge-band` → Meaning Match by the band's side (`band`); an answer
+//! in the paid-answers journal (`judge`, with its original usage); an answer
+//! in the on-disk cache (`cache`); else a call (`judge`).
 //! A call that fails after its retries leaves the metric null and the row's
 //! `error` says why; the run goes on.
 
@@ -15,17 +17,20 @@ mod client;
 mod columns;
 mod parse;
 mod prompts;
+mod redact;
 mod route;
 mod rules;
 mod stage;
+#[cfg(test)]
+mod test_server;
 
 use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-pub use client::{Endpoint, Usage};
+pub use client::{probe, Endpoint, Usage, MAX_RETRY_AFTER, MAX_TIMEOUT, MIN_TIMEOUT};
 pub use columns::fields;
-pub use route::requested_by;
+pub use route::{check_requests, requested_by};
 pub use stage::JudgeStage;
 
 /// The judge metrics, by the name `--metrics` uses.
@@ -66,6 +71,12 @@ pub struct JudgeReport {
     pub parse_failures: u64,
     /// Metric values left null because the judge failed.
     pub failures: u64,
+    /// Rows where at least one requested judge metric was left null because
+    /// the judge failed (the run finished, but incompletely).
+    pub rows_failed: u64,
+    /// Answers replayed from the paid-answers journal (counted as judge
+    /// answers, their tokens included in the totals below).
+    pub replayed: u64,
     /// Prompt tokens reported by the server.
     pub prompt_tokens: u64,
     /// Completion tokens reported by the server.

@@ -7,15 +7,18 @@
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
+use refscore_batch::Error;
 use serde_json::{json, Value};
+use url::Url;
 
 use crate::parse::{extract_object, snippet};
 use crate::prompts::Template;
+use crate::redact::{chat_url, key_url, redact_text_url, redact_url, scrub, secrets};
 
 /// Where and how to reach the judge model.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Endpoint {
     /// Base URL, e.g. `http://127.0.0.1:8080/v1`; `/chat/completions` is appended.
     pub url: String,
@@ -36,6 +39,88 @@ pub struct Endpoint {
     pub tokens_per_minute: Option<u32>,
     /// First backoff delay; doubles per retry (with ±50% jitter), capped at 30 s.
     pub backoff: Duration,
+}
+
+/// By hand so that the API key and any credential in the URL never reach a
+/// log line or an error message through `{:?}`.
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("url", &redact_text_url(&self.url))
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "***"))
+            .field("timeout", &self.timeout)
+            .field("retries", &self.retries)
+            .field("concurrency", &self.concurrency)
+            .field("requests_per_minute", &self.requests_per_minute)
+            .field("tokens_per_minute", &self.tokens_per_minute)
+            .field("backoff", &self.backoff)
+            .finish()
+    }
+}
+
+/// The longest per-request timeout the client uses: longer values (up to
+/// `Duration::MAX`) are cut to it, because the HTTP client fails every
+/// request whose deadline does not fit in an `Instant`.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+/// The shortest per-request timeout the client uses (a zero timeout is
+/// refused by the socket layer).
+pub const MIN_TIMEOUT: Duration = Duration::from_millis(1);
+
+/// The longest wait a `Retry-After` header can impose; a server asking for
+/// more gets the normal backoff's retries at this pace instead.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(120);
+
+impl Endpoint {
+    /// The URL as it may be shown in messages: credentials replaced by `***`.
+    pub fn display_url(&self) -> String {
+        redact_text_url(&self.url)
+    }
+
+    /// Turns `--judge-timeout` seconds into a timeout without panicking:
+    /// NaN, infinite, zero or negative values and values above
+    /// [`MAX_TIMEOUT`] are a configuration error naming the value.
+    pub fn timeout_from_secs(secs: f64) -> Result<Duration, Error> {
+        match Duration::try_from_secs_f64(secs) {
+            Ok(d) if d >= MIN_TIMEOUT && d <= MAX_TIMEOUT => Ok(d),
+            _ => Err(Error::config(format!(
+                "--judge-timeout {secs}: expected seconds between {} and {}",
+                MIN_TIMEOUT.as_secs_f64(),
+                MAX_TIMEOUT.as_secs()
+            ))),
+        }
+    }
+}
+
+/// Seconds as a `Duration` for a wait computed from numbers a server or the
+/// settings supplied: NaN and negatives are zero, huge values saturate at
+/// `cap`. `Duration::from_secs_f64` panics on all of those.
+pub(crate) fn wait_secs(secs: f64, cap: Duration) -> Duration {
+    if secs.is_nan() || secs <= 0.0 {
+        return Duration::ZERO;
+    }
+    Duration::try_from_secs_f64(secs).map_or(cap, |d| d.min(cap))
+}
+
+/// Reads a `Retry-After` header: delta-seconds (integer, or a decimal as
+/// some servers send) or an HTTP date, capped at [`MAX_RETRY_AFTER`].
+/// Anything else (`NaN`, garbage, a negative number) is `None`: the caller
+/// uses its normal backoff.
+pub(crate) fn retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let v = value.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(Duration::from_secs(secs).min(MAX_RETRY_AFTER));
+    }
+    if let Ok(secs) = v.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| wait_secs(secs, MAX_RETRY_AFTER));
+    }
+    let date = httpdate::parse_http_date(v).ok()?;
+    Some(
+        date.duration_since(now)
+            .unwrap_or(Duration::ZERO)
+            .min(MAX_RETRY_AFTER),
+    )
 }
 
 /// What a successful call cost.
@@ -64,9 +149,26 @@ const MODE_SCHEMA: u8 = 0;
 const MODE_JSON: u8 = 1;
 const MODE_PLAIN: u8 = 2;
 
+fn mode_name(mode: u8) -> &'static str {
+    match mode {
+        MODE_SCHEMA => "json_schema",
+        MODE_JSON => "json_object",
+        _ => "plain",
+    }
+}
+
+/// The sampling temperature of every request (part of the cache key).
+const TEMPERATURE: u32 = 0;
+
 pub(crate) struct Client {
     agent: ureq::Agent,
     endpoint: Endpoint,
+    /// Where requests go: the base URL with `/chat/completions` on its path.
+    chat: Url,
+    /// `chat` as it may be shown (credentials redacted).
+    shown: String,
+    /// Credentials to scrub from any message.
+    secrets: Vec<String>,
     mode: AtomicU8,
     limiter: Limiter,
     pub(crate) counters: Counters,
@@ -82,19 +184,69 @@ enum Failure {
 }
 
 impl Client {
-    pub(crate) fn new(endpoint: Endpoint) -> Client {
+    /// A client for `endpoint`; the error names the (redacted) URL when it
+    /// does not parse as an http(s) base URL.
+    pub(crate) fn new(endpoint: Endpoint) -> Result<Client, Error> {
+        let base = Url::parse(endpoint.url.trim()).map_err(|e| {
+            Error::config(format!(
+                "--judge-url '{}' is not a valid URL: {e}",
+                redact_text_url(&endpoint.url)
+            ))
+        })?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(Error::config(format!(
+                "--judge-url '{}': expected an http:// or https:// URL",
+                redact_url(&base)
+            )));
+        }
+        let chat = chat_url(&base).map_err(Error::config)?;
+        let timeout = endpoint.timeout.clamp(MIN_TIMEOUT, MAX_TIMEOUT);
         let agent = ureq::AgentBuilder::new()
-            .timeout(endpoint.timeout)
+            .timeout(timeout)
             .max_idle_connections_per_host(endpoint.concurrency.max(1))
             .build();
         let limiter = Limiter::new(endpoint.requests_per_minute, endpoint.tokens_per_minute);
-        Client {
+        Ok(Client {
             agent,
+            shown: redact_url(&chat),
+            secrets: secrets(&base, endpoint.api_key.as_deref()),
+            chat,
             endpoint,
             mode: AtomicU8::new(MODE_SCHEMA),
             limiter,
             counters: Counters::default(),
-        }
+        })
+    }
+
+    /// The chat-completions URL as it may be shown.
+    pub(crate) fn shown_url(&self) -> &str {
+        &self.shown
+    }
+
+    /// Everything about a request to `template` other than its texts that
+    /// can change the answer: where it goes (credentials redacted), the
+    /// model, the template, the token limit, the temperature and the output
+    /// mode. Part of every cache and journal key.
+    pub(crate) fn request_id(&self, template: &Template, mode: &str) -> String {
+        crate::cache::DiskCache::key(&[
+            &key_url(&self.chat),
+            &self.endpoint.model,
+            &template.hash(),
+            &template.max_tokens.to_string(),
+            &TEMPERATURE.to_string(),
+            mode,
+        ])
+    }
+
+    /// Starts from the output mode a previous run negotiated with this
+    /// endpoint (so its cached answers are found), by name.
+    pub(crate) fn start_in_mode(&self, name: &str) {
+        let mode = match name {
+            "json_object" => MODE_JSON,
+            "plain" => MODE_PLAIN,
+            _ => MODE_SCHEMA,
+        };
+        self.mode.fetch_max(mode, Ordering::Relaxed);
     }
 
     pub(crate) fn model(&self) -> &str {
@@ -103,21 +255,19 @@ impl Client {
 
     /// The output mode in use: "json_schema", "json_object" or "plain".
     pub(crate) fn mode_name(&self) -> &'static str {
-        match self.mode.load(Ordering::Relaxed) {
-            MODE_SCHEMA => "json_schema",
-            MODE_JSON => "json_object",
-            _ => "plain",
-        }
+        mode_name(self.mode.load(Ordering::Relaxed))
     }
 
     /// Asks the judge and parses the reply with `parse`; retries transient
-    /// failures and unparseable replies. The error says what failed last.
+    /// failures and unparseable replies. Returns the parsed reply, what it
+    /// cost and the output mode that produced it; the error says what failed
+    /// last, with any credential scrubbed.
     pub(crate) fn ask<T>(
         &self,
         template: &Template,
         user: &str,
         parse: impl Fn(&Value) -> Result<T, String>,
-    ) -> Result<(T, Usage), String> {
+    ) -> Result<(T, Usage, &'static str), String> {
         let start = Instant::now();
         let mut attempt = 0u32;
         let mut downgrades = 0;
@@ -126,7 +276,9 @@ impl Client {
         loop {
             let mode = self.mode.load(Ordering::Relaxed);
             let body = self.body(template, user, mode);
-            let estimate = (template.system.len() + user.len()) as u32 / 4 + template.max_tokens;
+            let estimate = u32::try_from((template.system.len() + user.len()) / 4)
+                .unwrap_or(u32::MAX)
+                .saturating_add(template.max_tokens);
             self.limiter.acquire(estimate);
             self.counters.calls.fetch_add(1, Ordering::Relaxed);
             let outcome = self.send(&body).and_then(|(content, usage)| {
@@ -151,7 +303,7 @@ impl Client {
                     self.counters
                         .busy_ms
                         .fetch_add(usage.latency_ms as u64, Ordering::Relaxed);
-                    return Ok((t, usage));
+                    return Ok((t, usage, mode_name(mode)));
                 }
                 Err(Failure::Downgrade) if downgrades < 2 => {
                     downgrades += 1;
@@ -179,10 +331,10 @@ impl Client {
                     attempt += 1;
                     self.counters.retries.fetch_add(1, Ordering::Relaxed);
                     let backoff =
-                        self.endpoint.backoff.as_secs_f64() * 2f64.powi(attempt as i32 - 1);
+                        self.endpoint.backoff.as_secs_f64() * 2f64.powi(attempt.min(64) as i32 - 1);
                     let jitter = 0.5 + next_unit(&mut rng);
                     let delay = wait
-                        .unwrap_or_else(|| Duration::from_secs_f64((backoff * jitter).min(30.0)));
+                        .unwrap_or_else(|| wait_secs(backoff * jitter, Duration::from_secs(30)));
                     std::thread::sleep(delay);
                 }
             }
@@ -190,10 +342,13 @@ impl Client {
         self.counters
             .busy_ms
             .fetch_add(start.elapsed().as_millis() as u64, Ordering::Relaxed);
-        Err(format!(
-            "{last} (after {} attempt{})",
-            attempt + 1,
-            if attempt == 0 { "" } else { "s" }
+        Err(scrub(
+            &format!(
+                "{last} (after {} attempt{})",
+                attempt + 1,
+                if attempt == 0 { "" } else { "s" }
+            ),
+            &self.secrets,
         ))
     }
 
@@ -208,7 +363,7 @@ impl Client {
         };
         let mut body = json!({
             "model": self.endpoint.model,
-            "temperature": 0,
+            "temperature": TEMPERATURE,
             "max_tokens": template.max_tokens,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
         });
@@ -223,19 +378,35 @@ impl Client {
         body
     }
 
-    fn send(&self, body: &Value) -> Result<(String, Usage), Failure> {
-        let url = format!(
-            "{}/chat/completions",
-            self.endpoint.url.trim_end_matches('/')
-        );
+    /// One POST of `body` to the chat URL (the API key as a bearer token).
+    /// (The error is boxed: `ureq::Error` is large.)
+    fn post(&self, body: &Value) -> Result<ureq::Response, Box<ureq::Error>> {
         let mut req = self
             .agent
-            .post(&url)
+            .request_url("POST", &self.chat)
             .set("Content-Type", "application/json");
         if let Some(key) = &self.endpoint.api_key {
             req = req.set("Authorization", &format!("Bearer {key}"));
         }
-        match req.send_string(&body.to_string()) {
+        req.send_string(&body.to_string()).map_err(Box::new)
+    }
+
+    /// A transport failure as one line naming the redacted URL (ureq's own
+    /// message starts with the URL as given, credentials and all).
+    fn transport_message(&self, t: &ureq::Transport) -> String {
+        let mut msg = format!("request to {} failed: {}", self.shown, t.kind());
+        if let Some(m) = t.message() {
+            msg.push_str(": ");
+            msg.push_str(m);
+        }
+        if let Some(source) = std::error::Error::source(t) {
+            msg.push_str(&format!(": {source}"));
+        }
+        scrub(&msg, &self.secrets)
+    }
+
+    fn send(&self, body: &Value) -> Result<(String, Usage), Failure> {
+        match self.post(body).map_err(|e| *e) {
             Ok(resp) => {
                 let text = resp
                     .into_string()
@@ -255,7 +426,7 @@ impl Client {
                 let tokens = |k: &str| {
                     v.pointer(&format!("/usage/{k}"))
                         .and_then(Value::as_u64)
-                        .unwrap_or(0) as u32
+                        .map_or(0, |t| u32::try_from(t).unwrap_or(u32::MAX))
                 };
                 Ok((
                     content.to_string(),
@@ -267,9 +438,9 @@ impl Client {
                 ))
             }
             Err(ureq::Error::Status(code, resp)) => {
-                let retry_after = resp
+                let wait = resp
                     .header("Retry-After")
-                    .and_then(|h| h.trim().parse::<f64>().ok());
+                    .and_then(|h| retry_after(h, SystemTime::now()));
                 let text = resp.into_string().unwrap_or_default();
                 let lower = text.to_ascii_lowercase();
                 let about_format = ["response_format", "json_schema", "schema", "grammar"]
@@ -283,18 +454,66 @@ impl Client {
                 }
                 let msg = format!("HTTP {code}: {}", snippet(&text));
                 if code == 429 || code >= 500 {
-                    Err(Failure::Retry(
-                        msg,
-                        retry_after.map(|s| Duration::from_secs_f64(s.clamp(0.0, 120.0))),
-                    ))
+                    Err(Failure::Retry(msg, wait))
                 } else {
                     Err(Failure::Fatal(msg))
                 }
             }
-            Err(ureq::Error::Transport(t)) => {
-                Err(Failure::Retry(format!("request failed: {t}"), None))
+            Err(ureq::Error::Transport(t)) => Err(Failure::Retry(self.transport_message(&t), None)),
+        }
+    }
+}
+
+/// Checks, with one minimal request (`max_tokens` 1, a trivial message),
+/// that the judge endpoint answers before any row is scored, so that a
+/// wrong URL, key or model stops the run at once instead of failing every
+/// row. Connection failures, timeouts and 5xx are [`Error::temporary`]
+/// (worth retrying later); 401/403 and an unknown model are
+/// [`Error::config`]. Every message names the redacted URL.
+pub fn probe(endpoint: &Endpoint) -> Result<(), Error> {
+    let client = Client::new(endpoint.clone())?;
+    let body = json!({
+        "model": endpoint.model,
+        "max_tokens": 1,
+        "temperature": TEMPERATURE,
+        "messages": [{"role": "user", "content": "ping"}],
+    });
+    let url = client.shown_url();
+    match client.post(&body).map_err(|e| *e) {
+        Ok(resp) => {
+            // Drain the reply so a keep-alive connection is left clean.
+            let _ = resp.into_string();
+            Ok(())
+        }
+        Err(ureq::Error::Status(code, resp)) => {
+            let text = resp.into_string().unwrap_or_default();
+            let detail = scrub(&snippet(&text), &client.secrets);
+            let model = &endpoint.model;
+            let mentions_model = text.to_ascii_lowercase().contains("model");
+            match code {
+                401 | 403 => Err(Error::config(format!(
+                    "the judge refused authentication at {url} (HTTP {code}): check the API key \
+                     variable (--judge-api-key-env): {detail}"
+                ))),
+                404 => Err(Error::config(format!(
+                    "model '{model}' unknown at {url}, or no chat-completions endpoint there \
+                     (HTTP 404): {detail}"
+                ))),
+                400 | 422 if mentions_model => Err(Error::config(format!(
+                    "model '{model}' unknown at {url} (HTTP {code}): {detail}"
+                ))),
+                500..=599 => Err(Error::temporary(format!(
+                    "the judge at {url} is failing (HTTP {code}): {detail}"
+                ))),
+                // Reachable and authenticated; a rate limit or a quibble
+                // about the probe itself is for the real requests to handle.
+                _ => Ok(()),
             }
         }
+        Err(ureq::Error::Transport(t)) => Err(Error::temporary(format!(
+            "the judge is unreachable: {}",
+            client.transport_message(&t)
+        ))),
     }
 }
 
@@ -349,7 +568,7 @@ impl Limiter {
                     .map_or(0.0, |t| ((need_t - s.2) / t * 60.0).max(0.0));
                 r_wait.max(t_wait).max(0.001)
             };
-            std::thread::sleep(Duration::from_secs_f64(wait.min(60.0)));
+            std::thread::sleep(wait_secs(wait, Duration::from_secs(60)));
         }
     }
 }
@@ -368,4 +587,269 @@ fn next_unit(state: &mut u64) -> f64 {
     *state ^= *state >> 7;
     *state ^= *state << 17;
     (*state >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prompts::MEANING_MATCH;
+    use crate::test_server::{chat, refused_url, start, Reply};
+    use refscore_batch::ErrorClass;
+
+    fn endpoint(url: &str) -> Endpoint {
+        Endpoint {
+            url: url.into(),
+            model: "m".into(),
+            api_key: None,
+            timeout: Duration::from_secs(5),
+            retries: 2,
+            concurrency: 1,
+            requests_per_minute: None,
+            tokens_per_minute: None,
+            backoff: Duration::from_millis(5),
+        }
+    }
+
+    const VERDICT: &str = r#"{"meaning_match": true, "reason": "same"}"#;
+
+    fn ask(client: &Client) -> Result<(Value, Usage, &'static str), String> {
+        client.ask(&MEANING_MATCH, "Q", |v| Ok(v.clone()))
+    }
+
+    #[test]
+    fn retry_after_is_parsed_defensively() {
+        let now = SystemTime::now();
+        let p = |v: &str| retry_after(v, now);
+        assert_eq!(p("5"), Some(Duration::from_secs(5)));
+        assert_eq!(p(" 1.5 "), Some(Duration::from_millis(1500)));
+        assert_eq!(p("0"), Some(Duration::ZERO));
+        assert_eq!(
+            p("99999999999999999999"),
+            Some(MAX_RETRY_AFTER),
+            "past u64: capped"
+        );
+        assert_eq!(p("86400"), Some(MAX_RETRY_AFTER), "capped");
+        assert_eq!(p("1e300"), Some(MAX_RETRY_AFTER), "capped, no panic");
+        for garbage in ["NaN", "nan", "inf", "-inf", "-3", "", "soon", "1e400"] {
+            assert_eq!(p(garbage), None, "{garbage:?} falls back to the backoff");
+        }
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(30));
+        let got = p(&later).unwrap();
+        assert!(
+            got <= Duration::from_secs(30) && got >= Duration::from_secs(28),
+            "{got:?}"
+        );
+        let past = httpdate::fmt_http_date(now - Duration::from_secs(3600));
+        assert_eq!(p(&past), Some(Duration::ZERO));
+        let far = httpdate::fmt_http_date(now + Duration::from_secs(100_000));
+        assert_eq!(p(&far), Some(MAX_RETRY_AFTER));
+        assert_eq!(wait_secs(f64::NAN, MAX_RETRY_AFTER), Duration::ZERO);
+        assert_eq!(wait_secs(f64::INFINITY, MAX_RETRY_AFTER), MAX_RETRY_AFTER);
+        assert_eq!(wait_secs(-1.0, MAX_RETRY_AFTER), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_429_with_a_nan_retry_after_is_retried_not_a_panic() {
+        let server = start(|_, seen| match seen {
+            0 => Reply::Status(429, vec![("Retry-After", "NaN".into())], "slow down".into()),
+            1 => Reply::Status(503, vec![("Retry-After", "-inf".into())], "busy".into()),
+            _ => chat(VERDICT),
+        });
+        let client = Client::new(endpoint(&server.url)).unwrap();
+        let (v, usage, mode) = ask(&client).unwrap();
+        assert_eq!(v["meaning_match"], true);
+        assert_eq!((usage.prompt_tokens, mode), (50, "json_schema"));
+        assert_eq!(server.requests().len(), 3);
+        assert_eq!(client.counters.retries.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn any_timeout_value_is_usable_without_a_panic() {
+        let server = start(|_, _| chat(VERDICT));
+        for timeout in [
+            Duration::MAX,
+            Duration::ZERO,
+            Duration::from_secs(u64::MAX / 2),
+        ] {
+            let client = Client::new(Endpoint {
+                timeout,
+                ..endpoint(&server.url)
+            })
+            .unwrap();
+            if timeout == Duration::ZERO {
+                continue; // 1 ms against a local server: may time out; must not panic
+            }
+            assert!(ask(&client).is_ok(), "timeout {timeout:?}");
+        }
+        for bad in [1e20, f64::NAN, f64::INFINITY, -1.0, 0.0, 1e6] {
+            let e = Endpoint::timeout_from_secs(bad).unwrap_err();
+            assert_eq!(e.class, ErrorClass::Config);
+            assert!(e.message.contains("--judge-timeout"), "{}", e.message);
+        }
+        assert_eq!(
+            Endpoint::timeout_from_secs(2.5).unwrap(),
+            Duration::from_millis(2500)
+        );
+    }
+
+    #[test]
+    fn the_path_goes_before_the_base_query_and_credentials_stay_hidden() {
+        let server = start(|_, seen| match seen {
+            0 => chat(VERDICT),
+            // A server echoing what it got, credentials included.
+            _ => Reply::Status(
+                400,
+                vec![],
+                "bad request from user s3cretpw with key k3yk3y-1 and sk-live-999".into(),
+            ),
+        });
+        let base = server.url.replace("http://", "http://bob:s3cretpw@");
+        let url = format!("{base}?api-version=2024-01&api-key=k3yk3y-1");
+        let ep = Endpoint {
+            api_key: Some("sk-live-999".into()),
+            retries: 0,
+            ..endpoint(&url)
+        };
+        let debug = format!("{ep:?}");
+        for secret in ["s3cretpw", "k3yk3y-1", "sk-live-999"] {
+            assert!(!debug.contains(secret), "{secret} in {debug}");
+        }
+        assert!(debug.contains("***@127.0.0.1") && debug.contains("api_key: Some(\"***\")"));
+        let client = Client::new(ep.clone()).unwrap();
+        ask(&client).unwrap();
+        let got = &server.requests()[0];
+        assert_eq!(
+            got.target,
+            "/v1/chat/completions?api-version=2024-01&api-key=k3yk3y-1"
+        );
+        assert!(got.headers.contains("Bearer sk-live-999"));
+        let err = ask(&client).unwrap_err();
+        assert!(err.starts_with("HTTP 400"), "{err}");
+        for secret in ["s3cretpw", "k3yk3y-1", "sk-live-999"] {
+            assert!(!err.contains(secret), "{secret} in {err}");
+        }
+        // Transport errors name the URL: redacted.
+        let dead = refused_url().replace("http://", "http://bob:s3cretpw@") + "?api-key=k3yk3y-1";
+        let client = Client::new(Endpoint {
+            api_key: Some("sk-live-999".into()),
+            retries: 0,
+            ..endpoint(&dead)
+        })
+        .unwrap();
+        let err = ask(&client).unwrap_err();
+        assert!(err.contains("***@127.0.0.1"), "{err}");
+        assert!(err.contains("api-key=***"), "{err}");
+        for secret in ["s3cretpw", "k3yk3y-1", "sk-live-999"] {
+            assert!(!err.contains(secret), "{secret} in {err}");
+        }
+        let bad = Client::new(endpoint("not a url with pw@host"))
+            .err()
+            .unwrap();
+        assert_eq!(bad.class, ErrorClass::Config);
+    }
+
+    #[test]
+    fn request_ids_differ_by_everything_that_changes_an_answer() {
+        let id = |url: &str, model: &str, mode: &str| {
+            let client = Client::new(Endpoint {
+                model: model.into(),
+                ..endpoint(url)
+            })
+            .unwrap();
+            client.request_id(&MEANING_MATCH, mode)
+        };
+        let a = id("http://a:1/v1", "m", "json_schema");
+        assert_ne!(a, id("http://b:1/v1", "m", "json_schema"), "URL");
+        assert_ne!(a, id("http://a:1/v1", "n", "json_schema"), "model");
+        assert_ne!(a, id("http://a:1/v1", "m", "plain"), "output mode");
+        assert_eq!(
+            a,
+            id("http://user:pw@a:1/v1/", "m", "json_schema"),
+            "credentials are not part of the key"
+        );
+        let client = Client::new(endpoint("http://a:1/v1")).unwrap();
+        assert_ne!(
+            client.request_id(&MEANING_MATCH, "json_schema"),
+            client.request_id(
+                &Template {
+                    max_tokens: 1,
+                    ..MEANING_MATCH
+                },
+                "json_schema"
+            ),
+            "max_tokens"
+        );
+    }
+
+    fn probe_with(reply: impl Fn() -> Reply + Send + Sync + 'static) -> Result<(), Error> {
+        let server = start(move |_, _| reply());
+        probe(&Endpoint {
+            api_key: Some("sk-live-999".into()),
+            ..endpoint(&format!("{}?api-key=k3yk3y-1", server.url))
+        })
+    }
+
+    #[test]
+    fn the_probe_classifies_what_the_endpoint_answers() {
+        assert!(probe_with(|| chat("p")).is_ok());
+        assert!(probe_with(|| Reply::Status(429, vec![], "later".into())).is_ok());
+        let e = probe_with(|| Reply::Status(503, vec![], "overloaded".into())).unwrap_err();
+        assert_eq!(e.class, ErrorClass::Temporary);
+        assert!(e.message.contains("HTTP 503"), "{}", e.message);
+        for code in [401, 403] {
+            let e = probe_with(move || Reply::Status(code, vec![], "no key k3yk3y-1".into()))
+                .unwrap_err();
+            assert_eq!(e.class, ErrorClass::Config);
+            assert!(
+                e.message.contains("refused authentication"),
+                "{}",
+                e.message
+            );
+            assert!(e.message.contains("api-key=***"), "{}", e.message);
+            assert!(!e.message.contains("k3yk3y-1"), "{}", e.message);
+        }
+        let e = probe_with(|| Reply::Status(404, vec![], "not found".into())).unwrap_err();
+        assert_eq!(e.class, ErrorClass::Config);
+        assert!(
+            e.message.contains("model 'm' unknown at http://127.0.0.1:"),
+            "{}",
+            e.message
+        );
+        let e = probe_with(|| {
+            Reply::Status(
+                400,
+                vec![],
+                r#"{"error": "The model `m` does not exist"}"#.into(),
+            )
+        })
+        .unwrap_err();
+        assert_eq!(e.class, ErrorClass::Config);
+        assert!(e.message.contains("model 'm' unknown"), "{}", e.message);
+        assert!(probe_with(|| Reply::Status(400, vec![], "max_tokens too small".into())).is_ok());
+    }
+
+    #[test]
+    fn the_probe_reports_unreachable_endpoints_as_temporary() {
+        let dead = refused_url().replace("http://", "http://bob:s3cretpw@");
+        let e = probe(&endpoint(&dead)).unwrap_err();
+        assert_eq!(e.class, ErrorClass::Temporary);
+        assert!(
+            e.message.contains("unreachable") && e.message.contains("http://***@127.0.0.1:"),
+            "{}",
+            e.message
+        );
+        assert!(!e.message.contains("s3cretpw"));
+        assert!(!e.message.contains('\n'));
+        let e = probe(&endpoint("http://no-such-host.invalid/v1")).unwrap_err();
+        assert_eq!(e.class, ErrorClass::Temporary);
+        let server = start(|_, _| Reply::Stall);
+        let e = probe(&Endpoint {
+            timeout: Duration::from_millis(200),
+            ..endpoint(&server.url)
+        })
+        .unwrap_err();
+        assert_eq!(e.class, ErrorClass::Temporary, "{}", e.message);
+        // One request, no retries.
+        assert_eq!(server.requests().len(), 1);
+    }
 }

@@ -15,16 +15,10 @@ pub(crate) fn extract_object(text: &str) -> Result<Value, String> {
     if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(unfenced) {
         return Ok(v);
     }
-    let mut search = unfenced;
-    while let Some(start) = search.find('{') {
-        if let Some(end) = balanced_end(&search[start..]) {
-            if let Ok(v @ Value::Object(_)) =
-                serde_json::from_str::<Value>(&search[start..start + end])
-            {
-                return Ok(v);
-            }
+    for (start, end) in balanced_objects(unfenced).into_iter().take(MAX_CANDIDATES) {
+        if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(&unfenced[start..end]) {
+            return Ok(v);
         }
-        search = &search[start + 1..];
     }
     // A reply cut off by max_tokens: close the open string and brackets. This
     // only helps when the fields we need were complete before the cut.
@@ -118,9 +112,50 @@ fn scan(s: &str) -> Scan {
     scan
 }
 
-/// Length of the balanced `{...}` at the start of `s`.
-fn balanced_end(s: &str) -> Option<usize> {
-    scan(s).balanced_end
+/// How many balanced `{...}` spans of a reply are tried as JSON before
+/// giving up: a real reply has its object among the first few, and each try
+/// costs a parse, so a hostile reply cannot make extraction slow.
+const MAX_CANDIDATES: usize = 64;
+
+/// The balanced `{...}` spans of `s` as byte ranges, outermost first and in
+/// order of their opening brace, found in ONE left-to-right pass (minding
+/// strings and escapes). Trying each `{` as a start and scanning on from it
+/// was quadratic: a 400 KB reply of `{` took minutes per attempt.
+fn balanced_objects(s: &str) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let mut open: Vec<(usize, u8)> = Vec::new();
+    let (mut in_string, mut escaped) = (false, false);
+    for (i, b) in s.bytes().enumerate() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            // A quote only opens a string inside a bracket: prose before the
+            // object ("He said "yes" {…}") must not hide it.
+            b'"' if !open.is_empty() => in_string = true,
+            b'{' | b'[' => open.push((i, b)),
+            b'}' | b']' => match open.pop() {
+                Some((start, o)) if (o == b'{') == (b == b'}') => {
+                    if o == b'{' {
+                        spans.push((start, i + 1));
+                    }
+                }
+                // A closing bracket that does not match: malformed so far,
+                // start afresh.
+                _ => open.clear(),
+            },
+            _ => {}
+        }
+    }
+    // Outermost first: by opening position.
+    spans.sort_unstable_by_key(|&(start, _)| start);
+    spans
 }
 
 /// The start of a reply, for error messages.
@@ -150,8 +185,8 @@ fn as_bool(v: &Value) -> Option<bool> {
             _ => None,
         },
         Value::Number(n) => match n.as_f64() {
-            Some(x) if x == 1.0 => Some(true),
-            Some(x) if x == 0.0 => Some(false),
+            Some(1.0) => Some(true),
+            Some(0.0) => Some(false),
             _ => None,
         },
         _ => None,
@@ -280,6 +315,34 @@ mod tests {
             meaning_match(&extract_object("{\"meaning_match\": tr").unwrap_or_default()).is_err()
         );
         assert!(extract_object("[1, 2]").is_err());
+    }
+
+    #[test]
+    fn tries_each_balanced_object_in_order() {
+        let v = extract_object("Draft {not json} then {\"score\": 4} and {\"score\": 5}").unwrap();
+        assert_eq!(v["score"], 4);
+        let v = extract_object("Wrapper { noise {\"score\": 6} }").unwrap();
+        assert_eq!(
+            v["score"], 6,
+            "a nested object is found when the outer is not JSON"
+        );
+        let v = extract_object("x] {\"score\": 2}").unwrap();
+        assert_eq!(
+            v["score"], 2,
+            "a stray closing bracket does not hide the object"
+        );
+    }
+
+    #[test]
+    fn a_huge_run_of_braces_is_rejected_in_linear_time() {
+        // 2 MB of `{`: trying each brace as a start and scanning on from it
+        // does ~2·10^12 steps (hours); one pass does 2·10^6.
+        let reply = "{".repeat(2 << 20);
+        assert!(extract_object(&reply).is_err());
+        let reply = format!("{}{}", "{\"a\": [".repeat(100_000), "1");
+        assert!(extract_object(&reply).is_err());
+        let reply = "{}".repeat(1 << 20);
+        assert_eq!(extract_object(&reply).unwrap(), serde_json::json!({}));
     }
 
     #[test]

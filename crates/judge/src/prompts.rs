@@ -34,12 +34,36 @@ impl Template {
         format!("{}-{}-{}", self.name, self.version, hex(&digest[..6]))
     }
 
-    /// Fills the user message's slots.
+    /// Fills the user message's `{name}` slots in one pass over the
+    /// template: a value is pasted as it is and never scanned again, so a
+    /// reference that contains the text `{output}` stays as written. Braces
+    /// that do not name a given slot are kept.
     pub(crate) fn render(&self, slots: &[(&str, &str)]) -> String {
-        let mut out = self.user.to_string();
-        for (k, v) in slots {
-            out = out.replace(&format!("{{{k}}}"), v);
+        let extra: usize = slots.iter().map(|(_, v)| v.len()).sum();
+        let mut out = String::with_capacity(self.user.len() + extra);
+        let mut rest = self.user;
+        while let Some(open) = rest.find('{') {
+            out.push_str(&rest[..open]);
+            let after = &rest[open + 1..];
+            let filled = after.find('}').and_then(|close| {
+                let name = &after[..close];
+                slots
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| (*v, close))
+            });
+            match filled {
+                Some((value, close)) => {
+                    out.push_str(value);
+                    rest = &after[close + 1..];
+                }
+                None => {
+                    out.push('{');
+                    rest = after;
+                }
+            }
         }
+        out.push_str(rest);
         out
     }
 }
@@ -154,6 +178,37 @@ mod tests {
             MEANING_MATCH.render(&[("input", "Q"), ("reference", "R"), ("output", "O")]),
             "Question:\nQ\n\nReference answer:\nR\n\nCandidate answer:\nO"
         );
+    }
+}
+
+#[cfg(test)]
+mod render_tests {
+    use super::*;
+
+    #[test]
+    fn slot_values_are_never_rescanned() {
+        // Filled one slot after another, the reference's literal "{output}"
+        // received the candidate answer.
+        let got = MEANING_MATCH.render(&[
+            ("input", "Which {reference} is meant?"),
+            ("reference", "Write {output} in the template"),
+            ("output", "CANDIDATE"),
+        ]);
+        assert_eq!(
+            got,
+            "Question:\nWhich {reference} is meant?\n\nReference answer:\n\
+             Write {output} in the template\n\nCandidate answer:\nCANDIDATE"
+        );
+        assert_eq!(got.matches("CANDIDATE").count(), 1);
+    }
+
+    #[test]
+    fn braces_that_are_not_slots_are_kept() {
+        let t = Template {
+            user: "{a} {unknown} {{a}} {b",
+            ..MEANING_MATCH
+        };
+        assert_eq!(t.render(&[("a", "1")]), "1 {unknown} {1} {b");
     }
 }
 

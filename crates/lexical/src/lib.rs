@@ -81,6 +81,7 @@ pub struct Scorer {
     output: Normalized,
     sorted_ref: Vec<u32>,
     sorted_out: Vec<u32>,
+    failure: Vec<u32>,
 }
 
 impl Scorer {
@@ -94,28 +95,39 @@ impl Scorer {
         self.score_selected(reference, output, Selection::ALL)
     }
 
+    /// Computes only the metrics `sel` asks for (the others stay 0): a run
+    /// that wants `token_f1` alone must not pay for the contains search.
     fn score_selected(&mut self, reference: &str, output: &str, sel: Selection) -> LexicalScores {
         let (r, o) = (reference.trim(), output.trim());
-        let mut s = LexicalScores {
-            exact_match: f(r == o),
-            contains_match: f(o.contains(r)),
-            ..LexicalScores::default()
-        };
+        let mut s = LexicalScores::default();
+        if sel.0[0] {
+            s.exact_match = f(r == o);
+        }
+        if sel.0[1] {
+            // `str::contains` uses the two-way algorithm: linear time.
+            s.contains_match = f(o.contains(r));
+        }
         if !sel.needs_normalization() {
             return s;
         }
         self.reference.run(r);
         self.output.run(o);
-        s.token_f1 = self.token_f1();
-        let rt = self.reference.tokens();
-        let ot = self.output.tokens();
-        let equal = rt.len() == ot.len() && rt.clone().eq(ot.clone());
-        s.exact_match_norm = f(equal);
-        s.contains_match_norm = f(if rt.len() == 0 {
-            equal
-        } else {
-            contains_run(&self.reference, &self.output)
-        });
+        if sel.0[4] {
+            s.token_f1 = self.token_f1();
+        }
+        if sel.0[2] || sel.0[3] {
+            let rt = self.reference.tokens();
+            let ot = self.output.tokens();
+            let equal = rt.len() == ot.len() && rt.eq(ot);
+            s.exact_match_norm = f(equal);
+            if sel.0[3] {
+                s.contains_match_norm = f(if self.reference.token_count() == 0 {
+                    equal
+                } else {
+                    contains_run(&self.reference, &self.output, &mut self.failure)
+                });
+            }
+        }
         s
     }
 
@@ -160,10 +172,45 @@ impl Scorer {
     }
 }
 
-/// True when the needle's tokens occur as a contiguous run in the haystack's.
-fn contains_run(needle: &Normalized, haystack: &Normalized) -> bool {
+/// True when the needle's tokens occur as a contiguous run in the
+/// haystack's. Knuth–Morris–Pratt over tokens: each haystack token is
+/// compared a bounded number of times, so a megabyte row costs a linear scan
+/// rather than needle × haystack comparisons. `failure` is a reusable buffer.
+fn contains_run(needle: &Normalized, haystack: &Normalized, failure: &mut Vec<u32>) -> bool {
     let (n, h) = (needle.token_count(), haystack.token_count());
-    n <= h && (0..=h - n).any(|start| (0..n).all(|k| needle.token(k) == haystack.token(start + k)))
+    if n == 0 {
+        return true;
+    }
+    if n > h {
+        return false;
+    }
+    // failure[k]: length of the longest proper prefix of needle[..=k] that
+    // is also a suffix of it.
+    failure.clear();
+    failure.push(0);
+    let mut len = 0usize;
+    for k in 1..n {
+        while len > 0 && needle.token(k) != needle.token(len) {
+            len = failure[len - 1] as usize;
+        }
+        if needle.token(k) == needle.token(len) {
+            len += 1;
+        }
+        failure.push(len as u32);
+    }
+    let mut matched = 0usize;
+    for j in 0..h {
+        while matched > 0 && haystack.token(j) != needle.token(matched) {
+            matched = failure[matched - 1] as usize;
+        }
+        if haystack.token(j) == needle.token(matched) {
+            matched += 1;
+            if matched == n {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 #[inline]
@@ -251,6 +298,61 @@ mod tests {
         // "a" + "the" are articles: N(reference) is empty
         let x = s("The", "anything");
         assert_eq!((x.contains_match_norm, x.token_f1), (0.0, 0.0));
+    }
+
+    #[test]
+    fn contains_run_finds_overlapping_and_repeated_prefixes() {
+        // Cases where a naive restart and KMP's fallback differ.
+        let x = s("x x y", "x x x y");
+        assert_eq!(x.contains_match_norm, 1.0);
+        let x = s("x y x z", "x y x y x z");
+        assert_eq!(x.contains_match_norm, 1.0);
+        let x = s("x y x z", "x y x y x y");
+        assert_eq!(x.contains_match_norm, 0.0);
+        let x = s("new york", "new new york");
+        assert_eq!(x.contains_match_norm, 1.0);
+        let x = s("b", "a b c");
+        assert_eq!(x.contains_match_norm, 1.0);
+        let x = s("c d", "a b c");
+        assert_eq!(x.contains_match_norm, 0.0);
+    }
+
+    #[test]
+    fn contains_run_is_linear_on_large_rows() {
+        // 200k repeated tokens against a 100k-token needle that only fails at
+        // its last token: a needle × haystack search does ~10^10 token
+        // comparisons (minutes); KMP does a few hundred thousand.
+        let output = "x ".repeat(200_000);
+        let miss = format!("{}y", "x ".repeat(100_000));
+        let x = s(&miss, &output);
+        assert_eq!(x.contains_match_norm, 0.0);
+        let hit = format!("{}y", "x ".repeat(100_000));
+        let x = s(&hit, &format!("{output}y tail"));
+        assert_eq!(x.contains_match_norm, 1.0);
+    }
+
+    #[test]
+    fn only_the_selected_metrics_are_computed() {
+        let mut sel = [false; 5];
+        sel[4] = true;
+        let x = Scorer::new().score_selected("a b c", "a b c", Selection(sel));
+        assert_eq!(x.token_f1, 1.0);
+        assert_eq!(
+            (
+                x.exact_match,
+                x.contains_match,
+                x.exact_match_norm,
+                x.contains_match_norm
+            ),
+            (0.0, 0.0, 0.0, 0.0),
+            "metrics not asked for are not computed"
+        );
+        let x = Scorer::new().score_selected(
+            "b",
+            "a b c",
+            Selection([false, false, false, true, false]),
+        );
+        assert_eq!((x.contains_match_norm, x.token_f1), (1.0, 0.0));
     }
 
     #[test]

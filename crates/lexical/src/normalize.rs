@@ -45,10 +45,20 @@ impl Normalized {
             } else {
                 Cow::Owned(input.nfkc().collect())
             };
-        // Lowercase and drop punctuation; split on whitespace.
+        // Lowercase the whole text at once, as SQuAD's `str.lower()` does:
+        // some case mappings depend on context (a capital sigma at the end
+        // of a word becomes final `ς`), so one character at a time is wrong.
+        // ASCII text has no such mappings and is lowercased below as it is
+        // copied, without allocating.
+        let lower: Cow<str> = if nfkc.is_ascii() {
+            Cow::Borrowed(&nfkc)
+        } else {
+            Cow::Owned(nfkc.to_lowercase())
+        };
+        // Drop punctuation; split on whitespace.
         let mut start = 0usize;
         let mut in_token = false;
-        for c in nfkc.chars() {
+        for c in lower.chars() {
             if c.is_whitespace() {
                 if in_token {
                     self.end_token(start);
@@ -63,11 +73,7 @@ impl Normalized {
                 start = self.text.len();
                 in_token = true;
             }
-            if c.is_ascii() {
-                self.text.push(c.to_ascii_lowercase());
-            } else {
-                self.text.extend(c.to_lowercase());
-            }
+            self.text.push(c.to_ascii_lowercase());
         }
         if in_token {
             self.end_token(start);
@@ -383,6 +389,16 @@ mod tests {
         assert_eq!(normalize("ﬁne"), "fine");
         assert_eq!(normalize("２０"), "20");
         assert_eq!(normalize("Straße"), "straße");
+    }
+
+    #[test]
+    fn greek_final_sigma_is_lowercased_in_context() {
+        // Per-character lowercasing turns the final capital sigma into
+        // medial `σ`, so the capitalised word never matched its lowercase.
+        assert_eq!(normalize("ΟΔΟΣ"), normalize("οδος"));
+        assert_eq!(normalize("ΟΔΟΣ"), "οδος");
+        assert_eq!(normalize("ΟΔΟΣ ΣΟΦΙΑΣ."), "οδος σοφιας");
+        assert_eq!(normalize("Σ"), "σ", "a lone sigma is not word-final");
     }
 
     #[test]

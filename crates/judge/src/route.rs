@@ -1,0 +1,122 @@
+//! `--judge-where`: which rows ask for which judge metrics.
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::datatypes::DataType;
+use refscore_batch::Error;
+
+use crate::METRICS;
+
+/// Reads a `--judge-where` column's value for row `i` into per-metric
+/// requests: a boolean (true = every selected judge metric), a string of
+/// comma-separated metric names, or a list of names. Unknown names are an
+/// error naming the column and row.
+pub fn requested_by(
+    column: &ArrayRef,
+    i: usize,
+    describe: &dyn Fn() -> String,
+) -> Result<[bool; 3], Error> {
+    if column.is_null(i) {
+        return Ok([false; 3]);
+    }
+    let names: Vec<String> = match column.data_type() {
+        DataType::Boolean => return Ok([column.as_boolean().value(i); 3]),
+        DataType::Utf8 => split(column.as_string::<i32>().value(i)),
+        DataType::LargeUtf8 => split(column.as_string::<i64>().value(i)),
+        DataType::Utf8View => split(column.as_string_view().value(i)),
+        DataType::List(_) | DataType::LargeList(_) => {
+            let items = match column.data_type() {
+                DataType::List(_) => column.as_list::<i32>().value(i),
+                _ => column.as_list::<i64>().value(i),
+            };
+            let items = arrow::compute::cast(&items, &DataType::Utf8)
+                .map_err(|e| Error::bad_input(format!("{}: {e}", describe())))?;
+            items
+                .as_string::<i32>()
+                .iter()
+                .flatten()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        }
+        other => {
+            return Err(Error::bad_input(format!(
+                "{}: type {other} is not boolean, string or list of strings",
+                describe()
+            )))
+        }
+    };
+    let mut out = [false; 3];
+    for name in names {
+        let name = if name == "similarity_score" {
+            "similarity".to_string()
+        } else {
+            name
+        };
+        match METRICS.iter().position(|m| *m == name) {
+            Some(k) => out[k] = true,
+            None => {
+                return Err(Error::bad_input(format!(
+                    "{}: unknown judge metric '{name}' (expected {})",
+                    describe(),
+                    METRICS.join(", ")
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn split(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+/// Validates a whole `--judge-where` column before the first judge call:
+/// the first bad value is the same error [`requested_by`] gives for its row,
+/// with `describe_row(i)` naming the file, column and row. Checking batch by
+/// batch found a bad last row only after every earlier call was paid for.
+pub fn check_requests(
+    column: &ArrayRef,
+    describe_row: &dyn Fn(usize) -> String,
+) -> Result<(), Error> {
+    for i in 0..column.len() {
+        requested_by(column, i, &|| describe_row(i))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{BooleanArray, StringArray};
+
+    use super::*;
+
+    #[test]
+    fn a_bad_value_in_the_last_row_is_found_up_front() {
+        let mut values = vec![Some("meaning_match"); 999];
+        values.push(Some("vibes"));
+        let column: ArrayRef = Arc::new(StringArray::from(values));
+        let err = check_requests(&column, &|i| format!("in.parquet: column 'which', row {i}"))
+            .unwrap_err();
+        assert_eq!(err.class, refscore_batch::ErrorClass::BadInput);
+        assert!(
+            err.message.contains("column 'which', row 999") && err.message.contains("'vibes'"),
+            "{}",
+            err.message
+        );
+        let fine: ArrayRef = Arc::new(StringArray::from(vec![
+            Some("similarity, meaning_match"),
+            None,
+            Some(""),
+        ]));
+        assert!(check_requests(&fine, &|i| format!("row {i}")).is_ok());
+        let flags: ArrayRef = Arc::new(BooleanArray::from(vec![true, false]));
+        assert!(check_requests(&flags, &|i| format!("row {i}")).is_ok());
+        let wrong: ArrayRef = Arc::new(arrow::array::Int32Array::from(vec![1]));
+        assert!(check_requests(&wrong, &|i| format!("row {i}")).is_err());
+    }
+}

@@ -7,6 +7,18 @@
 //! bounded cache, so a reference repeated across thousands of rows is
 //! embedded once. Texts are tokenised in parallel, sorted by length and run
 //! in token-budget batches so little work goes into padding.
+//!
+//! # Environment
+//!
+//! - `REFSCORE_KERNELS` = `auto` (default), `avx512`, `avx2` or `portable`:
+//!   forces the compiled form of the fused CPU kernels (attention, bias +
+//!   GELU, add + layer norm) instead of the widest the CPU supports, e.g. to
+//!   test the AVX2 or portable path on an AVX-512 machine. Read once, when
+//!   the first [`EmbeddingStage`] loads. An unknown name or a path the CPU
+//!   cannot run (it lacks one of the features that path is compiled for) is
+//!   a configuration error naming the missing features; there is no silent
+//!   fallback. All paths agree within 1e-6 on the parity fixture. See
+//!   [`KernelPath`].
 
 mod bert;
 mod encoder;
@@ -29,6 +41,7 @@ use refscore_batch::{Error, RowBatch, ScoreColumns, TextColumn};
 use tokenizers::Tokenizer;
 
 pub use encoder::parse_device;
+pub use kernels::{kernel_path, KernelPath, KERNELS_ENV};
 pub use math::{bertscore, cosine, Embedded};
 pub use model::{read_settings, resolve, ModelFiles, Pooling, DEFAULT_MODEL_DIR};
 
@@ -150,11 +163,13 @@ pub struct EmbeddingStage {
     baseline: Option<Baseline>,
     report: EmbedReport,
     store: Option<EmbeddingStore>,
+    kernels: KernelPath,
 }
 
 impl EmbeddingStage {
     /// Finds and loads the model and tokenizer.
     pub fn load(options: EmbedOptions) -> Result<EmbeddingStage, Error> {
+        let kernels = kernels::kernel_path()?;
         let files = model::resolve(options.model.as_deref())?;
         let max_len = match options.max_seq_length {
             Some(n) if n < 2 || n > files.max_positions => {
@@ -194,6 +209,7 @@ impl EmbeddingStage {
             baseline: None,
             report: EmbedReport::default(),
             store,
+            kernels,
         })
     }
 
@@ -205,6 +221,11 @@ impl EmbeddingStage {
     /// The truncation length in use.
     pub fn max_seq_length(&self) -> usize {
         self.max_len
+    }
+
+    /// The CPU kernel path in use (`REFSCORE_KERNELS`), for the summary.
+    pub fn kernel_path(&self) -> KernelPath {
+        self.kernels
     }
 
     /// The folder of this model's entries in the persistent cache, if any.

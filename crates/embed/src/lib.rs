@@ -193,7 +193,13 @@ impl EmbeddingStage {
         let cls_sep = [special("[CLS]")?, special("[SEP]")?];
         let encoder = Encoder::load(&files, &options.device)?;
         let store = match &options.store {
-            Some(root) => Some(EmbeddingStore::open(root, &files, max_len, encoder.hidden)?),
+            Some(root) => Some(EmbeddingStore::open(
+                root,
+                &files,
+                max_len,
+                encoder.hidden,
+                store::Numerics::CURRENT,
+            )?),
             None => None,
         };
         Ok(EmbeddingStage {

@@ -26,6 +26,7 @@ mod kernels;
 mod math;
 mod model;
 mod store;
+mod tokens;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -47,6 +48,7 @@ pub use model::{read_settings, resolve, ModelFiles, Pooling, DEFAULT_MODEL_DIR};
 
 use encoder::Encoder;
 use store::EmbeddingStore;
+use tokens::{Bounds, Tokens};
 
 /// Most texts in one padded forward batch (devices other than the CPU):
 /// with texts sorted by length, a small group keeps the lengths in a batch
@@ -137,8 +139,13 @@ pub struct EmbedReport {
     pub tokens: u64,
     /// Padded tokens run through the model.
     pub padded_tokens: u64,
-    /// Texts longer than the truncation limit.
+    /// Texts embedded that had more word-pieces than the truncation limit
+    /// ([CLS]/[SEP] included); a text of exactly the limit is not truncated.
     pub texts_truncated: u64,
+    /// Bytes of text handed to the tokenizer (scoring and the `--idf`
+    /// pass): each distinct text once, and a long text only up to a prefix
+    /// that surely fills the truncation limit.
+    pub tokenized_bytes: u64,
     /// Time in the forward pass.
     pub forward: Duration,
     /// Time tokenising.
@@ -153,6 +160,7 @@ pub struct EmbedReport {
 pub struct EmbeddingStage {
     files: ModelFiles,
     tokenizer: Tokenizer,
+    bounds: Bounds,
     encoder: Encoder,
     max_len: usize,
     cls_sep: [u32; 2],
@@ -203,6 +211,7 @@ impl EmbeddingStage {
             None => None,
         };
         Ok(EmbeddingStage {
+            bounds: Bounds::new(&tokenizer, max_len),
             files,
             tokenizer,
             encoder,
@@ -251,11 +260,18 @@ impl EmbeddingStage {
 
     /// Word-piece ids of a text, truncated like the model input.
     pub fn token_ids(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, Error> {
-        let enc = self
-            .tokenizer
-            .encode_batch_fast(texts.to_vec(), true)
-            .map_err(|e| Error::internal(format!("tokenizer: {e}")))?;
-        Ok(enc.into_iter().map(|e| e.get_ids().to_vec()).collect())
+        let (tokens, _) = self.bounds.encode(&self.tokenizer, texts)?;
+        Ok(tokens.into_iter().map(|t| t.ids).collect())
+    }
+
+    /// Tokenises texts for the model (bounded: see [`tokens`]), counting the
+    /// time and the bytes handed to the tokenizer.
+    fn tokenize(&mut self, texts: &[&str]) -> Result<Vec<Tokens>, Error> {
+        let t0 = Instant::now();
+        let (tokens, bytes) = self.bounds.encode(&self.tokenizer, texts)?;
+        self.report.tokenize += t0.elapsed();
+        self.report.tokenized_bytes += bytes;
+        Ok(tokens)
     }
 
     /// Computes IDF weights from every non-null reference of the input
@@ -343,7 +359,7 @@ impl EmbeddingStage {
 
     /// Embeds texts that are all distinct (no cache), in order.
     fn embed_distinct(&mut self, texts: &[&str]) -> Result<Vec<Arc<Embedded>>, Error> {
-        let ids = self.token_ids(texts)?;
+        let ids = self.tokenize(texts)?;
         let mut out: Vec<Option<Arc<Embedded>>> = vec![None; texts.len()];
         let order: Vec<usize> = (0..texts.len()).collect();
         self.run_model(&order, ids.into_iter().map(Some).collect(), &mut out)?;
@@ -355,16 +371,16 @@ impl EmbeddingStage {
     fn run_model(
         &mut self,
         which: &[usize],
-        mut ids: Vec<Option<Vec<u32>>>,
+        mut ids: Vec<Option<Tokens>>,
         out: &mut [Option<Arc<Embedded>>],
     ) -> Result<(), Error> {
         let mut order: Vec<usize> = which.to_vec();
-        order.sort_by_key(|&k| std::cmp::Reverse(ids[k].as_ref().map_or(0, |v| v.len())));
+        order.sort_by_key(|&k| std::cmp::Reverse(ids[k].as_ref().map_or(0, |v| v.ids.len())));
         let budget = self.options.batch_tokens.max(self.max_len);
         let packs = self.encoder.packs();
         let mut start = 0;
         while start < order.len() {
-            let len_of = |k: usize| ids[k].as_ref().map_or(0, |v| v.len()).max(1);
+            let len_of = |k: usize| ids[k].as_ref().map_or(0, |v| v.ids.len()).max(1);
             let longest = len_of(order[start]);
             let count = if packs {
                 // No padding: fill the token budget, whatever the lengths.
@@ -385,7 +401,7 @@ impl EmbeddingStage {
             let group = &order[start..start + count];
             let seqs: Vec<&[u32]> = group
                 .iter()
-                .map(|&k| ids[k].as_deref().unwrap_or(&[]))
+                .map(|&k| ids[k].as_ref().map_or(&[][..], |t| t.ids.as_slice()))
                 .collect();
             let t0 = Instant::now();
             let states = self.encoder.forward(&seqs)?;
@@ -397,21 +413,19 @@ impl EmbeddingStage {
             };
             let hidden = self.encoder.hidden;
             let pooling = self.files.pooling;
-            let group_ids: Vec<Vec<u32>> = group
+            let group_ids: Vec<Tokens> = group
                 .iter()
                 .map(|&k| ids[k].take().unwrap_or_default())
                 .collect();
+            self.report.texts_truncated += group_ids.iter().filter(|t| t.truncated).count() as u64;
             let built: Vec<(usize, Embedded)> = group
                 .par_iter()
                 .zip(group_ids.into_par_iter().zip(states.into_par_iter()))
-                .map(|(&k, (ids, st))| (k, Embedded::from_states(ids, st, hidden, pooling)))
+                .map(|(&k, (t, st))| (k, Embedded::from_states(t.ids, st, hidden, pooling)))
                 .collect();
             for (k, e) in built {
                 self.report.tokens += e.ids.len() as u64;
                 self.report.texts_embedded += 1;
-                if e.ids.len() >= self.max_len {
-                    self.report.texts_truncated += 1;
-                }
                 out[k] = Some(Arc::new(e));
             }
             start += count;
@@ -484,11 +498,9 @@ impl EmbeddingStage {
             }
         }
         let misses: Vec<usize> = (0..texts.len()).filter(|&k| slots[k].is_none()).collect();
-        let t0 = Instant::now();
         let miss_texts: Vec<&str> = misses.iter().map(|&k| texts[k]).collect();
-        let miss_ids = self.token_ids(&miss_texts)?;
-        self.report.tokenize += t0.elapsed();
-        let mut ids: Vec<Option<Vec<u32>>> = vec![None; texts.len()];
+        let miss_ids = self.tokenize(&miss_texts)?;
+        let mut ids: Vec<Option<Tokens>> = vec![None; texts.len()];
         for (k, v) in misses.iter().zip(miss_ids) {
             ids[*k] = Some(v);
         }
@@ -536,7 +548,7 @@ impl EmbeddingStage {
                 for k in [ri, oi] {
                     if slots[k].is_none() && !queued[k] {
                         queued[k] = true;
-                        pending_tokens += ids[k].as_ref().map_or(0, |v| v.len());
+                        pending_tokens += ids[k].as_ref().map_or(0, |v| v.ids.len());
                         pending.push(k);
                     }
                 }
@@ -585,8 +597,8 @@ impl EmbeddingStage {
     }
 }
 
-/// Moves the token ids of `which` out of `ids` into a vector indexed like `ids`.
-fn ids_subset(ids: &mut [Option<Vec<u32>>], which: &[usize]) -> Vec<Option<Vec<u32>>> {
+/// Moves the tokens of `which` out of `ids` into a vector indexed like `ids`.
+fn ids_subset(ids: &mut [Option<Tokens>], which: &[usize]) -> Vec<Option<Tokens>> {
     let mut out = vec![None; ids.len()];
     for &k in which {
         out[k] = ids[k].take();

@@ -284,14 +284,22 @@ impl EmbeddingStage {
         let mut rows = 0u64;
         for column in references {
             let column = column?;
-            let texts: Vec<&str> = (0..column.len()).filter_map(|i| column.get(i)).collect();
-            rows += texts.len() as u64;
-            for mut ids in self.token_ids(&texts)? {
+            // Each distinct text is tokenised once and counted once per row
+            // holding it: a reference repeated over thousands of rows (a
+            // dictionary-encoded column) is not tokenised thousands of times.
+            let mut counts: HashMap<&str, u32> = HashMap::new();
+            for text in (0..column.len()).filter_map(|i| column.get(i)) {
+                *counts.entry(text).or_insert(0) += 1;
+                rows += 1;
+            }
+            let (texts, counts): (Vec<&str>, Vec<u32>) = counts.into_iter().unzip();
+            for (tokens, count) in self.tokenize(&texts)?.into_iter().zip(counts) {
+                let mut ids = tokens.ids;
                 ids.sort_unstable();
                 ids.dedup();
                 for id in ids {
                     if let Some(c) = df.get_mut(id as usize) {
-                        *c += 1;
+                        *c += count;
                     }
                 }
             }

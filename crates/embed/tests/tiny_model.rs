@@ -337,3 +337,24 @@ fn long_texts_are_cut_without_changing_what_the_model_sees() {
     s.embed(&[one_more.as_str()]).unwrap();
     assert_eq!(s.report().texts_truncated, 2, "one piece over the limit");
 }
+
+#[test]
+fn idf_tokenises_each_distinct_reference_once() {
+    use arrow::array::StringArray;
+    use refscore_batch::TextColumn;
+
+    let dir = tempfile::tempdir().unwrap();
+    write_model(dir.path(), "mean", 32);
+    let mut s = stage(dir.path());
+    let long = "the capital of france is paris ".repeat(3);
+    let mut rows: Vec<Option<&str>> = vec![Some(long.as_str()); 5000];
+    rows.extend([Some("cat"), None, Some("cat")]);
+    let column = TextColumn::Utf8(StringArray::from(rows));
+    let idf = s.fit_idf(std::iter::once(Ok(column))).unwrap();
+    assert_eq!(idf.rows(), 5002, "every non-null reference counts as a row");
+    assert_eq!(
+        s.report().tokenized_bytes,
+        (long.len() + "cat".len()) as u64,
+        "each distinct text tokenised once"
+    );
+}

@@ -48,6 +48,18 @@ fn model_dir() -> PathBuf {
 }
 
 fn run(rows: &[Row], extra: &[&str]) -> arrow::array::RecordBatch {
+    let out = run_with_env(rows, extra, &[]);
+    ok(&out.0);
+    out.1.expect("scores written")
+}
+
+/// Scores `rows` with extra environment variables; the process output and,
+/// when it succeeded, the scores.
+fn run_with_env(
+    rows: &[Row],
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (std::process::Output, Option<arrow::array::RecordBatch>) {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("parity.parquet");
     let col = |f: fn(&Row) -> &str| {
@@ -63,10 +75,26 @@ fn run(rows: &[Row], extra: &[&str]) -> arrow::array::RecordBatch {
     );
     let out = dir.path().join("scores.parquet");
     let model = model_dir();
-    let mut args = vec!["--metrics", "embedding", "--model", model.to_str().unwrap()];
+    let mut args = vec![
+        "score",
+        input.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--quiet",
+        "--metrics",
+        "embedding",
+        "--model",
+        model.to_str().unwrap(),
+    ];
     args.extend_from_slice(extra);
-    ok(&score(&input, &out, &args));
-    read_parquet(&out)
+    let mut command = std::process::Command::new(bin());
+    command.args(&args);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let output = command.output().expect("run refscore");
+    let batch = output.status.success().then(|| read_parquet(&out));
+    (output, batch)
 }
 
 fn compare(rows: &[Row], batch: &arrow::array::RecordBatch, pairs: &[(&str, &str)]) {
@@ -158,5 +186,90 @@ fn scores_do_not_depend_on_batch_composition() {
                 _ => panic!("row {i} {col}: {p:?} vs {q:?}"),
             }
         }
+    }
+}
+
+/// Every CPU kernel path the machine can run (`REFSCORE_KERNELS`) gives the
+/// same scores within 1e-6, so the AVX2 and portable paths are tested on
+/// AVX-512 machines too; a path the CPU cannot run is a clear error.
+#[test]
+fn forced_kernel_paths_agree() {
+    const PATHS: [(&str, &[&str]); 3] = [
+        ("avx512", &["avx512f", "avx512vl", "avx2", "fma"]),
+        ("avx2", &["avx2", "fma"]),
+        ("portable", &[]),
+    ];
+    let rows = fixture();
+    let columns = [
+        "cosine",
+        "bertscore_precision",
+        "bertscore_recall",
+        "bertscore_f1",
+    ];
+    let mut first: Option<(&str, arrow::array::RecordBatch)> = None;
+    for (path, features) in PATHS {
+        let missing: Vec<&str> = features.iter().copied().filter(|f| !cpu_has(f)).collect();
+        let (output, batch) = run_with_env(&rows, &[], &[("REFSCORE_KERNELS", path)]);
+        if !missing.is_empty() {
+            eprintln!(
+                "skipping the {path} kernels: this CPU lacks {}",
+                missing.join(", ")
+            );
+            let err = fails(&output, 78);
+            assert!(
+                err.contains(&format!("REFSCORE_KERNELS={path}"))
+                    && err.contains(&missing.join(", ")),
+                "{err}"
+            );
+            continue;
+        }
+        ok(&output);
+        let batch = batch.unwrap();
+        let Some((base, reference)) = &first else {
+            first = Some((path, batch));
+            continue;
+        };
+        let mut worst = 0f32;
+        for column in columns {
+            for (i, (a, b)) in f32s(reference, column)
+                .iter()
+                .zip(f32s(&batch, column))
+                .enumerate()
+            {
+                match (a, b) {
+                    (Some(a), Some(b)) => worst = worst.max((a - b).abs()),
+                    (None, None) => {}
+                    _ => panic!("row {i} {column}: {base} {a:?} vs {path} {b:?}"),
+                }
+            }
+        }
+        eprintln!("{path} vs {base}: worst difference {worst:.2e}");
+        assert!(worst <= 1e-6, "{path} vs {base}: worst difference {worst}");
+    }
+    assert!(first.is_some(), "the portable path always runs");
+    let (output, _) = run_with_env(&rows[..1], &[], &[("REFSCORE_KERNELS", "sse9")]);
+    let err = fails(&output, 78);
+    assert!(
+        err.contains("REFSCORE_KERNELS=sse9: unknown kernel path"),
+        "{err}"
+    );
+}
+
+/// Whether the CPU running the tests has a feature (always false off x86-64).
+fn cpu_has(feature: &str) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        match feature {
+            "avx512f" => std::is_x86_feature_detected!("avx512f"),
+            "avx512vl" => std::is_x86_feature_detected!("avx512vl"),
+            "avx2" => std::is_x86_feature_detected!("avx2"),
+            "fma" => std::is_x86_feature_detected!("fma"),
+            other => panic!("unknown feature {other}"),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = feature;
+        false
     }
 }

@@ -89,7 +89,7 @@ fn default_model_is_found_and_reported() {
     );
     let cos = f32s(&b, "cosine");
     assert!(cos[0].unwrap() > 0.99, "case-only difference: {:?}", cos[0]);
-    assert!(cos.iter().all(|c| (0.0..=1.0 + 1e-6).contains(&c.unwrap())));
+    assert!(cos.iter().all(|c| (0.0..=1.0).contains(&c.unwrap())));
     let e = &summary(&out)["embedding"];
     assert_eq!(e["max_seq_length"], 256);
     assert_eq!(e["pooling"], "mean");
@@ -372,6 +372,57 @@ fn the_embed_cache_makes_unchanged_references_free_the_next_run() {
         "{err}"
     );
     assert!(!out4.exists());
+}
+
+/// SPEC §3: cosine lies in [0, 1] and raw BERTScore never above 1, even for
+/// texts scored against themselves, where f32 rounding gave 1.0000001 on the
+/// bundled example; rescaling applies to the clamped raw value.
+#[test]
+fn scores_never_exceed_one_on_the_bundled_example() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = model();
+    let base = ["--metrics", "embedding", "--model", m.to_str().unwrap()];
+    let raw_out = dir.path().join("raw.parquet");
+    ok(&score(&example(), &raw_out, &base));
+    let raw = read_parquet(&raw_out);
+    let metrics = [
+        "cosine",
+        "bertscore_precision",
+        "bertscore_recall",
+        "bertscore_f1",
+    ];
+    let mut ones = 0;
+    for col in metrics {
+        for (i, v) in f32s(&raw, col).iter().enumerate() {
+            let Some(v) = *v else { continue };
+            assert!(v <= 1.0, "row {i} {col} = {v} is above 1");
+            if col == "cosine" {
+                assert!(v >= 0.0, "row {i} cosine = {v} is below 0");
+            }
+            ones += usize::from(v > 1.0 - 1e-6);
+        }
+    }
+    assert!(
+        ones > 0,
+        "the example has rows scoring 1: the check must see them"
+    );
+
+    let rescaled_out = dir.path().join("rescaled.parquet");
+    let args = [&base[..], &["--rescale-baseline", "0.5,0.5,0.5"]].concat();
+    ok(&score(&example(), &rescaled_out, &args));
+    let rescaled = read_parquet(&rescaled_out);
+    for col in &metrics[1..] {
+        for (i, (x, y)) in f32s(&raw, col).iter().zip(f32s(&rescaled, col)).enumerate() {
+            let (Some(x), Some(y)) = (*x, y) else {
+                continue;
+            };
+            assert!(y <= 1.0, "row {i} rescaled {col} = {y} is above 1");
+            assert!(
+                (y - (x - 0.5) / 0.5).abs() < 1e-6,
+                "row {i} {col}: {y} from raw {x}"
+            );
+        }
+    }
 }
 
 /// Every `.emb` file under `dir`.

@@ -7,6 +7,18 @@
 //! bounded cache, so a reference repeated across thousands of rows is
 //! embedded once. Texts are tokenised in parallel, sorted by length and run
 //! in token-budget batches so little work goes into padding.
+//!
+//! # Environment
+//!
+//! - `REFSCORE_KERNELS` = `auto` (default), `avx512`, `avx2` or `portable`:
+//!   forces the compiled form of the fused CPU kernels (attention, bias +
+//!   GELU, add + layer norm) instead of the widest the CPU supports, e.g. to
+//!   test the AVX2 or portable path on an AVX-512 machine. Read once, when
+//!   the first [`EmbeddingStage`] loads. An unknown name or a path the CPU
+//!   cannot run (it lacks one of the features that path is compiled for) is
+//!   a configuration error naming the missing features; there is no silent
+//!   fallback. All paths agree within 1e-6 on the parity fixture. See
+//!   [`KernelPath`].
 
 mod bert;
 mod encoder;
@@ -14,6 +26,7 @@ mod kernels;
 mod math;
 mod model;
 mod store;
+mod tokens;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -29,11 +42,13 @@ use refscore_batch::{Error, RowBatch, ScoreColumns, TextColumn};
 use tokenizers::Tokenizer;
 
 pub use encoder::parse_device;
+pub use kernels::{kernel_path, KernelPath, KERNELS_ENV};
 pub use math::{bertscore, cosine, Embedded};
 pub use model::{read_settings, resolve, ModelFiles, Pooling, DEFAULT_MODEL_DIR};
 
 use encoder::Encoder;
 use store::EmbeddingStore;
+use tokens::{Bounds, Tokens};
 
 /// Most texts in one padded forward batch (devices other than the CPU):
 /// with texts sorted by length, a small group keeps the lengths in a batch
@@ -124,8 +139,13 @@ pub struct EmbedReport {
     pub tokens: u64,
     /// Padded tokens run through the model.
     pub padded_tokens: u64,
-    /// Texts longer than the truncation limit.
+    /// Texts embedded that had more word-pieces than the truncation limit
+    /// ([CLS]/[SEP] included); a text of exactly the limit is not truncated.
     pub texts_truncated: u64,
+    /// Bytes of text handed to the tokenizer (scoring and the `--idf`
+    /// pass): each distinct text once, and a long text only up to a prefix
+    /// that surely fills the truncation limit.
+    pub tokenized_bytes: u64,
     /// Time in the forward pass.
     pub forward: Duration,
     /// Time tokenising.
@@ -140,6 +160,7 @@ pub struct EmbedReport {
 pub struct EmbeddingStage {
     files: ModelFiles,
     tokenizer: Tokenizer,
+    bounds: Bounds,
     encoder: Encoder,
     max_len: usize,
     cls_sep: [u32; 2],
@@ -150,11 +171,13 @@ pub struct EmbeddingStage {
     baseline: Option<Baseline>,
     report: EmbedReport,
     store: Option<EmbeddingStore>,
+    kernels: KernelPath,
 }
 
 impl EmbeddingStage {
     /// Finds and loads the model and tokenizer.
     pub fn load(options: EmbedOptions) -> Result<EmbeddingStage, Error> {
+        let kernels = kernels::kernel_path()?;
         let files = model::resolve(options.model.as_deref())?;
         let max_len = match options.max_seq_length {
             Some(n) if n < 2 || n > files.max_positions => {
@@ -178,10 +201,17 @@ impl EmbeddingStage {
         let cls_sep = [special("[CLS]")?, special("[SEP]")?];
         let encoder = Encoder::load(&files, &options.device)?;
         let store = match &options.store {
-            Some(root) => Some(EmbeddingStore::open(root, &files, max_len, encoder.hidden)?),
+            Some(root) => Some(EmbeddingStore::open(
+                root,
+                &files,
+                max_len,
+                encoder.hidden,
+                store::Numerics::CURRENT,
+            )?),
             None => None,
         };
         Ok(EmbeddingStage {
+            bounds: Bounds::new(&tokenizer, max_len),
             files,
             tokenizer,
             encoder,
@@ -194,6 +224,7 @@ impl EmbeddingStage {
             baseline: None,
             report: EmbedReport::default(),
             store,
+            kernels,
         })
     }
 
@@ -205,6 +236,11 @@ impl EmbeddingStage {
     /// The truncation length in use.
     pub fn max_seq_length(&self) -> usize {
         self.max_len
+    }
+
+    /// The CPU kernel path in use (`REFSCORE_KERNELS`), for the summary.
+    pub fn kernel_path(&self) -> KernelPath {
+        self.kernels
     }
 
     /// The folder of this model's entries in the persistent cache, if any.
@@ -224,11 +260,18 @@ impl EmbeddingStage {
 
     /// Word-piece ids of a text, truncated like the model input.
     pub fn token_ids(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, Error> {
-        let enc = self
-            .tokenizer
-            .encode_batch_fast(texts.to_vec(), true)
-            .map_err(|e| Error::internal(format!("tokenizer: {e}")))?;
-        Ok(enc.into_iter().map(|e| e.get_ids().to_vec()).collect())
+        let (tokens, _) = self.bounds.encode(&self.tokenizer, texts)?;
+        Ok(tokens.into_iter().map(|t| t.ids).collect())
+    }
+
+    /// Tokenises texts for the model (bounded: see [`tokens`]), counting the
+    /// time and the bytes handed to the tokenizer.
+    fn tokenize(&mut self, texts: &[&str]) -> Result<Vec<Tokens>, Error> {
+        let t0 = Instant::now();
+        let (tokens, bytes) = self.bounds.encode(&self.tokenizer, texts)?;
+        self.report.tokenize += t0.elapsed();
+        self.report.tokenized_bytes += bytes;
+        Ok(tokens)
     }
 
     /// Computes IDF weights from every non-null reference of the input
@@ -241,14 +284,22 @@ impl EmbeddingStage {
         let mut rows = 0u64;
         for column in references {
             let column = column?;
-            let texts: Vec<&str> = (0..column.len()).filter_map(|i| column.get(i)).collect();
-            rows += texts.len() as u64;
-            for mut ids in self.token_ids(&texts)? {
+            // Each distinct text is tokenised once and counted once per row
+            // holding it: a reference repeated over thousands of rows (a
+            // dictionary-encoded column) is not tokenised thousands of times.
+            let mut counts: HashMap<&str, u32> = HashMap::new();
+            for text in (0..column.len()).filter_map(|i| column.get(i)) {
+                *counts.entry(text).or_insert(0) += 1;
+                rows += 1;
+            }
+            let (texts, counts): (Vec<&str>, Vec<u32>) = counts.into_iter().unzip();
+            for (tokens, count) in self.tokenize(&texts)?.into_iter().zip(counts) {
+                let mut ids = tokens.ids;
                 ids.sort_unstable();
                 ids.dedup();
                 for id in ids {
                     if let Some(c) = df.get_mut(id as usize) {
-                        *c += 1;
+                        *c += count;
                     }
                 }
             }
@@ -316,7 +367,7 @@ impl EmbeddingStage {
 
     /// Embeds texts that are all distinct (no cache), in order.
     fn embed_distinct(&mut self, texts: &[&str]) -> Result<Vec<Arc<Embedded>>, Error> {
-        let ids = self.token_ids(texts)?;
+        let ids = self.tokenize(texts)?;
         let mut out: Vec<Option<Arc<Embedded>>> = vec![None; texts.len()];
         let order: Vec<usize> = (0..texts.len()).collect();
         self.run_model(&order, ids.into_iter().map(Some).collect(), &mut out)?;
@@ -328,16 +379,16 @@ impl EmbeddingStage {
     fn run_model(
         &mut self,
         which: &[usize],
-        mut ids: Vec<Option<Vec<u32>>>,
+        mut ids: Vec<Option<Tokens>>,
         out: &mut [Option<Arc<Embedded>>],
     ) -> Result<(), Error> {
         let mut order: Vec<usize> = which.to_vec();
-        order.sort_by_key(|&k| std::cmp::Reverse(ids[k].as_ref().map_or(0, |v| v.len())));
+        order.sort_by_key(|&k| std::cmp::Reverse(ids[k].as_ref().map_or(0, |v| v.ids.len())));
         let budget = self.options.batch_tokens.max(self.max_len);
         let packs = self.encoder.packs();
         let mut start = 0;
         while start < order.len() {
-            let len_of = |k: usize| ids[k].as_ref().map_or(0, |v| v.len()).max(1);
+            let len_of = |k: usize| ids[k].as_ref().map_or(0, |v| v.ids.len()).max(1);
             let longest = len_of(order[start]);
             let count = if packs {
                 // No padding: fill the token budget, whatever the lengths.
@@ -358,7 +409,7 @@ impl EmbeddingStage {
             let group = &order[start..start + count];
             let seqs: Vec<&[u32]> = group
                 .iter()
-                .map(|&k| ids[k].as_deref().unwrap_or(&[]))
+                .map(|&k| ids[k].as_ref().map_or(&[][..], |t| t.ids.as_slice()))
                 .collect();
             let t0 = Instant::now();
             let states = self.encoder.forward(&seqs)?;
@@ -370,21 +421,19 @@ impl EmbeddingStage {
             };
             let hidden = self.encoder.hidden;
             let pooling = self.files.pooling;
-            let group_ids: Vec<Vec<u32>> = group
+            let group_ids: Vec<Tokens> = group
                 .iter()
                 .map(|&k| ids[k].take().unwrap_or_default())
                 .collect();
+            self.report.texts_truncated += group_ids.iter().filter(|t| t.truncated).count() as u64;
             let built: Vec<(usize, Embedded)> = group
                 .par_iter()
                 .zip(group_ids.into_par_iter().zip(states.into_par_iter()))
-                .map(|(&k, (ids, st))| (k, Embedded::from_states(ids, st, hidden, pooling)))
+                .map(|(&k, (t, st))| (k, Embedded::from_states(t.ids, st, hidden, pooling)))
                 .collect();
             for (k, e) in built {
                 self.report.tokens += e.ids.len() as u64;
                 self.report.texts_embedded += 1;
-                if e.ids.len() >= self.max_len {
-                    self.report.texts_truncated += 1;
-                }
                 out[k] = Some(Arc::new(e));
             }
             start += count;
@@ -457,11 +506,9 @@ impl EmbeddingStage {
             }
         }
         let misses: Vec<usize> = (0..texts.len()).filter(|&k| slots[k].is_none()).collect();
-        let t0 = Instant::now();
         let miss_texts: Vec<&str> = misses.iter().map(|&k| texts[k]).collect();
-        let miss_ids = self.token_ids(&miss_texts)?;
-        self.report.tokenize += t0.elapsed();
-        let mut ids: Vec<Option<Vec<u32>>> = vec![None; texts.len()];
+        let miss_ids = self.tokenize(&miss_texts)?;
+        let mut ids: Vec<Option<Tokens>> = vec![None; texts.len()];
         for (k, v) in misses.iter().zip(miss_ids) {
             ids[*k] = Some(v);
         }
@@ -509,7 +556,7 @@ impl EmbeddingStage {
                 for k in [ri, oi] {
                     if slots[k].is_none() && !queued[k] {
                         queued[k] = true;
-                        pending_tokens += ids[k].as_ref().map_or(0, |v| v.len());
+                        pending_tokens += ids[k].as_ref().map_or(0, |v| v.ids.len());
                         pending.push(k);
                     }
                 }
@@ -558,8 +605,8 @@ impl EmbeddingStage {
     }
 }
 
-/// Moves the token ids of `which` out of `ids` into a vector indexed like `ids`.
-fn ids_subset(ids: &mut [Option<Vec<u32>>], which: &[usize]) -> Vec<Option<Vec<u32>>> {
+/// Moves the tokens of `which` out of `ids` into a vector indexed like `ids`.
+fn ids_subset(ids: &mut [Option<Tokens>], which: &[usize]) -> Vec<Option<Tokens>> {
     let mut out = vec![None; ids.len()];
     for &k in which {
         out[k] = ids[k].take();

@@ -90,10 +90,18 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     sum
 }
 
-/// `max(0, cos)` of two unit vectors.
+/// `max(0, cos)` of two unit vectors, within SPEC §3's range [0, 1]: the
+/// f32 dot product of a unit vector with itself can round to 1.0000001, so
+/// the upper end is clamped as well as the lower.
 pub fn cosine(a: &Embedded, b: &Embedded) -> f32 {
-    dot(&a.pooled, &b.pooled).max(0.0)
+    dot(&a.pooled, &b.pooled).clamp(0.0, 1.0)
 }
+
+/// The range of raw BERTScore P, R and F: weighted means of cosine
+/// similarities, so [−1, 1] (SPEC §3 clamps nothing here; rounding in the
+/// f32 dot products of unit vectors is what could leave it). Rescaling by a
+/// baseline applies to the clamped raw value and may go below 0.
+const BERTSCORE_RANGE: (f64, f64) = (-1.0, 1.0);
 
 /// BERTScore precision, recall and F1 of `candidate` (the output) against
 /// `reference`, with per-token weights (0 for [CLS]/[SEP]). A text with no
@@ -137,14 +145,15 @@ pub fn bertscore(
             .sum::<f64>()
             / total
     };
-    let p = weighted(&best_c, wc, sum_wc);
-    let r = weighted(&best_r, wr, sum_wr);
+    let (lo, hi) = BERTSCORE_RANGE;
+    let p = weighted(&best_c, wc, sum_wc).clamp(lo, hi);
+    let r = weighted(&best_r, wr, sum_wr).clamp(lo, hi);
     let f = if p + r == 0.0 {
         0.0
     } else {
         2.0 * p * r / (p + r)
     };
-    let f = if f.is_finite() { f } else { 0.0 };
+    let f = if f.is_finite() { f.clamp(lo, hi) } else { 0.0 };
     [p as f32, r as f32, f as f32]
 }
 
@@ -185,6 +194,66 @@ mod tests {
         assert!((p - 0.6).abs() < 1e-6, "{p}");
         assert!((rr - 0.9).abs() < 1e-6, "{rr}");
         assert!((f - 2.0 * 0.6 * 0.9 / 1.5).abs() < 1e-6);
+    }
+
+    /// Deterministic pseudo-random values in [-1, 1].
+    fn values(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn identical_texts_never_score_above_one() {
+        // Unit vectors of MiniLM's width: a text scored against itself is
+        // 1 in exact arithmetic, but the f32 dot products round either way.
+        let h = 384;
+        let mut above = 0;
+        for seed in 0..300u64 {
+            let n = 3 + (seed as usize % 5);
+            let e = emb((0..n as u32).collect(), values(n * h, seed + 1), h);
+            if dot(&e.pooled, &e.pooled) > 1.0 {
+                above += 1;
+            }
+            let w: Vec<f32> = (0..n)
+                .map(|k| if k == 0 || k == n - 1 { 0.0 } else { 1.0 })
+                .collect();
+            let cos = cosine(&e, &e);
+            assert!(
+                (0.0..=1.0).contains(&cos) && cos > 1.0 - 1e-6,
+                "seed {seed}: cosine {cos}"
+            );
+            for v in bertscore(&e, &e, &w, &w, h) {
+                assert!(v <= 1.0 && v > 1.0 - 1e-6, "seed {seed}: bertscore {v}");
+            }
+        }
+        assert!(
+            above > 0,
+            "no raw dot product above 1: the test would prove nothing"
+        );
+    }
+
+    #[test]
+    fn opposite_vectors_keep_negative_bertscore_and_zero_cosine() {
+        let h = 2;
+        let c = emb(vec![101, 5, 102], vec![0., 1., 1., 0., 0., 1.], h);
+        let r = emb(vec![101, 6, 102], vec![0., 1., -1., 0., 0., 1.], h);
+        let w = [0., 1., 0.];
+        let [p, rr, f] = bertscore(&c, &r, &w, &w, h);
+        // The only weighted token of each side best matches the other's
+        // [CLS]/[SEP] (similarity 0): nothing clamps these at 0 from below.
+        assert_eq!([p, rr, f], [0.0, 0.0, 0.0]);
+        let c = emb(vec![101, 5, 102], vec![1., 0., 1., 0., 1., 0.], h);
+        let r = emb(vec![101, 6, 102], vec![-1., 0., -1., 0., -1., 0.], h);
+        let [p, _, _] = bertscore(&c, &r, &w, &w, h);
+        assert!((p + 1.0).abs() < 1e-6, "raw BERTScore may be negative: {p}");
+        assert_eq!(cosine(&c, &r), 0.0, "cosine clamps negatives to 0");
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //!
 //! Layout: `DIR/<model key>/<2 hex>/<sha256 of the text>.emb`, one small
 //! file per text. The model key hashes everything that changes an
-//! embedding — weights, config, tokenizer, truncation length and pooling —
-//! so a different model or setting never reads another's vectors. Files are
+//! embedding — weights, config, tokenizer, truncation length, pooling, and
+//! the [`Numerics`] (kernel numerics version and precision) — so a
+//! different model, setting or kernel change never reads another's vectors. Files are
 //! written to a temporary name and renamed, so a killed run or two runs at
 //! once leave only whole entries; an entry that does not read back exactly
 //! (wrong magic, sizes or length) is treated as missing. The cache is only
@@ -24,6 +25,32 @@ use crate::model::{ModelFiles, Pooling};
 /// First bytes of every entry; the digit is the format version.
 const MAGIC: &[u8; 8] = b"RSEMB\x00\x00\x01";
 
+/// How the numbers of an embedding were computed, beyond the model and its
+/// settings; part of the cache key so that vectors from other kernels are
+/// never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Numerics {
+    /// Bumped whenever a change to the kernels (attention, GELU, layer norm,
+    /// pooling, normalisation) changes the vectors they produce.
+    pub version: u32,
+    /// The precision the forward pass runs in: "fp32" today; a slot for a
+    /// coming bf16/int8 option.
+    pub precision: &'static str,
+}
+
+impl Numerics {
+    /// The numerics this build produces.
+    pub(crate) const CURRENT: Numerics = Numerics {
+        version: NUMERICS_VERSION,
+        precision: "fp32",
+    };
+}
+
+/// The numerics version of [`Numerics::CURRENT`]: bump it in any commit
+/// that changes the vectors the kernels compute, so `--embed-cache` entries
+/// written before are not reused.
+pub(crate) const NUMERICS_VERSION: u32 = 1;
+
 /// A persistent embedding cache for one model and setting.
 pub(crate) struct EmbeddingStore {
     dir: PathBuf,
@@ -33,14 +60,15 @@ pub(crate) struct EmbeddingStore {
 
 impl EmbeddingStore {
     /// Opens (creating it if needed) the part of `root` that belongs to this
-    /// model, truncation length and pooling.
+    /// model, truncation length, pooling and numerics.
     pub(crate) fn open(
         root: &Path,
         files: &ModelFiles,
         max_len: usize,
         hidden: usize,
+        numerics: Numerics,
     ) -> Result<EmbeddingStore, Error> {
-        let key = model_key(files, max_len)?;
+        let key = model_key(files, max_len, numerics)?;
         let dir = root.join(key);
         fs::create_dir_all(&dir).map_err(|e| {
             Error::io(format!(
@@ -96,8 +124,9 @@ impl EmbeddingStore {
     }
 }
 
-/// Hash of the model files and settings that determine an embedding.
-fn model_key(files: &ModelFiles, max_len: usize) -> Result<String, Error> {
+/// Hash of the model files, settings and numerics that determine an
+/// embedding.
+fn model_key(files: &ModelFiles, max_len: usize, numerics: Numerics) -> Result<String, Error> {
     let mut h = Sha256::new();
     for name in ["config.json", "tokenizer.json", "model.safetensors"] {
         let path = files.dir.join(name);
@@ -111,7 +140,13 @@ fn model_key(files: &ModelFiles, max_len: usize) -> Result<String, Error> {
         Pooling::Cls => "cls",
         Pooling::Max => "max",
     };
-    h.update(format!("max_seq_length={max_len};pooling={pooling}").as_bytes());
+    let Numerics { version, precision } = numerics;
+    h.update(
+        format!(
+            "max_seq_length={max_len};pooling={pooling};numerics={version};precision={precision}"
+        )
+        .as_bytes(),
+    );
     Ok(hex(&h.finalize())[..32].to_string())
 }
 
@@ -182,6 +217,47 @@ mod tests {
         assert_eq!(back.ids, e.ids);
         assert_eq!(back.pooled, e.pooled);
         assert_eq!(back.tokens, e.tokens);
+    }
+
+    /// A model folder with the three files the key hashes.
+    fn model_folder(dir: &Path) -> ModelFiles {
+        for name in ["config.json", "tokenizer.json", "model.safetensors"] {
+            fs::write(dir.join(name), name).unwrap();
+        }
+        ModelFiles {
+            dir: dir.to_path_buf(),
+            pooling: Pooling::Mean,
+            max_seq_length: 256,
+            max_positions: 512,
+            normalize: true,
+        }
+    }
+
+    #[test]
+    fn entries_of_other_numerics_are_never_reused() {
+        let (model, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let files = model_folder(model.path());
+        let open = |numerics| EmbeddingStore::open(root.path(), &files, 256, 4, numerics).unwrap();
+        let mut store = open(Numerics::CURRENT);
+        assert!(store.put("Paris", &sample()));
+        assert!(
+            open(Numerics::CURRENT).get("Paris").is_some(),
+            "same numerics: a hit"
+        );
+        let bumped = Numerics {
+            version: NUMERICS_VERSION + 1,
+            ..Numerics::CURRENT
+        };
+        assert!(
+            open(bumped).get("Paris").is_none(),
+            "new numerics version: a miss"
+        );
+        let bf16 = Numerics {
+            precision: "bf16",
+            ..Numerics::CURRENT
+        };
+        assert!(open(bf16).get("Paris").is_none(), "other precision: a miss");
+        assert_ne!(open(bumped).dir(), store.dir());
     }
 
     #[test]

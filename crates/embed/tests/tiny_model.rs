@@ -12,7 +12,7 @@ use tokenizers::models::wordpiece::WordPiece;
 use tokenizers::normalizers::BertNormalizer;
 use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::processors::bert::BertProcessing;
-use tokenizers::Tokenizer;
+use tokenizers::{Tokenizer, TruncationParams};
 
 const WORDS: &[&str] = &[
     "paris", "is", "the", "capital", "of", "france", "london", "answer", "42", "cat", "sat", "on",
@@ -258,4 +258,103 @@ fn hub_ids_resolve_from_the_local_hugging_face_cache_offline() {
     assert_eq!(files.pooling, Pooling::Cls);
     let err = resolve(Some("acme/absent")).unwrap_err();
     assert!(err.message.contains("HF_HUB_OFFLINE"), "{}", err.message);
+}
+
+/// Word-pieces of `text` the way the tokenizers library gives them for the
+/// whole text, truncated at `max_len` (what refscore did before it bounded
+/// tokenisation), and whether it had more pieces than that.
+fn whole_text_ids(dir: &Path, text: &str, max_len: usize) -> (Vec<u32>, bool) {
+    let mut tok = Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
+    tok.with_padding(None);
+    tok.with_truncation(Some(TruncationParams {
+        max_length: max_len,
+        ..TruncationParams::default()
+    }))
+    .unwrap();
+    let enc = tok.encode_fast(text, true).unwrap();
+    (enc.get_ids().to_vec(), !enc.get_overflowing().is_empty())
+}
+
+#[test]
+fn long_texts_are_cut_without_changing_what_the_model_sees() {
+    let dir = tempfile::tempdir().unwrap();
+    write_model(dir.path(), "mean", 32);
+    // Words of one word-piece each; 30 of them + [CLS]/[SEP] fill the limit
+    // exactly. A long whitespace run (no pieces) sits among them, so the
+    // first prefixes tried hold fewer pieces than the limit and must grow.
+    let words = ["paris", "is", "the", "capital", "of", "france", "london"];
+    let word = |k: usize| words[(k * 5 + k / 3) % words.len()];
+    let run = " ".repeat(1500);
+    let mut exact = String::new();
+    for k in 0..30 {
+        exact.push_str(word(k));
+        exact.push_str(match k {
+            14 => "\n\t",
+            15 => &run,
+            _ => " ",
+        });
+    }
+    let exact = exact.trim_end().to_string();
+    let mut big = exact.clone();
+    let mut k = 30;
+    while big.len() < 20 << 20 {
+        big.push_str(["  ", "\n", " ", "\t"][k % 4]);
+        big.push_str(word(k));
+        k += 1;
+    }
+    let one_more = format!("{exact} london");
+
+    let (exact_ids, exact_over) = whole_text_ids(dir.path(), &exact, 32);
+    assert_eq!((exact_ids.len(), exact_over), (32, false));
+    let (big_ids, big_over) = whole_text_ids(dir.path(), &big, 32);
+    assert!(big_over);
+    assert_eq!(big_ids, exact_ids, "the big text starts with the exact one");
+
+    let mut s = stage(dir.path());
+    assert_eq!(s.token_ids(&[big.as_str()]).unwrap(), vec![big_ids.clone()]);
+    assert_eq!(
+        s.token_ids(&[exact.as_str()]).unwrap(),
+        vec![exact_ids.clone()]
+    );
+
+    // Exactly max_seq_length word-pieces is not truncated.
+    let e_exact = s.embed(&[exact.as_str()]).unwrap();
+    assert_eq!(s.report().texts_truncated, 0, "a text of exactly the limit");
+    let before = s.report().tokenized_bytes;
+    let e_big = s.embed(&[big.as_str()]).unwrap();
+    assert_eq!(s.report().texts_truncated, 1, "the 20 MB text");
+    let handed = s.report().tokenized_bytes - before;
+    assert!(
+        handed < 64 << 10,
+        "{handed} bytes of a 20 MB text went to the tokenizer"
+    );
+    assert_eq!(e_big[0].ids, big_ids);
+    assert_eq!(
+        e_big[0].pooled, e_exact[0].pooled,
+        "same pieces, same vector"
+    );
+    assert_eq!(e_big[0].tokens, e_exact[0].tokens);
+    s.embed(&[one_more.as_str()]).unwrap();
+    assert_eq!(s.report().texts_truncated, 2, "one piece over the limit");
+}
+
+#[test]
+fn idf_tokenises_each_distinct_reference_once() {
+    use arrow::array::StringArray;
+    use refscore_batch::TextColumn;
+
+    let dir = tempfile::tempdir().unwrap();
+    write_model(dir.path(), "mean", 32);
+    let mut s = stage(dir.path());
+    let long = "the capital of france is paris ".repeat(3);
+    let mut rows: Vec<Option<&str>> = vec![Some(long.as_str()); 5000];
+    rows.extend([Some("cat"), None, Some("cat")]);
+    let column = TextColumn::Utf8(StringArray::from(rows));
+    let idf = s.fit_idf(std::iter::once(Ok(column))).unwrap();
+    assert_eq!(idf.rows(), 5002, "every non-null reference counts as a row");
+    assert_eq!(
+        s.report().tokenized_bytes,
+        (long.len() + "cat".len()) as u64,
+        "each distinct text tokenised once"
+    );
 }

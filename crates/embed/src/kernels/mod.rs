@@ -1,0 +1,842 @@
+//! CPU kernels for the parts of a BERT layer that are not matrix products:
+//! attention over one sequence, bias + GELU, and bias + residual + layer
+//! norm. Candle runs each of these as several passes over memory (a new
+//! tensor per op, scalar SSE2 loops); here each is one pass, written as
+//! plain loops that LLVM vectorises, and compiled once per *kernel path*:
+//!
+//! | path       | compiled for                     | attention products      |
+//! |------------|----------------------------------|-------------------------|
+//! | `avx512`   | AVX-512F, AVX-512VL, AVX2, FMA   | explicit register tiles |
+//! | `avx2`     | AVX2, FMA                        | portable loops          |
+//! | `portable` | baseline x86-64 (or any target)  | portable loops          |
+//!
+//! Each path lives in its own module ([`avx512`], [`avx2`], [`portable`]),
+//! which names its target features exactly once: the same list compiles its
+//! functions and decides whether the running CPU can use it.
+//!
+//! # Choosing the path: `REFSCORE_KERNELS`
+//!
+//! By default the widest path the CPU supports is used. The environment
+//! variable `REFSCORE_KERNELS` (`auto`, `avx512`, `avx2` or `portable`) forces
+//! one, e.g. to test the AVX2 or portable path on an AVX-512 machine. It is
+//! read once, the first time a kernel path is needed (loading an
+//! [`crate::EmbeddingStage`]). A forced path the CPU cannot run, or an
+//! unknown name, is a configuration error naming the missing CPU features;
+//! it never falls back silently, so a forced test run tests what it says.
+//! The variable governs these kernels only: the matrix products are Candle's
+//! (gemm), which picks its own SIMD level.
+
+use std::sync::OnceLock;
+
+use refscore_batch::Error;
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+mod portable;
+
+/// The environment variable that forces a kernel path (see the module docs).
+pub const KERNELS_ENV: &str = "REFSCORE_KERNELS";
+
+/// One compiled form of the fused CPU kernels (see the module docs). Exists
+/// so that every form can be chosen, forced and tested by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelPath {
+    /// AVX-512 (F and VL) with AVX2 and FMA; register-tiled attention.
+    Avx512,
+    /// AVX2 and FMA.
+    Avx2,
+    /// Baseline instructions only; runs on every CPU.
+    Portable,
+}
+
+impl KernelPath {
+    /// Every path, widest first.
+    pub const ALL: [KernelPath; 3] = [KernelPath::Avx512, KernelPath::Avx2, KernelPath::Portable];
+
+    /// The name `REFSCORE_KERNELS` uses for this path.
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelPath::Avx512 => "avx512",
+            KernelPath::Avx2 => "avx2",
+            KernelPath::Portable => "portable",
+        }
+    }
+
+    /// The path called `name` (as in `REFSCORE_KERNELS`), if any.
+    pub fn from_name(name: &str) -> Option<KernelPath> {
+        KernelPath::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// The CPU features this path is compiled for.
+    pub fn features(self) -> &'static [&'static str] {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Avx512 => avx512::FEATURES,
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Avx2 => avx2::FEATURES,
+            #[cfg(not(target_arch = "x86_64"))]
+            KernelPath::Avx512 | KernelPath::Avx2 => &[],
+            KernelPath::Portable => portable::FEATURES,
+        }
+    }
+
+    /// The features of [`KernelPath::features`] the running CPU lacks
+    /// (all of them off x86-64, where only the portable path exists).
+    pub fn missing_features(self) -> Vec<&'static str> {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Avx512 => avx512::missing(),
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Avx2 => avx2::missing(),
+            #[cfg(not(target_arch = "x86_64"))]
+            KernelPath::Avx512 => vec!["avx512f", "avx512vl", "avx2", "fma"],
+            #[cfg(not(target_arch = "x86_64"))]
+            KernelPath::Avx2 => vec!["avx2", "fma"],
+            KernelPath::Portable => portable::missing(),
+        }
+    }
+
+    /// Whether the running CPU has every feature this path is compiled for.
+    pub fn supported(self) -> bool {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Avx512 => avx512::supported(),
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Avx2 => avx2::supported(),
+            #[cfg(not(target_arch = "x86_64"))]
+            KernelPath::Avx512 | KernelPath::Avx2 => false,
+            KernelPath::Portable => portable::supported(),
+        }
+    }
+
+    /// The widest path the running CPU supports.
+    pub fn best() -> KernelPath {
+        KernelPath::ALL
+            .into_iter()
+            .find(|p| p.supported())
+            .unwrap_or(KernelPath::Portable)
+    }
+}
+
+/// The kernel path in use: `REFSCORE_KERNELS` when set (read once, on the
+/// first call), else the widest the CPU supports. An unknown name or a path
+/// this CPU cannot run is a configuration error.
+pub fn kernel_path() -> Result<KernelPath, Error> {
+    static SELECTED: OnceLock<Result<KernelPath, String>> = OnceLock::new();
+    SELECTED
+        .get_or_init(|| select(std::env::var_os(KERNELS_ENV).as_deref()))
+        .clone()
+        .map_err(Error::config)
+}
+
+/// The path a `REFSCORE_KERNELS` value asks for, checked against the CPU.
+fn select(value: Option<&std::ffi::OsStr>) -> Result<KernelPath, String> {
+    let Some(value) = value else {
+        return Ok(KernelPath::best());
+    };
+    let text = value.to_string_lossy();
+    let name = text.trim();
+    if name.is_empty() || name == "auto" {
+        return Ok(KernelPath::best());
+    }
+    let path = KernelPath::from_name(name).ok_or_else(|| {
+        format!(
+            "{KERNELS_ENV}={text}: unknown kernel path (expected auto, avx512, avx2 or portable)"
+        )
+    })?;
+    let missing = path.missing_features();
+    if !missing.is_empty() {
+        return Err(format!(
+            "{KERNELS_ENV}={name}: this CPU cannot run the {name} kernels: it lacks {} \
+             (they need {}); unset it or use {}",
+            missing.join(", "),
+            path.features().join(", "),
+            KernelPath::best().name()
+        ));
+    }
+    Ok(path)
+}
+
+/// The path the dispatching kernels below run. [`crate::EmbeddingStage`]
+/// checks [`kernel_path`] when it loads, so a bad `REFSCORE_KERNELS` is
+/// reported there, as a configuration error, before any kernel runs.
+fn active() -> KernelPath {
+    kernel_path().unwrap_or_else(|e| panic!("{}", e.message))
+}
+
+/// Runs `$kernel` from the module of `$path` (checked to be supported: the
+/// level functions are `unsafe` because they need their CPU features).
+macro_rules! dispatch {
+    ($path:expr, $kernel:ident($($arg:expr),* $(,)?)) => {{
+        let path: KernelPath = $path;
+        assert!(
+            path.supported(),
+            "the {} kernels need {:?}, which this CPU lacks",
+            path.name(),
+            path.missing_features()
+        );
+        match path {
+            // SAFETY: the CPU has every feature the module's functions are
+            // compiled for (asserted above).
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Avx512 => unsafe { avx512::$kernel($($arg),*) },
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Avx2 => unsafe { avx2::$kernel($($arg),*) },
+            // SAFETY: the portable functions need no CPU feature.
+            _ => unsafe { portable::$kernel($($arg),*) },
+        }
+    }};
+}
+
+/// Defines, in a path module, the list of target features it is compiled
+/// for, its CPU check, and its compiled forms of the kernels (bodies from
+/// this module, inlined at the module's SIMD level). `$products`: the
+/// attention products it uses.
+macro_rules! kernel_path_module {
+    ([$($feature:tt),*], $products:ty) => {
+        use super::{AddNormParams, AttentionScratch, AttentionShape};
+
+        /// The CPU features every function of this module is compiled for.
+        pub(super) const FEATURES: &[&str] = &[$($feature),*];
+
+        /// Whether the running CPU has all of [`FEATURES`] (cached by std:
+        /// cheap enough to check on every call).
+        pub(super) fn supported() -> bool {
+            true $(&& std::is_x86_feature_detected!($feature))*
+        }
+
+        /// The features of [`FEATURES`] the running CPU lacks.
+        pub(super) fn missing() -> Vec<&'static str> {
+            let checks: &[(bool, &'static str)] =
+                &[$((std::is_x86_feature_detected!($feature), $feature)),*];
+            checks.iter().filter(|(has, _)| !has).map(|(_, f)| *f).collect()
+        }
+
+        /// [`super::add_norm_rows`] at this module's level.
+        ///
+        /// # Safety
+        /// The CPU must have every feature in [`FEATURES`].
+        $(#[target_feature(enable = $feature)])*
+        pub(super) unsafe fn add_norm_rows(
+            x: &mut [f32],
+            residual: &[f32],
+            p: &AddNormParams<'_>,
+        ) {
+            super::add_norm_body(x, residual, p)
+        }
+
+        /// [`super::bias_gelu_rows`] at this module's level.
+        ///
+        /// # Safety
+        /// As [`add_norm_rows`].
+        $(#[target_feature(enable = $feature)])*
+        pub(super) unsafe fn bias_gelu_rows(x: &mut [f32], bias: &[f32]) {
+            super::bias_gelu_body(x, bias)
+        }
+
+        /// [`super::attend_sequence`] at this module's level.
+        ///
+        /// # Safety
+        /// As [`add_norm_rows`].
+        $(#[target_feature(enable = $feature)])*
+        pub(super) unsafe fn attend(
+            qkv: &[f32],
+            len: usize,
+            out: &mut [f32],
+            s: &AttentionShape<'_>,
+            scratch: &mut AttentionScratch,
+        ) {
+            // SAFETY: `$products` needs at most this module's features,
+            // which the caller guarantees.
+            unsafe { super::attend_body::<$products>(qkv, len, out, s, scratch) }
+        }
+    };
+}
+use kernel_path_module;
+
+/// Lanes in the accumulators of reductions: one AVX-512 register of f32.
+/// The same on every path, so every path adds in the same order.
+const LANES: usize = 16;
+
+/// Σ x, with `LANES` independent partial sums so the loop vectorises.
+#[inline(always)]
+fn sum(x: &[f32]) -> f32 {
+    let mut acc = [0f32; LANES];
+    let chunks = x.chunks_exact(LANES);
+    let tail: f32 = chunks.remainder().iter().sum();
+    for c in chunks {
+        for i in 0..LANES {
+            acc[i] += c[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// Σ (x − m)², vectorised like [`sum`].
+#[inline(always)]
+fn sum_sq_dev(x: &[f32], m: f32) -> f32 {
+    let mut acc = [0f32; LANES];
+    let chunks = x.chunks_exact(LANES);
+    let tail: f32 = chunks.remainder().iter().map(|v| (v - m) * (v - m)).sum();
+    for c in chunks {
+        for i in 0..LANES {
+            let d = c[i] - m;
+            acc[i] += d * d;
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// max x (−∞ for an empty slice), vectorised like [`sum`].
+#[inline(always)]
+fn max(x: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; LANES];
+    let chunks = x.chunks_exact(LANES);
+    let tail = chunks
+        .remainder()
+        .iter()
+        .fold(f32::NEG_INFINITY, |a, &v| a.max(v));
+    for c in chunks {
+        for i in 0..LANES {
+            acc[i] = acc[i].max(c[i]);
+        }
+    }
+    acc.iter().fold(tail, |a, &v| a.max(v))
+}
+
+/// The parameters of one "add bias and residual, then layer-normalise" step.
+pub(crate) struct AddNormParams<'a> {
+    pub bias: &'a [f32],
+    pub gamma: &'a [f32],
+    pub beta: &'a [f32],
+    pub eps: f32,
+}
+
+/// For each row: `x ← LayerNorm(x + bias + residual)`, on the active
+/// [`KernelPath`]. The mean and variance are taken in two passes over the
+/// row (held in L1), as accurate as the reference implementations'
+/// single-pass forms or more.
+pub(crate) fn add_norm_rows(x: &mut [f32], residual: &[f32], p: &AddNormParams<'_>) {
+    add_norm_rows_on(active(), x, residual, p)
+}
+
+/// [`add_norm_rows`] on a given path (panics if the CPU cannot run it).
+pub(crate) fn add_norm_rows_on(
+    path: KernelPath,
+    x: &mut [f32],
+    residual: &[f32],
+    p: &AddNormParams<'_>,
+) {
+    dispatch!(path, add_norm_rows(x, residual, p))
+}
+
+#[inline(always)]
+fn add_norm_body(x: &mut [f32], residual: &[f32], p: &AddNormParams<'_>) {
+    let h = p.bias.len();
+    for (row, res) in x.chunks_exact_mut(h).zip(residual.chunks_exact(h)) {
+        for ((v, &r), &b) in row.iter_mut().zip(res).zip(p.bias) {
+            *v += r + b;
+        }
+        let mean = sum(row) / h as f32;
+        let var = sum_sq_dev(row, mean) / h as f32;
+        let rstd = 1.0 / (var + p.eps).sqrt();
+        for ((v, &g), &b) in row.iter_mut().zip(p.gamma).zip(p.beta) {
+            *v = (*v - mean) * rstd * g + b;
+        }
+    }
+}
+
+/// For each row: `x ← GELU(x + bias)`, exact (erf) form, on the active
+/// [`KernelPath`].
+pub(crate) fn bias_gelu_rows(x: &mut [f32], bias: &[f32]) {
+    bias_gelu_rows_on(active(), x, bias)
+}
+
+/// [`bias_gelu_rows`] on a given path (panics if the CPU cannot run it).
+pub(crate) fn bias_gelu_rows_on(path: KernelPath, x: &mut [f32], bias: &[f32]) {
+    dispatch!(path, bias_gelu_rows(x, bias))
+}
+
+#[inline(always)]
+fn bias_gelu_body(x: &mut [f32], bias: &[f32]) {
+    for row in x.chunks_exact_mut(bias.len()) {
+        for (v, &b) in row.iter_mut().zip(bias) {
+            *v = gelu(*v + b);
+        }
+    }
+}
+
+/// The shape of one sequence's attention input: `qkv` rows are
+/// `[q | k | v]`, each `heads × head_dim`, biases not yet added; the query
+/// part already carries the 1/√d scale (weights and bias).
+pub(crate) struct AttentionShape<'a> {
+    pub heads: usize,
+    pub head_dim: usize,
+    pub qkv_bias: &'a [f32],
+}
+
+/// Most queries handled together in attention: their score rows and outputs
+/// stay in registers while one row of keys or values is loaded.
+const QUERY_BLOCK: usize = 8;
+
+/// Working memory of [`attend_sequence`], reused across calls.
+#[derive(Default)]
+pub(crate) struct AttentionScratch {
+    /// Keys of one head, transposed: `head_dim × lp` (lp = len rounded up to
+    /// whole lanes; the padding columns stay zero).
+    kt: Vec<f32>,
+    /// Values of one head: `len × dp` (dp = head_dim rounded up likewise).
+    v: Vec<f32>,
+    /// One query block: queries with bias (`R × head_dim`), score rows, then
+    /// probabilities (`R × lp`), outputs (`R × dp`).
+    q: Vec<f32>,
+    scores: Vec<f32>,
+    out: Vec<f32>,
+}
+
+/// `buf` as `n` zeros.
+fn zeroed(buf: &mut Vec<f32>, n: usize) -> &mut [f32] {
+    buf.clear();
+    buf.resize(n, 0.0);
+    buf
+}
+
+/// Self-attention of one sequence, on the active [`KernelPath`]. `qkv`:
+/// `len × 3h` rows `[q | k | v]`, each `heads × head_dim`, biases not yet
+/// added (the query part already carries the 1/√d scale); `out`: `len × h`.
+/// Only real tokens come in, so no mask is needed.
+pub(crate) fn attend_sequence(
+    qkv: &[f32],
+    len: usize,
+    out: &mut [f32],
+    s: &AttentionShape<'_>,
+    scratch: &mut AttentionScratch,
+) {
+    attend_sequence_on(active(), qkv, len, out, s, scratch)
+}
+
+/// [`attend_sequence`] on a given path (panics if the CPU cannot run it).
+pub(crate) fn attend_sequence_on(
+    path: KernelPath,
+    qkv: &[f32],
+    len: usize,
+    out: &mut [f32],
+    s: &AttentionShape<'_>,
+    scratch: &mut AttentionScratch,
+) {
+    dispatch!(path, attend(qkv, len, out, s, scratch))
+}
+
+/// The two products of attention, as one kernel path computes them.
+trait AttentionProducts {
+    /// `scores[r][j] = Σ_c q[r][c] · kt[c][j]` for `R` queries.
+    ///
+    /// # Safety
+    /// The CPU must have the implementing path's features.
+    unsafe fn scores<const R: usize>(keys: &Keys<'_>, q: &[f32], scores: &mut [f32]);
+
+    /// `o[r][c] = Σ_j p[r][j] · v[j][c]` for `R` probability rows.
+    ///
+    /// # Safety
+    /// As [`AttentionProducts::scores`].
+    unsafe fn weighted_values<const R: usize>(keys: &Keys<'_>, p: &[f32], o: &mut [f32]);
+}
+
+/// The body of [`attend_sequence`], with the products of `P`.
+///
+/// # Safety
+/// The CPU must have the features `P` needs.
+#[inline(always)]
+unsafe fn attend_body<P: AttentionProducts>(
+    qkv: &[f32],
+    len: usize,
+    out: &mut [f32],
+    s: &AttentionShape<'_>,
+    scratch: &mut AttentionScratch,
+) {
+    const R: usize = QUERY_BLOCK;
+    let d = s.head_dim;
+    let h = s.heads * d;
+    let lp = len.div_ceil(LANES) * LANES;
+    let dp = d.div_ceil(LANES) * LANES;
+    let kt = zeroed(&mut scratch.kt, d * lp);
+    let v = zeroed(&mut scratch.v, len * dp);
+    let q = zeroed(&mut scratch.q, R * d);
+    let scores = zeroed(&mut scratch.scores, R * lp);
+    let o = zeroed(&mut scratch.out, R * dp);
+    for head in 0..s.heads {
+        let (qo, ko, vo) = (head * d, h + head * d, 2 * h + head * d);
+        let (qb, kb, vb) = (
+            &s.qkv_bias[qo..qo + d],
+            &s.qkv_bias[ko..ko + d],
+            &s.qkv_bias[vo..vo + d],
+        );
+        for (j, row) in qkv.chunks_exact(3 * h).take(len).enumerate() {
+            for (c, (&x, &b)) in row[ko..ko + d].iter().zip(kb).enumerate() {
+                kt[c * lp + j] = x + b;
+            }
+            add(&mut v[j * dp..j * dp + d], &row[vo..vo + d], vb);
+        }
+        let keys = Keys { kt, v, len, lp, dp };
+        let mut i = 0;
+        while i < len {
+            let r = match len - i {
+                n if n >= 8 => 8,
+                n if n >= 4 => 4,
+                _ => 1,
+            };
+            for (k, qr) in q.chunks_exact_mut(d).take(r).enumerate() {
+                add(qr, &qkv[(i + k) * 3 * h + qo..][..d], qb);
+            }
+            let (q, scores, o) = (&q[..r * d], &mut scores[..r * lp], &mut o[..r * dp]);
+            // SAFETY: the caller guarantees the features `P` needs.
+            unsafe {
+                match r {
+                    8 => query_block::<8, P>(&keys, q, scores, o),
+                    4 => query_block::<4, P>(&keys, q, scores, o),
+                    _ => query_block::<1, P>(&keys, q, scores, o),
+                }
+            }
+            for k in 0..r {
+                out[(i + k) * h + qo..][..d].copy_from_slice(&o[k * dp..k * dp + d]);
+            }
+            i += r;
+        }
+    }
+}
+
+/// `dst = a + b`, element-wise.
+#[inline(always)]
+fn add(dst: &mut [f32], a: &[f32], b: &[f32]) {
+    for ((d, &x), &y) in dst.iter_mut().zip(a).zip(b) {
+        *d = x + y;
+    }
+}
+
+/// One head's keys (transposed) and values, ready for query blocks.
+#[derive(Clone, Copy)]
+struct Keys<'a> {
+    kt: &'a [f32],
+    v: &'a [f32],
+    len: usize,
+    lp: usize,
+    dp: usize,
+}
+
+/// Attention of `R` queries (`q`: `R × head_dim`) against one head's keys:
+/// scores into `scores` (`R × lp`), softmax in place, then `o` (`R × dp`)
+/// = P·V.
+///
+/// # Safety
+/// The CPU must have the features `P` needs.
+#[inline(always)]
+unsafe fn query_block<const R: usize, P: AttentionProducts>(
+    keys: &Keys<'_>,
+    q: &[f32],
+    scores: &mut [f32],
+    o: &mut [f32],
+) {
+    // SAFETY: the caller guarantees the features `P` needs.
+    unsafe { P::scores::<R>(keys, q, scores) };
+    let Keys { len, lp, .. } = *keys;
+    for row in scores.chunks_exact_mut(lp) {
+        let (real, pad) = row.split_at_mut(len);
+        let m = max(real);
+        for x in real.iter_mut() {
+            *x = exp_neg(*x - m);
+        }
+        let inv = 1.0 / sum(real);
+        real.iter_mut().for_each(|x| *x *= inv);
+        pad.iter_mut().for_each(|x| *x = 0.0);
+    }
+    // SAFETY: as above.
+    unsafe { P::weighted_values::<R>(keys, scores, o) };
+}
+
+/// 0.5·x·erfc(−x/√2), with erfc from the Chebyshev-fitted formula of
+/// Numerical Recipes (fractional error < 1.2e-7) and a branch-free exp, so
+/// loops over it vectorise.
+#[inline(always)]
+pub(crate) fn gelu(x: f32) -> f32 {
+    let u = -x * std::f32::consts::FRAC_1_SQRT_2;
+    let z = u.abs();
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let poly = -1.265_512_2
+        + t * (1.000_023_7
+            + t * (0.374_091_96
+                + t * (0.096_784_18
+                    + t * (-0.186_288_06
+                        + t * (0.278_868_07
+                            + t * (-1.135_204
+                                + t * (1.488_515_9 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+    let ans = t * exp_neg(-z * z + poly);
+    let erfc = if u >= 0.0 { ans } else { 2.0 - ans };
+    0.5 * x * erfc
+}
+
+/// e^x for x ≤ 0 (clamped below at −87), relative error ~2e-7:
+/// 2^n · p(r) with n = round(x/ln2), |r| ≤ ln2/2.
+#[inline(always)]
+pub(crate) fn exp_neg(x: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23: adding it rounds to an integer
+    let x = x.max(-87.0);
+    let shifted = x * std::f32::consts::LOG2_E + MAGIC;
+    let n = shifted - MAGIC;
+    let r = x - n * 0.693_145_75 - n * 1.428_606_8e-6;
+    let p = 1.0
+        + r * (1.0
+            + r * (0.5
+                + r * (0.166_666_67
+                    + r * (0.041_666_668 + r * (0.008_333_334 + r * 0.001_388_889)))));
+    // n as an integer, read from the mantissa bits rather than by a float
+    // to int conversion (Rust's saturating `as` does not vectorise).
+    let n_int = shifted.to_bits().wrapping_sub(MAGIC.to_bits());
+    let scale = f32::from_bits(n_int.wrapping_add(127) << 23);
+    p * scale
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn erf_ref(x: f64) -> f64 {
+        // erf by its Taylor series (converges well for |x| < 5 in f64).
+        let mut sum: f64 = 0.0;
+        let mut term = x;
+        let mut n = 0.0;
+        while term.abs() > 1e-17 * sum.abs().max(1e-300) && n < 200.0 {
+            sum += term / (2.0 * n + 1.0);
+            n += 1.0;
+            term *= -x * x / n;
+        }
+        2.0 / std::f64::consts::PI.sqrt() * sum
+    }
+
+    fn gelu_ref(x: f64) -> f64 {
+        if x.abs() < 5.0 {
+            0.5 * x * (1.0 + erf_ref(x / std::f64::consts::SQRT_2))
+        } else if x > 0.0 {
+            x
+        } else {
+            0.0
+        }
+    }
+
+    /// The kernel paths this CPU can run, each f64-reference test runs on
+    /// all of them; the others are skipped with a message, so an AVX-512
+    /// machine tests all three and an AVX2 one the two it has.
+    fn runnable_paths() -> Vec<KernelPath> {
+        KernelPath::ALL
+            .into_iter()
+            .filter(|p| {
+                let missing = p.missing_features();
+                if !missing.is_empty() {
+                    eprintln!(
+                        "skipping the {} kernels: this CPU lacks {}",
+                        p.name(),
+                        missing.join(", ")
+                    );
+                }
+                missing.is_empty()
+            })
+            .collect()
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn every_path_checks_every_feature_it_is_compiled_for() {
+        assert_eq!(
+            KernelPath::Avx512.features(),
+            ["avx512f", "avx512vl", "avx2", "fma"]
+        );
+        assert_eq!(KernelPath::Avx2.features(), ["avx2", "fma"]);
+        assert!(KernelPath::Portable.features().is_empty());
+        assert!(KernelPath::Portable.supported());
+        for path in KernelPath::ALL {
+            assert_eq!(
+                path.supported(),
+                path.missing_features().is_empty(),
+                "{path:?}"
+            );
+            assert_eq!(KernelPath::from_name(path.name()), Some(path));
+        }
+        assert!(KernelPath::best().supported());
+    }
+
+    #[test]
+    fn forcing_a_path_is_checked_against_the_cpu() {
+        use std::ffi::OsStr;
+        assert_eq!(select(None), Ok(KernelPath::best()));
+        assert_eq!(select(Some(OsStr::new("auto"))), Ok(KernelPath::best()));
+        assert_eq!(
+            select(Some(OsStr::new("portable"))),
+            Ok(KernelPath::Portable)
+        );
+        let err = select(Some(OsStr::new("sse9"))).unwrap_err();
+        assert!(
+            err.contains("REFSCORE_KERNELS=sse9: unknown kernel path"),
+            "{err}"
+        );
+        for path in KernelPath::ALL {
+            match select(Some(OsStr::new(path.name()))) {
+                Ok(p) => assert!(p == path && path.supported()),
+                Err(e) => {
+                    assert!(!path.supported());
+                    let lacks = path.missing_features().join(", ");
+                    assert!(e.contains(&format!("lacks {lacks}")), "{e}");
+                }
+            }
+        }
+    }
+
+    /// Deterministic pseudo-random values in [-scale, scale].
+    fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+        let mut s = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
+            })
+            .collect()
+    }
+
+    #[test]
+    fn gelu_matches_the_exact_function() {
+        let xs: Vec<f32> = (-2000..=2000).map(|k| k as f32 * 0.005).collect();
+        for path in runnable_paths() {
+            let mut got = xs.clone();
+            bias_gelu_rows_on(path, &mut got, &[0.0; 1]);
+            let mut worst: f64 = 0.0;
+            for (&x, &g) in xs.iter().zip(&got) {
+                let exact = gelu_ref(x as f64);
+                worst = worst.max((g as f64 - exact).abs() / exact.abs().max(1.0));
+                assert_eq!(
+                    g,
+                    gelu(x),
+                    "{path:?}: compiled and scalar forms agree bit for bit"
+                );
+            }
+            assert!(worst < 3e-6, "{path:?}: worst error {worst}");
+        }
+    }
+
+    #[test]
+    fn exp_is_accurate() {
+        for k in 0..=870 {
+            let x = -(k as f32) * 0.1;
+            let want = (x as f64).exp();
+            let got = exp_neg(x) as f64;
+            assert!(
+                ((got - want) / want).abs() < 1e-6,
+                "exp({x}) = {got}, want {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn add_norm_matches_a_direct_computation() {
+        let h = 40; // not a multiple of the lane count: exercises the tails
+        let rows = 3;
+        let x0 = values(rows * h, 1, 3.0);
+        let res = values(rows * h, 2, 1.0);
+        let (bias, gamma, beta) = (values(h, 3, 0.5), values(h, 4, 2.0), values(h, 5, 0.5));
+        let p = AddNormParams {
+            bias: &bias,
+            gamma: &gamma,
+            beta: &beta,
+            eps: 1e-12,
+        };
+        for path in runnable_paths() {
+            check_add_norm(path, &x0, &res, &p, rows);
+        }
+    }
+
+    fn check_add_norm(
+        path: KernelPath,
+        x0: &[f32],
+        res: &[f32],
+        p: &AddNormParams<'_>,
+        rows: usize,
+    ) {
+        let (h, bias, gamma, beta) = (p.bias.len(), p.bias, p.gamma, p.beta);
+        let mut x = x0.to_vec();
+        add_norm_rows_on(path, &mut x, res, p);
+        for r in 0..rows {
+            let v: Vec<f64> = (0..h)
+                .map(|c| (x0[r * h + c] + res[r * h + c] + bias[c]) as f64)
+                .collect();
+            let mean = v.iter().sum::<f64>() / h as f64;
+            let var = v.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / h as f64;
+            for c in 0..h {
+                let want = (v[c] - mean) / (var + 1e-12).sqrt() * gamma[c] as f64 + beta[c] as f64;
+                assert!(
+                    (x[r * h + c] as f64 - want).abs() < 1e-5,
+                    "{path:?}: row {r} col {c}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn attention_matches_a_direct_computation() {
+        for (heads, d, t, len) in [
+            (3, 8, 7, 5),
+            (2, 32, 40, 37),
+            (1, 16, 17, 17),
+            (2, 24, 1, 1),
+            (4, 32, 13, 13),
+        ] {
+            for path in runnable_paths() {
+                check_attention(path, heads, d, t, len);
+            }
+        }
+    }
+
+    fn check_attention(path: KernelPath, heads: usize, d: usize, t: usize, len: usize) {
+        let h = heads * d;
+        let qkv = values(t * 3 * h, 7, 1.5);
+        let bias = values(3 * h, 8, 0.3);
+        let mut out = vec![f32::NAN; len * h];
+        let shape = AttentionShape {
+            heads,
+            head_dim: d,
+            qkv_bias: &bias,
+        };
+        attend_sequence_on(
+            path,
+            &qkv[..len * 3 * h],
+            len,
+            &mut out,
+            &shape,
+            &mut AttentionScratch::default(),
+        );
+        let at = |i: usize, part: usize, head: usize, c: usize| {
+            let k = part * h + head * d + c;
+            (qkv[i * 3 * h + k] + bias[k]) as f64
+        };
+        for head in 0..heads {
+            for i in 0..len {
+                let scores: Vec<f64> = (0..len)
+                    .map(|j| (0..d).map(|c| at(i, 0, head, c) * at(j, 1, head, c)).sum())
+                    .collect();
+                let m = scores.iter().cloned().fold(f64::MIN, f64::max);
+                let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+                let z: f64 = e.iter().sum();
+                for c in 0..d {
+                    let want: f64 = (0..len).map(|j| e[j] / z * at(j, 2, head, c)).sum();
+                    let got = out[i * h + head * d + c] as f64;
+                    assert!(
+                        (got - want).abs() < 1e-5,
+                        "{path:?}: head {head} row {i} col {c}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}

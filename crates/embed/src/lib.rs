@@ -1,7 +1,7 @@
-//! Embedding metrics (SPEC §3) with a local sentence-transformer run in
-//! Candle: `cosine` of pooled sentence vectors and BERTScore
-//! precision/recall/F1 over the last layer's token vectors, both from one
-//! forward pass per distinct text.
+//! Embedding metrics (docs/metrics.md#embedding-metrics) with a local
+//! sentence-transformer run in Candle: `cosine` of pooled sentence vectors
+//! and BERTScore precision/recall/F1 over the last layer's token vectors,
+//! both from one forward pass per distinct text.
 //!
 //! Distinct texts are found per batch and remembered across batches in a
 //! bounded cache, so a reference repeated across thousands of rows is

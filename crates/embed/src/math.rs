@@ -1,5 +1,6 @@
 //! The metric math on token vectors: pooling, L2 normalisation, cosine and
-//! BERTScore's greedy matching (SPEC §3).
+//! BERTScore's greedy matching (docs/metrics.md#cosine,
+//! docs/metrics.md#bertscore).
 
 use crate::model::Pooling;
 

@@ -1,7 +1,7 @@
-//! LLM-judge metrics (SPEC §4): Meaning Match, the 0–10 similarity rubric
-//! and the fact ratio, asked of any OpenAI-compatible chat-completions
-//! endpoint — only for rows that request them and that no cheaper rule
-//! already decides.
+//! LLM-judge metrics (docs/metrics.md#judge-metrics): Meaning Match, the
+//! 0–10 similarity rubric and the fact ratio, asked of any OpenAI-compatible
+//! chat-completions endpoint — only for rows that request them and that no
+//! cheaper rule already decides.
 //!
 //! Order of decision per row and metric: not requested → null; empty output
 //! → false/0 (`rule`); the same answer up to case, whitespace, articles and

@@ -1,4 +1,5 @@
-//! Lexical metrics (SPEC §2): computed for every row, no model needed.
+//! Lexical metrics (docs/metrics.md#lexical-metrics): computed for every
+//! row, no model needed.
 //!
 //! `exact_match`, `contains_match` compare the stripped texts as they are;
 //! `exact_match_norm`, `contains_match_norm` and `token_f1` compare the

@@ -1,6 +1,6 @@
-//! Normalisation N of SPEC §2: NFKC, lowercase, punctuation removed, the
-//! articles a/an/the removed, whitespace collapsed, English number words
-//! turned into digits.
+//! Normalisation N (docs/metrics.md#normalisation-n): NFKC, lowercase,
+//! punctuation removed, the articles a/an/the removed, whitespace
+//! collapsed, English number words turned into digits.
 
 use std::borrow::Cow;
 

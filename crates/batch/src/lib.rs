@@ -10,13 +10,16 @@ pub mod files;
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, LargeStringArray, StringArray, StringViewArray};
-use arrow::datatypes::{DataType, Field, FieldRef};
+use arrow::array::{
+    Array, ArrayRef, AsArray, Int32Array, LargeStringArray, StringArray, StringViewArray,
+};
+use arrow::datatypes::{DataType, Field, FieldRef, Int32Type};
 
 /// A string column of the input, whatever Arrow string encoding the file used.
 ///
-/// Parquet writers differ (Utf8, LargeUtf8, Utf8View, dictionary-encoded); the
-/// metric stages only want `Option<&str>` per row, without copying the text.
+/// Parquet writers differ (Utf8, LargeUtf8, Utf8View, dictionary-encoded, or
+/// the Null type for a column that holds only nulls); the metric stages only
+/// want `Option<&str>` per row, without copying the text.
 #[derive(Debug, Clone)]
 pub enum TextColumn {
     /// 32-bit offsets (`Utf8`).
@@ -25,19 +28,31 @@ pub enum TextColumn {
     Large(LargeStringArray),
     /// String views (`Utf8View`).
     View(StringViewArray),
+    /// Dictionary-encoded: each row points at one of the distinct values,
+    /// which are never expanded per row (one 70 KB value in 32k rows stays
+    /// 70 KB).
+    Dictionary(Int32Array, Box<TextColumn>),
+    /// The Arrow `Null` type (pandas and Polars write an all-null column so):
+    /// every row is null.
+    Null(usize),
 }
 
 impl TextColumn {
-    /// Wraps an Arrow array of a string type; dictionary-encoded strings are
-    /// decoded first. Returns `None` for any other type.
+    /// Wraps an Arrow array of a text type (see [`is_text_type`]). Returns
+    /// `None` for any other type.
     pub fn from_array(array: &ArrayRef) -> Option<TextColumn> {
         match array.data_type() {
             DataType::Utf8 => Some(TextColumn::Utf8(array.as_string::<i32>().clone())),
             DataType::LargeUtf8 => Some(TextColumn::Large(array.as_string::<i64>().clone())),
             DataType::Utf8View => Some(TextColumn::View(array.as_string_view().clone())),
+            DataType::Null => Some(TextColumn::Null(array.len())),
             DataType::Dictionary(_, value) if is_string_type(value) => {
-                let decoded = arrow::compute::cast(array, value).ok()?;
-                TextColumn::from_array(&decoded)
+                // Re-key to Int32 (keys only; the values are not expanded).
+                let target = DataType::Dictionary(Box::new(DataType::Int32), value.clone());
+                let dict = arrow::compute::cast(array, &target).ok()?;
+                let dict = dict.as_dictionary::<Int32Type>();
+                let values = TextColumn::from_array(dict.values())?;
+                Some(TextColumn::Dictionary(dict.keys().clone(), Box::new(values)))
             }
             _ => None,
         }
@@ -50,6 +65,14 @@ impl TextColumn {
             TextColumn::Utf8(a) => a.is_valid(i).then(|| a.value(i)),
             TextColumn::Large(a) => a.is_valid(i).then(|| a.value(i)),
             TextColumn::View(a) => a.is_valid(i).then(|| a.value(i)),
+            TextColumn::Dictionary(keys, values) => {
+                if keys.is_valid(i) {
+                    values.get(keys.value(i) as usize)
+                } else {
+                    None
+                }
+            }
+            TextColumn::Null(_) => None,
         }
     }
 
@@ -59,6 +82,8 @@ impl TextColumn {
             TextColumn::Utf8(a) => a.len(),
             TextColumn::Large(a) => a.len(),
             TextColumn::View(a) => a.len(),
+            TextColumn::Dictionary(keys, _) => keys.len(),
+            TextColumn::Null(n) => *n,
         }
     }
 
@@ -68,8 +93,8 @@ impl TextColumn {
     }
 }
 
-/// True for the Arrow types refscore accepts as text: Utf8, LargeUtf8,
-/// Utf8View, and dictionaries of those.
+/// True for the Arrow string types: Utf8, LargeUtf8, Utf8View, and
+/// dictionaries of those.
 pub fn is_string_type(data_type: &DataType) -> bool {
     match data_type {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
@@ -81,6 +106,12 @@ pub fn is_string_type(data_type: &DataType) -> bool {
         }
         _ => false,
     }
+}
+
+/// True for the types refscore reads as text: the string types, and the
+/// Null type of a column that holds no value at all.
+pub fn is_text_type(data_type: &DataType) -> bool {
+    is_string_type(data_type) || *data_type == DataType::Null
 }
 
 /// One batch of input rows, as read from the dataset, in input order.
@@ -143,6 +174,9 @@ pub struct ScoreColumns {
     /// Per-row failure messages of this stage (`None` = no failure). Empty
     /// when the stage had no failures at all in this batch.
     pub row_errors: Vec<Option<String>>,
+    /// Rows of this batch that failed for a reason worth retrying later (a
+    /// judge that was down): a resumed run scores them again.
+    pub retryable_rows: u64,
 }
 
 impl ScoreColumns {
@@ -167,9 +201,18 @@ impl ScoreColumns {
         }
     }
 
+    /// The column named `name`, if a stage produced it.
+    pub fn column(&self, name: &str) -> Option<&ArrayRef> {
+        self.fields
+            .iter()
+            .position(|f| f.name() == name)
+            .map(|k| &self.arrays[k])
+    }
+
     /// Appends all columns and row failures of `other` after this one's.
     pub fn extend(&mut self, other: ScoreColumns) {
         let len = other.arrays.first().map(|a| a.len()).unwrap_or(0);
+        self.retryable_rows += other.retryable_rows;
         self.fields.extend(other.fields);
         self.arrays.extend(other.arrays);
         for (i, e) in other.row_errors.into_iter().enumerate() {
@@ -180,10 +223,24 @@ impl ScoreColumns {
     }
 }
 
+/// A metric stage (lexical, embedding, judge): it names the columns it adds
+/// and turns each batch into those columns. The job layer drives every stage
+/// the same way, whether rows come from a file, a shard or a resumed run.
+pub trait Stage: Send {
+    /// The columns this stage adds to the result, in order.
+    fn fields(&self) -> Vec<Field>;
+
+    /// Scores one batch. `earlier` holds the columns of the stages that ran
+    /// before this one on the same batch (the judge's cascade reads cosine).
+    fn score(&mut self, batch: &RowBatch, earlier: &ScoreColumns) -> Result<ScoreColumns, Error>;
+}
+
 /// What kind of failure an error is, so that the CLI can turn it into a
 /// documented exit code without knowing each crate's error types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorClass {
+    /// The command line is wrong: a value out of range.
+    Usage,
     /// The input data is wrong: not Parquet, corrupt, missing or mistyped column.
     BadInput,
     /// The settings are wrong: ambiguous mapping, unknown metric, output exists.
@@ -211,6 +268,13 @@ impl Error {
     pub fn bad_input(message: impl Into<String>) -> Error {
         Error {
             class: ErrorClass::BadInput,
+            message: message.into(),
+        }
+    }
+    /// A bad command-line value.
+    pub fn usage(message: impl Into<String>) -> Error {
+        Error {
+            class: ErrorClass::Usage,
             message: message.into(),
         }
     }
@@ -251,3 +315,35 @@ impl std::fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{DictionaryArray, NullArray};
+    use arrow::datatypes::UInt16Type;
+    use std::sync::Arc;
+
+    #[test]
+    fn dictionary_text_is_read_without_expanding_it() {
+        let big = "x".repeat(70_000);
+        let keys = arrow::array::UInt16Array::from(vec![0u16; 32_768]);
+        let values: ArrayRef = Arc::new(StringArray::from(vec![big.as_str()]));
+        let dict: ArrayRef =
+            Arc::new(DictionaryArray::<UInt16Type>::try_new(keys, values).unwrap());
+        let col = TextColumn::from_array(&dict).unwrap();
+        assert_eq!(col.len(), 32_768);
+        assert_eq!(col.get(32_767), Some(big.as_str()));
+        let TextColumn::Dictionary(_, values) = &col else {
+            panic!("kept as a dictionary")
+        };
+        assert_eq!(values.len(), 1, "the value is held once");
+    }
+
+    #[test]
+    fn the_null_type_reads_as_all_null_text() {
+        let a: ArrayRef = Arc::new(NullArray::new(3));
+        let col = TextColumn::from_array(&a).unwrap();
+        assert_eq!((col.len(), col.get(2)), (3, None));
+        assert!(is_text_type(&DataType::Null) && !is_string_type(&DataType::Null));
+    }
+}

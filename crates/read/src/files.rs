@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use refscore_batch::Error;
+use sha2::{Digest, Sha256};
 
 use crate::InputFile;
 
@@ -36,7 +37,8 @@ pub(crate) fn discover(spec: &str) -> Result<Vec<PathBuf>, Error> {
         return Ok(vec![path.to_path_buf()]);
     }
     let mut out = Vec::new();
-    walk(path, &mut out)?;
+    let mut seen = Seen::default();
+    walk(path, &mut out, &mut seen)?;
     out.sort();
     if out.is_empty() {
         return Err(Error::io(format!(
@@ -46,17 +48,43 @@ pub(crate) fn discover(spec: &str) -> Result<Vec<PathBuf>, Error> {
     Ok(out)
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
-    let entries = std::fs::read_dir(dir).map_err(|e| {
+/// Real (symlink-resolved) folders and files already visited: a folder
+/// reached twice through links (`latest -> 2024-06-01`, a link to `.`) is
+/// read once, and a loop of links ends.
+#[derive(Default)]
+struct Seen {
+    dirs: std::collections::HashSet<PathBuf>,
+    files: std::collections::HashSet<PathBuf>,
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>, seen: &mut Seen) -> Result<(), Error> {
+    let real = std::fs::canonicalize(dir).map_err(|e| {
+        Error::io(format!(
+            "{}: cannot resolve: {}",
+            dir.display(),
+            io_reason(&e)
+        ))
+    })?;
+    if !seen.dirs.insert(real) {
+        return Ok(());
+    }
+    let mut entries: Vec<std::fs::DirEntry> = Vec::new();
+    let listing = std::fs::read_dir(dir).map_err(|e| {
         Error::io(format!(
             "{}: cannot list directory: {}",
             dir.display(),
             io_reason(&e)
         ))
     })?;
+    for entry in listing {
+        entries.push(
+            entry.map_err(|e| Error::io(format!("{}: {}", dir.display(), io_reason(&e))))?,
+        );
+    }
+    // Visit in name order, so that of two paths to one file the first in
+    // sorted order is the one kept.
+    entries.sort_by_key(|e| e.file_name());
     for entry in entries {
-        let entry =
-            entry.map_err(|e| Error::io(format!("{}: {}", dir.display(), io_reason(&e))))?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
         if name.starts_with('.') || name.starts_with('_') {
@@ -64,9 +92,12 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
         }
         let p = entry.path();
         if p.is_dir() {
-            walk(&p, out)?;
+            walk(&p, out, seen)?;
         } else if name.ends_with(".parquet") || name.ends_with(".parq") {
-            out.push(p);
+            let real = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
+            if seen.files.insert(real) {
+                out.push(p);
+            }
         }
     }
     Ok(())
@@ -113,9 +144,35 @@ pub(crate) fn read_footer(path: &Path) -> Result<InputFile, Error> {
     let meta = ArrowReaderMetadata::load(&file, Default::default())
         .map_err(|e| Error::bad_input(format!("{shown}: corrupt Parquet footer: {e}")))?;
     let rows = meta.metadata().file_metadata().num_rows().max(0) as u64;
+    let row_groups: Vec<u64> = meta
+        .metadata()
+        .row_groups()
+        .iter()
+        .map(|rg| rg.num_rows().max(0) as u64)
+        .collect();
+    if row_groups.iter().sum::<u64>() != rows {
+        return Err(Error::bad_input(format!(
+            "{shown}: corrupt Parquet footer: its row groups hold {} rows, the file says {rows}",
+            row_groups.iter().sum::<u64>()
+        )));
+    }
+    // The footer: 4-byte length and magic at the end, the footer before them.
+    let mut footer_len = [0u8; 4];
+    file.seek(SeekFrom::End(-8))
+        .and_then(|_| file.read_exact(&mut footer_len))
+        .map_err(|e| Error::io(format!("{shown}: {e}")))?;
+    let footer_len = u32::from_le_bytes(footer_len) as u64;
+    let mut footer = vec![0u8; footer_len.min(len.saturating_sub(8)) as usize];
+    file.seek(SeekFrom::End(-8 - footer.len() as i64))
+        .and_then(|_| file.read_exact(&mut footer))
+        .map_err(|e| Error::io(format!("{shown}: {e}")))?;
     Ok(InputFile {
         path: path.to_path_buf(),
         rows,
         schema: Arc::clone(meta.schema()),
+        row_groups,
+        size: len,
+        footer_sha256: format!("{:x}", Sha256::digest(&footer)),
+        meta,
     })
 }

@@ -1,4 +1,4 @@
-//! Reading the input dataset (SPEC §1).
+//! Reading the input dataset (docs/metrics.md#input).
 //!
 //! [`Dataset::open`] finds the files (a file, a directory or a glob), reads
 //! every footer, resolves the column mapping and checks the column types
@@ -15,8 +15,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, RecordBatch, UInt64Array};
-use arrow::datatypes::{DataType, Field, SchemaRef};
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
+};
 use parquet::arrow::ProjectionMask;
 use refscore_batch::{Error, RowBatch, TextColumn};
 
@@ -47,6 +50,9 @@ impl Default for ReadOptions {
     }
 }
 
+/// Most text bytes one batch should hold; see [`Dataset::batch_rows`].
+pub const BATCH_BYTES: u64 = 256 << 20;
+
 /// One input file with what its footer told us.
 #[derive(Debug, Clone)]
 pub struct InputFile {
@@ -56,6 +62,22 @@ pub struct InputFile {
     pub rows: u64,
     /// Its Arrow schema.
     pub schema: SchemaRef,
+    /// Rows per row group.
+    pub row_groups: Vec<u64>,
+    /// Size of the file in bytes when it was opened.
+    pub size: u64,
+    /// SHA-256 of the footer bytes: with the size, it identifies the file's
+    /// content for a resumed run (the footer records every page's offset,
+    /// size and statistics).
+    pub footer_sha256: String,
+    meta: ArrowReaderMetadata,
+}
+
+impl InputFile {
+    /// Row ordinal (within the file) of a row group's first row.
+    pub fn row_group_start(&self, row_group: usize) -> u64 {
+        self.row_groups[..row_group].iter().sum()
+    }
 }
 
 /// An opened, validated input dataset.
@@ -82,6 +104,32 @@ impl Dataset {
         }
         let first = &files_meta[0];
         let columns = mapping::resolve(&options.mapping, &first.schema, &first.path)?;
+        for (k, name) in options.keep.iter().enumerate() {
+            if options.keep[..k].contains(name) {
+                return Err(Error::config(format!(
+                    "--keep names column '{name}' twice"
+                )));
+            }
+        }
+        let wanted: Vec<&str> = [&columns.id, &columns.input]
+            .into_iter()
+            .flatten()
+            .chain([&columns.reference, &columns.output])
+            .chain(options.keep.iter())
+            .chain(options.row_filter.iter())
+            .map(String::as_str)
+            .collect();
+        for file in &files_meta {
+            for name in &wanted {
+                let n = file.schema.fields().iter().filter(|f| f.name() == name).count();
+                if n > 1 {
+                    return Err(Error::config(format!(
+                        "{}: column '{name}' appears {n} times; refscore cannot tell which one is meant (rename the duplicates)",
+                        file.path.display()
+                    )));
+                }
+            }
+        }
         let mut keep_fields = Vec::new();
         for name in &options.keep {
             let field = first.schema.field_with_name(name).map_err(|_| {
@@ -91,14 +139,15 @@ impl Dataset {
                     mapping::column_list(&first.schema)
                 ))
             })?;
-            keep_fields.push(field.as_ref().clone());
+            keep_fields.push(field.as_ref().clone().with_nullable(true));
         }
         let id_field = match &columns.id {
             Some(name) => first
                 .schema
                 .field_with_name(name)
                 .expect("resolved")
-                .clone(),
+                .clone()
+                .with_nullable(true),
             None => Field::new("id", DataType::UInt64, false),
         };
         if let Some(name) = &options.row_filter {
@@ -124,13 +173,27 @@ impl Dataset {
                 )));
             }
         }
+        let text_roles: Vec<String> = [&columns.input]
+            .into_iter()
+            .flatten()
+            .chain([&columns.reference, &columns.output])
+            .cloned()
+            .collect();
+        for file in files_meta.iter_mut() {
+            read_dictionary_text_as_dictionary(file, &text_roles, &options.keep)?;
+        }
+        let first = &files_meta[0];
+        let mut id_field = id_field;
         for file in &files_meta[1..] {
             mapping::check_same(&columns, &first.schema, file)?;
             if let Some(name) = &options.row_filter {
                 check_same_type(file, first.schema.field_with_name(name).expect("checked"))?;
             }
-            for f in &keep_fields {
-                check_same_type(file, f)?;
+            for f in keep_fields.iter_mut() {
+                *f = unify(file, f)?;
+            }
+            if columns.id.is_some() {
+                id_field = unify(file, &id_field)?;
             }
         }
         Ok(Dataset {
@@ -178,11 +241,66 @@ impl Dataset {
     pub fn batches(&self) -> Batches<'_> {
         Batches {
             dataset: self,
-            file: 0,
-            reader: None,
-            row: 0,
-            row_in_file: 0,
+            units: self.units().into_iter(),
+            current: None,
         }
+    }
+
+    /// Every unit of work (file × row group) in read order.
+    pub fn units(&self) -> Vec<Unit> {
+        let mut out = Vec::new();
+        let mut row = 0u64;
+        for (f, file) in self.files.iter().enumerate() {
+            for (g, &rows) in file.row_groups.iter().enumerate() {
+                if rows > 0 {
+                    out.push(Unit {
+                        file: f,
+                        row_group: g,
+                        first_row: row,
+                        rows,
+                    });
+                }
+                row += rows;
+            }
+        }
+        out
+    }
+
+    /// Streams rows `from..to` of `unit` (counted within the unit). Batches
+    /// are cut every [`Dataset::batch_rows`] rows from the unit's start, so a
+    /// range that starts on such a cut yields the same batches as reading the
+    /// whole unit.
+    pub fn read_unit(&self, unit: &Unit, from: u64, to: u64) -> Result<UnitBatches<'_>, Error> {
+        let to = to.min(unit.rows);
+        let from = from.min(to);
+        let reader = self.open_range(unit, from, to, &self.needed_columns())?;
+        Ok(UnitBatches {
+            dataset: self,
+            unit: *unit,
+            from,
+            reader: Some(reader),
+            failed: false,
+        })
+    }
+
+    /// Rows per batch in `unit`: the configured batch size, made smaller where
+    /// the unit's text is large, so one batch holds at most about
+    /// [`BATCH_BYTES`] of text (Arrow's string arrays hold at most 2 GiB).
+    pub fn batch_rows(&self, unit: &Unit) -> usize {
+        let file = &self.files[unit.file];
+        let rg = file.meta.metadata().row_group(unit.row_group);
+        let names = self.needed_columns();
+        let bytes: i64 = rg
+            .columns()
+            .iter()
+            .filter(|c| {
+                let path = c.column_path().parts();
+                path.first().is_some_and(|p| names.contains(&p.as_str()))
+            })
+            .map(|c| c.uncompressed_size().max(0))
+            .sum();
+        let per_row = (bytes as u64 / unit.rows.max(1)).max(1);
+        ((BATCH_BYTES / per_row) as usize).clamp(1, self.batch_size)
     }
 
     /// Streams one text column alone (e.g. the references, for IDF weights),
@@ -192,11 +310,20 @@ impl Dataset {
             return Ok(None);
         };
         Ok(Some(TextColumns {
+            inner: self.column(name),
+        }))
+    }
+
+    /// Streams one column alone over every file (e.g. `--judge-where`, to
+    /// check every value before the first paid call).
+    pub fn column(&self, name: &str) -> ColumnBatches<'_> {
+        ColumnBatches {
             dataset: self,
             name: name.to_string(),
             file: 0,
+            row_in_file: 0,
             reader: None,
-        }))
+        }
     }
 
     fn open_reader(
@@ -204,21 +331,133 @@ impl Dataset {
         file: &InputFile,
         names: &[&str],
     ) -> Result<ParquetRecordBatchReader, Error> {
+        let builder = self.builder(file, names)?;
+        builder
+            .with_batch_size(self.batch_size)
+            .build()
+            .map_err(|e| Error::bad_input(format!("{}: {e}", file.path.display())))
+    }
+
+    fn builder(
+        &self,
+        file: &InputFile,
+        names: &[&str],
+    ) -> Result<ParquetRecordBatchReaderBuilder<File>, Error> {
         let handle = File::open(&file.path)
             .map_err(|e| Error::io(format!("{}: cannot open: {e}", file.path.display())))?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(handle)
-            .map_err(|e| Error::bad_input(format!("{}: {e}", file.path.display())))?;
+        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(handle, file.meta.clone());
         let parquet_schema = builder.parquet_schema();
         let roots: Vec<usize> = names
             .iter()
             .map(|n| file.schema.index_of(n).expect("validated when opened"))
             .collect();
         let mask = ProjectionMask::roots(parquet_schema, roots);
-        builder
-            .with_projection(mask)
-            .with_batch_size(self.batch_size)
+        Ok(builder.with_projection(mask))
+    }
+
+    fn open_range(
+        &self,
+        unit: &Unit,
+        from: u64,
+        to: u64,
+        names: &[&str],
+    ) -> Result<ParquetRecordBatchReader, Error> {
+        let file = &self.files[unit.file];
+        let mut selectors = Vec::new();
+        if from > 0 {
+            selectors.push(RowSelector::skip(from as usize));
+        }
+        selectors.push(RowSelector::select((to - from) as usize));
+        if to < unit.rows {
+            selectors.push(RowSelector::skip((unit.rows - to) as usize));
+        }
+        self.builder(file, names)?
+            .with_row_groups(vec![unit.row_group])
+            .with_row_selection(RowSelection::from(selectors))
+            .with_batch_size(self.batch_rows(unit))
             .build()
             .map_err(|e| Error::bad_input(format!("{}: {e}", file.path.display())))
+    }
+
+    /// The row (within the unit) of the first value of `name` that is not
+    /// valid UTF-8. The Arrow decoder checks a whole page at once and names
+    /// only a byte offset, so the raw values are read here, unchecked.
+    fn find_bad_utf8(&self, unit: &Unit, name: &str) -> Option<u64> {
+        use parquet::column::reader::ColumnReader;
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        let file = &self.files[unit.file];
+        let reader = SerializedFileReader::new(File::open(&file.path).ok()?).ok()?;
+        let row_group = reader.get_row_group(unit.row_group).ok()?;
+        let descr = row_group.metadata().schema_descr_ptr();
+        let leaf = (0..descr.num_columns()).find(|&i| descr.column(i).path().parts() == [name.to_string()])?;
+        let max_def = descr.column(leaf).max_def_level();
+        let ColumnReader::ByteArrayColumnReader(mut column) = row_group.get_column_reader(leaf).ok()? else {
+            return None;
+        };
+        let mut row = 0u64;
+        loop {
+            let (mut defs, mut values) = (Vec::new(), Vec::new());
+            let (records, _, _) = column
+                .read_records(4096, Some(&mut defs), None, &mut values)
+                .ok()?;
+            if records == 0 {
+                return None;
+            }
+            let mut next_value = values.iter();
+            for r in 0..records {
+                let present = max_def == 0 || defs.get(r).is_some_and(|d| *d == max_def);
+                if present {
+                    let v = next_value.next()?;
+                    if std::str::from_utf8(v.data()).is_err() {
+                        return Some(row + r as u64);
+                    }
+                }
+            }
+            row += records as u64;
+        }
+    }
+
+    /// Turns a decode failure in `unit` into a one-line error naming the
+    /// file, the column and the row group: each projected column is read
+    /// alone until the one that fails is found.
+    fn explain_decode_error(&self, unit: &Unit, message: &str) -> Error {
+        let file = &self.files[unit.file];
+        let shown = file.path.display();
+        let what = if message.contains("CRC checksum mismatch") {
+            "page checksum mismatch (the file was damaged after it was written)".to_string()
+        } else {
+            message.to_string()
+        };
+        for name in self.needed_columns() {
+            let failed = match self.open_range(unit, 0, unit.rows, &[name]) {
+                Err(_) => true,
+                Ok(mut reader) => loop {
+                    match decode_next(&mut reader) {
+                        None => break false,
+                        Some(Ok(_)) => continue,
+                        Some(Err(_)) => break true,
+                    }
+                },
+            };
+            if failed {
+                let utf8 = message.to_ascii_lowercase().contains("utf");
+                if let Some(row) = utf8.then(|| self.find_bad_utf8(unit, name)).flatten() {
+                    return Error::bad_input(format!(
+                        "{shown}: column '{name}', row {}: invalid UTF-8 text",
+                        file.row_group_start(unit.row_group) + row
+                    ));
+                }
+                return Error::bad_input(format!(
+                    "{shown}: column '{name}', row group {}: {what}",
+                    unit.row_group
+                ));
+            }
+        }
+        Error::bad_input(format!(
+            "{shown}: row group {} (rows {} on): {what}",
+            unit.row_group,
+            file.row_group_start(unit.row_group)
+        ))
     }
 
     fn needed_columns(&self) -> Vec<&str> {
@@ -257,7 +496,7 @@ impl Dataset {
             })
         };
         let id: ArrayRef = match &self.columns.id {
-            Some(name) => col(name).clone(),
+            Some(name) => conform(col(name), &self.id_field, file)?,
             None => Arc::new(UInt64Array::from_iter_values(
                 first_row..first_row + batch.num_rows() as u64,
             )),
@@ -270,7 +509,12 @@ impl Dataset {
             input: self.columns.input.as_deref().map(text).transpose()?,
             reference: text(&self.columns.reference)?,
             output: text(&self.columns.output)?,
-            passthrough: self.keep.iter().map(|k| col(k).clone()).collect(),
+            passthrough: self
+                .keep
+                .iter()
+                .zip(&self.keep_fields)
+                .map(|(k, f)| conform(col(k), f, file))
+                .collect::<Result<_, _>>()?,
             row_filter: self.row_filter.as_deref().map(|k| {
                 let a = col(k);
                 match a.data_type() {
@@ -282,6 +526,100 @@ impl Dataset {
             }),
         })
     }
+}
+
+/// Asks the Parquet reader for dictionary arrays for the text columns whose
+/// every data page, in every row group, is dictionary-encoded: such a column
+/// then reaches the metrics as one copy of each distinct value plus indices,
+/// never expanded per row (one 70 KB answer repeated in 32k rows stays 70 KB,
+/// where expanding it would need 2.3 GB and overflow a string array). Free,
+/// since those pages hold exactly that. Columns also passed through with
+/// --keep are left alone (they are copied as they are).
+fn read_dictionary_text_as_dictionary(
+    file: &mut InputFile,
+    columns: &[String],
+    keep: &[String],
+) -> Result<(), Error> {
+    use parquet::basic::Encoding;
+    let metadata = file.meta.metadata().clone();
+    let all_dictionary = |name: &str| {
+        metadata.row_groups().iter().all(|rg| {
+            rg.columns().iter().any(|c| {
+                c.column_path().parts() == [name.to_string()]
+                    && c.dictionary_page_offset().is_some()
+                    && c.page_encoding_stats_mask().is_some_and(|m| {
+                        m.is_only(Encoding::PLAIN_DICTIONARY) || m.is_only(Encoding::RLE_DICTIONARY)
+                    })
+            })
+        }) && !metadata.row_groups().is_empty()
+    };
+    let mut changed = false;
+    let fields: Vec<Field> = file
+        .schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let hint = matches!(f.data_type(), DataType::Utf8 | DataType::LargeUtf8)
+                && columns.iter().any(|c| c == f.name())
+                && !keep.iter().any(|k| k == f.name())
+                && all_dictionary(f.name());
+            if hint {
+                changed = true;
+                let t = DataType::Dictionary(Box::new(DataType::Int32), Box::new(f.data_type().clone()));
+                f.as_ref().clone().with_data_type(t)
+            } else {
+                f.as_ref().clone()
+            }
+        })
+        .collect();
+    if changed {
+        let schema = Arc::new(Schema::new_with_metadata(fields, file.schema.metadata().clone()));
+        file.meta = ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new().with_schema(schema))
+            .map_err(|e| Error::bad_input(format!("{}: {e}", file.path.display())))?;
+    }
+    Ok(())
+}
+
+/// The type a passed-through column (id, --keep) gets in the output when
+/// files disagree: string kinds (DuckDB's Utf8, Polars' LargeUtf8, views,
+/// dictionaries) become LargeUtf8; any other difference is an error.
+fn unify(file: &InputFile, so_far: &Field) -> Result<Field, Error> {
+    let theirs = file.schema.field_with_name(so_far.name()).map_err(|_| {
+        Error::bad_input(format!(
+            "{}: column '{}' not found (columns: {})",
+            file.path.display(),
+            so_far.name(),
+            mapping::column_list(&file.schema)
+        ))
+    })?;
+    if theirs.data_type() == so_far.data_type() {
+        return Ok(so_far.clone());
+    }
+    let text = |t: &DataType| refscore_batch::is_string_type(t);
+    if text(theirs.data_type()) && text(so_far.data_type()) {
+        return Ok(so_far.clone().with_data_type(DataType::LargeUtf8));
+    }
+    Err(Error::bad_input(format!(
+        "{}: column '{}' has type {}, but an earlier file has {}",
+        file.path.display(),
+        so_far.name(),
+        theirs.data_type(),
+        so_far.data_type()
+    )))
+}
+
+/// Casts a passed-through column to the type the output has for it.
+fn conform(array: &ArrayRef, field: &Field, file: &InputFile) -> Result<ArrayRef, Error> {
+    if array.data_type() == field.data_type() {
+        return Ok(array.clone());
+    }
+    arrow::compute::cast(array, field.data_type()).map_err(|e| {
+        Error::bad_input(format!(
+            "{}: column '{}': {e}",
+            file.path.display(),
+            field.name()
+        ))
+    })
 }
 
 fn check_same_type(file: &InputFile, expected: &Field) -> Result<(), Error> {
@@ -313,13 +651,70 @@ fn decode_next(reader: &mut ParquetRecordBatchReader) -> Option<Result<RecordBat
     }
 }
 
-/// Iterator over the dataset's [`RowBatch`]es; see [`Dataset::batches`].
+/// One unit of work: a row group of one input file. Units are numbered in
+/// read order; shards and resumed runs select units and row ranges of them,
+/// so every run cuts its batches at the same rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unit {
+    /// Index into [`Dataset::files`].
+    pub file: usize,
+    /// Row group within that file.
+    pub row_group: usize,
+    /// Ordinal of the unit's first row in the whole input.
+    pub first_row: u64,
+    /// Rows in the unit.
+    pub rows: u64,
+}
+
+/// Rows `from..to` (within the unit) of one unit, as [`RowBatch`]es; see
+/// [`Dataset::read_unit`].
+pub struct UnitBatches<'a> {
+    dataset: &'a Dataset,
+    unit: Unit,
+    from: u64,
+    reader: Option<ParquetRecordBatchReader>,
+    failed: bool,
+}
+
+impl Iterator for UnitBatches<'_> {
+    type Item = Result<RowBatch, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let file = &self.dataset.files[self.unit.file];
+        let next = decode_next(self.reader.as_mut()?);
+        match next {
+            None => {
+                self.reader = None;
+                None
+            }
+            Some(Ok(batch)) => {
+                let row_in_unit = self.from;
+                self.from += batch.num_rows() as u64;
+                let row_in_file = file.row_group_start(self.unit.row_group) + row_in_unit;
+                Some(self.dataset.to_row_batch(
+                    file,
+                    &batch,
+                    self.unit.first_row + row_in_unit,
+                    row_in_file,
+                ))
+            }
+            Some(Err(e)) => {
+                self.failed = true;
+                Some(Err(self.dataset.explain_decode_error(&self.unit, &e)))
+            }
+        }
+    }
+}
+
+/// Iterator over the dataset's [`RowBatch`]es, unit after unit; see
+/// [`Dataset::batches`].
 pub struct Batches<'a> {
     dataset: &'a Dataset,
-    file: usize,
-    reader: Option<ParquetRecordBatchReader>,
-    row: u64,
-    row_in_file: u64,
+    units: std::vec::IntoIter<Unit>,
+    current: Option<UnitBatches<'a>>,
 }
 
 impl Iterator for Batches<'_> {
@@ -327,12 +722,57 @@ impl Iterator for Batches<'_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
+            if let Some(cur) = self.current.as_mut() {
+                match cur.next() {
+                    Some(Err(e)) => {
+                        self.units = Vec::new().into_iter();
+                        self.current = None;
+                        return Some(Err(e));
+                    }
+                    Some(ok) => return Some(ok),
+                    None => self.current = None,
+                }
+            }
+            let unit = self.units.next()?;
+            match self.dataset.read_unit(&unit, 0, unit.rows) {
+                Ok(b) => self.current = Some(b),
+                Err(e) => {
+                    self.units = Vec::new().into_iter();
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}
+
+/// Iterator over one column of every file, in read order; see
+/// [`Dataset::column`].
+pub struct ColumnBatches<'a> {
+    dataset: &'a Dataset,
+    name: String,
+    file: usize,
+    row_in_file: u64,
+    reader: Option<ParquetRecordBatchReader>,
+}
+
+/// A batch of one column, with where its rows came from (for messages).
+pub struct ColumnBatch {
+    /// The values.
+    pub array: ArrayRef,
+    /// The file they came from.
+    pub source: PathBuf,
+    /// Row ordinal, within that file, of the first value.
+    pub first_row_in_source: u64,
+}
+
+impl Iterator for ColumnBatches<'_> {
+    type Item = Result<ColumnBatch, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
             let file = self.dataset.files.get(self.file)?;
             if self.reader.is_none() {
-                match self
-                    .dataset
-                    .open_reader(file, &self.dataset.needed_columns())
-                {
+                match self.dataset.open_reader(file, &[self.name.as_str()]) {
                     Ok(r) => self.reader = Some(r),
                     Err(e) => {
                         self.file = usize::MAX - 1;
@@ -343,19 +783,20 @@ impl Iterator for Batches<'_> {
             }
             match decode_next(self.reader.as_mut().expect("set")) {
                 Some(Ok(batch)) => {
-                    let rb = self
-                        .dataset
-                        .to_row_batch(file, &batch, self.row, self.row_in_file);
-                    self.row += batch.num_rows() as u64;
+                    let first = self.row_in_file;
                     self.row_in_file += batch.num_rows() as u64;
-                    return Some(rb);
+                    return Some(Ok(ColumnBatch {
+                        array: batch.column(0).clone(),
+                        source: file.path.clone(),
+                        first_row_in_source: first,
+                    }));
                 }
                 Some(Err(e)) => {
                     self.file = usize::MAX - 1;
                     return Some(Err(Error::bad_input(format!(
-                        "{}: cannot decode rows from {} on: {e}",
+                        "{}: column '{}': {e}",
                         file.path.display(),
-                        self.row_in_file
+                        self.name
                     ))));
                 }
                 None => {
@@ -369,50 +810,24 @@ impl Iterator for Batches<'_> {
 
 /// Iterator over one text column of every file; see [`Dataset::text_column`].
 pub struct TextColumns<'a> {
-    dataset: &'a Dataset,
-    name: String,
-    file: usize,
-    reader: Option<ParquetRecordBatchReader>,
+    inner: ColumnBatches<'a>,
 }
 
 impl Iterator for TextColumns<'_> {
     type Item = Result<TextColumn, Error>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            let file = self.dataset.files.get(self.file)?;
-            if self.reader.is_none() {
-                match self.dataset.open_reader(file, &[self.name.as_str()]) {
-                    Ok(r) => self.reader = Some(r),
-                    Err(e) => {
-                        self.file = usize::MAX - 1;
-                        return Some(Err(e));
-                    }
-                }
-            }
-            match decode_next(self.reader.as_mut().expect("set")) {
-                Some(Ok(batch)) => {
-                    return Some(TextColumn::from_array(batch.column(0)).ok_or_else(|| {
-                        Error::bad_input(format!(
-                            "{}: column '{}' is not a string column",
-                            file.path.display(),
-                            self.name
-                        ))
-                    }))
-                }
-                Some(Err(e)) => {
-                    self.file = usize::MAX - 1;
-                    return Some(Err(Error::bad_input(format!(
-                        "{}: {e}",
-                        file.path.display()
-                    ))));
-                }
-                None => {
-                    self.reader = None;
-                    self.file += 1;
-                }
-            }
-        }
+        let batch = match self.inner.next()? {
+            Ok(b) => b,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(TextColumn::from_array(&batch.array).ok_or_else(|| {
+            Error::bad_input(format!(
+                "{}: column '{}' is not a string column",
+                batch.source.display(),
+                self.inner.name
+            ))
+        }))
     }
 }
 

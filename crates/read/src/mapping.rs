@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use arrow::datatypes::Schema;
-use refscore_batch::{is_string_type, Error};
+use refscore_batch::{is_text_type, Error};
 
 use crate::InputFile;
 
@@ -205,7 +205,7 @@ pub(crate) fn resolve(
         if let Some(n) = &name {
             if role != Role::Id {
                 let field = schema.field_with_name(n).expect("checked");
-                if !is_string_type(field.data_type()) {
+                if !is_text_type(field.data_type()) {
                     return Err(Error::bad_input(format!(
                         "{shown}: column '{n}' ({} column) has type {}; expected a string (Utf8, LargeUtf8, Utf8View or dictionary of those)",
                         role.name(),
@@ -265,14 +265,9 @@ pub(crate) fn check_same(
             )));
         };
         if role == Role::Id {
-            let want = first.field_with_name(name).expect("resolved").data_type();
-            if field.data_type() != want {
-                return Err(Error::bad_input(format!(
-                    "{shown}: id column '{name}' has type {}, but the first file has {want}",
-                    field.data_type()
-                )));
-            }
-        } else if !is_string_type(field.data_type()) {
+            // Checked (and string kinds unified) by the caller.
+            let _ = first;
+        } else if !is_text_type(field.data_type()) {
             return Err(Error::bad_input(format!(
                 "{shown}: column '{name}' ({} column) has type {}; expected a string",
                 role.name(),

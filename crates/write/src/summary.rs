@@ -1,46 +1,100 @@
 //! Run statistics gathered while writing, in memory that does not grow with
-//! the number of rows: counts and sums, plus a fixed histogram for medians.
+//! the number of rows: counts, exact sums and a histogram for medians.
+//!
+//! The statistics of two parts of a run (two resumed sessions, two shards)
+//! merge by addition into exactly what one uninterrupted run would have
+//! gathered: sums are kept in fixed point, so the order in which values were
+//! added never changes the mean, and histograms add bin by bin.
 
 use std::collections::BTreeMap;
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Float32Type, Schema, UInt8Type};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// Histogram resolution: bins are centred on multiples of 1e-4 over
-/// [-1, 1]; values outside are clamped into the end bins. Medians of scores
-/// in [0, 1] are exact to within half a bin (5e-5).
-const BINS_PER_UNIT: f64 = 10_000.0;
-const BINS: usize = 20_001;
+/// Width of a histogram bin. Medians are bin centres, so they are exact to
+/// within half a bin: [`MEDIAN_RESOLUTION`] / 2.
+pub const MEDIAN_RESOLUTION: f64 = 1e-4;
+const BINS_PER_UNIT: f64 = 1.0 / MEDIAN_RESOLUTION;
+/// Dense bins cover [-DENSE_SPAN, DENSE_SPAN] (plain and rescaled scores);
+/// anything outside (similarity scores 0-10, strongly rescaled BERTScore) goes
+/// to a sparse map, so no value is ever clamped.
+const DENSE_SPAN: i64 = 10_000;
+const DENSE_BINS: usize = (2 * DENSE_SPAN + 1) as usize;
+/// Fixed-point scale of the exact sums: 2^64. Integer addition is
+/// associative, so merged sums are bit-identical whatever the order.
+const SUM_SCALE: f64 = 18_446_744_073_709_551_616.0;
+/// Values beyond ±2^62 saturate in the sum (no score comes near).
+const SUM_LIMIT: f64 = 4.611_686_018_427_388e18;
 
 #[derive(Debug, Clone)]
 struct MetricStats {
     name: String,
     threshold: Option<f64>,
     count: u64,
-    sum: f64,
+    sum: i128,
     passed: u64,
-    histogram: Vec<u64>,
+    dense: Vec<u64>,
+    sparse: BTreeMap<i64, u64>,
+}
+
+fn fixed(v: f64) -> i128 {
+    (v.clamp(-SUM_LIMIT, SUM_LIMIT) * SUM_SCALE) as i128
 }
 
 impl MetricStats {
+    fn new(name: &str, threshold: Option<f64>) -> MetricStats {
+        MetricStats {
+            name: name.to_string(),
+            threshold,
+            count: 0,
+            sum: 0,
+            passed: 0,
+            dense: vec![0; DENSE_BINS],
+            sparse: BTreeMap::new(),
+        }
+    }
+
     fn add(&mut self, v: f64) {
+        if !v.is_finite() {
+            return;
+        }
         self.count += 1;
-        self.sum += v;
+        self.sum += fixed(v);
         if self.threshold.is_some_and(|t| v >= t) {
             self.passed += 1;
         }
-        let idx = ((v.clamp(-1.0, 1.0) + 1.0) * BINS_PER_UNIT).round() as usize;
-        self.histogram[idx.min(BINS - 1)] += 1;
+        self.add_bin((v * BINS_PER_UNIT).round() as i64, 1);
+    }
+
+    fn add_bin(&mut self, bin: i64, n: u64) {
+        if (-DENSE_SPAN..=DENSE_SPAN).contains(&bin) {
+            self.dense[(bin + DENSE_SPAN) as usize] += n;
+        } else {
+            *self.sparse.entry(bin).or_default() += n;
+        }
+    }
+
+    /// Non-empty bins in ascending order.
+    fn bins(&self) -> impl Iterator<Item = (i64, u64)> + '_ {
+        let below = self.sparse.range(..-DENSE_SPAN).map(|(b, c)| (*b, *c));
+        let dense = self
+            .dense
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(i, c)| (i as i64 - DENSE_SPAN, *c));
+        let above = self.sparse.range(DENSE_SPAN + 1..).map(|(b, c)| (*b, *c));
+        below.chain(dense).chain(above)
     }
 
     /// The value of the k-th smallest observation (0-based), as its bin centre.
     fn kth(&self, k: u64) -> f64 {
         let mut seen = 0u64;
-        for (idx, &c) in self.histogram.iter().enumerate() {
+        for (bin, c) in self.bins() {
             seen += c;
             if seen > k {
-                return idx as f64 / BINS_PER_UNIT - 1.0;
+                return bin as f64 / BINS_PER_UNIT;
             }
         }
         f64::NAN
@@ -56,7 +110,7 @@ impl MetricStats {
                 (self.kth(self.count / 2 - 1) + self.kth(self.count / 2)) / 2.0
             };
             (
-                Some(self.sum / self.count as f64),
+                Some(self.sum as f64 / SUM_SCALE / self.count as f64),
                 Some(median),
                 self.threshold
                     .map(|_| self.passed as f64 / self.count as f64),
@@ -71,6 +125,37 @@ impl MetricStats {
             pass_rate,
         }
     }
+
+    fn state(&self) -> MetricState {
+        MetricState {
+            name: self.name.clone(),
+            threshold: self.threshold,
+            count: self.count,
+            sum: self.sum.to_string(),
+            passed: self.passed,
+            bins: self.bins().collect(),
+        }
+    }
+
+    fn merge(&mut self, s: &MetricState) -> Result<(), String> {
+        if s.threshold != self.threshold {
+            return Err(format!(
+                "metric '{}' has threshold {:?} in one part and {:?} in another",
+                self.name, s.threshold, self.threshold
+            ));
+        }
+        let sum: i128 = s
+            .sum
+            .parse()
+            .map_err(|_| format!("metric '{}': bad sum '{}'", s.name, s.sum))?;
+        self.count += s.count;
+        self.sum += sum;
+        self.passed += s.passed;
+        for (bin, c) in &s.bins {
+            self.add_bin(*bin, *c);
+        }
+        Ok(())
+    }
 }
 
 /// Statistics of one metric column over the whole run.
@@ -82,12 +167,42 @@ pub struct MetricSummary {
     pub count: u64,
     /// Mean of the values.
     pub mean: Option<f64>,
-    /// Median of the values (to within 5e-5 for scores in [-1, 1]).
+    /// Median of the values, to within [`MEDIAN_RESOLUTION`] / 2.
     pub median: Option<f64>,
     /// The pass threshold (value >= threshold passes), if the metric has one.
     pub threshold: Option<f64>,
     /// Share of valued rows at or above the threshold.
     pub pass_rate: Option<f64>,
+}
+
+/// One metric's statistics in a form that can be stored and added up.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MetricState {
+    /// Column name.
+    pub name: String,
+    /// Pass threshold.
+    pub threshold: Option<f64>,
+    /// Valued rows.
+    pub count: u64,
+    /// Exact sum, fixed point (value × 2^64), as a decimal string.
+    pub sum: String,
+    /// Rows at or above the threshold.
+    pub passed: u64,
+    /// Non-empty histogram bins: (round(value / 1e-4), rows).
+    pub bins: Vec<(i64, u64)>,
+}
+
+/// Everything a summary is computed from, stored with each committed part
+/// of a run and in `<output>.summary.json`, so parts and shards add up to
+/// the summary of the whole run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct SummaryState {
+    /// Rows seen.
+    pub rows: u64,
+    /// Rows per status value.
+    pub statuses: BTreeMap<String, u64>,
+    /// Per-metric statistics, in column order.
+    pub metrics: Vec<MetricState>,
 }
 
 /// Accumulates statistics batch by batch; see [`SummaryBuilder::observe`].
@@ -99,43 +214,28 @@ pub struct SummaryBuilder {
 }
 
 impl SummaryBuilder {
-    /// Tracks every Float32, UInt8-score and Boolean metric column of the
-    /// result schema (everything between `id` and `status`).
+    /// Tracks every Float32, UInt8 and Boolean metric column of the result
+    /// schema (everything between `id` and `status`).
     pub fn new(schema: &Schema, thresholds: &[(String, f64)]) -> SummaryBuilder {
         let mut metrics = Vec::new();
         for (idx, field) in schema.fields().iter().enumerate().skip(1) {
             if field.name() == "status" {
                 break;
             }
-            if !matches!(field.data_type(), DataType::Float32 | DataType::Boolean) {
+            if !matches!(
+                field.data_type(),
+                DataType::Float32 | DataType::Boolean | DataType::UInt8
+            ) {
                 continue;
             }
             let threshold = thresholds
                 .iter()
                 .find(|(n, _)| n == field.name())
                 .map(|(_, t)| *t);
-            metrics.push((
-                idx,
-                MetricStats {
-                    name: field.name().clone(),
-                    threshold,
-                    count: 0,
-                    sum: 0.0,
-                    passed: 0,
-                    histogram: vec![0; BINS],
-                },
-            ));
+            metrics.push((idx, MetricStats::new(field.name(), threshold)));
         }
         SummaryBuilder {
             metrics,
-            rows: 0,
-            statuses: BTreeMap::new(),
-        }
-    }
-
-    pub(crate) fn empty() -> SummaryBuilder {
-        SummaryBuilder {
-            metrics: Vec::new(),
             rows: 0,
             statuses: BTreeMap::new(),
         }
@@ -178,8 +278,57 @@ impl SummaryBuilder {
         }
     }
 
-    /// The finished summary, given the run's wall time.
-    pub fn finish(&self, seconds: f64) -> Summary {
+    /// The statistics so far, in storable form.
+    pub fn state(&self) -> SummaryState {
+        SummaryState {
+            rows: self.rows,
+            statuses: self.statuses.clone(),
+            metrics: self.metrics.iter().map(|(_, m)| m.state()).collect(),
+        }
+    }
+
+    /// Adds the statistics of another part of the same run. Fails when the
+    /// part tracked other metrics or thresholds.
+    pub fn merge(&mut self, state: &SummaryState) -> Result<(), String> {
+        let names: Vec<&str> = self.metrics.iter().map(|(_, m)| m.name.as_str()).collect();
+        let theirs: Vec<&str> = state.metrics.iter().map(|m| m.name.as_str()).collect();
+        if names != theirs {
+            return Err(format!(
+                "the parts track different metrics: [{}] and [{}]",
+                names.join(", "),
+                theirs.join(", ")
+            ));
+        }
+        for ((_, mine), theirs) in self.metrics.iter_mut().zip(&state.metrics) {
+            mine.merge(theirs)?;
+        }
+        self.rows += state.rows;
+        for (k, v) in &state.statuses {
+            *self.statuses.entry(k.clone()).or_default() += v;
+        }
+        Ok(())
+    }
+
+    /// A builder holding exactly the given state (for merging summaries of
+    /// shards without a schema at hand).
+    pub fn from_state(state: &SummaryState) -> Result<SummaryBuilder, String> {
+        let mut b = SummaryBuilder {
+            metrics: state
+                .metrics
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (i, MetricStats::new(&m.name, m.threshold)))
+                .collect(),
+            rows: 0,
+            statuses: BTreeMap::new(),
+        };
+        b.merge(state)?;
+        Ok(b)
+    }
+
+    /// The finished summary: `seconds` is this session's wall time and
+    /// `rows_this_session` the rows it scored (a resumed run reuses others).
+    pub fn finish(&self, seconds: f64, rows_this_session: u64) -> Summary {
         Summary {
             rows: self.rows,
             rows_ok: self.statuses.get("ok").copied().unwrap_or(0),
@@ -187,12 +336,14 @@ impl SummaryBuilder {
             rows_error: self.statuses.get("error").copied().unwrap_or(0),
             seconds,
             rows_per_second: if seconds > 0.0 {
-                self.rows as f64 / seconds
+                rows_this_session as f64 / seconds
             } else {
                 0.0
             },
+            median_resolution: MEDIAN_RESOLUTION,
             metrics: self.metrics.iter().map(|(_, m)| m.summary()).collect(),
             extra: BTreeMap::new(),
+            state: self.state(),
         }
     }
 }
@@ -208,45 +359,76 @@ pub struct Summary {
     pub rows_partial: u64,
     /// Rows with `status = error`.
     pub rows_error: u64,
-    /// Wall time of the run.
+    /// Wall time of this session.
     pub seconds: f64,
-    /// Rows per second over the whole run.
+    /// Rows scored per second in this session.
     pub rows_per_second: f64,
+    /// Medians are histogram bin centres: exact to within half this.
+    pub median_resolution: f64,
     /// Per-metric statistics, in column order.
     pub metrics: Vec<MetricSummary>,
     /// Facts other stages add (model, peak memory, judge accounting).
     #[serde(flatten)]
     pub extra: BTreeMap<String, serde_json::Value>,
+    /// The statistics the figures above come from, so the summaries of shards
+    /// can be added up (`refscore merge-summaries`).
+    pub state: SummaryState,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn stats(values: &[f64]) -> MetricSummary {
-        let mut s = MetricStats {
-            name: "m".into(),
-            threshold: Some(0.5),
-            count: 0,
-            sum: 0.0,
-            passed: 0,
-            histogram: vec![0; BINS],
-        };
+    fn stats(values: &[f64]) -> MetricStats {
+        let mut s = MetricStats::new("m", Some(0.5));
         values.iter().for_each(|&v| s.add(v));
-        s.summary()
+        s
     }
 
     #[test]
     fn median_and_pass_rate() {
-        let s = stats(&[0.1, 0.9, 0.5]);
+        let s = stats(&[0.1, 0.9, 0.5]).summary();
         assert!((s.median.unwrap() - 0.5).abs() < 1e-9);
         assert!((s.pass_rate.unwrap() - 2.0 / 3.0).abs() < 1e-9);
-        let s = stats(&[0.0, 1.0, 1.0, 0.0]);
+        let s = stats(&[0.0, 1.0, 1.0, 0.0]).summary();
         assert!((s.median.unwrap() - 0.5).abs() < 1e-9);
-        let s = stats(&[0.12345, 0.2]);
+        let s = stats(&[0.12345, 0.2]).summary();
         assert!((s.median.unwrap() - 0.161725).abs() < 1e-4);
         assert!((s.mean.unwrap() - 0.161725).abs() < 1e-12);
-        let s = stats(&[]);
+        let s = stats(&[]).summary();
         assert_eq!((s.count, s.mean, s.median), (0, None, None));
+    }
+
+    #[test]
+    fn values_outside_minus_one_to_one_are_not_clamped() {
+        // Rescaled BERTScore goes below -1; similarity scores reach 10.
+        let s = stats(&[-3.25, -2.5, -2.0]).summary();
+        assert!((s.median.unwrap() + 2.5).abs() < 1e-9, "{:?}", s.median);
+        let s = stats(&[7.0, 8.0, 10.0, 10.0]).summary();
+        assert!((s.median.unwrap() - 9.0).abs() < 1e-9, "{:?}", s.median);
+        let s = stats(&[-1.5, 0.25, 2.0]).summary();
+        assert!((s.median.unwrap() - 0.25).abs() < 1e-9);
+    }
+
+    #[test]
+    fn merged_parts_equal_one_pass_exactly() {
+        let values: Vec<f64> = (0..10_000)
+            .map(|i| ((i * 7919 % 10007) as f64 / 10007.0 * 1.3 - 0.15) as f32 as f64)
+            .collect();
+        let whole = stats(&values);
+        for cut in [1, 17, 5000, 9999] {
+            let (a, b) = values.split_at(cut);
+            // Added in the other order, as a later shard merged first.
+            let mut merged = stats(b);
+            merged.merge(&stats(a).state()).unwrap();
+            assert_eq!(merged.state(), whole.state());
+            assert_eq!(merged.summary(), whole.summary());
+        }
+    }
+
+    #[test]
+    fn non_finite_values_are_not_counted() {
+        let s = stats(&[0.5, f64::NAN, f64::INFINITY]).summary();
+        assert_eq!(s.count, 1);
     }
 }

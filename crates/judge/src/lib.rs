@@ -33,6 +33,21 @@ pub use columns::fields;
 pub use route::{check_requests, requested_by};
 pub use stage::JudgeStage;
 
+/// The versions (content hashes) of every prompt template, so a run's
+/// fingerprint changes when a prompt does and a resumed run never mixes
+/// answers to two versions of a question.
+pub fn template_versions() -> Vec<String> {
+    [
+        &prompts::MEANING_MATCH,
+        &prompts::SIMILARITY,
+        &prompts::FACT_EXTRACT,
+        &prompts::FACT_MATCH,
+    ]
+    .iter()
+    .map(|t| t.hash())
+    .collect()
+}
+
 /// The judge metrics, by the name `--metrics` uses.
 pub const METRICS: [&str; 3] = ["meaning_match", "similarity", "fact_similarity"];
 

@@ -317,17 +317,11 @@ impl JudgeStage {
         let results = self.run_jobs(&jobs, batch, None);
         for (job, result) in jobs.iter().zip(results) {
             match (job, result) {
-                (Job::Ask { row, metric, texts }, Ok((v, u, mode))) => {
+                (Job::Ask { row, metric, .. }, Ok((v, u, _))) => {
                     add_usage(&mut usage[*row], u);
                     judged[*row] = true;
                     match read_verdict(*metric, &v, 0) {
                         Ok(verdict) => {
-                            let template = if *metric == 0 {
-                                &MEANING_MATCH
-                            } else {
-                                &SIMILARITY
-                            };
-                            self.record(template, mode, texts, &v, u);
                             verdicts[*row][*metric] = Some((verdict, Source::Judge));
                         }
                         Err(e) => fail(&mut errors[*row], &mut self.report, METRICS[*metric], &e),
@@ -337,9 +331,8 @@ impl JudgeStage {
                     judged[*row] = true;
                     fail(&mut errors[*row], &mut self.report, METRICS[*metric], &e);
                 }
-                (Job::Extract { texts, .. }, Ok((v, u, mode))) => {
+                (Job::Extract { texts, .. }, Ok((v, _, _))) => {
                     if let Ok(f) = parse::facts(&v) {
-                        self.record(&FACT_EXTRACT, mode, texts, &v, u);
                         self.reference_facts.put(texts.clone(), Arc::new(f));
                     }
                 }
@@ -397,16 +390,15 @@ impl JudgeStage {
         }
         let results = self.run_jobs(&match_jobs, batch, Some(&match_facts));
         for ((job, result), facts) in match_jobs.iter().zip(results).zip(&match_facts) {
-            let Job::Ask { row, texts, .. } = job else {
+            let Job::Ask { row, .. } = job else {
                 continue;
             };
             judged[*row] = true;
-            match result.and_then(|(v, u, mode)| {
-                read_verdict(2, &v, facts.len()).map(|verdict| (v, u, mode, verdict))
+            match result.and_then(|(v, u, _)| {
+                read_verdict(2, &v, facts.len()).map(|verdict| (u, verdict))
             }) {
-                Ok((v, u, mode, verdict)) => {
+                Ok((u, verdict)) => {
                     add_usage(&mut usage[*row], u);
-                    self.record(&FACT_MATCH, mode, texts, &v, u);
                     verdicts[*row][2] = Some((verdict, Source::Judge));
                 }
                 Err(e) => fail(&mut errors[*row], &mut self.report, "fact_similarity", &e),
@@ -446,7 +438,14 @@ impl JudgeStage {
                     if k >= jobs.len() {
                         break;
                     }
-                    let _ = results[k].set(self.run_job(&jobs[k], k, batch, facts));
+                    let result = self.run_job(&jobs[k], k, batch, facts);
+                    if let Ok((v, u, mode)) = &result {
+                        // Journal a paid answer the moment it arrives: a
+                        // crash later in the batch must not lose it.
+                        let reference_facts = facts.map_or(0, |f| f[k].len());
+                        self.record_valid(&jobs[k], reference_facts, v, *u, mode);
+                    }
+                    let _ = results[k].set(result);
                 });
             }
         });
@@ -454,6 +453,28 @@ impl JudgeStage {
             .into_iter()
             .map(|r| r.into_inner().expect("every job ran"))
             .collect()
+    }
+
+    /// Records an answer in the cache and journal when it parses as the
+    /// job's kind of answer (a reply that will be retried is not kept).
+    fn record_valid(&self, job: &Job, reference_facts: usize, v: &Value, u: Usage, mode: &str) {
+        match job {
+            Job::Ask { metric, texts, .. } => {
+                if read_verdict(*metric, v, reference_facts).is_ok() {
+                    let template = match metric {
+                        0 => &MEANING_MATCH,
+                        1 => &SIMILARITY,
+                        _ => &FACT_MATCH,
+                    };
+                    self.record(template, mode, texts, v, u);
+                }
+            }
+            Job::Extract { texts, .. } => {
+                if parse::facts(v).is_ok() {
+                    self.record(&FACT_EXTRACT, mode, texts, v, u);
+                }
+            }
+        }
     }
 
     fn run_job(

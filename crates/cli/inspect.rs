@@ -3,6 +3,8 @@
 use refscore_batch::{is_string_type, Error};
 use refscore_read::{ColumnMapping, Dataset, ReadOptions, Role};
 
+use std::fmt::Write;
+
 use crate::args::InspectArgs;
 
 /// Prints the files, their schema, the total row count and the column mapping.
@@ -18,16 +20,17 @@ pub fn run(args: InspectArgs) -> Result<(), Error> {
         ..ReadOptions::default()
     };
     let dataset = Dataset::open(&args.input, &options)?;
+    let mut out = String::new();
     let files = dataset.files();
-    println!("files: {}", files.len());
+    let _ = writeln!(out, "files: {}", files.len());
     for f in files.iter().take(20) {
-        println!("  {}  ({} rows)", f.path.display(), f.rows);
+        let _ = writeln!(out, "  {}  ({} rows)", f.path.display(), f.rows);
     }
     if files.len() > 20 {
-        println!("  ... and {} more", files.len() - 20);
+        let _ = writeln!(out, "  ... and {} more", files.len() - 20);
     }
-    println!("rows: {}", dataset.total_rows());
-    println!("schema (of {}):", files[0].path.display());
+    let _ = writeln!(out, "rows: {}", dataset.total_rows());
+    let _ = writeln!(out, "schema (of {}):", files[0].path.display());
     for field in files[0].schema.fields() {
         let text = if is_string_type(field.data_type()) {
             "  text"
@@ -39,13 +42,13 @@ pub fn run(args: InspectArgs) -> Result<(), Error> {
         } else {
             "not null"
         };
-        println!(
+        let _ = writeln!(out, 
             "  {:<24} {:<28} {null}{text}",
             field.name(),
             field.data_type().to_string()
         );
     }
-    println!("mapping:");
+    let _ = writeln!(out, "mapping:");
     let cols = dataset.columns();
     for (role, how) in cols.how {
         let col = match cols.name(role) {
@@ -53,7 +56,7 @@ pub fn run(args: InspectArgs) -> Result<(), Error> {
             None if role == Role::Id => "(none: the row ordinal is the id)".to_string(),
             None => "(none)".to_string(),
         };
-        println!("  {:<10} <- {col}  [{how}]", role.name());
+        let _ = writeln!(out, "  {:<10} <- {col}  [{how}]", role.name());
     }
-    Ok(())
+    crate::print_out(&out)
 }

@@ -1,14 +1,18 @@
 //! `refscore`: the command line. It only parses settings and wires the
-//! pipeline crates together: read → lexical → write.
+//! crates together: read → stages (lexical, embed, judge) → write, inside
+//! the job that owns checkpoints, resume and shards.
 
 mod args;
 mod inspect;
+mod merge;
 mod metrics;
 mod progress;
 mod report;
 mod score;
 mod settings;
+mod stages;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -18,6 +22,7 @@ use crate::args::{Cli, Command};
 
 fn exit_code(class: ErrorClass) -> u8 {
     match class {
+        ErrorClass::Usage => 64,
         ErrorClass::BadInput => 65,
         ErrorClass::Io => 74,
         ErrorClass::Temporary => 75,
@@ -60,17 +65,37 @@ fn run(cli: Cli) -> Result<(), Error> {
                     .build_global()
                     .map_err(|e| Error::config(format!("--threads {n}: {e}")))?;
             }
-            let summary = score::run(&s)?;
-            if !s.quiet {
-                print!("{}", report::table(&summary));
-                println!(
-                    "wrote {} and {}",
+            match score::run(&s)? {
+                score::Outcome::Scored(summary) if !s.quiet => print_out(&format!(
+                    "{}wrote {} and {}\n",
+                    report::table(&summary),
                     s.output.display(),
                     score::summary_path(&s.output).display()
-                );
+                )),
+                score::Outcome::Scored(_) => Ok(()),
+                score::Outcome::AlreadyComplete => {
+                    if !s.quiet {
+                        eprintln!(
+                            "refscore: {} is already complete for these inputs and settings; nothing to do",
+                            s.output.display()
+                        );
+                    }
+                    Ok(())
+                }
             }
-            Ok(())
         }),
         Command::Inspect(args) => inspect::run(args),
+        Command::MergeSummaries(args) => merge::run(args),
+    }
+}
+
+/// Prints to stdout; a reader that went away (`refscore inspect F | head -1`)
+/// is a normal end, not an error.
+pub(crate) fn print_out(text: &str) -> Result<(), Error> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Error::io(format!("stdout: {e}"))),
     }
 }

@@ -35,5 +35,10 @@ pub fn table(summary: &Summary) -> String {
                 .unwrap_or_else(|| "-".into())
         ));
     }
+    out.push_str(&format!(
+        "(medians are exact to within ±{:.0e}: bins of {:.0e})\n",
+        summary.median_resolution / 2.0,
+        summary.median_resolution
+    ));
     out
 }

@@ -1,29 +1,37 @@
-//! The `score` command: wires reader → metric stages → writer as three
-//! threads joined by bounded queues, so reading, scoring and writing overlap
-//! and memory stays flat.
+//! The `score` command: settings → job (output checks, resume, shard) →
+//! stages → run → assemble → summary. The job crate owns the threads,
+//! checkpoints and parts; this file only wires the pieces together.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use arrow::array::{AsArray, Float32Array};
-use crossbeam_channel::bounded;
-use refscore_batch::{Error, RowBatch, ScoreColumns};
+use refscore_batch::{Error, Stage};
 use refscore_embed::{EmbedOptions, EmbeddingStage};
+use refscore_job::{Job, JobSpec, Prepared};
 use refscore_judge::{Endpoint, JudgeOptions, JudgeStage};
 use refscore_read::Role;
 use refscore_read::{Dataset, ReadOptions};
-use refscore_write::{result_schema, write_atomically, ResultWriter, Summary};
-use serde_json::json;
+use refscore_write::{result_schema, write_atomically, Summary};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
 
 use crate::progress::Progress;
 use crate::settings::{Rescale, Settings};
+use crate::stages;
 
-/// Batches in flight between two stages.
-const QUEUE: usize = 2;
+/// How a `score` run ended.
+pub enum Outcome {
+    /// The output and summary are in place.
+    Scored(Summary),
+    /// `--resume` found the output already complete.
+    AlreadyComplete,
+}
 
 /// Runs a whole scoring job; returns the summary after the output file and
 /// its summary JSON are in place.
-pub fn run(settings: &Settings) -> Result<Summary, Error> {
+pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     let start = Instant::now();
     let options = ReadOptions {
         mapping: settings.mapping.clone(),
@@ -32,211 +40,296 @@ pub fn run(settings: &Settings) -> Result<Summary, Error> {
         row_filter: settings.judge_where.clone(),
     };
     let dataset = Dataset::open(&settings.input, &options)?;
-    let lexical = settings.metrics.lexical;
-    let mut embed = load_embedding(settings)?;
-    let mut judge = load_judge(settings)?;
-    let mut metric_fields = refscore_lexical::fields(lexical);
-    if let Some(stage) = &embed {
-        metric_fields.extend(stage.fields());
+    let endpoint = judge_endpoint(settings)?;
+    if let (Some(_), Some(column)) = (&endpoint, &settings.judge_where) {
+        check_judge_where(&dataset, column)?;
     }
-    if let Some(stage) = &judge {
-        metric_fields.extend(stage.fields());
+    if let Some(endpoint) = &endpoint {
+        // Fail loudly before any work when the judge cannot answer at all.
+        refscore_judge::probe(endpoint)?;
+    }
+    let model = resolve_embedding(settings)?;
+    let judge_url = endpoint.as_ref().map(Endpoint::display_url);
+    let mut metric_fields = refscore_lexical::fields(settings.metrics.lexical);
+    if model.is_some() {
+        metric_fields.extend(refscore_embed::fields(settings.metrics.embedding));
+    }
+    if endpoint.is_some() {
+        metric_fields.extend(refscore_judge::fields(settings.metrics.judge));
     }
     let schema = result_schema(dataset.id_field(), &metric_fields, dataset.keep_fields())?;
-    let mut writer = ResultWriter::create(
-        &settings.output,
-        settings.overwrite,
-        schema,
-        &settings.thresholds,
-    )?;
-    if let Some(stage) = embed.as_mut() {
-        prepare_embedding(stage, &dataset, settings)?;
-    }
-    let mut progress = Progress::new(dataset.total_rows(), settings.quiet);
-
-    let (read_tx, read_rx) = bounded::<Result<RowBatch, Error>>(QUEUE);
-    let (score_tx, score_rx) = bounded::<(RowBatch, ScoreColumns)>(QUEUE);
-    let outcome: Result<(), Error> = std::thread::scope(|s| {
-        s.spawn(|| {
-            for batch in dataset.batches() {
-                let failed = batch.is_err();
-                if read_tx.send(batch).is_err() || failed {
-                    break;
-                }
+    let spec = JobSpec {
+        output: settings.output.clone(),
+        overwrite: settings.overwrite,
+        resume: settings.resume,
+        shard: settings.shard,
+        settings: fingerprint(settings, &dataset, model.as_ref(), judge_url.as_deref())?,
+        thresholds: settings.thresholds.clone(),
+    };
+    let mut job = match Job::prepare(&dataset, spec)? {
+        Prepared::AlreadyComplete => return Ok(Outcome::AlreadyComplete),
+        Prepared::Run(job) => job,
+    };
+    let to_do = job.rows_to_do();
+    let mut lexical = stages::Lexical(settings.metrics.lexical);
+    let loaded = (|| -> Result<_, Error> {
+        let embed = match (&model, to_do > 0) {
+            (Some(_), true) => {
+                let mut stage = load_embedding(settings)?;
+                prepare_embedding(&mut stage, &dataset, settings)?;
+                Some(stages::Embedding(stage))
             }
-            drop(read_tx);
-        });
-        let write = s.spawn(|| -> Result<(), Error> {
-            for (batch, scores) in score_rx {
-                writer.write(&batch, scores)?;
-                progress.advance(batch.len() as u64);
-            }
-            Ok(())
-        });
-        let mut result = Ok(());
-        for batch in read_rx.iter() {
-            let batch = match batch {
-                Ok(b) => b,
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
-            };
-            let mut scores = refscore_lexical::score_batch(&batch, lexical);
-            if let Some(stage) = embed.as_mut() {
-                match stage.score_batch(&batch) {
-                    Ok(more) => scores.extend(more),
-                    Err(e) => {
-                        result = Err(e);
-                        break;
-                    }
-                }
-            }
-            if let Some(stage) = judge.as_mut() {
-                match judge_batch(stage, &batch, &scores, settings) {
-                    Ok(more) => scores.extend(more),
-                    Err(e) => {
-                        result = Err(e);
-                        break;
-                    }
-                }
-            }
-            if score_tx.send((batch, scores)).is_err() {
-                break;
-            }
+            _ => None,
+        };
+        let judge = match (&endpoint, to_do > 0) {
+            (Some(endpoint), true) => Some(stages::Judge {
+                stage: load_judge(settings, endpoint.clone(), job.journal_dir())?,
+                where_column: settings.judge_where.clone(),
+            }),
+            _ => None,
+        };
+        Ok((embed, judge))
+    })();
+    let (mut embed, mut judge) = match loaded {
+        Ok(stages) => stages,
+        Err(e) => {
+            job.abandon();
+            return Err(e);
         }
-        drop(score_tx);
-        drop(read_rx);
-        let written = write.join().expect("writer thread panicked");
-        result.and(written)
-    });
-    progress.finish();
-    outcome?;
-    let stats = writer.finish()?;
-    let mut summary = stats.finish(start.elapsed().as_secs_f64());
-    summary
-        .extra
-        .insert("input".into(), settings.input.clone().into());
-    summary.extra.insert(
+    };
+    if to_do > 0 {
+        let mut progress = Progress::new(to_do, settings.quiet);
+        let mut chain: Vec<&mut dyn Stage> = vec![&mut lexical];
+        if let Some(s) = embed.as_mut() {
+            chain.push(s);
+        }
+        if let Some(s) = judge.as_mut() {
+            chain.push(s);
+        }
+        let outcome = job.run(&dataset, &schema, &mut chain, &mut |n| progress.advance(n));
+        progress.finish();
+        outcome?;
+    }
+    let finished = job.finish(&schema)?;
+    let mut summary = finished
+        .stats
+        .finish(start.elapsed().as_secs_f64(), to_do);
+    let extra = &mut summary.extra;
+    extra.insert("input".into(), settings.input.clone().into());
+    extra.insert(
         "output".into(),
         settings.output.display().to_string().into(),
     );
+    if let Some(shard) = settings.shard {
+        extra.insert("shard".into(), shard.to_string().into());
+    }
+    if finished.resumed_rows > 0 {
+        extra.insert("rows_resumed".into(), finished.resumed_rows.into());
+    }
     if let Some(stage) = &embed {
-        summary
-            .extra
-            .insert("embedding".into(), embedding_report(stage));
+        extra.insert("embedding".into(), embedding_report(&stage.0));
     }
     if let Some(stage) = &judge {
-        let r = stage.report();
+        let r = stage.stage.report();
         let mut v = refscore_judge::report_json(&r);
         v["seconds_per_judged_row"] = json!(if r.rows_judged > 0 {
             r.call_seconds / r.rows_judged as f64
         } else {
             0.0
         });
-        summary.extra.insert("judge".into(), v);
+        v["rows_lacking_judge_metrics"] = json!(finished.retryable_rows);
+        extra.insert("judge".into(), v);
     }
     if let Some(rss) = peak_rss_bytes() {
-        summary.extra.insert("peak_rss_bytes".into(), rss.into());
+        extra.insert("peak_rss_bytes".into(), rss.into());
     }
-    let json = serde_json::to_string_pretty(&summary).expect("summary serialises");
-    write_atomically(&summary_path(&settings.output), &json)?;
-    Ok(summary)
+    let text = serde_json::to_string_pretty(&summary).expect("summary serialises");
+    write_atomically(&summary_path(&settings.output), &text)?;
+    let lacking = finished.retryable_rows > settings.max_judge_failures;
+    job.close(lacking)?;
+    if lacking {
+        return Err(Error::temporary(format!(
+            "{} rows lack judge metrics (first failure: {}); {} holds everything else; run the same command with --resume once the judge is back",
+            finished.retryable_rows,
+            finished.retry_reason.as_deref().unwrap_or("unknown"),
+            settings.output.display()
+        )));
+    }
+    Ok(Outcome::Scored(summary))
 }
 
-/// Loads the embedding stage when embedding metrics are wanted. When the
-/// user asked for none by name and no model is found, the run goes on
-/// without them, with a warning.
-fn load_embedding(settings: &Settings) -> Result<Option<EmbeddingStage>, Error> {
+/// Reads every value of the `--judge-where` column before the first paid
+/// call, so a bad value in the last row cannot end a run that already paid.
+fn check_judge_where(dataset: &Dataset, column: &str) -> Result<(), Error> {
+    for batch in dataset.column(column) {
+        let batch = batch?;
+        let array = match batch.array.data_type() {
+            arrow::datatypes::DataType::Dictionary(_, v) => {
+                arrow::compute::cast(&batch.array, v).unwrap_or_else(|_| batch.array.clone())
+            }
+            _ => batch.array.clone(),
+        };
+        refscore_judge::check_requests(&array, &|i| {
+            format!(
+                "{}: column '{column}', row {}",
+                batch.source.display(),
+                batch.first_row_in_source + i as u64
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Everything that changes a result value, for the run's fingerprint: a
+/// resumed run must match it.
+fn fingerprint(
+    settings: &Settings,
+    dataset: &Dataset,
+    model: Option<&refscore_embed::ModelFiles>,
+    judge_url: Option<&str>,
+) -> Result<BTreeMap<String, Value>, Error> {
+    let mut f = BTreeMap::new();
+    let plan = &settings.metrics;
+    f.insert("lexical".into(), json!(format!("{:?}", plan.lexical)));
+    let cols = dataset.columns();
+    f.insert(
+        "columns".into(),
+        json!([cols.id, cols.input, cols.reference, cols.output]),
+    );
+    f.insert("keep".into(), json!(settings.keep));
+    f.insert("batch_size".into(), json!(settings.batch_size));
+    if let Some(files) = model {
+        let e = &settings.embed;
+        f.insert("embedding".into(), json!(plan.embedding));
+        f.insert("model_files".into(), json!(model_files_hash(&files.dir)?));
+        f.insert(
+            "embed".into(),
+            json!({
+                "device": e.device,
+                "idf": e.idf,
+                "rescale": format!("{:?}", e.rescale),
+                "max_seq_length": e.max_seq_length,
+            }),
+        );
+    }
+    if let (Some(url), Some(j)) = (judge_url, &settings.judge) {
+        // The URL as shown (credentials redacted): the fingerprint is stored.
+        f.insert("judge".into(), json!(plan.judge));
+        f.insert(
+            "judge_endpoint".into(),
+            json!({"url": url, "model": j.model, "band": j.band, "where": settings.judge_where}),
+        );
+        f.insert(
+            "judge_templates".into(),
+            json!(refscore_judge::template_versions()),
+        );
+    }
+    Ok(f)
+}
+
+/// SHA-256 over the files that determine an embedding.
+fn model_files_hash(dir: &Path) -> Result<String, Error> {
+    let mut h = Sha256::new();
+    for name in ["config.json", "tokenizer.json", "model.safetensors"] {
+        let path = dir.join(name);
+        let mut file = std::fs::File::open(&path)
+            .map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
+        h.update(name.as_bytes());
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = file
+                .read(&mut buf)
+                .map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
+            if n == 0 {
+                break;
+            }
+            h.update(&buf[..n]);
+        }
+    }
+    Ok(format!("{:x}", h.finalize()))
+}
+
+/// The embedding model when embedding metrics are wanted. When the user
+/// asked for none by name (and named no model) and none is found, the run
+/// goes on without them, with a warning.
+fn resolve_embedding(settings: &Settings) -> Result<Option<refscore_embed::ModelFiles>, Error> {
     let plan = &settings.metrics;
     if !plan.wants_embedding() {
         return Ok(None);
     }
     let model = settings.embed.model.as_deref();
-    if let Err(e) = refscore_embed::resolve(model) {
-        if plan.explicit || model.is_some() {
-            return Err(e);
+    // A model named by the environment is a model asked for, like --model.
+    let named = model.is_some()
+        || std::env::var_os("REFSCORE_MODEL_DIR").is_some_and(|v| !v.is_empty());
+    match refscore_embed::resolve(model) {
+        Ok(files) => {
+            refscore_embed::parse_device(&settings.embed.device)?;
+            Ok(Some(files))
         }
-        if !settings.quiet {
-            eprintln!("refscore: warning: embedding metrics skipped: {e}");
+        Err(e) if plan.explicit || named => Err(e),
+        Err(e) => {
+            if settings.judge.as_ref().is_some_and(|j| j.band.is_some()) {
+                return Err(Error::config(format!(
+                    "--judge-band needs cosine, but the embedding model is missing: {e}"
+                )));
+            }
+            if !settings.quiet {
+                eprintln!("refscore: warning: embedding metrics skipped: {e}");
+            }
+            Ok(None)
         }
-        return Ok(None);
     }
+}
+
+fn load_embedding(settings: &Settings) -> Result<EmbeddingStage, Error> {
     let options = EmbedOptions {
-        model: model.map(str::to_string),
+        model: settings.embed.model.clone(),
         device: refscore_embed::parse_device(&settings.embed.device)?,
-        selection: plan.embedding,
+        selection: settings.metrics.embedding,
         max_seq_length: settings.embed.max_seq_length,
         cache_bytes: settings.embed.cache_mb << 20,
         store: settings.embed.store.clone(),
         store_outputs: settings.embed.store_outputs,
         ..EmbedOptions::default()
     };
-    EmbeddingStage::load(options).map(Some)
+    EmbeddingStage::load(options)
 }
 
-/// Sets up the judge stage when judge metrics are wanted.
-fn load_judge(settings: &Settings) -> Result<Option<JudgeStage>, Error> {
+/// The judge endpoint when judge metrics are wanted.
+fn judge_endpoint(settings: &Settings) -> Result<Option<Endpoint>, Error> {
     let (Some(j), true) = (&settings.judge, settings.metrics.wants_judge()) else {
         return Ok(None);
     };
     let api_key = std::env::var(&j.api_key_env).ok().filter(|k| !k.is_empty());
-    let endpoint = Endpoint {
+    Ok(Some(Endpoint {
         url: j.url.clone(),
         model: j.model.clone(),
         api_key,
-        timeout: std::time::Duration::from_secs_f64(j.timeout),
+        timeout: Endpoint::timeout_from_secs(j.timeout)?,
         retries: j.retries,
         concurrency: j.concurrency,
         requests_per_minute: j.rpm,
         tokens_per_minute: j.tpm,
         backoff: std::time::Duration::from_millis(500),
-    };
-    JudgeStage::new(JudgeOptions {
+    }))
+}
+
+fn load_judge(
+    settings: &Settings,
+    endpoint: Endpoint,
+    journal: PathBuf,
+) -> Result<JudgeStage, Error> {
+    let j = settings.judge.as_ref().expect("endpoint implies judge settings");
+    let mut stage = JudgeStage::new(JudgeOptions {
         endpoint,
         selection: settings.metrics.judge,
         band: j.band,
         cache_dir: j.cache.clone(),
-    })
-    .map(Some)
-}
-
-/// Works out which rows request which judge metrics and judges the batch.
-fn judge_batch(
-    stage: &mut JudgeStage,
-    batch: &RowBatch,
-    scores: &ScoreColumns,
-    settings: &Settings,
-) -> Result<ScoreColumns, Error> {
-    let n = batch.len();
-    let requested: Vec<[bool; 3]> = match &batch.row_filter {
-        None => vec![[true; 3]; n],
-        Some(col) => {
-            let column = settings.judge_where.as_deref().unwrap_or("");
-            (0..n)
-                .map(|i| {
-                    refscore_judge::requested_by(col, i, &|| {
-                        format!(
-                            "{}: column '{column}', row {}",
-                            batch.source,
-                            batch.first_row_in_source + i as u64
-                        )
-                    })
-                })
-                .collect::<Result<_, _>>()?
-        }
-    };
-    let cosine: Option<Float32Array> =
-        scores
-            .fields
-            .iter()
-            .position(|f| f.name() == "cosine")
-            .map(|k| {
-                scores.arrays[k]
-                    .as_primitive::<arrow::datatypes::Float32Type>()
-                    .clone()
-            });
-    stage.score_batch(batch, &requested, cosine.as_ref())
+    })?;
+    // Answers paid for in this job, kept with its progress: a part scored
+    // again after a crash or a judge failure never pays twice.
+    stage.set_journal_dir(journal)?;
+    Ok(stage)
 }
 
 /// The passes some embedding settings need before scoring: IDF over the
@@ -255,10 +348,10 @@ fn prepare_embedding(
     match settings.embed.rescale {
         Some(Rescale::Given(b)) => stage.set_baseline(b),
         Some(Rescale::Auto) => {
-            let pairs = sample_mismatched_pairs(dataset, 1000)?;
+            let pairs = refscore_job::fit::mismatched_pairs(dataset, 1000)?;
             if pairs.len() < 2 {
                 return Err(Error::bad_input(format!(
-                    "{}: --rescale-baseline auto needs at least 2 scorable rows",
+                    "{}: --rescale-baseline auto needs at least 2 scorable rows with different texts",
                     settings.input
                 )));
             }
@@ -268,48 +361,6 @@ fn prepare_embedding(
         None => {}
     }
     Ok(())
-}
-
-/// Reservoir-samples up to `k` scorable rows with a fixed seed and pairs
-/// each sampled reference with the next sampled row's output, so every pair
-/// is mismatched and the same input always gives the same pairs.
-fn sample_mismatched_pairs(dataset: &Dataset, k: usize) -> Result<Vec<(String, String)>, Error> {
-    let mut state: u64 = 0x5EED_0F_BA5E_u64;
-    let mut rand = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    let mut sample: Vec<(String, String)> = Vec::with_capacity(k);
-    let mut seen = 0u64;
-    for batch in dataset.batches() {
-        let batch = batch?;
-        for i in 0..batch.len() {
-            if batch.unscorable(i).is_some() {
-                continue;
-            }
-            let pair = || {
-                (
-                    batch.reference.get(i).unwrap_or("").to_string(),
-                    batch.output.get(i).unwrap_or("").to_string(),
-                )
-            };
-            seen += 1;
-            if sample.len() < k {
-                sample.push(pair());
-            } else {
-                let j = rand() % seen;
-                if (j as usize) < k {
-                    sample[j as usize] = pair();
-                }
-            }
-        }
-    }
-    let n = sample.len();
-    Ok((0..n)
-        .map(|i| (sample[i].0.clone(), sample[(i + 1) % n].1.clone()))
-        .collect())
 }
 
 fn embedding_report(stage: &EmbeddingStage) -> serde_json::Value {
@@ -325,6 +376,8 @@ fn embedding_report(stage: &EmbeddingStage) -> serde_json::Value {
         "texts_embedded": r.texts_embedded,
         "texts_reused": r.texts_reused,
         "texts_truncated": r.texts_truncated,
+        "tokenized_bytes": r.tokenized_bytes,
+        "kernels": stage.kernel_path().name(),
         "tokens": r.tokens,
         "padded_tokens": r.padded_tokens,
         "tokenize_seconds": r.tokenize.as_secs_f64(),
@@ -339,7 +392,7 @@ fn embedding_report(stage: &EmbeddingStage) -> serde_json::Value {
 }
 
 /// `<output>.summary.json`.
-pub fn summary_path(output: &std::path::Path) -> PathBuf {
+pub fn summary_path(output: &Path) -> PathBuf {
     let mut name = output.as_os_str().to_owned();
     name.push(".summary.json");
     PathBuf::from(name)

@@ -48,6 +48,9 @@ struct ConfigFile {
     judge_where: Option<String>,
     judge_band: Option<String>,
     judge_cache: Option<PathBuf>,
+    resume: Option<bool>,
+    shard: Option<String>,
+    max_judge_failures: Option<u64>,
 }
 
 /// Settings of the judge stage (present when a judge URL is given).
@@ -125,6 +128,33 @@ pub struct Settings {
     pub judge: Option<JudgeSettings>,
     /// `--judge-where`: the column that says which rows want judging.
     pub judge_where: Option<String>,
+    /// `--resume`.
+    pub resume: bool,
+    /// `--shard K/N`.
+    pub shard: Option<refscore_job::Shard>,
+    /// `--max-judge-failures`.
+    pub max_judge_failures: u64,
+}
+
+/// Takes a flag's value over the config file's, and fails when the value is
+/// outside `ok`: exit 64 for a flag, 78 for a config-file entry.
+fn ranged<T: Copy + std::fmt::Display>(
+    flag: Option<T>,
+    file: Option<T>,
+    name: &str,
+    ok: impl Fn(T) -> bool,
+    expected: &str,
+) -> Result<Option<T>, Error> {
+    match (flag, file) {
+        (Some(v), _) if !ok(v) => Err(Error::usage(format!(
+            "--{} {v}: expected {expected}",
+            name.replace('_', "-")
+        ))),
+        (None, Some(v)) if !ok(v) => Err(Error::config(format!(
+            "config file: {name} = {v}: expected {expected}"
+        ))),
+        (f, g) => Ok(f.or(g)),
+    }
 }
 
 fn read_config(path: &Path) -> Result<ConfigFile, Error> {
@@ -181,6 +211,11 @@ impl Settings {
             .collect();
         for (k, v) in file.thresholds.unwrap_or_default() {
             metrics::check_known(&k)?;
+            if !v.is_finite() {
+                return Err(Error::config(format!(
+                    "config file: threshold {k} = {v}: expected a finite number"
+                )));
+            }
             thresholds.insert(k, v);
         }
         for t in &args.threshold {
@@ -190,7 +225,9 @@ impl Settings {
             metrics::check_known(k)?;
             let v: f64 = v
                 .parse()
-                .map_err(|_| Error::config(format!("--threshold {t}: '{v}' is not a number")))?;
+                .ok()
+                .filter(|v: &f64| v.is_finite())
+                .ok_or_else(|| Error::usage(format!("--threshold {t}: '{v}' is not a finite number")))?;
             thresholds.insert(k.to_string(), v);
         }
         // Judged rows take seconds each: smaller batches keep progress and
@@ -200,26 +237,33 @@ impl Settings {
         } else {
             32 * 1024
         };
-        let batch_size = args.batch_size.or(file.batch_size).unwrap_or(default_batch);
-        if batch_size == 0 {
-            return Err(Error::config("--batch-size must be at least 1"));
-        }
-        let threads = args.threads.or(file.threads);
-        if threads == Some(0) {
-            return Err(Error::config("--threads must be at least 1"));
-        }
+        let batch_size = ranged(
+            args.batch_size,
+            file.batch_size,
+            "batch_size",
+            |n| (1..=10_000_000).contains(&n),
+            "1 to 10000000 rows",
+        )?
+        .unwrap_or(default_batch);
+        let threads = ranged(
+            args.threads,
+            file.threads,
+            "threads",
+            |n| (1..=1024).contains(&n),
+            "1 to 1024",
+        )?;
         let rescale = match args.rescale_baseline.or(file.rescale_baseline) {
             None => None,
             Some(r) if r == "auto" => Some(Rescale::Auto),
             Some(r) => {
                 let parts: Vec<f32> = r.split(',').filter_map(|p| p.trim().parse().ok()).collect();
                 match parts.as_slice() {
-                    [p, rr, f] if [p, rr, f].iter().all(|b| **b < 1.0) => {
+                    [p, rr, f] if [p, rr, f].iter().all(|b| b.is_finite() && **b < 1.0) => {
                         Some(Rescale::Given([*p, *rr, *f]))
                     }
                     _ => {
                         return Err(Error::config(format!(
-                        "--rescale-baseline {r}: expected auto or three numbers below 1, as P,R,F"
+                        "--rescale-baseline {r}: expected auto or three finite numbers below 1, as P,R,F"
                     )))
                     }
                 }
@@ -230,8 +274,21 @@ impl Settings {
             device: args.device.or(file.device).unwrap_or_else(|| "cpu".into()),
             idf: args.idf || file.idf.unwrap_or(false),
             rescale,
-            max_seq_length: args.max_seq_length.or(file.max_seq_length),
-            cache_mb: args.embed_cache_mb.or(file.embed_cache_mb).unwrap_or(256),
+            max_seq_length: ranged(
+                args.max_seq_length,
+                file.max_seq_length,
+                "max_seq_length",
+                |n| (2..=1_000_000).contains(&n),
+                "2 or more word-pieces (at most the model's position limit)",
+            )?,
+            cache_mb: ranged(
+                args.embed_cache_mb,
+                file.embed_cache_mb,
+                "embed_cache_mb",
+                |n| n <= 1 << 20,
+                "0 to 1048576 MiB",
+            )?
+            .unwrap_or(256),
             store: args.embed_cache.or(file.embed_cache),
             store_outputs: args.embed_cache_outputs || file.embed_cache_outputs.unwrap_or(false),
         };
@@ -240,7 +297,7 @@ impl Settings {
             .or(file.judge_band)
             .map(|b| parse_band(&b))
             .transpose()?;
-        if band.is_some() && !(metrics.judge[0] && metrics.embedding[0]) {
+        if band.is_some() && !(metrics.judge[0] && metrics.embedding[0] && judge_url.is_some()) {
             return Err(Error::config(
                 "--judge-band needs the meaning_match and cosine metrics in the run",
             ));
@@ -248,19 +305,44 @@ impl Settings {
         let judge = match judge_url {
             None => None,
             Some(url) => {
-                let timeout = args.judge_timeout.or(file.judge_timeout).unwrap_or(60.0);
-                if timeout <= 0.0 || !timeout.is_finite() {
-                    return Err(Error::config(
-                        "--judge-timeout must be a positive number of seconds",
-                    ));
-                }
-                let concurrency = args
-                    .judge_concurrency
-                    .or(file.judge_concurrency)
-                    .unwrap_or(4);
-                if concurrency == 0 {
-                    return Err(Error::config("--judge-concurrency must be at least 1"));
-                }
+                let timeout = ranged(
+                    args.judge_timeout,
+                    file.judge_timeout,
+                    "judge_timeout",
+                    |t| t > 0.0 && t <= 86_400.0,
+                    "seconds above 0 and at most 86400",
+                )?
+                .unwrap_or(60.0);
+                let concurrency = ranged(
+                    args.judge_concurrency,
+                    file.judge_concurrency,
+                    "judge_concurrency",
+                    |n| (1..=256).contains(&n),
+                    "1 to 256",
+                )?
+                .unwrap_or(4);
+                let retries = ranged(
+                    args.judge_retries,
+                    file.judge_retries,
+                    "judge_retries",
+                    |n| n <= 100,
+                    "0 to 100",
+                )?
+                .unwrap_or(4);
+                let rpm = ranged(
+                    args.judge_rpm,
+                    file.judge_rpm,
+                    "judge_rpm",
+                    |n| n >= 1,
+                    "at least 1 request per minute",
+                )?;
+                let tpm = ranged(
+                    args.judge_tpm,
+                    file.judge_tpm,
+                    "judge_tpm",
+                    |n| n >= 1,
+                    "at least 1 token per minute",
+                )?;
                 Some(JudgeSettings {
                     url,
                     model: args
@@ -272,10 +354,10 @@ impl Settings {
                         .or(file.judge_api_key_env)
                         .unwrap_or_else(|| "OPENAI_API_KEY".into()),
                     timeout,
-                    retries: args.judge_retries.or(file.judge_retries).unwrap_or(4),
+                    retries,
                     concurrency,
-                    rpm: args.judge_rpm.or(file.judge_rpm),
-                    tpm: args.judge_tpm.or(file.judge_tpm),
+                    rpm,
+                    tpm,
                     band,
                     cache: args.judge_cache.or(file
                         .judge_cache
@@ -283,7 +365,18 @@ impl Settings {
                 })
             }
         };
+        let shard = args
+            .shard
+            .or(file.shard)
+            .map(|s| s.parse::<refscore_job::Shard>().map_err(Error::usage))
+            .transpose()?;
         Ok(Settings {
+            resume: args.resume || file.resume.unwrap_or(false),
+            shard,
+            max_judge_failures: args
+                .max_judge_failures
+                .or(file.max_judge_failures)
+                .unwrap_or(0),
             judge,
             judge_where: args.judge_where.or(file.judge_where),
             embed,

@@ -1,0 +1,382 @@
+//! The run folder beside the output, the run's fingerprint, and the checks
+//! on the output path made before any work starts.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+
+use refscore_batch::Error;
+use refscore_read::Dataset;
+use refscore_write::{parent_dir, read_part, sync_dir, PartInfo};
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::{JobSpec, RUN_KEY};
+
+const MANIFEST: &str = "run.json";
+const LOCK: &str = "run.lock";
+
+/// `.<output name>.refscore-run` beside the output.
+pub(crate) fn path_for(output: &Path) -> PathBuf {
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    parent_dir(output).join(format!(".{name}.refscore-run"))
+}
+
+/// Refuses outputs that would destroy something or fail only at the end: a
+/// folder, a device or FIFO, a missing folder, one of the input files, or a
+/// summary path that is a folder.
+pub(crate) fn check_output(output: &Path, dataset: &Dataset) -> Result<(), Error> {
+    let shown = output.display();
+    let dir = parent_dir(output);
+    if !dir.is_dir() {
+        return Err(Error::io(format!(
+            "{shown}: output directory {} does not exist",
+            dir.display()
+        )));
+    }
+    if let Ok(meta) = fs::metadata(output) {
+        if meta.is_dir() {
+            return Err(Error::config(format!(
+                "{shown}: output path is a directory; give a file name"
+            )));
+        }
+        if !meta.is_file() {
+            return Err(Error::config(format!(
+                "{shown}: output is not a regular file (a device or FIFO); refscore writes a Parquet file and a summary beside it, so give a file path"
+            )));
+        }
+        for input in dataset.files() {
+            if same_file(output, &input.path) {
+                return Err(Error::config(format!(
+                    "{shown}: the output is one of the input files; refusing to replace it even with --overwrite"
+                )));
+            }
+        }
+    }
+    let summary = summary_path(output);
+    if summary.is_dir() {
+        return Err(Error::config(format!(
+            "{}: the summary path is a directory",
+            summary.display()
+        )));
+    }
+    // Can we write there? Find out now, not after hours of scoring.
+    tempfile::Builder::new()
+        .prefix(".refscore-probe")
+        .tempfile_in(&dir)
+        .map_err(|e| {
+            Error::io(format!(
+                "{shown}: cannot write in the output directory {}: {e}",
+                dir.display()
+            ))
+        })?;
+    Ok(())
+}
+
+/// Removes the temporaries a killed run of this output may have left while
+/// writing the result or its summary (`.<name>.*.partial`, regular files
+/// only): they are refscore's own and never hold anything finished.
+pub(crate) fn remove_stale_temporaries(output: &Path) {
+    let Some(name) = output.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return;
+    };
+    let prefix = format!(".{name}.");
+    let Ok(entries) = fs::read_dir(parent_dir(output)) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        let ours = n.starts_with(&prefix) && n.ends_with(".partial");
+        if ours && e.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+}
+
+/// `<output>.summary.json`.
+pub(crate) fn summary_path(output: &Path) -> PathBuf {
+    let mut name = output.as_os_str().to_owned();
+    name.push(".summary.json");
+    PathBuf::from(name)
+}
+
+#[cfg(unix)]
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (fs::metadata(a), fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+#[cfg(not(unix))]
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (fs::canonicalize(a), fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
+}
+
+/// Everything that identifies a job's results.
+pub(crate) fn fingerprint(dataset: &Dataset, spec: &JobSpec) -> Value {
+    let inputs: Vec<Value> = dataset
+        .files()
+        .iter()
+        .map(|f| {
+            json!({
+                "path": f.path.display().to_string(),
+                "size": f.size,
+                "footer_sha256": f.footer_sha256,
+            })
+        })
+        .collect();
+    let settings: Map<String, Value> = spec
+        .settings
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    json!({
+        "inputs": inputs,
+        "shard": spec.shard.map(|s| s.to_string()),
+        "thresholds": spec.thresholds,
+        "settings": settings,
+    })
+}
+
+pub(crate) fn hash(fingerprint: &Value) -> String {
+    let text = serde_json::to_string(fingerprint).expect("serialises");
+    format!("{:x}", Sha256::digest(text.as_bytes()))
+}
+
+/// The fingerprint hash a finished result file records, if any.
+pub(crate) fn output_hash(output: &Path) -> Option<String> {
+    let file = File::open(output).ok()?;
+    let meta = parquet::file::metadata::ParquetMetaDataReader::new()
+        .parse_and_finish(&file)
+        .ok()?;
+    meta.file_metadata()
+        .key_value_metadata()?
+        .iter()
+        .find(|k| k.key == RUN_KEY)?
+        .value
+        .clone()
+}
+
+/// An open run folder, locked against a second process.
+pub(crate) struct RunDir {
+    path: PathBuf,
+    _lock: File,
+}
+
+impl RunDir {
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(path: &Path) -> Result<File, Error> {
+        let lock_path = path.join(LOCK);
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| Error::io(format!("{}: {e}", lock_path.display())))?;
+        match file.try_lock() {
+            Ok(()) => Ok(file),
+            Err(fs::TryLockError::WouldBlock) => Err(Error::temporary(format!(
+                "{}: another refscore process is running this job",
+                path.display()
+            ))),
+            Err(fs::TryLockError::Error(e)) => {
+                Err(Error::io(format!("{}: cannot lock: {e}", lock_path.display())))
+            }
+        }
+    }
+
+    /// Starts a new run folder holding the fingerprint.
+    pub(crate) fn create(path: &Path, fingerprint: &Value) -> Result<RunDir, Error> {
+        fs::create_dir(path)
+            .map_err(|e| Error::io(format!("{}: cannot create: {e}", path.display())))?;
+        let lock = RunDir::lock(path)?;
+        let manifest = json!({
+            "about": "progress of an interrupted refscore run; `refscore score ... --resume` finishes it, --overwrite discards it",
+            "fingerprint": fingerprint,
+        });
+        let text = serde_json::to_string_pretty(&manifest).expect("serialises");
+        refscore_batch::files::write_atomically(&path.join(MANIFEST), text.as_bytes())
+            .map_err(|e| Error::io(format!("{}: {e}", path.join(MANIFEST).display())))?;
+        sync_dir(path)?;
+        sync_dir(&parent_dir(path))?;
+        Ok(RunDir {
+            path: path.to_path_buf(),
+            _lock: lock,
+        })
+    }
+
+    /// Opens an existing run folder.
+    pub(crate) fn open(path: &Path) -> Result<RunDir, Error> {
+        let lock = RunDir::lock(path)?;
+        Ok(RunDir {
+            path: path.to_path_buf(),
+            _lock: lock,
+        })
+    }
+
+    /// Removes a run folder (it holds only what refscore wrote).
+    pub(crate) fn discard(path: &Path) -> Result<(), Error> {
+        match fs::remove_dir_all(path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(format!("{}: cannot remove: {e}", path.display()))),
+        }
+    }
+
+    /// Rows in the committed parts of a run folder, for messages.
+    pub(crate) fn committed_rows(path: &Path) -> u64 {
+        part_paths(path)
+            .iter()
+            .filter_map(|p| read_part(p).ok())
+            .map(|p| p.rows)
+            .sum()
+    }
+
+    /// Refuses to resume when anything that identifies the results changed,
+    /// naming the first difference.
+    pub(crate) fn check_fingerprint(&self, now: &Value) -> Result<(), Error> {
+        let manifest_path = self.path.join(MANIFEST);
+        let refuse = |why: String| Error::config(format!("--resume refused: {why}"));
+        let text = fs::read_to_string(&manifest_path).map_err(|e| {
+            refuse(format!(
+                "{}: cannot read the interrupted run's manifest: {e}; use --overwrite to start again",
+                manifest_path.display()
+            ))
+        })?;
+        let then: Value = serde_json::from_str(&text)
+            .ok()
+            .and_then(|v: Value| v.get("fingerprint").cloned())
+            .ok_or_else(|| {
+                refuse(format!(
+                    "{}: damaged manifest; use --overwrite to start again",
+                    manifest_path.display()
+                ))
+            })?;
+        if let Some(why) = difference(&then, now) {
+            return Err(refuse(format!(
+                "{why} since the interrupted run; use --overwrite to start again"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The committed parts that can be kept, sorted by first row. Parts with
+    /// rows worth retrying, damaged parts and temporaries are removed, so
+    /// their rows are scored again (paid judge answers come from the journal).
+    pub(crate) fn load_parts(&self) -> Result<Vec<(PathBuf, PartInfo)>, Error> {
+        let mut parts = Vec::new();
+        if let Ok(entries) = fs::read_dir(&self.path) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with(".part-") {
+                    let _ = fs::remove_file(e.path());
+                }
+            }
+        }
+        for path in part_paths(&self.path) {
+            match read_part(&path) {
+                Ok(info) if info.retryable_rows == 0 => parts.push((path, info)),
+                _ => fs::remove_file(&path)
+                    .map_err(|e| Error::io(format!("{}: {e}", path.display())))?,
+            }
+        }
+        parts.sort_by_key(|(_, p)| p.first_row);
+        let mut kept: Vec<(PathBuf, PartInfo)> = Vec::new();
+        for (path, p) in parts {
+            let overlaps = kept
+                .last()
+                .is_some_and(|(_, q)| q.first_row + q.rows > p.first_row);
+            if overlaps {
+                fs::remove_file(&path).map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
+            } else {
+                kept.push((path, p));
+            }
+        }
+        Ok(kept)
+    }
+}
+
+fn part_paths(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .map(|n| n.to_string_lossy())
+                        .is_some_and(|n| n.starts_with("part-") && n.ends_with(".parquet"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// The first difference between two fingerprints, in words.
+fn difference(then: &Value, now: &Value) -> Option<String> {
+    let inputs = |v: &Value| v["inputs"].as_array().cloned().unwrap_or_default();
+    let (a, b) = (inputs(then), inputs(now));
+    for (x, y) in a.iter().zip(&b) {
+        if x["path"] != y["path"] {
+            return Some(format!(
+                "the input files differ ({} then, {} now)",
+                x["path"], y["path"]
+            ));
+        }
+        if x != y {
+            return Some(format!("the input file {} changed", y["path"]));
+        }
+    }
+    if a.len() != b.len() {
+        return Some(format!(
+            "the input has {} files now, {} then",
+            b.len(),
+            a.len()
+        ));
+    }
+    if then["shard"] != now["shard"] {
+        return Some(format!(
+            "--shard differs ({} then, {} now)",
+            then["shard"], now["shard"]
+        ));
+    }
+    if then["thresholds"] != now["thresholds"] {
+        return Some("the --threshold settings differ".into());
+    }
+    let empty = Map::new();
+    let (s, t) = (
+        then["settings"].as_object().unwrap_or(&empty),
+        now["settings"].as_object().unwrap_or(&empty),
+    );
+    let mut keys: Vec<&String> = s.keys().chain(t.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    for k in keys {
+        let (x, y) = (s.get(k), t.get(k));
+        if x != y {
+            let show = |v: Option<&Value>| v.map_or("unset".to_string(), |v| v.to_string());
+            return Some(match k.as_str() {
+                "model_files" => "the embedding model files changed".to_string(),
+                "judge_templates" => "the judge prompt versions changed".to_string(),
+                _ => format!(
+                    "the setting '{k}' differs ({} then, {} now)",
+                    show(x),
+                    show(y)
+                ),
+            });
+        }
+    }
+    None
+}

@@ -1,4 +1,4 @@
-//! Parity with the reference implementations (SPEC §3): the real
+//! Parity with the reference implementations (docs/metrics.md#embedding-metrics): the real
 //! all-MiniLM-L6-v2 model through the real binary must reproduce
 //! sentence-transformers' cosine and bert_score's P/R/F1 (idf off and on),
 //! within 1e-4 on every row of tests/fixtures/parity.jsonl, which

@@ -278,7 +278,10 @@ fn permanent_failures_become_explicit_row_errors_and_the_run_goes_on() {
     let out = dir.path().join("o.parquet");
     let mut args = judge_args(&server.url, "meaning_match,token_f1");
     args.extend(["--judge-retries", "2"]);
-    ok(&score(&inp, &out, &args));
+    // Rows left without judge metrics make the run exit 75 (loud, not a
+    // green night), with everything else written.
+    let err = fails(&score(&inp, &out, &args), 75);
+    assert!(err.contains("5 rows lack judge metrics"), "{err}");
     let b = read_parquet(&out);
     assert_eq!(b.num_rows(), 6);
     let mmv = bools(&b, "meaning_match");
@@ -313,6 +316,10 @@ fn permanent_failures_become_explicit_row_errors_and_the_run_goes_on() {
     assert_eq!(per_row("always500"), 3);
     assert_eq!(per_row("garbage"), 3, "unparseable replies are retried");
     assert_eq!(summary(&out)["judge"]["failures"], 5);
+    // A user who accepts that many failures gets exit 0.
+    let tolerant = dir.path().join("tolerant.parquet");
+    args.extend(["--max-judge-failures", "5"]);
+    ok(&score(&inp, &tolerant, &args));
 
     // An out-of-range similarity score is rejected, not clamped.
     let out2 = dir.path().join("o2.parquet");
@@ -321,7 +328,9 @@ fn permanent_failures_become_explicit_row_errors_and_the_run_goes_on() {
         &inp2,
         vec![("reference", s(&["ref"])), ("output", s(&["outofrange"]))],
     );
-    ok(&score(&inp2, &out2, &judge_args(&server.url, "similarity")));
+    let mut args2 = judge_args(&server.url, "similarity");
+    args2.extend(["--max-judge-failures", "1"]);
+    ok(&score(&inp2, &out2, &args2));
     let b = read_parquet(&out2);
     assert!(b.column_by_name("similarity_score").unwrap().is_null(0));
     assert!(texts(&b, "error")[0]
@@ -435,13 +444,8 @@ fn a_column_chooses_which_rows_and_metrics_are_judged() {
         ],
     );
     let out = dir.path().join("flag.parquet");
-    let mut args = judge_args(&server.url, "judge");
-    args.extend([
-        "--judge-where",
-        "flag",
-        "--metrics",
-        "meaning_match,similarity",
-    ]);
+    let mut args = judge_args(&server.url, "meaning_match,similarity");
+    args.extend(["--judge-where", "flag"]);
     ok(&score(&p, &out, &args));
     let b = read_parquet(&out);
     assert_eq!(

@@ -2,7 +2,7 @@
 //! Qwen2.5-Coder-1.5B-Instruct (scripts/judge-server.sh), on the example
 //! set's judge rows. Checks that every requested row gets a verdict, that no
 //! reply fails to parse, agreement with the hand labels, what the cosine
-//! cascade saves, and the fact ratio on the SPEC's worked cases.
+//! cascade saves, and the fact ratio on the worked cases of docs/metrics.md#fact-ratio.
 //!
 //! Needs REFSCORE_JUDGE_URL. scripts/test.sh starts the server and sets
 //! REFSCORE_REQUIRE_REAL_JUDGE=1, so in CI this test cannot skip; run alone
@@ -225,7 +225,7 @@ fn a_real_judge_gives_fact_ratios_and_similarity_scores() {
     let counts = b.column_by_name("fact_counts").unwrap().as_struct().clone();
     assert_eq!(counts.null_count(), 0);
     eprintln!(
-        "real judge facts: similarity {sim:?}, fact_similarity {facts:?} (SPEC: 1/3, 0.5, 0)"
+        "real judge facts: similarity {sim:?}, fact_similarity {facts:?} (docs/metrics.md#fact-ratio: 1/3, 0.5, 0)"
     );
     assert_eq!(summary(&out)["judge"]["parse_failures"], 0);
 }

@@ -120,15 +120,23 @@ fn a_missing_model_is_an_error_when_asked_for_and_a_warning_otherwise() {
     );
     assert!(!out.exists());
 
+    // Named by the environment is asked for: an error even without
+    // --metrics, never a silent skip.
     let o = run_with_env(
-        &[
-            "score",
-            input.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ],
+        &["score", input.to_str().unwrap(), "-o", out.to_str().unwrap(), "-q"],
         &env,
     );
+    let err = fails(&o, 78);
+    assert!(err.contains("/nonexistent/model"), "{err}");
+    assert!(!out.exists());
+
+    // Not asked for at all and none at the default place: a warning.
+    let o = Command::new(bin())
+        .args(["score", input.to_str().unwrap(), "-o", out.to_str().unwrap()])
+        .env_remove("REFSCORE_MODEL_DIR")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
     let printed = ok(&o);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -235,7 +243,7 @@ fn rescaling_applies_the_given_or_sampled_baseline() {
         ),
         78,
     );
-    assert!(err.contains("three numbers below 1"), "{err}");
+    assert!(err.contains("finite numbers below 1"), "{err}");
 }
 
 #[test]
@@ -374,7 +382,7 @@ fn the_embed_cache_makes_unchanged_references_free_the_next_run() {
     assert!(!out4.exists());
 }
 
-/// SPEC §3: cosine lies in [0, 1] and raw BERTScore never above 1, even for
+/// docs/metrics.md#cosine: cosine lies in [0, 1] and raw BERTScore never above 1, even for
 /// texts scored against themselves, where f32 rounding gave 1.0000001 on the
 /// bundled example; rescaling applies to the clamped raw value.
 #[test]

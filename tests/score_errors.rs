@@ -140,7 +140,7 @@ fn corrupt_data_pages_fail_with_the_file_and_row() {
     let result = score(&input, &out, &[]);
     let err = fails(&result, 65);
     assert!(
-        err.contains("pages.parquet") && err.contains("rows from"),
+        err.contains("pages.parquet") && err.contains("row group"),
         "{err}"
     );
     assert_eq!(listing(dir.path()), before);

@@ -72,12 +72,28 @@ impl Request {
 pub struct Server {
     pub url: String,
     pub log: Arc<Mutex<Vec<Request>>>,
+    /// refscore's start-up probes (one tiny "ping" request per run), answered
+    /// with 200 by the server itself and kept out of `log`.
+    pub probes: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Server {
-    /// Requests received so far.
+    /// Requests received so far (probes excluded).
     pub fn requests(&self) -> Vec<Request> {
         self.log.lock().unwrap().clone()
+    }
+
+    /// Probes received so far.
+    pub fn probes(&self) -> usize {
+        self.probes.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Request {
+    /// True for refscore's start-up probe: one user message, `ping`.
+    pub fn is_probe(&self) -> bool {
+        let m = &self.body["messages"];
+        m.as_array().is_some_and(|a| a.len() == 1) && m[0]["content"] == "ping"
     }
 }
 
@@ -87,21 +103,24 @@ pub fn start(handler: impl Fn(&Request, usize) -> Reply + Send + Sync + 'static)
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let log: Arc<Mutex<Vec<Request>>> = Arc::default();
+    let probes: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
     let handler = Arc::new(handler);
-    let log2 = Arc::clone(&log);
+    let (log2, probes2) = (Arc::clone(&log), Arc::clone(&probes));
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(stream) = stream else { continue };
-            let (log, handler) = (Arc::clone(&log2), Arc::clone(&handler));
-            std::thread::spawn(move || serve(stream, &log, &*handler));
+            let (log, handler, probes) =
+                (Arc::clone(&log2), Arc::clone(&handler), Arc::clone(&probes2));
+            std::thread::spawn(move || serve(stream, &log, &probes, &*handler));
         }
     });
-    Server { url, log }
+    Server { url, log, probes }
 }
 
 fn serve(
     stream: TcpStream,
     log: &Mutex<Vec<Request>>,
+    probes: &std::sync::atomic::AtomicUsize,
     handler: &(dyn Fn(&Request, usize) -> Reply + Send + Sync),
 ) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
@@ -131,7 +150,12 @@ fn serve(
             headers,
             body: serde_json::from_slice(&body).unwrap_or(Value::Null),
         };
-        let seen = {
+        if req.is_probe() {
+            probes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        let seen = if req.is_probe() {
+            0
+        } else {
             let mut l = log.lock().unwrap();
             let seen = l
                 .iter()
@@ -144,7 +168,11 @@ fn serve(
             l.push(req.clone());
             seen
         };
-        let mut reply = handler(&req, seen);
+        let mut reply = if req.is_probe() {
+            chat("ok")
+        } else {
+            handler(&req, seen)
+        };
         loop {
             match reply {
                 Reply::After(d, inner) => {

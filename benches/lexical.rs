@@ -4,11 +4,14 @@
 //! from 1M to 10M rows) can be checked side by side in one run.
 //!
 //! Run: `cargo bench --bench lexical` (set `REFSCORE_BENCH_ROWS=1000000,10000000`
-//! to choose sizes).
+//! to choose sizes). `REFSCORE_BENCH_BASELINE_BIN=/path/to/refscore` also times
+//! another build, alternating runs (`REFSCORE_BENCH_REPEAT`, default 5), and
+//! prints the ratio: how checkpointing's cost was measured.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Instant;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, StringArray};
@@ -124,6 +127,37 @@ fn generate(path: &Path, rows: usize) {
     std::fs::rename(tmp, path).unwrap();
 }
 
+/// One timed run of `bin` on `input`: wall seconds and peak RSS (bytes).
+fn time_run(bin: &str, input: &Path, output: &Path) -> (f64, u64) {
+    let _ = std::fs::remove_file(output);
+    let start = Instant::now();
+    let status = Command::new(bin)
+        .args([
+            "score",
+            input.to_str().unwrap(),
+            "-o",
+            output.to_str().unwrap(),
+            "--overwrite",
+            "--quiet",
+            "--metrics",
+            "lexical",
+        ])
+        .status()
+        .unwrap();
+    let seconds = start.elapsed().as_secs_f64();
+    assert!(status.success(), "{bin} failed");
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{}.summary.json", output.display())).unwrap(),
+    )
+    .unwrap();
+    (seconds, summary["peak_rss_bytes"].as_u64().unwrap())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; ignore arguments.
     let sizes: Vec<usize> = std::env::var("REFSCORE_BENCH_ROWS")
@@ -131,46 +165,59 @@ fn main() {
         .split(',')
         .map(|s| s.trim().parse().expect("row count"))
         .collect();
+    // A second binary (e.g. a build of an earlier commit) timed side by side,
+    // alternating runs, so a ratio comes from one sitting on one machine.
+    let baseline = std::env::var("REFSCORE_BENCH_BASELINE_BIN").ok();
+    let repeat: usize = std::env::var("REFSCORE_BENCH_REPEAT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if baseline.is_some() { 5 } else { 1 });
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-lexical");
     std::fs::create_dir_all(&dir).unwrap();
+    let mut bins = vec![("this build", env!("CARGO_BIN_EXE_refscore").to_string())];
+    if let Some(b) = &baseline {
+        bins.push(("baseline", b.clone()));
+    }
     println!(
-        "{:>10} {:>12} {:>10} {:>12}",
-        "rows", "rows/s", "seconds", "peak RSS"
+        "{:>10} {:>11} {:>12} {:>10} {:>12}   (median of {repeat})",
+        "rows", "binary", "rows/s", "seconds", "peak RSS"
     );
     let mut first_rss = None;
     for rows in sizes {
         let input = dir.join(format!("nightly-{rows}.parquet"));
         generate(&input, rows);
         let output = dir.join(format!("scores-{rows}.parquet"));
-        let status = Command::new(env!("CARGO_BIN_EXE_refscore"))
-            .args([
-                "score",
-                input.to_str().unwrap(),
-                "-o",
-                output.to_str().unwrap(),
-                "--overwrite",
-                "--quiet",
-                "--metrics",
-                "lexical",
-            ])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let summary: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(format!("{}.summary.json", output.display())).unwrap(),
-        )
-        .unwrap();
-        let rss = summary["peak_rss_bytes"].as_u64().unwrap();
-        let rss_ratio = first_rss
-            .map(|f: u64| format!("  ({:.2}x the first size)", rss as f64 / f as f64))
-            .unwrap_or_default();
-        first_rss.get_or_insert(rss);
-        println!(
-            "{:>10} {:>12.0} {:>10.2} {:>9.1} MiB{rss_ratio}",
-            rows,
-            summary["rows_per_second"].as_f64().unwrap(),
-            summary["seconds"].as_f64().unwrap(),
-            rss as f64 / (1024.0 * 1024.0),
-        );
+        let mut times: Vec<Vec<f64>> = vec![Vec::new(); bins.len()];
+        let mut rss: Vec<u64> = vec![0; bins.len()];
+        for _ in 0..repeat {
+            for (k, (_, bin)) in bins.iter().enumerate() {
+                let (t, r) = time_run(bin, &input, &output);
+                times[k].push(t);
+                rss[k] = rss[k].max(r);
+            }
+        }
+        let medians: Vec<f64> = times.into_iter().map(median).collect();
+        for (k, (name, _)) in bins.iter().enumerate() {
+            let rss_ratio = if k == 0 {
+                let r = first_rss
+                    .map(|f: u64| format!("  ({:.2}x the first size)", rss[0] as f64 / f as f64))
+                    .unwrap_or_default();
+                first_rss.get_or_insert(rss[0]);
+                r
+            } else {
+                format!(
+                    "  (this build takes {:.3}x its time)",
+                    medians[0] / medians[k]
+                )
+            };
+            println!(
+                "{:>10} {:>11} {:>12.0} {:>10.2} {:>9.1} MiB{rss_ratio}",
+                rows,
+                name,
+                rows as f64 / medians[k],
+                medians[k],
+                rss[k] as f64 / (1024.0 * 1024.0),
+            );
+        }
     }
 }

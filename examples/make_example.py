@@ -2,7 +2,7 @@
 
 Every row is a (question, reference, output) triple plus a hand label saying
 whether the output gives the same core answer as the reference under the
-Meaning Match rules of SPEC section 4 (aliases and number words count, hedged
+Meaning Match rules of docs/metrics.md#meaning-match (aliases and number words count, hedged
 answers and right-beside-wrong alternatives do not, extra detail is fine unless
 it contradicts). All text is written out below as Python literals, grouped by
 the kind of case it exercises; nothing is random, so the file is the same on
@@ -272,9 +272,9 @@ HEDGED = [
      "Perhaps Alexander Graham Bell, but it may have been Elisha Gray.", F),
 ]
 
-# --- multi_fact: answers made of several facts (includes SPEC section 4 worked cases)
+# --- multi_fact: answers made of several facts (includes the worked cases of docs/metrics.md#fact-ratio)
 MULTI_FACT = [
-    # SPEC section 4 worked cases, verbatim
+    # the worked cases of docs/metrics.md#fact-ratio, verbatim
     ("Which fruits does Amy like?",
      "Amy likes apples and bananas", "Amy likes apples, berries and plums", F, J),
     ("What is the capital of France, and what language is spoken there?",

@@ -34,13 +34,13 @@
 #   PYTHON               interpreter that creates the venv (default python3.11,
 #                        else python3; also used by fetch-model.sh)
 #   COSINE_TOL           max allowed |refscore - sentence-transformers| cosine
-#                        difference (default 1e-4, SPEC §3); exceeding it makes
+#                        difference (default 1e-4, docs/metrics.md); exceeding it makes
 #                        the script exit 1 after printing the results.
 #
 # Exit status: 0 when everything ran and cosine agreed within COSINE_TOL.
 # BERTScore differences are reported, not enforced: bert_score's default
 # batching pads each batch of pairs and lets the padding count as similarity 0
-# inside the max, which inflates some of its scores (SPEC §3).
+# inside the max, which inflates some of its scores (docs/metrics.md#embedding-metrics).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -305,8 +305,8 @@ for name in ("nightly", "distinct"):
         bad_cosine.append(name)
 print("  BERTScore differences are expected: bert_score's default batching (batch_size=64) pads\n"
       "  each batch of pairs and lets padded positions count as similarity 0 inside the max,\n"
-      "  which inflates some of its scores (SPEC §3); refscore computes the unpadded formula.\n"
-      f"  Cosine must agree within {cosine_tol:g} (SPEC §3).")
+      "  which inflates some of its scores (docs/metrics.md#embedding-metrics); refscore computes the unpadded formula.\n"
+      f"  Cosine must agree within {cosine_tol:g} (docs/metrics.md#embedding-metrics).")
 results["cosine_tolerance"] = cosine_tol
 results["cosine_ok"] = not bad_cosine
 with open(os.path.join(out, "bench-results.json"), "w") as fh:

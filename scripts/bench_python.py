@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The Python anchor for refscore's embedding benchmark: what a user would
-otherwise run to get the same scores (SPEC §3) with the reference libraries.
+otherwise run to get the same scores (docs/metrics.md#embedding-metrics) with the reference libraries.
 
 Default mode, on an input Parquet with columns id, reference, output:
 
@@ -118,7 +118,7 @@ def run_scores(args, model_dir: str) -> dict:
     # bert_score pads each batch of pairs and lets the padded positions count as
     # similarity 0 inside the max, so some batched scores are inflated a little
     # (up to ~0.07 F1 on realistic data) and depend on batch composition; refscore
-    # computes the clean formula (SPEC §3), so part of the score differences are
+    # computes the clean formula (docs/metrics.md#embedding-metrics), so part of the score differences are
     # bert_score's, not refscore's.
     t0 = time.perf_counter()
     P, R, F = bert_score.score(outs, refs, model_type=model_dir, num_layers=6,

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Build tests/fixtures/parity.jsonl: reference values for refscore's embedding
-metrics (SPEC §3), computed with the Python reference implementations.
+metrics (docs/metrics.md#embedding-metrics), computed with the Python reference implementations.
 
 For every (reference, output) pair built deterministically below it records:
 
@@ -18,7 +18,7 @@ For every (reference, output) pair built deterministically below it records:
 
 ``batch_size=1`` is required: bert_score pads each batch of pairs and lets padded
 positions count as similarity 0 inside the max, which inflates scores and makes
-them depend on batch composition (SPEC §3). The script also prints how far a
+them depend on batch composition (docs/metrics.md#embedding-metrics). The script also prints how far a
 default batched run (batch_size=64) would be off.
 
 bert_score 0.3.13 calls ``tokenizer.build_inputs_with_special_tokens([])`` for an
@@ -28,7 +28,7 @@ monkeypatches ``bert_score.utils.sent_encode`` so such a text is encoded as
 reports P = R = F1 = 0 for any pair where either side is empty.
 
 Every bert_score number is cross-checked against an independent numpy
-implementation of the SPEC §3 formula, fed with last-layer token embeddings from
+implementation of the formula of docs/metrics.md#bertscore, fed with last-layer token embeddings from
 ``transformers.AutoModel`` and token ids from the ``tokenizers`` library (one
 unpadded forward pass per distinct text); cosine is cross-checked the same way
 (mean pooling). The script fails if any difference exceeds --tolerance.

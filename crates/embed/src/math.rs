@@ -91,7 +91,7 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     sum
 }
 
-/// `max(0, cos)` of two unit vectors, within SPEC §3's range [0, 1]: the
+/// `max(0, cos)` of two unit vectors, within docs/metrics.md's range [0, 1]: the
 /// f32 dot product of a unit vector with itself can round to 1.0000001, so
 /// the upper end is clamped as well as the lower.
 pub fn cosine(a: &Embedded, b: &Embedded) -> f32 {
@@ -99,7 +99,7 @@ pub fn cosine(a: &Embedded, b: &Embedded) -> f32 {
 }
 
 /// The range of raw BERTScore P, R and F: weighted means of cosine
-/// similarities, so [−1, 1] (SPEC §3 clamps nothing here; rounding in the
+/// similarities, so [−1, 1] (docs/metrics.md clamps nothing here; rounding in the
 /// f32 dot products of unit vectors is what could leave it). Rescaling by a
 /// baseline applies to the clamped raw value and may go below 0.
 const BERTSCORE_RANGE: (f64, f64) = (-1.0, 1.0);

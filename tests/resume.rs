@@ -40,8 +40,26 @@ impl Rng {
 }
 
 const WORDS: &[&str] = &[
-    "Paris", "the", "capital", "is", "one", "hundred", "Leonardo", "da", "Vinci", "42",
-    "blue", "sky", "mitochondria", "produce", "ATP", "a", "of", "France", "painted", "it",
+    "Paris",
+    "the",
+    "capital",
+    "is",
+    "one",
+    "hundred",
+    "Leonardo",
+    "da",
+    "Vinci",
+    "42",
+    "blue",
+    "sky",
+    "mitochondria",
+    "produce",
+    "ATP",
+    "a",
+    "of",
+    "France",
+    "painted",
+    "it",
 ];
 
 fn sentence(rng: &mut Rng, words: u64) -> String {
@@ -63,8 +81,8 @@ fn generate(path: &Path, rows: u64, group: usize, seed: u64, words: u64) {
     let props = WriterProperties::builder()
         .set_max_row_group_row_count(Some(group))
         .build();
-    let mut w = ArrowWriter::try_new(File::create(path).unwrap(), schema.clone(), Some(props))
-        .unwrap();
+    let mut w =
+        ArrowWriter::try_new(File::create(path).unwrap(), schema.clone(), Some(props)).unwrap();
     let mut rng = Rng(seed);
     let chunk = 50_000u64;
     let mut start = 0;
@@ -197,7 +215,10 @@ fn kill_and_resume(
         let mut resume = score_args(input_s, out_s, extra);
         resume.push("--resume");
         ok(&run(&resume, &[FAST_COMMITS]));
-        assert!(!run_dir(&out).exists(), "the run folder is removed when done");
+        assert!(
+            !run_dir(&out).exists(),
+            "the run folder is removed when done"
+        );
         let hidden: Vec<String> = listing(dir)
             .into_iter()
             .filter(|n| n.starts_with('.'))
@@ -205,8 +226,16 @@ fn kill_and_resume(
         assert!(hidden.is_empty(), "temporaries left behind: {hidden:?}");
         assert_same_results(&clean, &out, skip);
         let s = summary(&out);
-        assert_eq!(s["rows"], summary(&clean)["rows"], "the summary covers every row");
-        assert_eq!(s["metrics"], summary(&clean)["metrics"], "and the same figures");
+        assert_eq!(
+            s["rows"],
+            summary(&clean)["rows"],
+            "the summary covers every row"
+        );
+        assert_eq!(
+            s["metrics"],
+            summary(&clean)["metrics"],
+            "and the same figures"
+        );
         if s["rows_resumed"].as_u64().unwrap_or(0) > 0 {
             reused += 1;
         }
@@ -241,7 +270,12 @@ fn kill_9_of_an_embedding_run_then_resume_gives_the_same_output() {
     let reused = kill_and_resume(
         dir.path(),
         &input,
-        &["--metrics", "cosine,bertscore,token_f1", "--batch-size", "50"],
+        &[
+            "--metrics",
+            "cosine,bertscore,token_f1",
+            "--batch-size",
+            "50",
+        ],
         3,
         0xE3B,
         &[],
@@ -326,8 +360,21 @@ fn resume_is_refused_when_options_or_inputs_change_and_leftovers_are_reported() 
     // A changed option.
     let mut changed = score_args(i, o_s, &["--metrics", "token_f1", "--resume"]);
     let err = fails(&run(&changed, &[]), 78);
-    assert!(err.contains("--resume refused") && err.contains("lexical"), "{err}");
-    changed = score_args(i, o_s, &["--metrics", "lexical", "--threshold", "token_f1=0.9", "--resume"]);
+    assert!(
+        err.contains("--resume refused") && err.contains("lexical"),
+        "{err}"
+    );
+    changed = score_args(
+        i,
+        o_s,
+        &[
+            "--metrics",
+            "lexical",
+            "--threshold",
+            "token_f1=0.9",
+            "--resume",
+        ],
+    );
     let err = fails(&run(&changed, &[]), 78);
     assert!(err.contains("threshold"), "{err}");
     // A changed input file.
@@ -363,7 +410,10 @@ fn three_shards_add_up_to_the_unsharded_run() {
     let data_s = data.to_str().unwrap();
     let whole = dir.path().join("whole.parquet");
     let args = ["--metrics", "lexical", "--threshold", "token_f1=0.3"];
-    ok(&run(&score_args(data_s, whole.to_str().unwrap(), &args), &[]));
+    ok(&run(
+        &score_args(data_s, whole.to_str().unwrap(), &args),
+        &[],
+    ));
     let mut shard_files = Vec::new();
     for k in 1..=3 {
         let out = dir.path().join(format!("shard-{k}.parquet"));
@@ -376,7 +426,10 @@ fn three_shards_add_up_to_the_unsharded_run() {
     // The shards in order hold exactly the unsharded rows, value by value.
     let whole_rows = read_parquet(&whole);
     let parts: Vec<RecordBatch> = shard_files.iter().map(|p| read_parquet(p)).collect();
-    assert!(parts.iter().all(|p| p.num_rows() > 0), "every shard has rows");
+    assert!(
+        parts.iter().all(|p| p.num_rows() > 0),
+        "every shard has rows"
+    );
     let joined = arrow::compute::concat_batches(&whole_rows.schema(), &parts).unwrap();
     assert_eq!(joined, whole_rows);
     // Merged summary = unsharded summary (counts, means, medians, pass rates).
@@ -402,7 +455,10 @@ fn three_shards_add_up_to_the_unsharded_run() {
         &[],
     ));
     let other_summary = format!("{}.summary.json", other.display());
-    let err = fails(&run(&["merge-summaries", &names[0], &other_summary], &[]), 78);
+    let err = fails(
+        &run(&["merge-summaries", &names[0], &other_summary], &[]),
+        78,
+    );
     assert!(err.contains("not a shard of the same run"), "{err}");
 }
 
@@ -422,7 +478,14 @@ fn an_unreachable_judge_fails_before_any_work_with_exit_75() {
     let args = score_args(
         input.to_str().unwrap(),
         out.to_str().unwrap(),
-        &["--metrics", "meaning_match", "--judge-url", &url, "--judge-timeout", "2"],
+        &[
+            "--metrics",
+            "meaning_match",
+            "--judge-url",
+            &url,
+            "--judge-timeout",
+            "2",
+        ],
     );
     let err = fails(&run(&args, &[]), 75);
     assert!(err.contains("127.0.0.1"), "{err}");
@@ -450,13 +513,24 @@ fn judge_failures_exit_75_and_resume_repairs_them_to_the_clean_output() {
             Reply::Status(500, vec![], "{\"error\":\"overloaded\"}".into())
         } else {
             let verdict = req.candidate().len() % 2 == 0;
-            chat(&format!(r#"{{"meaning_match": {verdict}, "reason": "scripted"}}"#))
+            chat(&format!(
+                r#"{{"meaning_match": {verdict}, "reason": "scripted"}}"#
+            ))
         }
     });
     let judge = [
-        "--metrics", "meaning_match,token_f1", "--judge-url", server.url.as_str(),
-        "--judge-model", "scripted", "--judge-retries", "0", "--judge-timeout", "2",
-        "--batch-size", "16",
+        "--metrics",
+        "meaning_match,token_f1",
+        "--judge-url",
+        server.url.as_str(),
+        "--judge-model",
+        "scripted",
+        "--judge-retries",
+        "0",
+        "--judge-timeout",
+        "2",
+        "--batch-size",
+        "16",
     ];
     let clean = dir.path().join("clean.parquet");
     ok(&run(&score_args(i, clean.to_str().unwrap(), &judge), &[]));
@@ -465,7 +539,10 @@ fn judge_failures_exit_75_and_resume_repairs_them_to_the_clean_output() {
     let out = dir.path().join("o.parquet");
     let o = out.to_str().unwrap();
     let err = fails(&run(&score_args(i, o, &judge), &[]), 75);
-    assert!(err.contains("rows lack judge metrics") && err.contains("--resume"), "{err}");
+    assert!(
+        err.contains("rows lack judge metrics") && err.contains("--resume"),
+        "{err}"
+    );
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     assert!(out.exists(), "everything else is written");
     let failed = texts(&read_parquet(&out), "status")
@@ -473,7 +550,10 @@ fn judge_failures_exit_75_and_resume_repairs_them_to_the_clean_output() {
         .filter(|s| s.as_deref() == Some("partial"))
         .count();
     assert!(failed > 0);
-    assert_eq!(summary(&out)["judge"]["rows_lacking_judge_metrics"], failed as u64);
+    assert_eq!(
+        summary(&out)["judge"]["rows_lacking_judge_metrics"],
+        failed as u64
+    );
 
     // A user who accepts some failures gets exit 0.
     let tolerant = dir.path().join("tolerant.parquet");
@@ -501,13 +581,29 @@ fn the_output_may_never_be_an_input_file() {
     generate(&input, 100, 100, 2, 4);
     let before = std::fs::read(&input).unwrap();
     let i = input.to_str().unwrap();
-    let err = fails(&run(&score_args(i, i, &["--overwrite", "--metrics", "lexical"]), &[]), 78);
+    let err = fails(
+        &run(
+            &score_args(i, i, &["--overwrite", "--metrics", "lexical"]),
+            &[],
+        ),
+        78,
+    );
     assert!(err.contains("one of the input files"), "{err}");
     // Through another path to the same file, and through a folder input.
     let link = dir.path().join("link.parquet");
     std::fs::hard_link(&input, &link).unwrap();
     let d = dir.path().to_str().unwrap();
-    fails(&run(&score_args(i, link.to_str().unwrap(), &["--overwrite"]), &[]), 78);
+    fails(
+        &run(
+            &score_args(i, link.to_str().unwrap(), &["--overwrite"]),
+            &[],
+        ),
+        78,
+    );
     fails(&run(&score_args(d, i, &["--overwrite"]), &[]), 78);
-    assert_eq!(std::fs::read(&input).unwrap(), before, "the input is untouched");
+    assert_eq!(
+        std::fs::read(&input).unwrap(),
+        before,
+        "the input is untouched"
+    );
 }

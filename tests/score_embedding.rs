@@ -123,7 +123,13 @@ fn a_missing_model_is_an_error_when_asked_for_and_a_warning_otherwise() {
     // Named by the environment is asked for: an error even without
     // --metrics, never a silent skip.
     let o = run_with_env(
-        &["score", input.to_str().unwrap(), "-o", out.to_str().unwrap(), "-q"],
+        &[
+            "score",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "-q",
+        ],
         &env,
     );
     let err = fails(&o, 78);
@@ -132,7 +138,12 @@ fn a_missing_model_is_an_error_when_asked_for_and_a_warning_otherwise() {
 
     // Not asked for at all and none at the default place: a warning.
     let o = Command::new(bin())
-        .args(["score", input.to_str().unwrap(), "-o", out.to_str().unwrap()])
+        .args([
+            "score",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ])
         .env_remove("REFSCORE_MODEL_DIR")
         .current_dir(dir.path())
         .output()

@@ -38,7 +38,7 @@ const EXIT_CODES: &str = exit_codes!();
 pub enum Command {
     /// Score a Parquet dataset and write one result row per input row.
     #[command(after_help = SCORE_HELP)]
-    Score(ScoreArgs),
+    Score(Box<ScoreArgs>),
     /// Show a dataset's files, schema, row count and how its columns would be mapped.
     Inspect(InspectArgs),
     /// Add up the summaries of shards (`score --shard K/N`) into the summary of the

@@ -42,7 +42,8 @@ pub fn run(args: InspectArgs) -> Result<(), Error> {
         } else {
             "not null"
         };
-        let _ = writeln!(out, 
+        let _ = writeln!(
+            out,
             "  {:<24} {:<28} {null}{text}",
             field.name(),
             field.data_type().to_string()

@@ -55,7 +55,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
-        Command::Score(args) => settings::Settings::resolve(args).and_then(|s| {
+        Command::Score(args) => settings::Settings::resolve(*args).and_then(|s| {
             if let Some(n) = s.threads {
                 // Candle's matrix kernels size their thread use from this
                 // variable; set it before any thread pool exists.

@@ -27,9 +27,7 @@ pub fn run(args: MergeArgs) -> Result<(), Error> {
         seconds = seconds.max(json["seconds"].as_f64().unwrap_or(0.0));
         if let Some(s) = json["shard"].as_str() {
             if shards.iter().any(|x| x == s) {
-                return Err(Error::config(format!(
-                    "{shown}: shard {s} is given twice"
-                )));
+                return Err(Error::config(format!("{shown}: shard {s} is given twice")));
             }
             shards.push(s.to_string());
         }
@@ -40,9 +38,9 @@ pub fn run(args: MergeArgs) -> Result<(), Error> {
                         .map_err(|e| Error::bad_input(format!("{shown}: {e}")))?,
                 )
             }
-            Some(m) => m.merge(&state).map_err(|e| {
-                Error::config(format!("{shown}: not a shard of the same run: {e}"))
-            })?,
+            Some(m) => m
+                .merge(&state)
+                .map_err(|e| Error::config(format!("{shown}: not a shard of the same run: {e}")))?,
         }
     }
     let merged = merged.expect("clap requires one summary");

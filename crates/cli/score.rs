@@ -111,9 +111,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         outcome?;
     }
     let finished = job.finish(&schema)?;
-    let mut summary = finished
-        .stats
-        .finish(start.elapsed().as_secs_f64(), to_do);
+    let mut summary = finished.stats.finish(start.elapsed().as_secs_f64(), to_do);
     let extra = &mut summary.extra;
     extra.insert("input".into(), settings.input.clone().into());
     extra.insert(
@@ -259,8 +257,8 @@ fn resolve_embedding(settings: &Settings) -> Result<Option<refscore_embed::Model
     }
     let model = settings.embed.model.as_deref();
     // A model named by the environment is a model asked for, like --model.
-    let named = model.is_some()
-        || std::env::var_os("REFSCORE_MODEL_DIR").is_some_and(|v| !v.is_empty());
+    let named =
+        model.is_some() || std::env::var_os("REFSCORE_MODEL_DIR").is_some_and(|v| !v.is_empty());
     match refscore_embed::resolve(model) {
         Ok(files) => {
             refscore_embed::parse_device(&settings.embed.device)?;
@@ -319,7 +317,10 @@ fn load_judge(
     endpoint: Endpoint,
     journal: PathBuf,
 ) -> Result<JudgeStage, Error> {
-    let j = settings.judge.as_ref().expect("endpoint implies judge settings");
+    let j = settings
+        .judge
+        .as_ref()
+        .expect("endpoint implies judge settings");
     let mut stage = JudgeStage::new(JudgeOptions {
         endpoint,
         selection: settings.metrics.judge,

@@ -227,7 +227,9 @@ impl Settings {
                 .parse()
                 .ok()
                 .filter(|v: &f64| v.is_finite())
-                .ok_or_else(|| Error::usage(format!("--threshold {t}: '{v}' is not a finite number")))?;
+                .ok_or_else(|| {
+                    Error::usage(format!("--threshold {t}: '{v}' is not a finite number"))
+                })?;
             thresholds.insert(k.to_string(), v);
         }
         // Judged rows take seconds each: smaller batches keep progress and

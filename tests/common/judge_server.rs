@@ -109,8 +109,11 @@ pub fn start(handler: impl Fn(&Request, usize) -> Reply + Send + Sync + 'static)
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(stream) = stream else { continue };
-            let (log, handler, probes) =
-                (Arc::clone(&log2), Arc::clone(&handler), Arc::clone(&probes2));
+            let (log, handler, probes) = (
+                Arc::clone(&log2),
+                Arc::clone(&handler),
+                Arc::clone(&probes2),
+            );
             std::thread::spawn(move || serve(stream, &log, &probes, &*handler));
         }
     });

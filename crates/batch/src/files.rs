@@ -56,7 +56,9 @@ mod tests {
         std::fs::write(&victim, b"precious").unwrap();
         let target = dir.path().join("out.json");
         // The old predictable temporary name, planted as a link.
-        let planted = dir.path().join(format!(".out.json.{}.partial", std::process::id()));
+        let planted = dir
+            .path()
+            .join(format!(".out.json.{}.partial", std::process::id()));
         std::os::unix::fs::symlink(&victim, &planted).unwrap();
         write_atomically(&target, b"new").unwrap();
         assert_eq!(std::fs::read(&victim).unwrap(), b"precious");

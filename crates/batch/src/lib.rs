@@ -52,7 +52,10 @@ impl TextColumn {
                 let dict = arrow::compute::cast(array, &target).ok()?;
                 let dict = dict.as_dictionary::<Int32Type>();
                 let values = TextColumn::from_array(dict.values())?;
-                Some(TextColumn::Dictionary(dict.keys().clone(), Box::new(values)))
+                Some(TextColumn::Dictionary(
+                    dict.keys().clone(),
+                    Box::new(values),
+                ))
             }
             _ => None,
         }

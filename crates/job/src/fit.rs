@@ -29,9 +29,9 @@ pub fn mismatched_pairs(dataset: &Dataset, k: usize) -> Result<Vec<(String, Stri
         h.finalize()[..16].try_into().expect("16 bytes")
     };
     let keep = |heap: &mut BinaryHeap<([u8; 16], [u8; 16], String)>,
-                    rank: [u8; 16],
-                    row: [u8; 16],
-                    text: &str| {
+                rank: [u8; 16],
+                row: [u8; 16],
+                text: &str| {
         if heap.len() < k {
             heap.push((rank, row, text.to_string()));
         } else if heap.peek().is_some_and(|top| rank < top.0) {
@@ -48,7 +48,12 @@ pub fn mismatched_pairs(dataset: &Dataset, k: usize) -> Result<Vec<(String, Stri
             let reference = batch.reference.get(i).unwrap_or("");
             let output = batch.output.get(i).unwrap_or("");
             let row = key("row", reference, output);
-            keep(&mut refs, key("reference/v1", reference, output), row, reference);
+            keep(
+                &mut refs,
+                key("reference/v1", reference, output),
+                row,
+                reference,
+            );
             keep(&mut outs, key("output/v1", reference, output), row, output);
         }
     }

@@ -85,7 +85,7 @@ pub struct JobSpec {
 /// The outcome of [`Job::prepare`].
 pub enum Prepared {
     /// Work to do (possibly none left, when only assembly remains).
-    Run(Job),
+    Run(Box<Job>),
     /// `--resume` found the output already complete for this very job.
     AlreadyComplete,
 }
@@ -163,7 +163,7 @@ impl Job {
             .collect();
         let ranges = remaining(&units, &done);
         let resumed_rows = parts.iter().map(|(_, p)| p.rows).sum();
-        Ok(Prepared::Run(Job {
+        Ok(Prepared::Run(Box::new(Job {
             dir,
             hash,
             units_rows: units.iter().map(|u| u.rows).sum(),
@@ -172,7 +172,7 @@ impl Job {
             parts,
             resumed_rows,
             spec,
-        }))
+        })))
     }
 
     /// Rows this session has to score.
@@ -351,7 +351,10 @@ impl Job {
         let paths: Vec<PathBuf> = self.parts.iter().map(|(p, _)| p.clone()).collect();
         let mut extra = vec![KeyValue::new(RUN_KEY.to_string(), self.hash.clone())];
         if let Some(shard) = self.spec.shard {
-            extra.push(KeyValue::new("refscore.shard".to_string(), shard.to_string()));
+            extra.push(KeyValue::new(
+                "refscore.shard".to_string(),
+                shard.to_string(),
+            ));
         }
         refscore_write::assemble(&paths, schema, &self.spec.output, extra)?;
         Ok(Finished {

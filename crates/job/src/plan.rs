@@ -156,7 +156,8 @@ mod tests {
         let all = units(&[10, 10]);
         assert_eq!(remaining(&all, &[]).len(), 2);
         let r = remaining(&all, &[(0, 4), (6, 13)]);
-        let got: Vec<(u64, u64, u64)> = r.iter().map(|r| (r.unit.first_row, r.from, r.to)).collect();
+        let got: Vec<(u64, u64, u64)> =
+            r.iter().map(|r| (r.unit.first_row, r.from, r.to)).collect();
         assert_eq!(got, vec![(0, 4, 6), (10, 3, 10)]);
         assert!(remaining(&all, &[(0, 20)]).is_empty());
     }

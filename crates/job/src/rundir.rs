@@ -189,9 +189,10 @@ impl RunDir {
                 "{}: another refscore process is running this job",
                 path.display()
             ))),
-            Err(fs::TryLockError::Error(e)) => {
-                Err(Error::io(format!("{}: cannot lock: {e}", lock_path.display())))
-            }
+            Err(fs::TryLockError::Error(e)) => Err(Error::io(format!(
+                "{}: cannot lock: {e}",
+                lock_path.display()
+            ))),
         }
     }
 
@@ -297,7 +298,8 @@ impl RunDir {
                 .last()
                 .is_some_and(|(_, q)| q.first_row + q.rows > p.first_row);
             if overlaps {
-                fs::remove_file(&path).map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
+                fs::remove_file(&path)
+                    .map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
             } else {
                 kept.push((path, p));
             }

@@ -394,9 +394,9 @@ impl JudgeStage {
                 continue;
             };
             judged[*row] = true;
-            match result.and_then(|(v, u, _)| {
-                read_verdict(2, &v, facts.len()).map(|verdict| (u, verdict))
-            }) {
+            match result
+                .and_then(|(v, u, _)| read_verdict(2, &v, facts.len()).map(|verdict| (u, verdict)))
+            {
                 Ok((u, verdict)) => {
                     add_usage(&mut usage[*row], u);
                     verdicts[*row][2] = Some((verdict, Source::Judge));

@@ -77,9 +77,8 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>, seen: &mut Seen) -> Result<(), Error
         ))
     })?;
     for entry in listing {
-        entries.push(
-            entry.map_err(|e| Error::io(format!("{}: {}", dir.display(), io_reason(&e))))?,
-        );
+        entries
+            .push(entry.map_err(|e| Error::io(format!("{}: {}", dir.display(), io_reason(&e))))?);
     }
     // Visit in name order, so that of two paths to one file the first in
     // sorted order is the one kept.

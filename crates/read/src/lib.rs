@@ -106,9 +106,7 @@ impl Dataset {
         let columns = mapping::resolve(&options.mapping, &first.schema, &first.path)?;
         for (k, name) in options.keep.iter().enumerate() {
             if options.keep[..k].contains(name) {
-                return Err(Error::config(format!(
-                    "--keep names column '{name}' twice"
-                )));
+                return Err(Error::config(format!("--keep names column '{name}' twice")));
             }
         }
         let wanted: Vec<&str> = [&columns.id, &columns.input]
@@ -121,7 +119,12 @@ impl Dataset {
             .collect();
         for file in &files_meta {
             for name in &wanted {
-                let n = file.schema.fields().iter().filter(|f| f.name() == name).count();
+                let n = file
+                    .schema
+                    .fields()
+                    .iter()
+                    .filter(|f| f.name() == name)
+                    .count();
                 if n > 1 {
                     return Err(Error::config(format!(
                         "{}: column '{name}' appears {n} times; refscore cannot tell which one is meant (rename the duplicates)",
@@ -389,9 +392,12 @@ impl Dataset {
         let reader = SerializedFileReader::new(File::open(&file.path).ok()?).ok()?;
         let row_group = reader.get_row_group(unit.row_group).ok()?;
         let descr = row_group.metadata().schema_descr_ptr();
-        let leaf = (0..descr.num_columns()).find(|&i| descr.column(i).path().parts() == [name.to_string()])?;
+        let leaf = (0..descr.num_columns())
+            .find(|&i| descr.column(i).path().parts() == [name.to_string()])?;
         let max_def = descr.column(leaf).max_def_level();
-        let ColumnReader::ByteArrayColumnReader(mut column) = row_group.get_column_reader(leaf).ok()? else {
+        let ColumnReader::ByteArrayColumnReader(mut column) =
+            row_group.get_column_reader(leaf).ok()?
+        else {
             return None;
         };
         let mut row = 0u64;
@@ -565,7 +571,10 @@ fn read_dictionary_text_as_dictionary(
                 && all_dictionary(f.name());
             if hint {
                 changed = true;
-                let t = DataType::Dictionary(Box::new(DataType::Int32), Box::new(f.data_type().clone()));
+                let t = DataType::Dictionary(
+                    Box::new(DataType::Int32),
+                    Box::new(f.data_type().clone()),
+                );
                 f.as_ref().clone().with_data_type(t)
             } else {
                 f.as_ref().clone()
@@ -573,9 +582,13 @@ fn read_dictionary_text_as_dictionary(
         })
         .collect();
     if changed {
-        let schema = Arc::new(Schema::new_with_metadata(fields, file.schema.metadata().clone()));
-        file.meta = ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new().with_schema(schema))
-            .map_err(|e| Error::bad_input(format!("{}: {e}", file.path.display())))?;
+        let schema = Arc::new(Schema::new_with_metadata(
+            fields,
+            file.schema.metadata().clone(),
+        ));
+        file.meta =
+            ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new().with_schema(schema))
+                .map_err(|e| Error::bad_input(format!("{}: {e}", file.path.display())))?;
     }
     Ok(())
 }

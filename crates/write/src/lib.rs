@@ -210,7 +210,13 @@ impl PartWriter {
         let record = result_record(&self.schema, batch, scores)?;
         self.summary.observe(&record);
         self.rows += record.num_rows() as u64;
-        let temp = self.temp.as_ref().expect("open").path().display().to_string();
+        let temp = self
+            .temp
+            .as_ref()
+            .expect("open")
+            .path()
+            .display()
+            .to_string();
         self.writer
             .as_mut()
             .expect("open")

@@ -70,8 +70,9 @@ impl Stage for Judge {
             .column("cosine")
             .map(|c| c.as_primitive::<Float32Type>().clone());
         let mut scores = self.stage.score_batch(batch, &requested, cosine.as_ref())?;
-        // Rows whose judge calls failed: a resumed run tries them again.
-        scores.retryable_rows = self.stage.last_batch_rows_failed();
+        // Rows whose judge endpoint failed (down, timing out, 429, 5xx): a
+        // resumed run tries them again. Bad answers would only fail again.
+        scores.retryable_rows = self.stage.last_batch_rows_retryable();
         Ok(scores)
     }
 }

@@ -174,9 +174,21 @@ pub(crate) struct Client {
     pub(crate) counters: Counters,
 }
 
+/// Why a request got no usable answer after its retries.
+#[derive(Debug, Clone)]
+pub(crate) struct AskFailure {
+    /// One line, credentials scrubbed.
+    pub message: String,
+    /// The endpoint failed (unreachable, timing out, 429, 5xx): another try
+    /// later may succeed. False when it answered, but badly.
+    pub transient: bool,
+}
+
 enum Failure {
-    /// Worth another attempt after `wait` (or the backoff when `None`).
-    Retry(String, Option<Duration>),
+    /// Worth another attempt after `wait` (or the backoff when `None`);
+    /// `transient` when the endpoint itself failed (transport, timeout,
+    /// 429, 5xx) rather than answering badly.
+    Retry(String, Option<Duration>, bool),
     /// Not worth retrying.
     Fatal(String),
     /// The server rejected the response_format: fall back and try again.
@@ -267,11 +279,12 @@ impl Client {
         template: &Template,
         user: &str,
         parse: impl Fn(&Value) -> Result<T, String>,
-    ) -> Result<(T, Usage, &'static str), String> {
+    ) -> Result<(T, Usage, &'static str), AskFailure> {
         let start = Instant::now();
         let mut attempt = 0u32;
         let mut downgrades = 0;
         let mut last: String;
+        let mut transient = false;
         let mut rng = seed();
         loop {
             let mode = self.mode.load(Ordering::Relaxed);
@@ -287,7 +300,11 @@ impl Client {
                     Ok(t) => Ok((t, usage)),
                     Err(e) => {
                         self.counters.parse_failures.fetch_add(1, Ordering::Relaxed);
-                        Err(Failure::Retry(format!("unparseable reply: {e}"), None))
+                        Err(Failure::Retry(
+                            format!("unparseable reply: {e}"),
+                            None,
+                            false,
+                        ))
                     }
                 }
             });
@@ -323,8 +340,9 @@ impl Client {
                     last = e;
                     break;
                 }
-                Err(Failure::Retry(e, wait)) => {
+                Err(Failure::Retry(e, wait, endpoint_failed)) => {
                     last = e;
+                    transient = endpoint_failed;
                     if attempt >= self.endpoint.retries {
                         break;
                     }
@@ -342,14 +360,17 @@ impl Client {
         self.counters
             .busy_ms
             .fetch_add(start.elapsed().as_millis() as u64, Ordering::Relaxed);
-        Err(scrub(
-            &format!(
-                "{last} (after {} attempt{})",
-                attempt + 1,
-                if attempt == 0 { "" } else { "s" }
+        Err(AskFailure {
+            message: scrub(
+                &format!(
+                    "{last} (after {} attempt{})",
+                    attempt + 1,
+                    if attempt == 0 { "" } else { "s" }
+                ),
+                &self.secrets,
             ),
-            &self.secrets,
-        ))
+            transient,
+        })
     }
 
     fn body(&self, template: &Template, user: &str, mode: u8) -> Value {
@@ -408,11 +429,15 @@ impl Client {
     fn send(&self, body: &Value) -> Result<(String, Usage), Failure> {
         match self.post(body).map_err(|e| *e) {
             Ok(resp) => {
-                let text = resp
-                    .into_string()
-                    .map_err(|e| Failure::Retry(format!("reading the reply failed: {e}"), None))?;
+                let text = resp.into_string().map_err(|e| {
+                    Failure::Retry(format!("reading the reply failed: {e}"), None, true)
+                })?;
                 let v: Value = serde_json::from_str(&text).map_err(|_| {
-                    Failure::Retry(format!("reply is not JSON: {}", snippet(&text)), None)
+                    Failure::Retry(
+                        format!("reply is not JSON: {}", snippet(&text)),
+                        None,
+                        false,
+                    )
                 })?;
                 let content = v
                     .pointer("/choices/0/message/content")
@@ -421,6 +446,7 @@ impl Client {
                         Failure::Retry(
                             format!("reply has no message content: {}", snippet(&text)),
                             None,
+                            false,
                         )
                     })?;
                 let tokens = |k: &str| {
@@ -454,12 +480,14 @@ impl Client {
                 }
                 let msg = format!("HTTP {code}: {}", snippet(&text));
                 if code == 429 || code >= 500 {
-                    Err(Failure::Retry(msg, wait))
+                    Err(Failure::Retry(msg, wait, true))
                 } else {
                     Err(Failure::Fatal(msg))
                 }
             }
-            Err(ureq::Error::Transport(t)) => Err(Failure::Retry(self.transport_message(&t), None)),
+            Err(ureq::Error::Transport(t)) => {
+                Err(Failure::Retry(self.transport_message(&t), None, true))
+            }
         }
     }
 }
@@ -613,7 +641,9 @@ mod tests {
     const VERDICT: &str = r#"{"meaning_match": true, "reason": "same"}"#;
 
     fn ask(client: &Client) -> Result<(Value, Usage, &'static str), String> {
-        client.ask(&MEANING_MATCH, "Q", |v| Ok(v.clone()))
+        client
+            .ask(&MEANING_MATCH, "Q", |v| Ok(v.clone()))
+            .map_err(|e| e.message)
     }
 
     #[test]

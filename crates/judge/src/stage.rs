@@ -13,7 +13,7 @@ use refscore_batch::{Error, RowBatch, ScoreColumns};
 use serde_json::{json, Value};
 
 use crate::cache::DiskCache;
-use crate::client::{Client, Usage};
+use crate::client::{AskFailure, Client, Usage};
 use crate::columns::{self, Source, Verdict};
 use crate::prompts::{Template, FACT_EXTRACT, FACT_MATCH, MEANING_MATCH, SIMILARITY};
 use crate::{parse, rules, JudgeOptions, JudgeReport, METRICS};
@@ -47,12 +47,13 @@ pub struct JudgeStage {
     replayed_tokens: (u64, u64),
     /// Rows of the last batch with a judge failure.
     last_rows_failed: u64,
+    last_rows_retryable: u64,
     /// The output mode last recorded in the cache and journal folders.
     recorded_mode: String,
 }
 
 /// A parsed reply, what it cost and the output mode that produced it.
-type JobResult = Result<(Value, Usage, &'static str), String>;
+type JobResult = Result<(Value, Usage, &'static str), AskFailure>;
 
 /// The key under which the cache and journal folders record the output mode
 /// an endpoint negotiated, so a later run starts in it and finds its answers.
@@ -85,6 +86,7 @@ impl JudgeStage {
             report,
             replayed_tokens: (0, 0),
             last_rows_failed: 0,
+            last_rows_retryable: 0,
             recorded_mode: String::new(),
         };
         stage.resume_mode();
@@ -109,6 +111,14 @@ impl JudgeStage {
     /// failed (the caller's signal for "finished, but incomplete").
     pub fn last_batch_rows_failed(&self) -> u64 {
         self.last_rows_failed
+    }
+
+    /// Of those, the rows where the endpoint itself failed (unreachable,
+    /// timing out, 429, 5xx) rather than answering badly: a later try may
+    /// succeed, so a resumed run scores them again. An answer that does not
+    /// parse, or a 4xx, would fail the same way again.
+    pub fn last_batch_rows_retryable(&self) -> u64 {
+        self.last_rows_retryable
     }
 
     /// Starts the client in the output mode an earlier run negotiated with
@@ -230,6 +240,9 @@ impl JudgeStage {
         let mut verdicts: Vec<[Option<(Verdict, Source)>; 3]> = vec![[None, None, None]; n];
         let mut usage: Vec<Usage> = vec![Usage::default(); n];
         let mut errors: Vec<Option<String>> = vec![None; n];
+        // Rows with a failure of the endpoint itself (see last_batch_rows_retryable).
+        let mut transient: Vec<bool> = vec![false; n];
+        let mut extraction_down: std::collections::HashSet<String> = Default::default();
         let mut jobs: Vec<Job> = Vec::new();
         let mut fact_rows: Vec<(usize, String)> = Vec::new();
         let mut extract_index: HashMap<String, usize> = HashMap::new();
@@ -329,14 +342,24 @@ impl JudgeStage {
                 }
                 (Job::Ask { row, metric, .. }, Err(e)) => {
                     judged[*row] = true;
-                    fail(&mut errors[*row], &mut self.report, METRICS[*metric], &e);
+                    transient[*row] |= e.transient;
+                    fail(
+                        &mut errors[*row],
+                        &mut self.report,
+                        METRICS[*metric],
+                        &e.message,
+                    );
                 }
                 (Job::Extract { texts, .. }, Ok((v, _, _))) => {
                     if let Ok(f) = parse::facts(&v) {
                         self.reference_facts.put(texts.clone(), Arc::new(f));
                     }
                 }
-                (Job::Extract { .. }, Err(_)) => {}
+                (Job::Extract { texts, .. }, Err(e)) => {
+                    if e.transient {
+                        extraction_down.insert(texts.clone());
+                    }
+                }
             }
         }
 
@@ -345,6 +368,7 @@ impl JudgeStage {
         let mut match_facts: Vec<Arc<Vec<String>>> = Vec::new();
         for (i, facts_key) in &fact_rows {
             let Some(facts) = self.reference_facts.get(facts_key).cloned() else {
+                transient[*i] |= extraction_down.contains(facts_key);
                 fail(
                     &mut errors[*i],
                     &mut self.report,
@@ -394,19 +418,33 @@ impl JudgeStage {
                 continue;
             };
             judged[*row] = true;
-            match result
-                .and_then(|(v, u, _)| read_verdict(2, &v, facts.len()).map(|verdict| (u, verdict)))
-            {
-                Ok((u, verdict)) => {
-                    add_usage(&mut usage[*row], u);
-                    verdicts[*row][2] = Some((verdict, Source::Judge));
+            match result {
+                Err(e) => {
+                    transient[*row] |= e.transient;
+                    fail(
+                        &mut errors[*row],
+                        &mut self.report,
+                        "fact_similarity",
+                        &e.message,
+                    );
                 }
-                Err(e) => fail(&mut errors[*row], &mut self.report, "fact_similarity", &e),
+                Ok((v, u, _)) => match read_verdict(2, &v, facts.len()) {
+                    Ok(verdict) => {
+                        add_usage(&mut usage[*row], u);
+                        verdicts[*row][2] = Some((verdict, Source::Judge));
+                    }
+                    Err(e) => fail(&mut errors[*row], &mut self.report, "fact_similarity", &e),
+                },
             }
         }
         self.record_mode();
         self.report.rows_judged += judged.iter().filter(|j| **j).count() as u64;
         self.last_rows_failed = errors.iter().filter(|e| e.is_some()).count() as u64;
+        self.last_rows_retryable = errors
+            .iter()
+            .zip(&transient)
+            .filter(|(e, t)| e.is_some() && **t)
+            .count() as u64;
         self.report.rows_failed += self.last_rows_failed;
         Ok(columns::build(
             self.options.selection,

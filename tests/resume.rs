@@ -607,3 +607,44 @@ fn the_output_may_never_be_an_input_file() {
         "the input is untouched"
     );
 }
+
+#[test]
+fn overwrite_never_deletes_a_run_another_process_is_writing() {
+    let server = mm_server(Duration::from_millis(40));
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.parquet");
+    generate(&input, 200, 50, 17, 5);
+    let out = dir.path().join("o.parquet");
+    let args = score_args(
+        input.to_str().unwrap(),
+        out.to_str().unwrap(),
+        &[
+            "--metrics",
+            "meaning_match",
+            "--judge-url",
+            server.url.as_str(),
+            "--batch-size",
+            "10",
+        ],
+    );
+    let mut first = command(&args, &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !run_dir(&out).join("run.json").exists() {
+        assert!(Instant::now() < deadline, "the first run never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut second = args.clone();
+    second.push("--overwrite");
+    let err = fails(&run(&second, &[]), 75);
+    assert!(err.contains("another refscore process"), "{err}");
+    let status = first.wait().unwrap();
+    assert!(
+        status.success(),
+        "the first run finished undisturbed: {status:?}"
+    );
+    assert_eq!(read_parquet(&out).num_rows(), 200);
+}

@@ -252,7 +252,7 @@ fn rescaling_applies_the_given_or_sampled_baseline() {
             &dir.path().join("bad.parquet"),
             &["--rescale-baseline", "1.2,0,0"],
         ),
-        78,
+        64,
     );
     assert!(err.contains("finite numbers below 1"), "{err}");
 }

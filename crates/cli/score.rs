@@ -44,10 +44,6 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     if let (Some(_), Some(column)) = (&endpoint, &settings.judge_where) {
         check_judge_where(&dataset, column)?;
     }
-    if let Some(endpoint) = &endpoint {
-        // Fail loudly before any work when the judge cannot answer at all.
-        refscore_judge::probe(endpoint)?;
-    }
     let model = resolve_embedding(settings)?;
     let judge_url = endpoint.as_ref().map(Endpoint::display_url);
     let mut metric_fields = refscore_lexical::fields(settings.metrics.lexical);
@@ -73,6 +69,10 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     let to_do = job.rows_to_do();
     let mut lexical = stages::Lexical(settings.metrics.lexical);
     let loaded = (|| -> Result<_, Error> {
+        if let (Some(endpoint), true) = (&endpoint, to_do > 0) {
+            // Fail loudly before any work when the judge cannot answer.
+            refscore_judge::probe(endpoint)?;
+        }
         let embed = match (&model, to_do > 0) {
             (Some(_), true) => {
                 let mut stage = load_embedding(settings)?;
@@ -110,7 +110,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         progress.finish();
         outcome?;
     }
-    let finished = job.finish(&schema)?;
+    let finished = job.finish(&schema, settings.max_judge_failures)?;
     let mut summary = finished.stats.finish(start.elapsed().as_secs_f64(), to_do);
     let extra = &mut summary.extra;
     extra.insert("input".into(), settings.input.clone().into());
@@ -118,6 +118,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         "output".into(),
         settings.output.display().to_string().into(),
     );
+    extra.insert("run_id".into(), job.run_id().into());
     if let Some(shard) = settings.shard {
         extra.insert("shard".into(), shard.to_string().into());
     }
@@ -146,12 +147,22 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     let lacking = finished.retryable_rows > settings.max_judge_failures;
     job.close(lacking)?;
     if lacking {
+        let n = finished.retryable_rows;
         return Err(Error::temporary(format!(
-            "{} rows lack judge metrics (first failure: {}); {} holds everything else; run the same command with --resume once the judge is back",
-            finished.retryable_rows,
+            "{n} {} judge metrics because the judge failed (first failure: {}); {} holds everything else; run the same command with --resume once the judge is back",
+            if n == 1 { "row lacks" } else { "rows lack" },
             finished.retry_reason.as_deref().unwrap_or("unknown"),
             settings.output.display()
         )));
+    }
+    if let (Some(stage), false) = (&judge, settings.quiet) {
+        let r = stage.stage.report();
+        if r.rows_failed > finished.retryable_rows {
+            eprintln!(
+                "refscore: warning: {} rows got judge answers that could not be used (see their error column); a retry would fail the same way",
+                r.rows_failed - finished.retryable_rows
+            );
+        }
     }
     Ok(Outcome::Scored(summary))
 }
@@ -200,6 +211,12 @@ fn fingerprint(
         let e = &settings.embed;
         f.insert("embedding".into(), json!(plan.embedding));
         f.insert("model_files".into(), json!(model_files_hash(&files.dir)?));
+        // Kernel paths agree to 1e-6, not bit for bit: a run resumed on
+        // another CPU would mix them.
+        f.insert(
+            "kernels".into(),
+            json!(refscore_embed::kernel_path()?.name()),
+        );
         f.insert(
             "embed".into(),
             json!({

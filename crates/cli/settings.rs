@@ -221,7 +221,7 @@ impl Settings {
         for t in &args.threshold {
             let (k, v) = t
                 .split_once('=')
-                .ok_or_else(|| Error::config(format!("--threshold {t}: expected METRIC=VALUE")))?;
+                .ok_or_else(|| Error::usage(format!("--threshold {t}: expected METRIC=VALUE")))?;
             metrics::check_known(k)?;
             let v: f64 = v
                 .parse()
@@ -234,8 +234,13 @@ impl Settings {
         }
         // Judged rows take seconds each: smaller batches keep progress and
         // the rows at risk in a crash small.
+        // Slow stages get smaller batches, so that commits (every 30 s at
+        // batch ends) bound what a crash loses: judged rows take seconds,
+        // an embedded row milliseconds.
         let default_batch = if metrics.wants_judge() {
-            256
+            64
+        } else if metrics.wants_embedding() {
+            1024
         } else {
             32 * 1024
         };
@@ -254,19 +259,28 @@ impl Settings {
             |n| (1..=1024).contains(&n),
             "1 to 1024",
         )?;
+        let rescale_from_flag = args.rescale_baseline.is_some();
         let rescale = match args.rescale_baseline.or(file.rescale_baseline) {
             None => None,
             Some(r) if r == "auto" => Some(Rescale::Auto),
             Some(r) => {
-                let parts: Vec<f32> = r.split(',').filter_map(|p| p.trim().parse().ok()).collect();
+                let parts: Vec<f32> = r
+                    .split(',')
+                    .map(|p| p.trim().parse().unwrap_or(f32::NAN))
+                    .collect();
                 match parts.as_slice() {
                     [p, rr, f] if [p, rr, f].iter().all(|b| b.is_finite() && **b < 1.0) => {
                         Some(Rescale::Given([*p, *rr, *f]))
                     }
                     _ => {
-                        return Err(Error::config(format!(
-                        "--rescale-baseline {r}: expected auto or three finite numbers below 1, as P,R,F"
-                    )))
+                        let msg = format!(
+                            "--rescale-baseline {r}: expected auto or three finite numbers below 1, as P,R,F"
+                        );
+                        return Err(if rescale_from_flag {
+                            Error::usage(msg)
+                        } else {
+                            Error::config(msg)
+                        });
                     }
                 }
             }

@@ -214,7 +214,11 @@ impl ScoreColumns {
 
     /// Appends all columns and row failures of `other` after this one's.
     pub fn extend(&mut self, other: ScoreColumns) {
-        let len = other.arrays.first().map(|a| a.len()).unwrap_or(0);
+        let len = other
+            .arrays
+            .first()
+            .map(|a| a.len())
+            .unwrap_or(other.row_errors.len());
         self.retryable_rows += other.retryable_rows;
         self.fields.extend(other.fields);
         self.arrays.extend(other.arrays);

@@ -101,6 +101,7 @@ pub struct Job {
     ranges: Vec<Range>,
     parts: Vec<(PathBuf, PartInfo)>,
     resumed_rows: u64,
+    run_id: String,
 }
 
 /// A finished job: the statistics of every row of the output.
@@ -120,10 +121,12 @@ impl Job {
     /// left to do. Nothing is scored yet.
     pub fn prepare(dataset: &Dataset, spec: JobSpec) -> Result<Prepared, Error> {
         rundir::check_output(&spec.output, dataset)?;
-        rundir::remove_stale_temporaries(&spec.output);
         let units = shard_units(&dataset.units(), spec.shard);
         let fingerprint = rundir::fingerprint(dataset, &spec);
         let hash = rundir::hash(&fingerprint);
+        let mut whole = fingerprint.clone();
+        whole["shard"] = serde_json::Value::Null;
+        let run_id = rundir::hash(&whole);
         let dir_path = rundir::path_for(&spec.output);
         let existing = dir_path.exists();
         let dir = if existing {
@@ -132,7 +135,11 @@ impl Job {
                 dir.check_fingerprint(&fingerprint)?;
                 dir
             } else if spec.overwrite {
+                // Locked first: a run still writing there is never deleted
+                // under its feet.
+                let old = RunDir::open(&dir_path)?;
                 RunDir::discard(&dir_path)?;
+                drop(old);
                 RunDir::create(&dir_path, &fingerprint)?
             } else {
                 let done = RunDir::committed_rows(&dir_path);
@@ -156,6 +163,9 @@ impl Job {
             }
             RunDir::create(&dir_path, &fingerprint)?
         };
+        // Only now, holding the run's lock: leftovers of a killed run of
+        // this output are no one else's.
+        rundir::remove_stale_temporaries(&spec.output);
         let parts = dir.load_parts()?;
         let done: Vec<(u64, u64)> = parts
             .iter()
@@ -172,6 +182,7 @@ impl Job {
             parts,
             resumed_rows,
             spec,
+            run_id,
         })))
     }
 
@@ -302,8 +313,13 @@ impl Job {
                 Ok(())
             }
             Err(e) => {
-                if !matches!(e.class, ErrorClass::Temporary | ErrorClass::Internal) {
-                    // Bad input or settings: nothing to resume; leave nothing.
+                // Bad input or settings cannot be resumed: leave nothing.
+                // Anything else (a full disk, a flaky mount, a crash) keeps
+                // the committed parts and paid answers for --resume.
+                if matches!(
+                    e.class,
+                    ErrorClass::BadInput | ErrorClass::Config | ErrorClass::Usage
+                ) {
                     let _ = RunDir::discard(self.dir.path());
                 }
                 Err(e)
@@ -314,7 +330,14 @@ impl Job {
     /// Joins the committed parts into the output and adds up their
     /// statistics. The run folder stays until [`Job::close`], so a crash
     /// before the summary is written can still resume.
-    pub fn finish(&mut self, schema: &SchemaRef) -> Result<Finished, Error> {
+    /// `allowed_retryable` rows may lack metrics (judge failures) for the
+    /// output to count as complete; only a complete output records the run's
+    /// fingerprint, so `--resume` never takes an incomplete one as finished.
+    pub fn finish(
+        &mut self,
+        schema: &SchemaRef,
+        allowed_retryable: u64,
+    ) -> Result<Finished, Error> {
         if !self.ranges.is_empty() {
             return Err(Error::internal("finish called before every row was scored"));
         }
@@ -349,7 +372,10 @@ impl Job {
             }
         }
         let paths: Vec<PathBuf> = self.parts.iter().map(|(p, _)| p.clone()).collect();
-        let mut extra = vec![KeyValue::new(RUN_KEY.to_string(), self.hash.clone())];
+        let mut extra = Vec::new();
+        if retryable_rows <= allowed_retryable {
+            extra.push(KeyValue::new(RUN_KEY.to_string(), self.hash.clone()));
+        }
         if let Some(shard) = self.spec.shard {
             extra.push(KeyValue::new(
                 "refscore.shard".to_string(),
@@ -379,9 +405,17 @@ impl Job {
     /// is removed when it holds nothing committed, so no leftover is
     /// reported next time; committed progress is kept for `--resume`.
     pub fn abandon(self) {
-        if self.parts.is_empty() {
+        let journal = self.journal_dir();
+        let paid = std::fs::read_dir(&journal).is_ok_and(|mut d| d.next().is_some());
+        if self.parts.is_empty() && !paid {
             let _ = RunDir::discard(self.dir.path());
         }
+    }
+
+    /// Identifies the run across its shards: the fingerprint without the
+    /// shard, so `merge-summaries` can tell shards of one run from others.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
     }
 
     /// The run folder.

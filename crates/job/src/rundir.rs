@@ -86,11 +86,14 @@ pub(crate) fn remove_stale_temporaries(output: &Path) {
     let Ok(entries) = fs::read_dir(parent_dir(output)) else {
         return;
     };
+    let tombstones = format!(".{name}.refscore-run.gone-");
     for e in entries.flatten() {
         let n = e.file_name().to_string_lossy().into_owned();
-        let ours = n.starts_with(&prefix) && n.ends_with(".partial");
-        if ours && e.file_type().is_ok_and(|t| t.is_file()) {
+        let Ok(kind) = e.file_type() else { continue };
+        if n.starts_with(&prefix) && n.ends_with(".partial") && kind.is_file() {
             let _ = fs::remove_file(e.path());
+        } else if n.starts_with(&tombstones) && kind.is_dir() {
+            let _ = fs::remove_dir_all(e.path());
         }
     }
 }
@@ -128,6 +131,7 @@ pub(crate) fn fingerprint(dataset: &Dataset, spec: &JobSpec) -> Value {
             json!({
                 "path": f.path.display().to_string(),
                 "size": f.size,
+                "modified": f.modified,
                 "footer_sha256": f.footer_sha256,
             })
         })
@@ -200,6 +204,13 @@ impl RunDir {
     pub(crate) fn create(path: &Path, fingerprint: &Value) -> Result<RunDir, Error> {
         fs::create_dir(path)
             .map_err(|e| Error::io(format!("{}: cannot create: {e}", path.display())))?;
+        RunDir::start(path, fingerprint).inspect_err(|_| {
+            // Half-made: no leftover that would look like an interrupted run.
+            let _ = fs::remove_dir_all(path);
+        })
+    }
+
+    fn start(path: &Path, fingerprint: &Value) -> Result<RunDir, Error> {
         let lock = RunDir::lock(path)?;
         let manifest = json!({
             "about": "progress of an interrupted refscore run; `refscore score ... --resume` finishes it, --overwrite discards it",
@@ -225,13 +236,22 @@ impl RunDir {
         })
     }
 
-    /// Removes a run folder (it holds only what refscore wrote).
+    /// Removes a run folder (it holds only what refscore wrote). It is first
+    /// renamed out of the way in one step, so a kill while deleting leaves a
+    /// tombstone that the next run clears, never a half-deleted run that
+    /// would look interrupted.
     pub(crate) fn discard(path: &Path) -> Result<(), Error> {
-        match fs::remove_dir_all(path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::io(format!("{}: cannot remove: {e}", path.display()))),
+        let mut tomb = path.as_os_str().to_owned();
+        tomb.push(format!(".gone-{}", std::process::id()));
+        let tomb = PathBuf::from(tomb);
+        match fs::rename(path, &tomb) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io(format!("{}: cannot remove: {e}", path.display()))),
         }
+        let _ = sync_dir(&parent_dir(path));
+        fs::remove_dir_all(&tomb)
+            .map_err(|e| Error::io(format!("{}: cannot remove: {e}", tomb.display())))
     }
 
     /// Rows in the committed parts of a run folder, for messages.
@@ -287,8 +307,16 @@ impl RunDir {
         for path in part_paths(&self.path) {
             match read_part(&path) {
                 Ok(info) if info.retryable_rows == 0 => parts.push((path, info)),
-                _ => fs::remove_file(&path)
+                // Damaged, or rows worth retrying: scored again.
+                Ok(_)
+                | Err(Error {
+                    class: refscore_batch::ErrorClass::BadInput,
+                    ..
+                }) => fs::remove_file(&path)
                     .map_err(|e| Error::io(format!("{}: {e}", path.display())))?,
+                // Cannot read it now (permissions, too many files): stop,
+                // rather than throw committed work away.
+                Err(e) => return Err(e),
             }
         }
         parts.sort_by_key(|(_, p)| p.first_row);

@@ -171,6 +171,12 @@ pub(crate) fn read_footer(path: &Path) -> Result<InputFile, Error> {
         schema: Arc::clone(meta.schema()),
         row_groups,
         size: len,
+        modified: file
+            .metadata()
+            .ok()
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_nanos().to_string()),
         footer_sha256: format!("{:x}", Sha256::digest(&footer)),
         meta,
     })

@@ -66,6 +66,9 @@ pub struct InputFile {
     pub row_groups: Vec<u64>,
     /// Size of the file in bytes when it was opened.
     pub size: u64,
+    /// Modification time (ns since the epoch), when the system tells it:
+    /// with the size and footer hash it tells a changed file from the same.
+    pub modified: Option<String>,
     /// SHA-256 of the footer bytes: with the size, it identifies the file's
     /// content for a resumed run (the footer records every page's offset,
     /// size and statistics).

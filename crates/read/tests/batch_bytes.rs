@@ -1,0 +1,59 @@
+//! Batches are bounded in bytes as well as rows: a row group of a few huge
+//! texts is read in batches of at most about `BATCH_BYTES` of text, where a
+//! row-count batch would put all of them in one string array (40 texts of
+//! 60 MB overflowed Arrow's 2 GiB offsets).
+
+use std::fs::File;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use refscore_read::{Dataset, ReadOptions, BATCH_BYTES};
+
+#[test]
+fn a_row_group_of_huge_texts_is_read_in_byte_bounded_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.parquet");
+    let size = 24 << 20; // 24 MiB per answer; 12 of them = 288 MiB > BATCH_BYTES
+    let rows = 12;
+    let texts: Vec<String> = (0..rows)
+        .map(|i| format!("{i:02}") + &"x".repeat(size - 2))
+        .collect();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("reference", DataType::Utf8, false),
+        Field::new("output", DataType::Utf8, false),
+    ]));
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap()))
+        .set_dictionary_enabled(false)
+        .build();
+    let mut w =
+        ArrowWriter::try_new(File::create(&path).unwrap(), schema.clone(), Some(props)).unwrap();
+    let small: ArrayRef = Arc::new(StringArray::from(vec!["a"; rows]));
+    let big: ArrayRef = Arc::new(StringArray::from(texts));
+    w.write(&RecordBatch::try_new(schema, vec![small, big]).unwrap())
+        .unwrap();
+    w.close().unwrap();
+
+    let dataset = Dataset::open(path.to_str().unwrap(), &ReadOptions::default()).unwrap();
+    let most = (BATCH_BYTES / size as u64) as usize;
+    assert!(most < rows, "the test needs more text than one batch holds");
+    let mut seen = 0;
+    for batch in dataset.batches() {
+        let batch = batch.unwrap();
+        assert!(
+            batch.len() <= most,
+            "a batch of {} rows of 24 MiB",
+            batch.len()
+        );
+        for i in 0..batch.len() {
+            let text = batch.output.get(i).unwrap();
+            assert_eq!(&text[..2], format!("{:02}", seen + i), "rows in order");
+        }
+        seen += batch.len();
+    }
+    assert_eq!(seen, rows);
+}

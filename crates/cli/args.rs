@@ -84,8 +84,9 @@ when complete. Metric definitions: docs/metrics.md in the refscore repository.
 Crashes and nightly runs: progress is committed to a hidden folder beside the output
 (.<OUTPUT>.refscore-run/) at least every 30 s and at the end of each input row group
 (at most every 2 s), so a crash (kill -9, OOM, reboot) loses at most about 30 s of work
-or one row group, whichever is less; judge answers are journaled as they arrive and
-never paid for twice. `--resume` finishes the run; without it a leftover run is
+or one row group, whichever is less, plus the batch in progress (commits come at batch
+ends; default batches take seconds: 32,768 rows lexical, 1,024 with embedding, 64
+with judge metrics); judge answers are journaled as they arrive and never paid twice. `--resume` finishes the run; without it a leftover run is
 reported (exit 78) and never reused or deleted silently.
 
 Example:

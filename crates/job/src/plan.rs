@@ -6,7 +6,8 @@ use std::str::FromStr;
 
 use refscore_read::Unit;
 
-/// `--shard K/N`: the K-th (1-based) of N disjoint parts of the input.
+/// `--shard K/N`: the K-th (1-based) of N disjoint parts of the input,
+/// made of whole units (row groups).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shard {
     /// K, from 1.
@@ -122,6 +123,7 @@ mod tests {
                 let u = Unit {
                     file: i / 2,
                     row_group: i % 2,
+                    row_groups: 1,
                     first_row: row,
                     rows,
                 };

@@ -252,21 +252,33 @@ impl Dataset {
         }
     }
 
-    /// Every unit of work (file × row group) in read order.
+    /// Every unit of work in read order: consecutive row groups of one file,
+    /// as many as it takes to reach a batch's rows (one row group when row
+    /// groups are large), so an input written in tiny row groups still reads
+    /// in full batches. Units depend only on the footers and the batch size,
+    /// so every run, shard and resumed session cuts the input the same way.
     pub fn units(&self) -> Vec<Unit> {
         let mut out = Vec::new();
         let mut row = 0u64;
         for (f, file) in self.files.iter().enumerate() {
-            for (g, &rows) in file.row_groups.iter().enumerate() {
+            let mut g = 0;
+            while g < file.row_groups.len() {
+                let (start, first_row) = (g, row);
+                let mut rows = 0u64;
+                while g < file.row_groups.len() && rows < self.batch_size as u64 {
+                    rows += file.row_groups[g];
+                    g += 1;
+                }
+                row += rows;
                 if rows > 0 {
                     out.push(Unit {
                         file: f,
-                        row_group: g,
-                        first_row: row,
+                        row_group: start,
+                        row_groups: g - start,
+                        first_row,
                         rows,
                     });
                 }
-                row += rows;
             }
         }
         out
@@ -294,11 +306,10 @@ impl Dataset {
     /// [`BATCH_BYTES`] of text (Arrow's string arrays hold at most 2 GiB).
     pub fn batch_rows(&self, unit: &Unit) -> usize {
         let file = &self.files[unit.file];
-        let rg = file.meta.metadata().row_group(unit.row_group);
+        let metadata = file.meta.metadata();
         let names = self.needed_columns();
-        let bytes: i64 = rg
-            .columns()
-            .iter()
+        let bytes: i64 = (unit.row_group..unit.row_group + unit.row_groups)
+            .flat_map(|g| metadata.row_group(g).columns().iter())
             .filter(|c| {
                 let path = c.column_path().parts();
                 path.first().is_some_and(|p| names.contains(&p.as_str()))
@@ -378,7 +389,7 @@ impl Dataset {
             selectors.push(RowSelector::skip((unit.rows - to) as usize));
         }
         self.builder(file, names)?
-            .with_row_groups(vec![unit.row_group])
+            .with_row_groups((unit.row_group..unit.row_group + unit.row_groups).collect())
             .with_row_selection(RowSelection::from(selectors))
             .with_batch_size(self.batch_rows(unit))
             .build()
@@ -437,34 +448,47 @@ impl Dataset {
         } else {
             message.to_string()
         };
-        for name in self.needed_columns() {
-            let failed = match self.open_range(unit, 0, unit.rows, &[name]) {
-                Err(_) => true,
-                Ok(mut reader) => loop {
-                    match decode_next(&mut reader) {
-                        None => break false,
-                        Some(Ok(_)) => continue,
-                        Some(Err(_)) => break true,
-                    }
-                },
+        for g in unit.row_group..unit.row_group + unit.row_groups {
+            let one = Unit {
+                file: unit.file,
+                row_group: g,
+                row_groups: 1,
+                first_row: 0,
+                rows: file.row_groups[g],
             };
-            if failed {
+            if one.rows == 0 {
+                continue;
+            }
+            for name in self.needed_columns() {
+                let failed = match self.open_range(&one, 0, one.rows, &[name]) {
+                    Err(_) => true,
+                    Ok(mut reader) => loop {
+                        match decode_next(&mut reader) {
+                            None => break false,
+                            Some(Ok(_)) => continue,
+                            Some(Err(_)) => break true,
+                        }
+                    },
+                };
+                if !failed {
+                    continue;
+                }
                 let utf8 = message.to_ascii_lowercase().contains("utf");
-                if let Some(row) = utf8.then(|| self.find_bad_utf8(unit, name)).flatten() {
+                if let Some(row) = utf8.then(|| self.find_bad_utf8(&one, name)).flatten() {
                     return Error::bad_input(format!(
                         "{shown}: column '{name}', row {}: invalid UTF-8 text",
-                        file.row_group_start(unit.row_group) + row
+                        file.row_group_start(g) + row
                     ));
                 }
                 return Error::bad_input(format!(
-                    "{shown}: column '{name}', row group {}: {what}",
-                    unit.row_group
+                    "{shown}: column '{name}', row group {g}: {what}"
                 ));
             }
         }
         Error::bad_input(format!(
-            "{shown}: row group {} (rows {} on): {what}",
+            "{shown}: row groups {}..{} (rows {} on): {what}",
             unit.row_group,
+            unit.row_group + unit.row_groups,
             file.row_group_start(unit.row_group)
         ))
     }
@@ -667,15 +691,18 @@ fn decode_next(reader: &mut ParquetRecordBatchReader) -> Option<Result<RecordBat
     }
 }
 
-/// One unit of work: a row group of one input file. Units are numbered in
-/// read order; shards and resumed runs select units and row ranges of them,
-/// so every run cuts its batches at the same rows.
+/// One unit of work: consecutive row groups of one input file (see
+/// [`Dataset::units`]). Units are numbered in read order; shards and resumed
+/// runs select units and row ranges of them, so every run cuts its batches
+/// at the same rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Unit {
     /// Index into [`Dataset::files`].
     pub file: usize,
-    /// Row group within that file.
+    /// First row group within that file.
     pub row_group: usize,
+    /// How many consecutive row groups (at least one).
+    pub row_groups: usize,
     /// Ordinal of the unit's first row in the whole input.
     pub first_row: u64,
     /// Rows in the unit.

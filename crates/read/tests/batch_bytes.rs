@@ -57,3 +57,58 @@ fn a_row_group_of_huge_texts_is_read_in_byte_bounded_batches() {
     }
     assert_eq!(seen, rows);
 }
+
+#[test]
+fn tiny_row_groups_are_grouped_into_full_batches_at_fixed_cuts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.parquet");
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("reference", DataType::Utf8, false),
+        Field::new("output", DataType::Utf8, false),
+    ]));
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(100))
+        .build();
+    let mut w =
+        ArrowWriter::try_new(File::create(&path).unwrap(), schema.clone(), Some(props)).unwrap();
+    let rows: Vec<String> = (0..5_050).map(|i| format!("row {i}")).collect();
+    let col: ArrayRef = Arc::new(StringArray::from(rows));
+    w.write(&RecordBatch::try_new(schema, vec![col.clone(), col]).unwrap())
+        .unwrap();
+    w.close().unwrap();
+    let options = ReadOptions {
+        batch_size: 1_000,
+        ..ReadOptions::default()
+    };
+    let dataset = Dataset::open(path.to_str().unwrap(), &options).unwrap();
+    let units = dataset.units();
+    // 51 row groups of 100 (the last of 50): units of 10 row groups, then the rest.
+    let sizes: Vec<(usize, u64)> = units.iter().map(|u| (u.row_groups, u.rows)).collect();
+    assert_eq!(
+        sizes,
+        vec![
+            (10, 1000),
+            (10, 1000),
+            (10, 1000),
+            (10, 1000),
+            (10, 1000),
+            (1, 50)
+        ]
+    );
+    // Whole batches across row groups, and a range read cut where asked.
+    let lens: Vec<usize> = dataset.batches().map(|b| b.unwrap().len()).collect();
+    assert_eq!(lens, vec![1000, 1000, 1000, 1000, 1000, 50]);
+    let part: Vec<String> = dataset
+        .read_unit(&units[2], 250, 730)
+        .unwrap()
+        .flat_map(|b| {
+            let b = b.unwrap();
+            (0..b.len())
+                .map(|i| b.output.get(i).unwrap().to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(part.len(), 480);
+    assert_eq!(part[0], "row 2250");
+    assert_eq!(part[479], "row 2729");
+}

@@ -1,4 +1,4 @@
-//! Which rows a run covers: shards select whole units (file × row group),
+//! Which rows a run covers: shards select whole units (runs of row groups),
 //! and a resumed run subtracts the rows its committed parts already hold.
 
 use std::fmt;

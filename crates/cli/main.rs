@@ -70,7 +70,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                     "{}wrote {} and {}\n",
                     report::table(&summary),
                     s.output.display(),
-                    score::summary_path(&s.output).display()
+                    refscore_write::summary_path(&s.output).display()
                 )),
                 score::Outcome::Scored(_) => Ok(()),
                 score::Outcome::AlreadyComplete => {

@@ -3,8 +3,7 @@
 //! checkpoints and parts; this file only wires the pieces together.
 
 use std::collections::BTreeMap;
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use refscore_batch::{Error, Stage};
@@ -13,9 +12,8 @@ use refscore_job::{Job, JobSpec, Prepared};
 use refscore_judge::{Endpoint, JudgeOptions, JudgeStage};
 use refscore_read::Role;
 use refscore_read::{Dataset, ReadOptions};
-use refscore_write::{result_schema, write_atomically, Summary};
+use refscore_write::{result_schema, summary_path, write_atomically, Summary};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 use crate::progress::Progress;
 use crate::settings::{Rescale, Settings};
@@ -210,7 +208,7 @@ fn fingerprint(
     if let Some(files) = model {
         let e = &settings.embed;
         f.insert("embedding".into(), json!(plan.embedding));
-        f.insert("model_files".into(), json!(model_files_hash(&files.dir)?));
+        f.insert("model_files".into(), json!(files.content_sha256()?));
         // Kernel paths agree to 1e-6, not bit for bit: a run resumed on
         // another CPU would mix them.
         f.insert(
@@ -240,28 +238,6 @@ fn fingerprint(
         );
     }
     Ok(f)
-}
-
-/// SHA-256 over the files that determine an embedding.
-fn model_files_hash(dir: &Path) -> Result<String, Error> {
-    let mut h = Sha256::new();
-    for name in ["config.json", "tokenizer.json", "model.safetensors"] {
-        let path = dir.join(name);
-        let mut file = std::fs::File::open(&path)
-            .map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
-        h.update(name.as_bytes());
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = file
-                .read(&mut buf)
-                .map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
-            if n == 0 {
-                break;
-            }
-            h.update(&buf[..n]);
-        }
-    }
-    Ok(format!("{:x}", h.finalize()))
 }
 
 /// The embedding model when embedding metrics are wanted. When the user
@@ -407,13 +383,6 @@ fn embedding_report(stage: &EmbeddingStage) -> serde_json::Value {
             "writes": r.store_writes,
         })),
     })
-}
-
-/// `<output>.summary.json`.
-pub fn summary_path(output: &Path) -> PathBuf {
-    let mut name = output.as_os_str().to_owned();
-    name.push(".summary.json");
-    PathBuf::from(name)
 }
 
 /// Peak resident memory of this process so far (Linux: VmHWM).

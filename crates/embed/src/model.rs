@@ -47,6 +47,25 @@ pub struct ModelFiles {
     pub normalize: bool,
 }
 
+impl ModelFiles {
+    /// SHA-256 (hex) over the files that determine an embedding (config,
+    /// tokenizer, weights): what identifies "the same model" for the
+    /// embedding cache and for a resumed run's fingerprint.
+    pub fn content_sha256(&self) -> Result<String, Error> {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for name in &FILES[..3] {
+            let path = self.dir.join(name);
+            let mut f = std::fs::File::open(&path)
+                .map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
+            h.update(name.as_bytes());
+            std::io::copy(&mut f, &mut h)
+                .map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
+        }
+        Ok(format!("{:x}", h.finalize()))
+    }
+}
+
 #[derive(Deserialize)]
 struct Module {
     #[serde(rename = "type")]

@@ -128,13 +128,7 @@ impl EmbeddingStore {
 /// embedding.
 fn model_key(files: &ModelFiles, max_len: usize, numerics: Numerics) -> Result<String, Error> {
     let mut h = Sha256::new();
-    for name in ["config.json", "tokenizer.json", "model.safetensors"] {
-        let path = files.dir.join(name);
-        let mut f =
-            fs::File::open(&path).map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
-        h.update(name.as_bytes());
-        io::copy(&mut f, &mut h).map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
-    }
+    h.update(files.content_sha256()?.as_bytes());
     let pooling = match files.pooling {
         Pooling::Mean => "mean",
         Pooling::Cls => "cls",

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use refscore_batch::Error;
 use refscore_read::Dataset;
-use refscore_write::{parent_dir, read_part, sync_dir, PartInfo};
+use refscore_write::{parent_dir, read_part, summary_path, sync_dir, PartInfo};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -96,13 +96,6 @@ pub(crate) fn remove_stale_temporaries(output: &Path) {
             let _ = fs::remove_dir_all(e.path());
         }
     }
-}
-
-/// `<output>.summary.json`.
-pub(crate) fn summary_path(output: &Path) -> PathBuf {
-    let mut name = output.as_os_str().to_owned();
-    name.push(".summary.json");
-    PathBuf::from(name)
 }
 
 #[cfg(unix)]

@@ -372,6 +372,13 @@ pub fn assemble(
     sync_dir(&dir)
 }
 
+/// Where a result file's summary goes: `<output>.summary.json`.
+pub fn summary_path(output: &Path) -> PathBuf {
+    let mut name = output.as_os_str().to_owned();
+    name.push(".summary.json");
+    PathBuf::from(name)
+}
+
 /// The folder a path is in (`.` for a bare file name).
 pub fn parent_dir(path: &Path) -> PathBuf {
     match path.parent() {

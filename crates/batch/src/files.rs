@@ -11,8 +11,21 @@ use std::path::Path;
 /// temporary file in the same folder (a symlink planted there cannot
 /// redirect the write), flushed to disk before the rename and the folder
 /// flushed after it, so a power loss leaves the old file or the whole new
-/// one, never an empty one. On failure the temporary file is removed.
+/// one, never an empty one. On failure the temporary file is removed. For
+/// files a run depends on: the summary, a run's manifest.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_whole(path, bytes, true)
+}
+
+/// Like [`write_atomically`] (exclusive temporary, rename, never a half
+/// file under the final name) but without flushing to disk: for cache
+/// entries, thousands per run, where a write lost to a power cut is only a
+/// miss, so flushing each one would be wasted work.
+pub fn write_cache_entry(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_whole(path, bytes, false)
+}
+
+fn write_whole(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -26,9 +39,14 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .suffix(".partial")
         .tempfile_in(dir)?;
     temp.write_all(bytes)?;
-    temp.as_file().sync_all()?;
+    if durable {
+        temp.as_file().sync_all()?;
+    }
     temp.persist(path).map_err(|e| e.error)?;
-    std::fs::File::open(dir)?.sync_all()
+    if durable {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -63,5 +81,9 @@ mod tests {
         write_atomically(&target, b"new").unwrap();
         assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
         assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        // Cache entries take the same exclusive-temporary path.
+        write_cache_entry(&target, b"entry").unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert_eq!(std::fs::read(&target).unwrap(), b"entry");
     }
 }

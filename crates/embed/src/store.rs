@@ -189,7 +189,7 @@ fn decode(bytes: &[u8], hidden: usize) -> Option<Embedded> {
 
 fn write_entry(path: &Path, bytes: &[u8]) -> io::Result<()> {
     fs::create_dir_all(path.parent().expect("entry paths have a parent"))?;
-    refscore_batch::files::write_atomically(path, bytes)
+    refscore_batch::files::write_cache_entry(path, bytes)
 }
 
 #[cfg(test)]

@@ -46,6 +46,6 @@ impl DiskCache {
         if std::fs::create_dir_all(dir).is_err() {
             return;
         }
-        let _ = refscore_batch::files::write_atomically(&path, value.to_string().as_bytes());
+        let _ = refscore_batch::files::write_cache_entry(&path, value.to_string().as_bytes());
     }
 }

@@ -47,7 +47,7 @@ pub fn run(args: MergeArgs) -> Result<(), Error> {
                 .map_err(|e| Error::config(format!("{shown}: not a shard of the same run: {e}")))?,
         }
     }
-    check_complete_set(&args.summaries.len(), &shards, &run_ids)?;
+    check_complete_set(args.summaries.len(), &shards, &run_ids)?;
     let merged = merged.expect("clap requires one summary");
     let rows = merged.state().rows;
     let mut summary = merged.finish(seconds, rows);
@@ -73,13 +73,13 @@ pub fn run(args: MergeArgs) -> Result<(), Error> {
 }
 
 /// The summaries must be every shard (1..N, each once, one N) of one run.
-fn check_complete_set(count: &usize, shards: &[String], run_ids: &[String]) -> Result<(), Error> {
-    if shards.len() != *count {
+fn check_complete_set(count: usize, shards: &[String], run_ids: &[String]) -> Result<(), Error> {
+    if shards.len() != count {
         return Err(Error::config(
             "every summary must come from a sharded run (score --shard K/N)",
         ));
     }
-    if run_ids.len() != *count || run_ids.iter().any(|r| r != &run_ids[0]) {
+    if run_ids.len() != count || run_ids.iter().any(|r| r != &run_ids[0]) {
         return Err(Error::config(
             "not a shard of the same run: the summaries come from runs with other inputs or settings",
         ));

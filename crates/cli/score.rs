@@ -168,15 +168,9 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
 /// Reads every value of the `--judge-where` column before the first paid
 /// call, so a bad value in the last row cannot end a run that already paid.
 fn check_judge_where(dataset: &Dataset, column: &str) -> Result<(), Error> {
-    for batch in dataset.column(column) {
+    for batch in dataset.row_filter_column().into_iter().flatten() {
         let batch = batch?;
-        let array = match batch.array.data_type() {
-            arrow::datatypes::DataType::Dictionary(_, v) => {
-                arrow::compute::cast(&batch.array, v).unwrap_or_else(|_| batch.array.clone())
-            }
-            _ => batch.array.clone(),
-        };
-        refscore_judge::check_requests(&array, &|i| {
+        refscore_judge::check_requests(&batch.array, &|i| {
             format!(
                 "{}: column '{column}', row {}",
                 batch.source.display(),

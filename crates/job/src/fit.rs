@@ -17,21 +17,10 @@ use sha2::{Digest, Sha256};
 /// from one row. The pairs depend only on the rows' contents, never on their
 /// order, so a shuffled input gives the same baseline.
 pub fn mismatched_pairs(dataset: &Dataset, k: usize) -> Result<Vec<(String, String)>, Error> {
-    // (hash, row identity hash, text): max-heaps keeping the k smallest.
-    let mut refs: BinaryHeap<([u8; 16], [u8; 16], String)> = BinaryHeap::new();
-    let mut outs: BinaryHeap<([u8; 16], [u8; 16], String)> = BinaryHeap::new();
-    let key = |seed: &str, reference: &str, output: &str| -> [u8; 16] {
-        let mut h = Sha256::new();
-        h.update(seed.as_bytes());
-        h.update((reference.len() as u64).to_le_bytes());
-        h.update(reference.as_bytes());
-        h.update(output.as_bytes());
-        h.finalize()[..16].try_into().expect("16 bytes")
-    };
-    let keep = |heap: &mut BinaryHeap<([u8; 16], [u8; 16], String)>,
-                rank: [u8; 16],
-                row: [u8; 16],
-                text: &str| {
+    // (rank, row identity, text): max-heaps keeping the k smallest ranks.
+    type Sample = BinaryHeap<([u8; 16], [u8; 32], String)>;
+    let (mut refs, mut outs): (Sample, Sample) = (BinaryHeap::new(), BinaryHeap::new());
+    let keep = |heap: &mut Sample, rank: [u8; 16], row: [u8; 32], text: &str| {
         if heap.len() < k {
             heap.push((rank, row, text.to_string()));
         } else if heap.peek().is_some_and(|top| rank < top.0) {
@@ -47,14 +36,18 @@ pub fn mismatched_pairs(dataset: &Dataset, k: usize) -> Result<Vec<(String, Stri
             }
             let reference = batch.reference.get(i).unwrap_or("");
             let output = batch.output.get(i).unwrap_or("");
-            let row = key("row", reference, output);
-            keep(
-                &mut refs,
-                key("reference/v1", reference, output),
-                row,
-                reference,
-            );
-            keep(&mut outs, key("output/v1", reference, output), row, output);
+            // One keyed digest of the row's texts: it identifies the row, its
+            // first half ranks the reference and its second half the output
+            // (independent halves of a cryptographic hash).
+            let mut h = Sha256::new();
+            h.update(b"refscore rescale sample v1");
+            h.update((reference.len() as u64).to_le_bytes());
+            h.update(reference.as_bytes());
+            h.update(output.as_bytes());
+            let row: [u8; 32] = h.finalize().into();
+            let (a, b) = row.split_at(16);
+            keep(&mut refs, a.try_into().expect("16 bytes"), row, reference);
+            keep(&mut outs, b.try_into().expect("16 bytes"), row, output);
         }
     }
     let refs = refs.into_sorted_vec();

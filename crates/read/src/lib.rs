@@ -331,8 +331,7 @@ impl Dataset {
         }))
     }
 
-    /// Streams one column alone over every file (e.g. `--judge-where`, to
-    /// check every value before the first paid call).
+    /// Streams one column alone over every file.
     pub fn column(&self, name: &str) -> ColumnBatches<'_> {
         ColumnBatches {
             dataset: self,
@@ -340,7 +339,19 @@ impl Dataset {
             file: 0,
             row_in_file: 0,
             reader: None,
+            row_filter: false,
         }
+    }
+
+    /// Streams the row-filter column (`--judge-where`) alone, its values as
+    /// [`RowBatch::row_filter`] holds them, so every value can be checked
+    /// before the first paid call; `None` without a row filter.
+    pub fn row_filter_column(&self) -> Option<ColumnBatches<'_>> {
+        let name = self.row_filter.as_deref()?;
+        Some(ColumnBatches {
+            row_filter: true,
+            ..self.column(name)
+        })
     }
 
     fn open_reader(
@@ -548,15 +559,7 @@ impl Dataset {
                 .zip(&self.keep_fields)
                 .map(|(k, f)| conform(col(k), f, file))
                 .collect::<Result<_, _>>()?,
-            row_filter: self.row_filter.as_deref().map(|k| {
-                let a = col(k);
-                match a.data_type() {
-                    DataType::Dictionary(_, v) => {
-                        arrow::compute::cast(a, v).unwrap_or_else(|_| a.clone())
-                    }
-                    _ => a.clone(),
-                }
-            }),
+            row_filter: self.row_filter.as_deref().map(|k| plain_row_filter(col(k))),
         })
     }
 }
@@ -618,6 +621,17 @@ fn read_dictionary_text_as_dictionary(
                 .map_err(|e| Error::bad_input(format!("{}: {e}", file.path.display())))?;
     }
     Ok(())
+}
+
+/// The row-filter column as stages read it: dictionary-encoded values
+/// decoded (their value type is boolean, string or list, checked on open).
+fn plain_row_filter(array: &ArrayRef) -> ArrayRef {
+    match array.data_type() {
+        DataType::Dictionary(_, v) => {
+            arrow::compute::cast(array, v).unwrap_or_else(|_| array.clone())
+        }
+        _ => array.clone(),
+    }
 }
 
 /// The type a passed-through column (id, --keep) gets in the output when
@@ -796,6 +810,7 @@ pub struct ColumnBatches<'a> {
     file: usize,
     row_in_file: u64,
     reader: Option<ParquetRecordBatchReader>,
+    row_filter: bool,
 }
 
 /// A batch of one column, with where its rows came from (for messages).
@@ -828,8 +843,13 @@ impl Iterator for ColumnBatches<'_> {
                 Some(Ok(batch)) => {
                     let first = self.row_in_file;
                     self.row_in_file += batch.num_rows() as u64;
+                    let array = batch.column(0);
                     return Some(Ok(ColumnBatch {
-                        array: batch.column(0).clone(),
+                        array: if self.row_filter {
+                            plain_row_filter(array)
+                        } else {
+                            array.clone()
+                        },
                         source: file.path.clone(),
                         first_row_in_source: first,
                     }));

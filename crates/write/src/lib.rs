@@ -251,13 +251,6 @@ impl PartWriter {
     }
 }
 
-impl Drop for PartWriter {
-    fn drop(&mut self) {
-        // The NamedTempFile removes itself; the writer just closes.
-        self.writer = None;
-    }
-}
-
 /// File name of the part starting at `first_row`.
 pub fn part_name(first_row: u64) -> String {
     format!("part-{first_row:020}.parquet")

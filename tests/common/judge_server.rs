@@ -72,20 +72,14 @@ impl Request {
 pub struct Server {
     pub url: String,
     pub log: Arc<Mutex<Vec<Request>>>,
-    /// refscore's start-up probes (one tiny "ping" request per run), answered
-    /// with 200 by the server itself and kept out of `log`.
-    pub probes: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Server {
-    /// Requests received so far (probes excluded).
+    /// Requests received so far. refscore's start-up probe (one tiny
+    /// "ping" per run) is answered with 200 by the server itself and kept
+    /// out of the log.
     pub fn requests(&self) -> Vec<Request> {
         self.log.lock().unwrap().clone()
-    }
-
-    /// Probes received so far.
-    pub fn probes(&self) -> usize {
-        self.probes.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 
@@ -103,27 +97,21 @@ pub fn start(handler: impl Fn(&Request, usize) -> Reply + Send + Sync + 'static)
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let log: Arc<Mutex<Vec<Request>>> = Arc::default();
-    let probes: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
     let handler = Arc::new(handler);
-    let (log2, probes2) = (Arc::clone(&log), Arc::clone(&probes));
+    let log2 = Arc::clone(&log);
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(stream) = stream else { continue };
-            let (log, handler, probes) = (
-                Arc::clone(&log2),
-                Arc::clone(&handler),
-                Arc::clone(&probes2),
-            );
-            std::thread::spawn(move || serve(stream, &log, &probes, &*handler));
+            let (log, handler) = (Arc::clone(&log2), Arc::clone(&handler));
+            std::thread::spawn(move || serve(stream, &log, &*handler));
         }
     });
-    Server { url, log, probes }
+    Server { url, log }
 }
 
 fn serve(
     stream: TcpStream,
     log: &Mutex<Vec<Request>>,
-    probes: &std::sync::atomic::AtomicUsize,
     handler: &(dyn Fn(&Request, usize) -> Reply + Send + Sync),
 ) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
@@ -153,9 +141,6 @@ fn serve(
             headers,
             body: serde_json::from_slice(&body).unwrap_or(Value::Null),
         };
-        if req.is_probe() {
-            probes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
         let seen = if req.is_probe() {
             0
         } else {

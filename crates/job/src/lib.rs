@@ -23,7 +23,7 @@ mod plan;
 mod rundir;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use arrow::datatypes::SchemaRef;
@@ -189,11 +189,6 @@ impl Job {
     /// Rows this session has to score.
     pub fn rows_to_do(&self) -> u64 {
         self.ranges.iter().map(Range::rows).sum()
-    }
-
-    /// Rows already committed by an earlier session.
-    pub fn rows_resumed(&self) -> u64 {
-        self.resumed_rows
     }
 
     /// Where the judge keeps the answers this job has paid for.
@@ -416,10 +411,5 @@ impl Job {
     /// shard, so `merge-summaries` can tell shards of one run from others.
     pub fn run_id(&self) -> &str {
         &self.run_id
-    }
-
-    /// The run folder.
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
     }
 }

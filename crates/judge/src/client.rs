@@ -5,7 +5,7 @@
 //! to JSON mode to plain text when the server rejects the former; and
 //! request/token rate limits shared by all workers.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -130,6 +130,10 @@ pub struct Usage {
     pub prompt_tokens: u32,
     /// Completion tokens reported by the server.
     pub completion_tokens: u32,
+    /// Prompt tokens the server took from its prompt cache, where it says
+    /// (llama.cpp `timings.cache_n`, OpenAI and vLLM
+    /// `usage.prompt_tokens_details.cached_tokens`).
+    pub cached_tokens: u32,
     /// Wall time of the call, retries included.
     pub latency_ms: u32,
 }
@@ -142,18 +146,31 @@ pub(crate) struct Counters {
     pub parse_failures: AtomicU64,
     pub prompt_tokens: AtomicU64,
     pub completion_tokens: AtomicU64,
+    pub cached_tokens: AtomicU64,
+    /// Replies that carried token log-probabilities, and replies to a
+    /// request for them that did not.
+    pub with_logprobs: AtomicU64,
+    pub without_logprobs: AtomicU64,
     pub busy_ms: AtomicU64,
 }
 
 const MODE_SCHEMA: u8 = 0;
 const MODE_JSON: u8 = 1;
 const MODE_PLAIN: u8 = 2;
+/// A request that asks for no output format at all (a one-word verdict or a
+/// free-text reason); never stored as the negotiated mode.
+const MODE_NONE: u8 = 3;
+
+/// Alternatives asked for per generated token (OpenAI's maximum): enough to
+/// hold every spelling of a verdict or a score.
+const TOP_LOGPROBS: u32 = 20;
 
 fn mode_name(mode: u8) -> &'static str {
     match mode {
         MODE_SCHEMA => "json_schema",
         MODE_JSON => "json_object",
-        _ => "plain",
+        MODE_PLAIN => "plain",
+        _ => "none",
     }
 }
 
@@ -170,6 +187,8 @@ pub(crate) struct Client {
     /// Credentials to scrub from any message.
     secrets: Vec<String>,
     mode: AtomicU8,
+    /// Cleared when the server rejects the `logprobs` parameter.
+    logprobs: AtomicBool,
     limiter: Limiter,
     pub(crate) counters: Counters,
 }
@@ -184,6 +203,61 @@ pub(crate) struct AskFailure {
     pub transient: bool,
 }
 
+/// One request: a template's system message, then the conversation turns
+/// (`user`, and for a follow-up the earlier `assistant` answer and a new
+/// `user` question), so a follow-up repeats its first request's prompt
+/// byte for byte and a server's prompt cache covers it.
+pub(crate) struct Ask<'a> {
+    pub template: &'a Template,
+    pub turns: Vec<(&'static str, String)>,
+    pub max_tokens: u32,
+    /// Ask for the negotiated structured output (JSON schema, JSON mode or a
+    /// plain-text request for JSON); false asks for no format at all.
+    pub structured: bool,
+    /// Ask for each generated token's log-probability and its alternatives.
+    pub logprobs: bool,
+}
+
+/// A reply: the message text and, where the server sent them, the
+/// generated tokens with their alternatives.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Reply {
+    pub content: String,
+    pub tokens: Option<Vec<Token>>,
+}
+
+/// One generated token and the alternatives the server listed for its
+/// position (the token itself included), as (text, log-probability).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Token {
+    pub text: String,
+    pub alternatives: Vec<(String, f64)>,
+}
+
+/// Reads `choices[0].logprobs.content`; `None` when the server sent no
+/// usable log-probabilities.
+fn tokens_of(v: &Value) -> Option<Vec<Token>> {
+    let list = v.as_array()?;
+    let pair = |t: &Value| -> Option<(String, f64)> {
+        Some((t["token"].as_str()?.to_string(), t["logprob"].as_f64()?))
+    };
+    let tokens: Vec<Token> = list
+        .iter()
+        .filter_map(|t| {
+            let (text, logprob) = pair(t)?;
+            let mut alternatives: Vec<(String, f64)> = t["top_logprobs"]
+                .as_array()
+                .map(|a| a.iter().filter_map(pair).collect())
+                .unwrap_or_default();
+            if !alternatives.iter().any(|(a, _)| *a == text) {
+                alternatives.push((text.clone(), logprob));
+            }
+            Some(Token { text, alternatives })
+        })
+        .collect();
+    (!tokens.is_empty()).then_some(tokens)
+}
+
 enum Failure {
     /// Worth another attempt after `wait` (or the backoff when `None`);
     /// `transient` when the endpoint itself failed (transport, timeout,
@@ -193,6 +267,8 @@ enum Failure {
     Fatal(String),
     /// The server rejected the response_format: fall back and try again.
     Downgrade,
+    /// The server rejected the `logprobs` parameter: ask without it.
+    NoLogprobs,
 }
 
 impl Client {
@@ -225,6 +301,7 @@ impl Client {
             chat,
             endpoint,
             mode: AtomicU8::new(MODE_SCHEMA),
+            logprobs: AtomicBool::new(true),
             limiter,
             counters: Counters::default(),
         })
@@ -270,15 +347,35 @@ impl Client {
         mode_name(self.mode.load(Ordering::Relaxed))
     }
 
-    /// Asks the judge and parses the reply with `parse`; retries transient
-    /// failures and unparseable replies. Returns the parsed reply, what it
-    /// cost and the output mode that produced it; the error says what failed
-    /// last, with any credential scrubbed.
+    /// Asks `template`'s question about `user` with its structured output
+    /// and parses the JSON object in the reply with `parse` (see
+    /// [`Client::send_ask`]).
     pub(crate) fn ask<T>(
         &self,
         template: &Template,
         user: &str,
         parse: impl Fn(&Value) -> Result<T, String>,
+    ) -> Result<(T, Usage, &'static str), AskFailure> {
+        let ask = Ask {
+            template,
+            turns: vec![("user", user.to_string())],
+            max_tokens: template.max_tokens,
+            structured: true,
+            logprobs: false,
+        };
+        self.send_ask(&ask, |reply| {
+            extract_object(&reply.content).and_then(|v| parse(&v))
+        })
+    }
+
+    /// Sends `ask` and parses the reply with `parse`; retries transient
+    /// failures and unparseable replies. Returns the parsed reply, what it
+    /// cost and the output mode that produced it; the error says what failed
+    /// last, with any credential scrubbed.
+    pub(crate) fn send_ask<T>(
+        &self,
+        ask: &Ask,
+        parse: impl Fn(&Reply) -> Result<T, String>,
     ) -> Result<(T, Usage, &'static str), AskFailure> {
         let start = Instant::now();
         let mut attempt = 0u32;
@@ -286,17 +383,30 @@ impl Client {
         let mut last: String;
         let mut transient = false;
         let mut rng = seed();
+        let text_len: usize = ask.turns.iter().map(|(_, t)| t.len()).sum();
         loop {
-            let mode = self.mode.load(Ordering::Relaxed);
-            let body = self.body(template, user, mode);
-            let estimate = u32::try_from((template.system.len() + user.len()) / 4)
+            let mode = if ask.structured {
+                self.mode.load(Ordering::Relaxed)
+            } else {
+                MODE_NONE
+            };
+            let logprobs = ask.logprobs && self.logprobs.load(Ordering::Relaxed);
+            let body = self.body(ask, mode, logprobs);
+            let estimate = u32::try_from((ask.template.system.len() + text_len) / 4)
                 .unwrap_or(u32::MAX)
-                .saturating_add(template.max_tokens);
+                .saturating_add(ask.max_tokens);
             self.limiter.acquire(estimate);
             self.counters.calls.fetch_add(1, Ordering::Relaxed);
-            let outcome = self.send(&body).and_then(|(content, usage)| {
-                let parsed = extract_object(&content).and_then(|v| parse(&v));
-                match parsed {
+            let outcome = self.send(&body).and_then(|(reply, usage)| {
+                if logprobs {
+                    let counter = if reply.tokens.is_some() {
+                        &self.counters.with_logprobs
+                    } else {
+                        &self.counters.without_logprobs
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
+                match parse(&reply) {
                     Ok(t) => Ok((t, usage)),
                     Err(e) => {
                         self.counters.parse_failures.fetch_add(1, Ordering::Relaxed);
@@ -311,18 +421,22 @@ impl Client {
             match outcome {
                 Ok((t, mut usage)) => {
                     usage.latency_ms = start.elapsed().as_millis().min(u32::MAX as u128) as u32;
-                    self.counters
-                        .prompt_tokens
+                    let c = &self.counters;
+                    c.prompt_tokens
                         .fetch_add(usage.prompt_tokens as u64, Ordering::Relaxed);
-                    self.counters
-                        .completion_tokens
+                    c.completion_tokens
                         .fetch_add(usage.completion_tokens as u64, Ordering::Relaxed);
-                    self.counters
-                        .busy_ms
+                    c.cached_tokens
+                        .fetch_add(usage.cached_tokens as u64, Ordering::Relaxed);
+                    c.busy_ms
                         .fetch_add(usage.latency_ms as u64, Ordering::Relaxed);
                     return Ok((t, usage, mode_name(mode)));
                 }
-                Err(Failure::Downgrade) if downgrades < 2 => {
+                Err(Failure::NoLogprobs) if logprobs => {
+                    self.logprobs.store(false, Ordering::Relaxed);
+                    continue;
+                }
+                Err(Failure::Downgrade) if mode != MODE_NONE && downgrades < 2 => {
                     downgrades += 1;
                     let _ = self.mode.compare_exchange(
                         mode,
@@ -332,7 +446,7 @@ impl Client {
                     );
                     continue;
                 }
-                Err(Failure::Downgrade) => {
+                Err(Failure::Downgrade | Failure::NoLogprobs) => {
                     last = "the server rejects every response format".into();
                     break;
                 }
@@ -373,7 +487,8 @@ impl Client {
         })
     }
 
-    fn body(&self, template: &Template, user: &str, mode: u8) -> Value {
+    fn body(&self, ask: &Ask, mode: u8, logprobs: bool) -> Value {
+        let template = ask.template;
         let system = if mode == MODE_PLAIN {
             format!(
                 "{}\nAnswer with the JSON object only, no other text.",
@@ -382,12 +497,20 @@ impl Client {
         } else {
             template.system.to_string()
         };
+        let mut messages = vec![json!({"role": "system", "content": system})];
+        for (role, content) in &ask.turns {
+            messages.push(json!({"role": role, "content": content}));
+        }
         let mut body = json!({
             "model": self.endpoint.model,
             "temperature": TEMPERATURE,
-            "max_tokens": template.max_tokens,
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "max_tokens": ask.max_tokens,
+            "messages": messages,
         });
+        if logprobs {
+            body["logprobs"] = json!(true);
+            body["top_logprobs"] = json!(TOP_LOGPROBS);
+        }
         match mode {
             MODE_SCHEMA => {
                 body["response_format"] = json!({"type": "json_schema", "json_schema": {
@@ -399,8 +522,6 @@ impl Client {
         body
     }
 
-    /// One POST of `body` to the chat URL (the API key as a bearer token).
-    /// (The error is boxed: `ureq::Error` is large.)
     fn post(&self, body: &Value) -> Result<ureq::Response, Box<ureq::Error>> {
         let mut req = self
             .agent
@@ -426,7 +547,7 @@ impl Client {
         scrub(&msg, &self.secrets)
     }
 
-    fn send(&self, body: &Value) -> Result<(String, Usage), Failure> {
+    fn send(&self, body: &Value) -> Result<(Reply, Usage), Failure> {
         match self.post(body).map_err(|e| *e) {
             Ok(resp) => {
                 let text = resp.into_string().map_err(|e| {
@@ -449,16 +570,23 @@ impl Client {
                             false,
                         )
                     })?;
-                let tokens = |k: &str| {
-                    v.pointer(&format!("/usage/{k}"))
+                let number = |path: &str| {
+                    v.pointer(path)
                         .and_then(Value::as_u64)
-                        .map_or(0, |t| u32::try_from(t).unwrap_or(u32::MAX))
+                        .map(|t| u32::try_from(t).unwrap_or(u32::MAX))
                 };
+                let cached = number("/usage/prompt_tokens_details/cached_tokens")
+                    .or_else(|| number("/timings/cache_n"))
+                    .unwrap_or(0);
                 Ok((
-                    content.to_string(),
+                    Reply {
+                        content: content.to_string(),
+                        tokens: v.pointer("/choices/0/logprobs/content").and_then(tokens_of),
+                    },
                     Usage {
-                        prompt_tokens: tokens("prompt_tokens"),
-                        completion_tokens: tokens("completion_tokens"),
+                        prompt_tokens: number("/usage/prompt_tokens").unwrap_or(0),
+                        completion_tokens: number("/usage/completion_tokens").unwrap_or(0),
+                        cached_tokens: cached,
                         latency_ms: 0,
                     },
                 ))
@@ -472,6 +600,12 @@ impl Client {
                 let about_format = ["response_format", "json_schema", "schema", "grammar"]
                     .iter()
                     .any(|w| lower.contains(w));
+                if matches!(code, 400 | 422 | 501)
+                    && lower.contains("logprobs")
+                    && body.get("logprobs").is_some()
+                {
+                    return Err(Failure::NoLogprobs);
+                }
                 if matches!(code, 400 | 422 | 501)
                     && about_format
                     && body.get("response_format").is_some()

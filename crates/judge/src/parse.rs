@@ -22,10 +22,19 @@ pub(crate) fn extract_object(text: &str) -> Result<Value, String> {
     }
     // A reply cut off by max_tokens: close the open string and brackets. This
     // only helps when the fields we need were complete before the cut.
+    // A cut inside a key or before a value ("{\"a\": true, \"rea") is closed
+    // after the last complete member instead.
     if let Some(start) = unfenced.find('{') {
-        if let Some(repaired) = close_truncated(&unfenced[start..]) {
-            if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(&repaired) {
-                return Ok(v);
+        let mut cut = &unfenced[start..];
+        for _ in 0..MAX_CANDIDATES {
+            if let Some(repaired) = close_truncated(cut) {
+                if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(&repaired) {
+                    return Ok(v);
+                }
+            }
+            match cut.rfind(',') {
+                Some(comma) => cut = &cut[..comma],
+                None => break,
             }
         }
     }
@@ -218,27 +227,72 @@ fn as_integer(v: &Value) -> Option<i64> {
     (x.fract() == 0.0 && x.is_finite()).then_some(x as i64)
 }
 
-/// `{"meaning_match": bool, "reason": str}`.
-pub(crate) fn meaning_match(v: &Value) -> Result<(bool, String), String> {
-    let verdict =
-        field(v, &["meaning_match", "match"]).ok_or("reply has no \"meaning_match\" field")?;
-    let b =
-        as_bool(verdict).ok_or_else(|| format!("\"meaning_match\" is not a boolean: {verdict}"))?;
-    Ok((b, as_text(field(v, &["reason", "reasons", "explanation"]))))
+/// A reason as written: `None` where none was asked for (absent or null).
+fn reason(v: &Value, names: &[&str]) -> Option<String> {
+    field(v, names)
+        .filter(|r| !r.is_null())
+        .map(|r| as_text(Some(r)))
 }
 
-/// `{"score": 0..=10, "rationale": str}`.
-pub(crate) fn similarity(v: &Value) -> Result<(u8, String), String> {
+/// A probability a judge answer carries (0..=1), when it carries one.
+fn probability(v: &Value, name: &str) -> Option<f32> {
+    v.get(name)
+        .and_then(Value::as_f64)
+        .filter(|p| p.is_finite())
+        .map(|p| p.clamp(0.0, 1.0) as f32)
+}
+
+/// A Meaning Match answer: the sampled verdict, P(true) where the server
+/// gave probabilities, and the reason where one was asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct MeaningAnswer {
+    pub sampled: bool,
+    pub p_true: Option<f32>,
+    pub reason: Option<String>,
+}
+
+/// `{"meaning_match": bool, "reason": str, "p_true": number}` (the last
+/// added by refscore from the token probabilities).
+pub(crate) fn meaning_match(v: &Value) -> Result<MeaningAnswer, String> {
+    let verdict =
+        field(v, &["meaning_match", "match"]).ok_or("reply has no \"meaning_match\" field")?;
+    let sampled =
+        as_bool(verdict).ok_or_else(|| format!("\"meaning_match\" is not a boolean: {verdict}"))?;
+    Ok(MeaningAnswer {
+        sampled,
+        p_true: probability(v, "p_true"),
+        reason: reason(v, &["reason", "reasons", "explanation"]),
+    })
+}
+
+/// A similarity answer: the sampled score, the expected score (0..=10)
+/// where the server gave probabilities, and the rationale where asked.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SimilarityAnswer {
+    pub score: u8,
+    pub expected: Option<f32>,
+    pub rationale: Option<String>,
+}
+
+/// `{"score": 0..=10, "rationale": str, "expected": number}` (the last
+/// added by refscore from the token probabilities).
+pub(crate) fn similarity(v: &Value) -> Result<SimilarityAnswer, String> {
     let score = field(v, &["score", "similarity_score", "similarity"])
         .ok_or("reply has no \"score\" field")?;
     let n = as_integer(score).ok_or_else(|| format!("\"score\" is not an integer: {score}"))?;
     if !(0..=10).contains(&n) {
         return Err(format!("\"score\" {n} is outside 0..10"));
     }
-    Ok((
-        n as u8,
-        as_text(field(v, &["rationale", "reason", "explanation"])),
-    ))
+    let expected = v
+        .get("expected")
+        .and_then(Value::as_f64)
+        .filter(|e| e.is_finite())
+        .map(|e| e.clamp(0.0, 10.0) as f32);
+    Ok(SimilarityAnswer {
+        score: n as u8,
+        expected,
+        rationale: reason(v, &["rationale", "reason", "explanation"]),
+    })
 }
 
 /// `{"facts": [str]}`.
@@ -251,43 +305,6 @@ pub(crate) fn facts(v: &Value) -> Result<Vec<String>, String> {
         .map(|f| as_text(Some(f)))
         .filter(|f| !f.is_empty())
         .collect())
-}
-
-/// `{"output_facts": [str], "matches": [{"output": i, "reference": j}]}`:
-/// returns (one-to-one matched pairs, number of output facts). Indexes are
-/// 1-based; a pair naming a fact that does not exist, or reusing an index
-/// already paired, is ignored (it cannot be a valid match).
-pub(crate) fn fact_match(v: &Value, reference_facts: usize) -> Result<(usize, usize), String> {
-    let outs = field(v, &["output_facts", "candidate_facts"])
-        .and_then(Value::as_array)
-        .ok_or("reply has no \"output_facts\" list")?;
-    let n_out = outs.iter().filter(|f| !as_text(Some(f)).is_empty()).count();
-    let pairs = field(v, &["matches", "pairs"])
-        .and_then(Value::as_array)
-        .ok_or("reply has no \"matches\" list")?;
-    let mut used_out = vec![false; n_out + 1];
-    let mut used_ref = vec![false; reference_facts + 1];
-    let mut matched = 0;
-    for p in pairs {
-        let o = p
-            .get("output")
-            .and_then(as_integer)
-            .ok_or_else(|| format!("bad match entry: {p}"))?;
-        let r = p
-            .get("reference")
-            .and_then(as_integer)
-            .ok_or_else(|| format!("bad match entry: {p}"))?;
-        if o < 1 || o as usize > n_out || r < 1 || r as usize > reference_facts {
-            continue;
-        }
-        let (o, r) = (o as usize, r as usize);
-        if !used_out[o] && !used_ref[r] {
-            used_out[o] = true;
-            used_ref[r] = true;
-            matched += 1;
-        }
-    }
-    Ok((matched, n_out))
 }
 
 #[cfg(test)]
@@ -347,50 +364,27 @@ mod tests {
 
     #[test]
     fn coerces_loose_types() {
+        let mm = meaning_match(&json!({"meaning_match": "true", "reason": ["a", "b"]})).unwrap();
         assert_eq!(
-            meaning_match(&json!({"meaning_match": "true", "reason": ["a", "b"]})).unwrap(),
-            (true, "a b".into())
+            (mm.sampled, mm.reason, mm.p_true),
+            (true, Some("a b".into()), None)
         );
+        let mm = meaning_match(&json!({"meaning_match": "False", "p_true": 0.25})).unwrap();
         assert_eq!(
-            meaning_match(&json!({"meaning_match": "False"})).unwrap(),
-            (false, String::new())
+            (mm.sampled, mm.reason, mm.p_true),
+            (false, None, Some(0.25))
         );
         assert!(meaning_match(&json!({"meaning_match": "maybe"})).is_err());
+        let s = similarity(&json!({"score": "8", "rationale": "ok"})).unwrap();
         assert_eq!(
-            similarity(&json!({"score": "8", "rationale": "ok"})).unwrap(),
-            (8, "ok".into())
+            (s.score, s.rationale, s.expected),
+            (8, Some("ok".into()), None)
         );
-        assert_eq!(
-            similarity(&json!({"score": 10.0, "rationale": "ok"}))
-                .unwrap()
-                .0,
-            10
-        );
+        let s = similarity(&json!({"score": 10.0, "rationale": null, "expected": 9.5})).unwrap();
+        assert_eq!((s.score, s.rationale, s.expected), (10, None, Some(9.5)));
         assert!(similarity(&json!({"score": 11})).is_err());
         assert!(similarity(&json!({"score": -1})).is_err());
         assert!(similarity(&json!({"score": 7.5})).is_err());
         assert!(similarity(&json!({"score": "high"})).is_err());
-    }
-
-    #[test]
-    fn fact_matches_are_one_to_one_and_checked() {
-        let v = json!({"output_facts": ["a", "b", "c"], "matches": [
-            {"output": 1, "reference": 1}, {"output": 2, "reference": 1}, {"output": "3", "reference": "2"}]});
-        assert_eq!(fact_match(&v, 2).unwrap(), (2, 3));
-        let v = json!({"output_facts": ["a"], "matches": [{"output": 1, "reference": 5}]});
-        assert_eq!(
-            fact_match(&v, 2).unwrap(),
-            (0, 1),
-            "a pair naming a missing fact is ignored"
-        );
-        assert!(fact_match(
-            &json!({"output_facts": ["a"], "matches": [{"output": "x"}]}),
-            2
-        )
-        .is_err());
-        assert_eq!(
-            facts(&json!({"facts": ["x", " ", "y"]})).unwrap(),
-            vec!["x", "y"]
-        );
     }
 }

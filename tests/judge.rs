@@ -406,7 +406,7 @@ fn the_disk_cache_makes_a_rerun_free() {
     assert!(texts(&b, "judge_templates")[0]
         .as_deref()
         .unwrap()
-        .starts_with("meaning_match-v1-"));
+        .starts_with("meaning_match_verdict-v1-"));
     assert_eq!(summary(&out)["judge"]["cached"], 2);
 }
 
@@ -484,16 +484,28 @@ fn a_column_chooses_which_rows_and_metrics_are_judged() {
 
 #[test]
 fn fact_ratio_is_computed_by_code_from_reused_reference_facts() {
-    let server = start(|req, _| match req.kind() {
-        "fact_extract" => chat(r#"{"facts": ["Amy likes apples", "Amy likes bananas"]}"#),
-        _ => match req.candidate() {
-            "Amy likes apples, berries and plums" => chat(
-                r#"{"output_facts": ["Amy likes apples", "Amy likes berries", "Amy likes plums"], "matches": [{"output": 1, "reference": 1}]}"#,
-            ),
-            _ => chat(
-                r#"{"output_facts": ["Amy likes apples", "Amy likes bananas"], "matches": [{"output": 1, "reference": 1}, {"output": 2, "reference": 2}, {"output": 2, "reference": 1}]}"#,
-            ),
-        },
+    // Extraction splits on "," and "and"; a fact holds where its fruit is
+    // named in the other answer.
+    let server = start(|req, _| {
+        let user = req.user();
+        match req.kind() {
+            "fact_extract" => {
+                let text = user.strip_prefix("Text:\n").unwrap().trim_end_matches('.');
+                let facts: Vec<String> = text
+                    .replace(" and ", ", ")
+                    .split(", ")
+                    .map(|f| f.rsplit(' ').next().unwrap().to_lowercase())
+                    .map(|fruit| format!("Amy likes {fruit}"))
+                    .collect();
+                chat(&serde_json::json!({ "facts": facts }).to_string())
+            }
+            _ => {
+                let (rest, fact) = user.split_once("\n\nFact:\n").unwrap();
+                let answer = rest.split_once("Answer:\n").unwrap().1.to_lowercase();
+                let fruit = fact.rsplit(' ').next().unwrap();
+                chat(if answer.contains(fruit) { "yes" } else { "no" })
+            }
+        }
     });
     let dir = tempfile::tempdir().unwrap();
     let q = "Which fruits does Amy like?";
@@ -528,7 +540,7 @@ fn fact_ratio_is_computed_by_code_from_reused_reference_facts() {
     assert!(close(sim[0], 1.0 / 3.0) && close(rec[0], 0.5) && close(prec[0], 1.0 / 3.0));
     assert!(
         close(sim[1], 1.0) && close(rec[1], 1.0) && close(prec[1], 1.0),
-        "a repeated pair counts once"
+        "two facts held on each side"
     );
     let counts = b.column_by_name("fact_counts").unwrap().as_struct().clone();
     let matched = counts
@@ -548,7 +560,16 @@ fn fact_ratio_is_computed_by_code_from_reused_reference_facts() {
         .filter(|r| r.kind() == "fact_extract")
         .count();
     assert_eq!(
-        extracts, 1,
-        "the reference's facts are extracted once and reused"
+        extracts, 3,
+        "one extraction per distinct text: the reference's is reused"
     );
+    let checks = server
+        .requests()
+        .iter()
+        .filter(|r| r.kind() == "fact_check")
+        .count();
+    // Per row, one check per reference fact and per output fact; a check
+    // two rows share (row 1's "Amy likes apples" against the reference,
+    // asked for row 0 already) is asked once.
+    assert_eq!(checks, (2 + 3) + (2 + 2) - 1);
 }

@@ -1,8 +1,9 @@
 //! End to end with a real judge: llama.cpp's llama-server running
 //! Qwen2.5-Coder-1.5B-Instruct (scripts/judge-server.sh), on the example
 //! set's judge rows. Checks that every requested row gets a verdict, that no
-//! reply fails to parse, agreement with the hand labels, what the cosine
-//! cascade saves, and the fact ratio on the worked cases of docs/metrics.md#fact-ratio.
+//! reply fails to parse, agreement with the hand labels, P(true) and reasons
+//! as `--judge-reasons` says, prompt-cache hits, what the cosine cascade
+//! saves, and the fact ratio on the worked cases of docs/metrics.md#fact-ratio.
 //!
 //! Needs REFSCORE_JUDGE_URL. scripts/test.sh starts the server and sets
 //! REFSCORE_REQUIRE_REAL_JUDGE=1, so in CI this test cannot skip; run alone
@@ -92,6 +93,37 @@ fn a_real_judge_scores_the_example_judge_rows() {
     let j = summary(&full_out)["judge"].clone();
     assert_eq!(j["parse_failures"], 0, "{j}");
     assert_eq!(j["failures"], 0, "{j}");
+    // The default, `--judge-reasons failures`: P(true) for every judged row
+    // (llama.cpp sends logprobs), a reason exactly where the verdict is false.
+    assert_eq!(j["reasons"], "failures");
+    assert_eq!(j["replies_without_logprobs"], 0, "{j}");
+    let p = f32s(&full, "meaning_match_p");
+    let reason = texts(&full, "meaning_match_reason");
+    let mut falses = 0;
+    for i in 0..full.num_rows() {
+        if source[i].as_deref() != Some("judge") {
+            continue;
+        }
+        let p = p[i].unwrap_or_else(|| panic!("row {i}: no meaning_match_p"));
+        assert!((0.0..=1.0).contains(&p));
+        assert_eq!(
+            verdict[i],
+            Some(p >= 0.5),
+            "row {i}: the verdict is P(true) >= 0.5"
+        );
+        assert_eq!(
+            reason[i].is_some(),
+            verdict[i] == Some(false),
+            "row {i}: a reason only for a false verdict: {:?}",
+            reason[i]
+        );
+        falses += (verdict[i] == Some(false)) as u64;
+    }
+    assert_eq!(j["reasons_asked"], falses, "{j}");
+    assert!(
+        j["prompt_tokens_cached"].as_u64().unwrap() > j["prompt_tokens"].as_u64().unwrap() / 2,
+        "the fixed instructions come from llama.cpp's prompt cache: {j}"
+    );
     let agreement = agree as f64 / labelled as f64;
     assert!(labelled >= 50, "{labelled} labelled judge rows");
     assert!(
@@ -227,5 +259,96 @@ fn a_real_judge_gives_fact_ratios_and_similarity_scores() {
     eprintln!(
         "real judge facts: similarity {sim:?}, fact_similarity {facts:?} (docs/metrics.md#fact-ratio: 1/3, 0.5, 0)"
     );
-    assert_eq!(summary(&out)["judge"]["parse_failures"], 0);
+    // The worked cases of docs/metrics.md#fact-ratio, with the local 1.5B judge.
+    let want = [1.0 / 3.0, 0.5, 0.0];
+    for i in 0..3 {
+        assert!(
+            (facts[i].unwrap() - want[i]).abs() < 1e-6,
+            "worked case {i}: fact_similarity {:?}, want {}",
+            facts[i],
+            want[i]
+        );
+    }
+    let j = summary(&out)["judge"].clone();
+    assert_eq!(j["parse_failures"], 0);
+    assert!(j["fact_checks"].as_u64().unwrap() >= 10, "{j}");
+    // The similarity is the probability-weighted score, near the sampled one.
+    let sampled = b
+        .column_by_name("similarity_score")
+        .unwrap()
+        .as_primitive::<arrow::datatypes::UInt8Type>()
+        .clone();
+    for i in 0..3 {
+        let e = sim[i].unwrap() * 10.0;
+        assert!(
+            (e - f32::from(sampled.value(i))).abs() <= 2.0,
+            "row {i}: expected score {e} far from the sampled {}",
+            sampled.value(i)
+        );
+    }
+}
+
+#[test]
+fn every_reasons_mode_works_with_a_real_judge() {
+    let Some(url) = url() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("mm.parquet");
+    write_parquet(
+        &input,
+        vec![
+            (
+                "question",
+                s(&[
+                    "What is the capital of France?",
+                    "Who wrote Hamlet?",
+                    "What is the boiling point of water at sea level?",
+                ]),
+            ),
+            ("reference", s(&["Paris", "William Shakespeare", "100 °C"])),
+            (
+                "output",
+                s(&[
+                    "The capital of France is Paris.",
+                    "Charles Dickens wrote it.",
+                    "It boils at 50 degrees Celsius.",
+                ]),
+            ),
+        ],
+    );
+    let run = |mode: &str| {
+        let out = dir.path().join(format!("{mode}.parquet"));
+        ok(&score(
+            &input,
+            &out,
+            &[
+                "--judge-url",
+                &url,
+                "--metrics",
+                "meaning_match",
+                "--judge-reasons",
+                mode,
+                "--judge-timeout",
+                "120",
+            ],
+        ));
+        (read_parquet(&out), summary(&out)["judge"].clone())
+    };
+    for mode in ["always", "never"] {
+        let (b, j) = run(mode);
+        let verdict = bools(&b, "meaning_match");
+        let p = f32s(&b, "meaning_match_p");
+        let reason = texts(&b, "meaning_match_reason");
+        for i in 0..3 {
+            assert!(verdict[i].is_some() && p[i].is_some(), "{mode}, row {i}");
+            assert_eq!(verdict[i], Some(p[i].unwrap() >= 0.5), "{mode}, row {i}");
+            assert_eq!(reason[i].is_some(), mode == "always", "{mode}, row {i}");
+        }
+        assert_eq!(j["reasons"], mode);
+        assert_eq!(j["parse_failures"], 0, "{mode}: {j}");
+        assert_eq!(j["calls"], 3, "{mode}: one call per row: {j}");
+        if mode == "never" {
+            assert_eq!(j["completion_tokens"], 3, "one token per verdict: {j}");
+        }
+        eprintln!("real judge, --judge-reasons {mode}: verdicts {verdict:?}, p {p:?}");
+    }
 }

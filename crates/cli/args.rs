@@ -253,6 +253,21 @@ pub struct ScoreArgs {
     #[arg(long, value_name = "DIR")]
     pub judge_cache: Option<PathBuf>,
 
+    /// When the judge writes the reason for its verdict: `failures` cuts the judge's answer
+    /// right after the verdict (read with its token probabilities) and asks again for the
+    /// reason only where Meaning Match is false or similarity is below its threshold (same
+    /// prompt, so the server's prompt cache covers it); `never` asks for no reason; `always`
+    /// lets every answer run to its reason (several times the generated tokens). Reason
+    /// columns are null where none was asked for [default: failures]
+    #[arg(long, value_name = "always|failures|never")]
+    pub judge_reasons: Option<String>,
+
+    /// Meaning Match is true where the judge's P(true) (the `meaning_match_p` column) is at
+    /// least this; where the server gives no probabilities, its sampled answer decides
+    /// [default: 0.5]
+    #[arg(long, value_name = "P")]
+    pub judge_threshold: Option<f64>,
+
     /// Pass threshold for a metric in the summary, e.g. token_f1=0.6 (repeatable)
     #[arg(long, value_name = "METRIC=VALUE")]
     pub threshold: Vec<String>,

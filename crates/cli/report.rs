@@ -35,10 +35,39 @@ pub fn table(summary: &Summary) -> String {
                 .unwrap_or_else(|| "-".into())
         ));
     }
+    if let Some(j) = summary.extra.get("judge") {
+        out.push_str(&judge_line(j));
+    }
     out.push_str(&format!(
         "(medians are exact to within ±{:.0e}: bins of {:.0e})\n",
         summary.median_resolution / 2.0,
         summary.median_resolution
     ));
     out
+}
+
+/// One line of judge accounting: what was judged, what it cost, how much of
+/// the prompt the server's cache covered, and when reasons were asked.
+fn judge_line(j: &serde_json::Value) -> String {
+    let n = |k: &str| j[k].as_u64().unwrap_or(0);
+    let prompt = n("prompt_tokens");
+    let cached = n("prompt_tokens_cached");
+    let cache = if cached > 0 && prompt > 0 {
+        format!(
+            " ({:.0}% from the prompt cache)",
+            cached as f64 * 100.0 / prompt as f64
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "judge: {} rows judged, {} calls, {} prompt tokens{cache}, {} completion tokens, {:.2} s per judged row; reasons: {} ({} asked)\n",
+        n("rows_judged"),
+        n("calls"),
+        prompt,
+        n("completion_tokens"),
+        j["seconds_per_judged_row"].as_f64().unwrap_or(0.0),
+        j["reasons"].as_str().unwrap_or("-"),
+        n("reasons_asked"),
+    )
 }

@@ -155,6 +155,13 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     }
     if let (Some(stage), false) = (&judge, settings.quiet) {
         let r = stage.stage.report();
+        if r.replies_without_logprobs > 0 {
+            eprintln!(
+                "refscore: note: the judge sent no token probabilities for {} of {} replies; there, meaning_match_p is null and similarity is the sampled score",
+                r.replies_without_logprobs,
+                r.replies_with_logprobs + r.replies_without_logprobs
+            );
+        }
         if r.rows_failed > finished.retryable_rows {
             eprintln!(
                 "refscore: warning: {} rows got judge answers that could not be used (see their error column); a retry would fail the same way",
@@ -224,7 +231,8 @@ fn fingerprint(
         f.insert("judge".into(), json!(plan.judge));
         f.insert(
             "judge_endpoint".into(),
-            json!({"url": url, "model": j.model, "band": j.band, "where": settings.judge_where}),
+            json!({"url": url, "model": j.model, "band": j.band, "where": settings.judge_where,
+                   "reasons": j.reasons.name(), "threshold": j.threshold}),
         );
         f.insert(
             "judge_templates".into(),
@@ -308,11 +316,19 @@ fn load_judge(
         .judge
         .as_ref()
         .expect("endpoint implies judge settings");
+    let similarity_pass = settings
+        .thresholds
+        .iter()
+        .find(|(m, _)| m == "similarity")
+        .map_or(0.7, |(_, t)| *t as f32);
     let mut stage = JudgeStage::new(JudgeOptions {
         endpoint,
         selection: settings.metrics.judge,
         band: j.band,
         cache_dir: j.cache.clone(),
+        reasons: j.reasons,
+        threshold: j.threshold,
+        similarity_pass,
     })?;
     // Answers paid for in this job, kept with its progress: a part scored
     // again after a crash or a judge failure never pays twice.

@@ -48,6 +48,8 @@ struct ConfigFile {
     judge_where: Option<String>,
     judge_band: Option<String>,
     judge_cache: Option<PathBuf>,
+    judge_reasons: Option<String>,
+    judge_threshold: Option<f64>,
     resume: Option<bool>,
     shard: Option<String>,
     max_judge_failures: Option<u64>,
@@ -66,6 +68,10 @@ pub struct JudgeSettings {
     pub tpm: Option<u32>,
     pub band: Option<(f32, f32)>,
     pub cache: Option<PathBuf>,
+    /// `--judge-reasons`.
+    pub reasons: refscore_judge::Reasons,
+    /// `--judge-threshold`.
+    pub threshold: f32,
 }
 
 /// Parses `cosine:LO..HI`.
@@ -318,6 +324,21 @@ impl Settings {
                 "--judge-band needs the meaning_match and cosine metrics in the run",
             ));
         }
+        let reasons = match (args.judge_reasons, file.judge_reasons) {
+            (Some(r), _) => refscore_judge::Reasons::parse(&r)
+                .map_err(|e| Error::usage(format!("--judge-reasons {e}")))?,
+            (None, Some(r)) => refscore_judge::Reasons::parse(&r)
+                .map_err(|e| Error::config(format!("config file: judge_reasons = {e}")))?,
+            (None, None) => refscore_judge::Reasons::default(),
+        };
+        let judge_threshold = ranged(
+            args.judge_threshold,
+            file.judge_threshold,
+            "judge_threshold",
+            |p| (0.0..=1.0).contains(&p),
+            "a probability from 0 to 1",
+        )?
+        .unwrap_or(0.5) as f32;
         let judge = match judge_url {
             None => None,
             Some(url) => {
@@ -375,6 +396,8 @@ impl Settings {
                     rpm,
                     tpm,
                     band,
+                    reasons,
+                    threshold: judge_threshold,
                     cache: args.judge_cache.or(file
                         .judge_cache
                         .map(|p| PathBuf::from(rel(p.to_string_lossy().into_owned())))),

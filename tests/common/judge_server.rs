@@ -52,10 +52,10 @@ impl Request {
             "meaning_match"
         } else if s.contains("integer scale from 0 to 10") {
             "similarity"
-        } else if s.contains("split an answer") {
+        } else if s.contains("into atomic facts") {
             "fact_extract"
         } else {
-            "fact_match"
+            "fact_check"
         }
     }
     /// The candidate answer in the user message (after "Candidate answer:").

@@ -10,7 +10,12 @@ use arrow::datatypes::{DataType, Field, Fields};
 use refscore_batch::ScoreColumns;
 
 use crate::client::Usage;
-use crate::prompts::{FACT_EXTRACT, FACT_MATCH, MEANING_MATCH, SIMILARITY};
+
+/// The `similarity` column: the expected score where the judge gave
+/// probabilities, else the sampled one, on 0..=1.
+pub(crate) fn similarity_value(score: u8, expected: Option<f32>) -> f32 {
+    expected.unwrap_or(f32::from(score)) / 10.0
+}
 
 /// How a judge metric was decided, as written to `<metric>_source`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,15 +40,29 @@ impl Source {
 /// The result of one metric for one row.
 #[derive(Debug, Clone)]
 pub(crate) enum Verdict {
-    Meaning(bool, String),
-    Similarity(u8, String),
+    /// The verdict, P(true) where the judge gave probabilities, the reason
+    /// where one was asked for.
+    Meaning {
+        verdict: bool,
+        p_true: Option<f32>,
+        reason: Option<String>,
+    },
+    /// The sampled score, the expected score (0..=10) where the judge gave
+    /// probabilities, the rationale where one was asked for.
+    Similarity {
+        score: u8,
+        expected: Option<f32>,
+        rationale: Option<String>,
+    },
     /// (matched, reference facts, output facts); counts unknown when decided by rule.
     Facts(Option<(u32, u32, u32)>),
 }
 
-/// Builds the output columns of a batch from its verdicts, usage and errors.
+/// Builds the output columns of a batch from its verdicts, usage and errors;
+/// `templates[m]` lists the prompt versions metric m's answers come from.
 pub(crate) fn build(
     sel: [bool; 3],
+    templates: &[String; 3],
     n: usize,
     verdicts: &[[Option<(Verdict, Source)>; 3]],
     usage: &[Usage],
@@ -62,8 +81,15 @@ pub(crate) fn build(
     let mut push = |out: &mut ScoreColumns, a: ArrayRef| out.push(all.next().expect("field"), a);
     if sel[0] {
         let get = |i: usize| match &verdicts[i][0] {
-            Some((Verdict::Meaning(b, r), _)) => (Some(*b), Some(r.clone())),
-            _ => (None, None),
+            Some((
+                Verdict::Meaning {
+                    verdict,
+                    p_true,
+                    reason,
+                },
+                _,
+            )) => (Some(*verdict), *p_true, reason.clone()),
+            _ => (None, None, None),
         };
         push(
             &mut out,
@@ -71,14 +97,29 @@ pub(crate) fn build(
         );
         push(
             &mut out,
-            Arc::new((0..n).map(|i| get(i).1).collect::<StringArray>()),
+            Arc::new((0..n).map(|i| get(i).1).collect::<Float32Array>()),
+        );
+        push(
+            &mut out,
+            Arc::new((0..n).map(|i| get(i).2).collect::<StringArray>()),
         );
         push(&mut out, source(0));
     }
     if sel[1] {
         let get = |i: usize| match &verdicts[i][1] {
-            Some((Verdict::Similarity(s, r), _)) => (Some(*s), Some(r.clone())),
-            _ => (None, None),
+            Some((
+                Verdict::Similarity {
+                    score,
+                    expected,
+                    rationale,
+                },
+                _,
+            )) => (
+                Some(*score),
+                Some(similarity_value(*score, *expected)),
+                rationale.clone(),
+            ),
+            _ => (None, None, None),
         };
         push(
             &mut out,
@@ -86,15 +127,11 @@ pub(crate) fn build(
         );
         push(
             &mut out,
-            Arc::new(
-                (0..n)
-                    .map(|i| get(i).0.map(|s| s as f32 / 10.0))
-                    .collect::<Float32Array>(),
-            ),
+            Arc::new((0..n).map(|i| get(i).1).collect::<Float32Array>()),
         );
         push(
             &mut out,
-            Arc::new((0..n).map(|i| get(i).1).collect::<StringArray>()),
+            Arc::new((0..n).map(|i| get(i).2).collect::<StringArray>()),
         );
         push(&mut out, source(1));
     }
@@ -169,18 +206,11 @@ pub(crate) fn build(
     let templates: Vec<Option<String>> = (0..n)
         .map(|i| {
             any(i).then(|| {
-                let mut t = Vec::new();
-                if matches!(verdicts[i][0], Some((_, Source::Judge | Source::Cache))) {
-                    t.push(MEANING_MATCH.hash());
-                }
-                if matches!(verdicts[i][1], Some((_, Source::Judge | Source::Cache))) {
-                    t.push(SIMILARITY.hash());
-                }
-                if matches!(verdicts[i][2], Some((_, Source::Judge | Source::Cache))) {
-                    t.push(FACT_EXTRACT.hash());
-                    t.push(FACT_MATCH.hash());
-                }
-                t.join(",")
+                (0..3)
+                    .filter(|m| matches!(verdicts[i][*m], Some((_, Source::Judge | Source::Cache))))
+                    .map(|m| templates[m].as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
             })
         })
         .collect();
@@ -207,6 +237,7 @@ pub fn fields(selection: [bool; 3]) -> Vec<Field> {
     let text = |n: &str| Field::new(n, DataType::Utf8, true);
     if selection[0] {
         f.push(Field::new("meaning_match", DataType::Boolean, true));
+        f.push(Field::new("meaning_match_p", DataType::Float32, true));
         f.push(text("meaning_match_reason"));
         f.push(text("meaning_match_source"));
     }

@@ -11,11 +11,16 @@
 //! in the on-disk cache (`cache`); else a call (`judge`).
 //! A call that fails after its retries leaves the metric null and the row's
 //! `error` says why; the run goes on.
+//!
+//! Answers put the verdict first and are read with its token probabilities
+//! (`probs`); an answer is cut after the verdict unless [`Reasons`] wants
+//! its reason.
 
 mod cache;
 mod client;
 mod columns;
 mod parse;
+mod probs;
 mod prompts;
 mod redact;
 mod route;
@@ -37,15 +42,43 @@ pub use stage::JudgeStage;
 /// fingerprint changes when a prompt does and a resumed run never mixes
 /// answers to two versions of a question.
 pub fn template_versions() -> Vec<String> {
-    [
-        &prompts::MEANING_MATCH,
-        &prompts::SIMILARITY,
-        &prompts::FACT_EXTRACT,
-        &prompts::FACT_MATCH,
-    ]
-    .iter()
-    .map(|t| t.hash())
-    .collect()
+    prompts::ALL.iter().map(|t| t.hash()).collect()
+}
+
+/// When the judge is asked for the reason of its verdict or score
+/// (`--judge-reasons`). Generating a reason costs several times the
+/// verdict, so by default only rows that fail get one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Reasons {
+    /// Every answer runs on from the verdict to its reason.
+    Always,
+    /// Answers are cut after the verdict; where the verdict is false or the
+    /// score below its threshold, the question is asked again in full.
+    #[default]
+    Failures,
+    /// Answers are cut after the verdict, never a reason.
+    Never,
+}
+
+impl Reasons {
+    /// The name `--judge-reasons` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Reasons::Always => "always",
+            Reasons::Failures => "failures",
+            Reasons::Never => "never",
+        }
+    }
+
+    /// Parses a name; the error lists the choices.
+    pub fn parse(name: &str) -> Result<Reasons, String> {
+        match name {
+            "always" => Ok(Reasons::Always),
+            "failures" => Ok(Reasons::Failures),
+            "never" => Ok(Reasons::Never),
+            other => Err(format!("'{other}': expected always, failures or never")),
+        }
+    }
 }
 
 /// The judge metrics, by the name `--metrics` uses.
@@ -63,6 +96,14 @@ pub struct JudgeOptions {
     pub band: Option<(f32, f32)>,
     /// `--judge-cache DIR`.
     pub cache_dir: Option<PathBuf>,
+    /// `--judge-reasons`.
+    pub reasons: Reasons,
+    /// `--judge-threshold`: Meaning Match is true where P(true) is at least
+    /// this (where the server gives probabilities).
+    pub threshold: f32,
+    /// The similarity pass threshold (0..=1): with [`Reasons::Failures`] a
+    /// similarity below it gets a rationale.
+    pub similarity_pass: f32,
 }
 
 /// Run totals, for the summary.
@@ -94,12 +135,26 @@ pub struct JudgeReport {
     pub replayed: u64,
     /// Prompt tokens reported by the server.
     pub prompt_tokens: u64,
+    /// Of those, the tokens the server took from its prompt cache, where it
+    /// says (0 when it does not).
+    pub prompt_tokens_cached: u64,
     /// Completion tokens reported by the server.
     pub completion_tokens: u64,
     /// Summed call time over all workers.
     pub call_seconds: f64,
     /// Output mode the server accepted.
     pub response_format: String,
+    /// `--judge-reasons`.
+    pub reasons: String,
+    /// Questions asked again in full for a reason (with `failures`).
+    pub reasons_asked: u64,
+    /// Replies that carried token probabilities, and replies to a request
+    /// for them that did not: where the latter is not 0, those rows'
+    /// `meaning_match_p` is null and their `similarity` is the sampled score.
+    pub replies_with_logprobs: u64,
+    pub replies_without_logprobs: u64,
+    /// Fact-ratio yes/no checks made (one per reference and output fact).
+    pub fact_checks: u64,
     /// Template hashes in use.
     pub templates: Vec<String>,
 }

@@ -14,6 +14,10 @@ pub(crate) struct Template {
     pub user: &'static str,
     pub schema: fn() -> Value,
     pub max_tokens: u32,
+    /// Sent with the negotiated structured output (JSON schema, JSON mode or
+    /// plain text asking for JSON); false for one-word and free-text answers,
+    /// which ask for no format.
+    pub structured: bool,
 }
 
 impl Template {
@@ -68,14 +72,17 @@ impl Template {
     }
 }
 
+/// Every template, for the run's fingerprint and the summary.
+pub(crate) const ALL: [&Template; 4] = [&MEANING_MATCH, &SIMILARITY, &FACT_EXTRACT, &FACT_CHECK];
+
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-pub(crate) const MEANING_MATCH: Template = Template {
-    name: "meaning_match",
-    version: "v1",
-    system: "You are a strict grader. You compare a candidate answer with a reference answer to the \
+/// The instructions of Meaning Match.
+macro_rules! meaning_match_rules {
+    () => {
+        "You are a strict grader. You compare a candidate answer with a reference answer to the \
 same question and decide whether the candidate gives the same core answer: the same fact, entity or value.\n\
 Rules:\n\
 - Judge only the core answer, not style, tone or length.\n\
@@ -85,21 +92,14 @@ Rules:\n\
 - Extra detail is fine unless it changes or contradicts the core answer.\n\
 - If the candidate offers the right answer next to wrong alternatives (\"Paris or Lyon\"), it does not match.\n\
 - A hedged, uncertain or incomplete answer does not match.\n\
-Reply with a JSON object only: {\"meaning_match\": true or false, \"reason\": \"one or two sentences\"}.",
-    user: "Question:\n{input}\n\nReference answer:\n{reference}\n\nCandidate answer:\n{output}",
-    schema: || {
-        json!({"type": "object", "properties": {
-            "meaning_match": {"type": "boolean"},
-            "reason": {"type": "string"}},
-            "required": ["meaning_match", "reason"], "additionalProperties": false})
-    },
-    max_tokens: 256,
-};
+"
+    };
+}
 
-pub(crate) const SIMILARITY: Template = Template {
-    name: "similarity",
-    version: "v1",
-    system: "You are a strict grader. Rate how similar a candidate answer is to a reference answer to the \
+/// The similarity rubric.
+macro_rules! similarity_rubric {
+    () => {
+        "You are a strict grader. Rate how similar a candidate answer is to a reference answer to the \
 same question, on an integer scale from 0 to 10:\n\
 10: nearly identical in meaning, structure, accuracy and completeness.\n\
 8-9: high overlap; only very minor omissions or differences of phrasing.\n\
@@ -110,7 +110,29 @@ same question, on an integer scale from 0 to 10:\n\
 Weigh factual accuracy, completeness, semantic similarity, terminology and structure, and above all the \
 precision of quantities, names and categories (doses, figures, units). Be strict: penalise omissions and \
 wrong values. Answers may be long or structured (lists, JSON); compare their content.\n\
-Reply with a JSON object only: {\"score\": integer 0-10, \"rationale\": \"two to four sentences\"}.",
+"
+    };
+}
+
+pub(crate) const MEANING_MATCH: Template = Template {
+    name: "meaning_match",
+    version: "v1",
+    system: concat!(meaning_match_rules!(), "Reply with a JSON object only: {\"meaning_match\": true or false, \"reason\": \"one or two sentences\"}."),
+    user: "Question:\n{input}\n\nReference answer:\n{reference}\n\nCandidate answer:\n{output}",
+    schema: || {
+        json!({"type": "object", "properties": {
+            "meaning_match": {"type": "boolean"},
+            "reason": {"type": "string"}},
+            "required": ["meaning_match", "reason"], "additionalProperties": false})
+    },
+    max_tokens: 256,
+    structured: true,
+};
+
+pub(crate) const SIMILARITY: Template = Template {
+    name: "similarity",
+    version: "v1",
+    system: concat!(similarity_rubric!(), "Reply with a JSON object only: {\"score\": integer 0-10, \"rationale\": \"two to four sentences\"}."),
     user: "Question:\n{input}\n\nReference answer:\n{reference}\n\nCandidate answer:\n{output}",
     schema: || {
         json!({"type": "object", "properties": {
@@ -119,44 +141,45 @@ Reply with a JSON object only: {\"score\": integer 0-10, \"rationale\": \"two to
             "required": ["score", "rationale"], "additionalProperties": false})
     },
     max_tokens: 512,
+    structured: true,
 };
 
+/// The fact ratio's check: does an answer state one fact? One word, so
+/// that each fact costs one generated token, and the question and answer
+/// come before the fact so every fact of a row shares the cached prefix.
+pub(crate) const FACT_CHECK: Template = Template {
+    name: "fact_check",
+    version: "v1",
+    system: "You check whether an answer to a question states a given fact. The fact is stated when the \
+answer says the same thing, in any words. It is not stated when the answer says something different, \
+says nothing about it, or says something merely compatible with it but vaguer or less precise \
+(\"more than 95\" does not state \"96 years old\"; \"fruit\" does not state \"apples\").\n\
+Reply with one word: yes if the answer states the fact, no if it does not.",
+    user: "Question:\n{input}\n\nAnswer:\n{answer}\n\nFact:\n{fact}",
+    schema: || json!({"type": "boolean"}),
+    max_tokens: 1,
+    structured: false,
+};
+
+/// The facts of one answer, from its text alone: shown the question too, a
+/// 1.5B judge adds the facts the question asks about ("Paris is the capital"
+/// to "…and what language is spoken there?" gained "French is spoken").
+/// The checks ([`FACT_CHECK`]) see the question.
 pub(crate) const FACT_EXTRACT: Template = Template {
     name: "fact_extract",
-    version: "v1",
-    system: "You split an answer to a question into atomic facts: short, self-contained statements that \
-each assert one thing, read in the light of the question. Do not add facts that are not stated, do not \
-merge two facts into one, and do not repeat a fact.\n\
+    version: "v2",
+    system: "You split a text into atomic facts: short, self-contained statements that each assert one \
+thing the text says. Never add a fact the text does not state. Do not merge two facts into one, and do not \
+repeat a fact.\n\
 Reply with a JSON object only: {\"facts\": [\"fact one\", \"fact two\", ...]}.",
-    user: "Question:\n{input}\n\nAnswer:\n{reference}",
+    user: "Text:\n{answer}",
     schema: || {
         json!({"type": "object", "properties": {
             "facts": {"type": "array", "items": {"type": "string"}}},
             "required": ["facts"], "additionalProperties": false})
     },
     max_tokens: 768,
-};
-
-pub(crate) const FACT_MATCH: Template = Template {
-    name: "fact_match",
-    version: "v1",
-    system: "You compare a candidate answer with the numbered atomic facts of a reference answer to the same \
-question. First split the candidate answer into atomic facts (short statements that each assert one thing). \
-Then pair each candidate fact with the reference fact that states the same thing, if any. Pairs are \
-one-to-one: each reference fact and each candidate fact appears in at most one pair. A fact that is merely \
-compatible, vaguer or less precise (\"more than 95\" for \"96 years old\") is not the same thing.\n\
-Reply with a JSON object only: {\"output_facts\": [\"...\"], \"matches\": [{\"output\": index into \
-output_facts starting at 1, \"reference\": number of the reference fact}]}.",
-    user: "Question:\n{input}\n\nReference facts:\n{facts}\n\nCandidate answer:\n{output}",
-    schema: || {
-        json!({"type": "object", "properties": {
-            "output_facts": {"type": "array", "items": {"type": "string"}},
-            "matches": {"type": "array", "items": {"type": "object", "properties": {
-                "output": {"type": "integer"}, "reference": {"type": "integer"}},
-                "required": ["output", "reference"], "additionalProperties": false}}},
-            "required": ["output_facts", "matches"], "additionalProperties": false})
-    },
-    max_tokens: 1024,
+    structured: true,
 };
 
 #[cfg(test)]
@@ -165,12 +188,11 @@ mod tests {
 
     #[test]
     fn hashes_are_stable_and_distinct() {
-        let all = [&MEANING_MATCH, &SIMILARITY, &FACT_EXTRACT, &FACT_MATCH];
-        let hashes: Vec<String> = all.iter().map(|t| t.hash()).collect();
+        let hashes: Vec<String> = ALL.iter().map(|t| t.hash()).collect();
         assert_eq!(hashes[0], MEANING_MATCH.hash());
         assert!(hashes[0].starts_with("meaning_match-v1-"));
-        for i in 0..4 {
-            for j in i + 1..4 {
+        for i in 0..ALL.len() {
+            for j in i + 1..ALL.len() {
                 assert_ne!(hashes[i], hashes[j]);
             }
         }
@@ -230,6 +252,5 @@ mod order_tests {
         };
         assert_eq!(keys(&SIMILARITY), ["score", "rationale"]);
         assert_eq!(keys(&MEANING_MATCH), ["meaning_match", "reason"]);
-        assert_eq!(keys(&FACT_MATCH), ["output_facts", "matches"]);
     }
 }

@@ -74,12 +74,24 @@ pub(crate) fn conservative(text: &str) -> String {
 pub(crate) fn by_rule(metric: usize, empty: bool, same: bool) -> Option<Verdict> {
     if empty {
         return Some(match metric {
-            0 => Verdict::Meaning(false, "the output is empty".into()),
-            1 => Verdict::Similarity(0, "the output is empty".into()),
+            0 => Verdict::Meaning {
+                verdict: false,
+                p_true: None,
+                reason: Some("the output is empty".into()),
+            },
+            1 => Verdict::Similarity {
+                score: 0,
+                expected: None,
+                rationale: Some("the output is empty".into()),
+            },
             _ => Verdict::Facts(None),
         });
     }
-    (metric == 0 && same).then(|| Verdict::Meaning(true, "normalised exact match".into()))
+    (metric == 0 && same).then(|| Verdict::Meaning {
+        verdict: true,
+        p_true: None,
+        reason: Some("normalised exact match".into()),
+    })
 }
 
 /// The Meaning Match verdict of `--judge-band cosine:LO..HI` for a row whose
@@ -93,7 +105,11 @@ pub(crate) fn by_band(c: f32, (lo, hi): (f32, f32)) -> Option<Verdict> {
         "cosine {c:.3} is {} the band {lo}..{hi}",
         if side { "above" } else { "below" }
     );
-    Some(Verdict::Meaning(side, why))
+    Some(Verdict::Meaning {
+        verdict: side,
+        p_true: None,
+        reason: Some(why),
+    })
 }
 
 #[cfg(test)]

@@ -1,9 +1,16 @@
 //! The judge stage: decides each requested metric by rule, band, cache or a
 //! call, runs the calls on worker threads and builds the output columns.
+//!
+//! Meaning Match and similarity are asked verdict first (one word or one
+//! number, read with its token probabilities), with a reason as a follow-up
+//! turn only where `--judge-reasons` wants one; `always` asks for verdict and
+//! reason in one JSON answer. The fact ratio extracts the facts of each
+//! distinct reference and output once, then asks one yes/no check per fact
+//! and counts in refscore.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use arrow::array::{Array, Float32Array};
@@ -13,24 +20,31 @@ use refscore_batch::{Error, RowBatch, ScoreColumns};
 use serde_json::{json, Value};
 
 use crate::cache::DiskCache;
-use crate::client::{AskFailure, Client, Usage};
-use crate::columns::{self, Source, Verdict};
-use crate::prompts::{Template, FACT_EXTRACT, FACT_MATCH, MEANING_MATCH, SIMILARITY};
-use crate::{parse, rules, JudgeOptions, JudgeReport, METRICS};
+use crate::client::{Ask, AskFailure, Client, Reply, Usage};
+use crate::columns::{self, similarity_value, Source, Verdict};
+use crate::parse::{self, extract_object, snippet};
+use crate::probs::{expected_score, value_token, verdict_p, verdict_word};
+use crate::prompts::{Template, ALL, FACT_CHECK, FACT_EXTRACT, MEANING_MATCH, SIMILARITY};
+use crate::{rules, JudgeOptions, JudgeReport, Reasons, METRICS};
 
 /// One piece of work for the model. `texts` is the hash of the texts the
 /// prompt is made of; with the request's other parameters it makes the
 /// cache and journal key (see [`JudgeStage::key`]).
 enum Job {
+    /// Meaning Match (metric 0) or similarity (metric 1) of one row.
     Ask {
         row: usize,
         metric: usize,
         texts: String,
     },
-    Extract {
+    /// The atomic facts of one answer (a reference or an output).
+    Extract { texts: String, answer: String },
+    /// Does `answer` state `fact`? One check of the fact ratio.
+    Check {
         texts: String,
         input: String,
-        reference: String,
+        answer: String,
+        fact: String,
     },
 }
 
@@ -40,11 +54,15 @@ pub struct JudgeStage {
     options: JudgeOptions,
     disk: Option<DiskCache>,
     journal: Option<DiskCache>,
-    reference_facts: LruCache<String, Arc<Vec<String>>>,
+    /// Facts of answers already extracted, by the hash of the answer.
+    facts: LruCache<String, Arc<Vec<String>>>,
     report: JudgeReport,
     /// Tokens of answers replayed from the journal, added to the totals so
     /// that a resumed run reports what a clean run would.
-    replayed_tokens: (u64, u64),
+    replayed_tokens: (u64, u64, u64),
+    /// Follow-up calls for a reason, and fact checks asked of the model.
+    reasons_asked: AtomicU64,
+    fact_checks: AtomicU64,
     /// Rows of the last batch with a judge failure.
     last_rows_failed: u64,
     last_rows_retryable: u64,
@@ -54,6 +72,10 @@ pub struct JudgeStage {
 
 /// A parsed reply, what it cost and the output mode that produced it.
 type JobResult = Result<(Value, Usage, &'static str), AskFailure>;
+
+/// The output mode under which answers to one-word and free-text requests
+/// are stored (they ask for no format).
+const NO_FORMAT: &str = "none";
 
 /// The key under which the cache and journal folders record the output mode
 /// an endpoint negotiated, so a later run starts in it and finds its answers.
@@ -71,10 +93,8 @@ impl JudgeStage {
             None => None,
         };
         let report = JudgeReport {
-            templates: [&MEANING_MATCH, &SIMILARITY, &FACT_EXTRACT, &FACT_MATCH]
-                .iter()
-                .map(|t| t.hash())
-                .collect(),
+            templates: ALL.iter().map(|t| t.hash()).collect(),
+            reasons: options.reasons.name().to_string(),
             ..JudgeReport::default()
         };
         let mut stage = JudgeStage {
@@ -82,9 +102,11 @@ impl JudgeStage {
             options,
             disk,
             journal: None,
-            reference_facts: LruCache::new(std::num::NonZeroUsize::new(100_000).expect("non-zero")),
+            facts: LruCache::new(std::num::NonZeroUsize::new(100_000).expect("non-zero")),
             report,
-            replayed_tokens: (0, 0),
+            replayed_tokens: (0, 0, 0),
+            reasons_asked: AtomicU64::new(0),
+            fact_checks: AtomicU64::new(0),
             last_rows_failed: 0,
             last_rows_retryable: 0,
             recorded_mode: String::new(),
@@ -149,6 +171,45 @@ impl JudgeStage {
         self.recorded_mode = mode.to_string();
     }
 
+    /// The template whose answers decide metric 0 or 1 (the same in every
+    /// mode: the modes differ in where the answer is cut, see
+    /// [`Self::ask_metric`]).
+    fn template(&self, metric: usize) -> &'static Template {
+        if metric == 0 {
+            &MEANING_MATCH
+        } else {
+            &SIMILARITY
+        }
+    }
+
+    /// The prompt versions behind each metric's answers, for the
+    /// `judge_templates` column.
+    fn templates_in_use(&self) -> [String; 3] {
+        [
+            MEANING_MATCH.hash(),
+            SIMILARITY.hash(),
+            format!("{},{}", FACT_EXTRACT.hash(), FACT_CHECK.hash()),
+        ]
+    }
+
+    /// The hash of a row's texts for metric 0 or 1, with what else decides
+    /// the stored answer: with `failures`, whether a reason was asked
+    /// depends on the thresholds.
+    fn ask_texts(&self, input: &str, reference: &str, output: &str) -> String {
+        match self.options.reasons {
+            Reasons::Always => DiskCache::key(&[input, reference, output]),
+            Reasons::Never => DiskCache::key(&[input, reference, output, "never"]),
+            Reasons::Failures => DiskCache::key(&[
+                input,
+                reference,
+                output,
+                "failures",
+                &self.options.threshold.to_string(),
+                &self.options.similarity_pass.to_string(),
+            ]),
+        }
+    }
+
     /// The cache and journal key of a request: the template and every other
     /// request parameter that can change the answer (URL, model, token
     /// limit, temperature, output mode), and the hash of its texts.
@@ -156,11 +217,20 @@ impl JudgeStage {
         DiskCache::key(&[&self.client.request_id(template, mode), texts])
     }
 
+    /// The output mode a request to `template` is sent in now.
+    fn mode_for(&self, template: &Template) -> &'static str {
+        if template.structured {
+            self.client.mode_name()
+        } else {
+            NO_FORMAT
+        }
+    }
+
     /// A stored answer for a request in the current output mode: from the
     /// journal first (a paid answer replayed with its usage, source
     /// `judge`), else from the cache (source `cache`, no usage).
     fn lookup(&self, template: &Template, texts: &str) -> Option<(Value, Usage, Source)> {
-        let key = self.key(template, self.client.mode_name(), texts);
+        let key = self.key(template, self.mode_for(template), texts);
         if let Some(entry) = self.journal.as_ref().and_then(|j| j.get(&key)) {
             let u = |k: &str| {
                 entry["usage"][k]
@@ -171,6 +241,7 @@ impl JudgeStage {
                 let usage = Usage {
                     prompt_tokens: u("prompt_tokens"),
                     completion_tokens: u("completion_tokens"),
+                    cached_tokens: u("cached_tokens"),
                     latency_ms: u("latency_ms"),
                 };
                 return Some((entry["answer"].clone(), usage, Source::Judge));
@@ -185,6 +256,7 @@ impl JudgeStage {
         self.report.replayed += 1;
         self.replayed_tokens.0 += u64::from(usage.prompt_tokens);
         self.replayed_tokens.1 += u64::from(usage.completion_tokens);
+        self.replayed_tokens.2 += u64::from(usage.cached_tokens);
     }
 
     /// Stores a judge answer in the cache and, with its usage, the journal,
@@ -200,6 +272,7 @@ impl JudgeStage {
                 &json!({"answer": v, "usage": {
                     "prompt_tokens": usage.prompt_tokens,
                     "completion_tokens": usage.completion_tokens,
+                    "cached_tokens": usage.cached_tokens,
                     "latency_ms": usage.latency_ms,
                 }}),
             );
@@ -215,6 +288,11 @@ impl JudgeStage {
             parse_failures: c.parse_failures.load(Ordering::Relaxed),
             prompt_tokens: c.prompt_tokens.load(Ordering::Relaxed) + self.replayed_tokens.0,
             completion_tokens: c.completion_tokens.load(Ordering::Relaxed) + self.replayed_tokens.1,
+            prompt_tokens_cached: c.cached_tokens.load(Ordering::Relaxed) + self.replayed_tokens.2,
+            replies_with_logprobs: c.with_logprobs.load(Ordering::Relaxed),
+            replies_without_logprobs: c.without_logprobs.load(Ordering::Relaxed),
+            reasons_asked: self.reasons_asked.load(Ordering::Relaxed),
+            fact_checks: self.fact_checks.load(Ordering::Relaxed),
             call_seconds: c.busy_ms.load(Ordering::Relaxed) as f64 / 1000.0,
             response_format: self.client.mode_name().to_string(),
             ..self.report.clone()
@@ -225,6 +303,22 @@ impl JudgeStage {
     /// source columns, then the judge accounting and template columns.
     pub fn fields(&self) -> Vec<Field> {
         columns::fields(self.options.selection)
+    }
+
+    /// A stored or fresh answer to metric 0 or 1 as the row's verdict.
+    fn verdict(&self, metric: usize, v: &Value) -> Result<Verdict, String> {
+        match metric {
+            0 => parse::meaning_match(v).map(|a| Verdict::Meaning {
+                verdict: a.p_true.map_or(a.sampled, |p| p >= self.options.threshold),
+                p_true: a.p_true,
+                reason: a.reason,
+            }),
+            _ => parse::similarity(v).map(|a| Verdict::Similarity {
+                score: a.score,
+                expected: a.expected,
+                rationale: a.rationale,
+            }),
+        }
     }
 
     /// Judges one batch. `requested[i][m]` says whether row i asks for metric
@@ -242,10 +336,11 @@ impl JudgeStage {
         let mut errors: Vec<Option<String>> = vec![None; n];
         // Rows with a failure of the endpoint itself (see last_batch_rows_retryable).
         let mut transient: Vec<bool> = vec![false; n];
-        let mut extraction_down: std::collections::HashSet<String> = Default::default();
+        let mut extraction_down: HashSet<String> = HashSet::new();
         let mut jobs: Vec<Job> = Vec::new();
-        let mut fact_rows: Vec<(usize, String)> = Vec::new();
-        let mut extract_index: HashMap<String, usize> = HashMap::new();
+        // Fact-ratio rows: (row, hash of its reference's texts, of its output's).
+        let mut fact_rows: Vec<(usize, String, String)> = Vec::new();
+        let mut extracting: HashSet<String> = HashSet::new();
         let mut judged = vec![false; n];
 
         for i in 0..n {
@@ -279,34 +374,21 @@ impl JudgeStage {
                     }
                 }
                 if m == 2 {
-                    let texts = DiskCache::key(&[input, reference]);
-                    if !self.reference_facts.contains(&texts) && !extract_index.contains_key(&texts)
-                    {
-                        if let Some((v, usage, source)) = self.lookup(&FACT_EXTRACT, &texts) {
-                            if let Ok(f) = parse::facts(&v) {
-                                if source == Source::Judge {
-                                    self.count_replay(usage);
-                                }
-                                self.reference_facts.put(texts.clone(), Arc::new(f));
-                            }
-                        }
+                    let mut keys = Vec::with_capacity(2);
+                    for answer in [reference, output] {
+                        let texts = DiskCache::key(&[answer]);
+                        self.want_facts(&texts, answer, &mut extracting, &mut jobs);
+                        keys.push(texts);
                     }
-                    if !self.reference_facts.contains(&texts) && !extract_index.contains_key(&texts)
-                    {
-                        extract_index.insert(texts.clone(), jobs.len());
-                        jobs.push(Job::Extract {
-                            texts: texts.clone(),
-                            input: input.into(),
-                            reference: reference.into(),
-                        });
-                    }
-                    fact_rows.push((i, texts));
+                    let out_key = keys.pop().expect("two keys");
+                    let ref_key = keys.pop().expect("two keys");
+                    fact_rows.push((i, ref_key, out_key));
                     continue;
                 }
-                let template = if m == 0 { &MEANING_MATCH } else { &SIMILARITY };
-                let texts = DiskCache::key(&[input, reference, output]);
+                let template = self.template(m);
+                let texts = self.ask_texts(input, reference, output);
                 if let Some((v, u, source)) = self.lookup(template, &texts) {
-                    if let Ok(verdict) = read_verdict(m, &v, 0) {
+                    if let Ok(verdict) = self.verdict(m, &v) {
                         if source == Source::Judge {
                             self.count_replay(u);
                             add_usage(&mut usage[i], u);
@@ -326,14 +408,14 @@ impl JudgeStage {
             }
         }
 
-        // Phase 1: Meaning Match, similarity and reference-fact extraction.
-        let results = self.run_jobs(&jobs, batch, None);
+        // Phase 1: Meaning Match, similarity and fact extraction.
+        let results = self.run_jobs(&jobs, batch);
         for (job, result) in jobs.iter().zip(results) {
             match (job, result) {
                 (Job::Ask { row, metric, .. }, Ok((v, u, _))) => {
                     add_usage(&mut usage[*row], u);
                     judged[*row] = true;
-                    match read_verdict(*metric, &v, 0) {
+                    match self.verdict(*metric, &v) {
                         Ok(verdict) => {
                             verdicts[*row][*metric] = Some((verdict, Source::Judge));
                         }
@@ -352,7 +434,7 @@ impl JudgeStage {
                 }
                 (Job::Extract { texts, .. }, Ok((v, _, _))) => {
                     if let Ok(f) = parse::facts(&v) {
-                        self.reference_facts.put(texts.clone(), Arc::new(f));
+                        self.facts.put(texts.clone(), Arc::new(f));
                     }
                 }
                 (Job::Extract { texts, .. }, Err(e)) => {
@@ -360,83 +442,132 @@ impl JudgeStage {
                         extraction_down.insert(texts.clone());
                     }
                 }
+                (Job::Check { .. }, _) => unreachable!("checks run in phase 2"),
             }
         }
 
-        // Phase 2: match each row's output against its reference's facts.
-        let mut match_jobs: Vec<Job> = Vec::new();
-        let mut match_facts: Vec<Arc<Vec<String>>> = Vec::new();
-        for (i, facts_key) in &fact_rows {
-            let Some(facts) = self.reference_facts.get(facts_key).cloned() else {
-                transient[*i] |= extraction_down.contains(facts_key);
+        // Phase 2: one check per reference fact (does the output state it?)
+        // and per output fact (does the reference state it?).
+        let mut checks: Vec<Job> = Vec::new();
+        let mut check_index: HashMap<String, usize> = HashMap::new();
+        // Per use of a check: its row, whether it checks a reference fact,
+        // and the check (asked once per batch however many rows need it).
+        let mut uses: Vec<(usize, bool, usize)> = Vec::new();
+        // Per fact row: (row, reference facts, output facts, supported
+        // reference facts, supported output facts).
+        let mut tallies: Vec<(usize, usize, usize, usize, usize)> = Vec::new();
+        let mut tally_of: HashMap<usize, usize> = HashMap::new();
+        for (i, ref_key, out_key) in &fact_rows {
+            let i = *i;
+            let (Some(ref_facts), Some(out_facts)) = (
+                self.facts.get(ref_key).cloned(),
+                self.facts.get(out_key).cloned(),
+            ) else {
+                transient[i] |=
+                    extraction_down.contains(ref_key) || extraction_down.contains(out_key);
                 fail(
-                    &mut errors[*i],
+                    &mut errors[i],
                     &mut self.report,
                     "fact_similarity",
-                    "the reference's facts could not be extracted",
+                    "the facts of the reference or the output could not be extracted",
                 );
                 continue;
             };
-            if facts.is_empty() {
+            if ref_facts.is_empty() {
                 fail(
-                    &mut errors[*i],
+                    &mut errors[i],
                     &mut self.report,
                     "fact_similarity",
                     "the judge found no facts in the reference",
                 );
                 continue;
             }
+            judged[i] = true;
             let (input, reference, output) = (
-                batch.input.as_ref().and_then(|c| c.get(*i)).unwrap_or(""),
-                batch.reference.get(*i).unwrap_or(""),
-                batch.output.get(*i).unwrap_or(""),
+                batch.input.as_ref().and_then(|c| c.get(i)).unwrap_or(""),
+                batch.reference.get(i).unwrap_or(""),
+                batch.output.get(i).unwrap_or(""),
             );
-            let texts = DiskCache::key(&[input, reference, &facts.join("\n"), output]);
-            if let Some((v, u, source)) = self.lookup(&FACT_MATCH, &texts) {
-                if let Ok(verdict) = read_verdict(2, &v, facts.len()) {
-                    if source == Source::Judge {
-                        self.count_replay(u);
-                        add_usage(&mut usage[*i], u);
-                        judged[*i] = true;
-                    } else {
-                        self.report.cached += 1;
+            let mut tally = (i, ref_facts.len(), out_facts.len(), 0, 0);
+            let sides = [(true, output, &ref_facts), (false, reference, &out_facts)];
+            for (is_ref, answer, facts) in sides {
+                for fact in facts.iter() {
+                    let texts = DiskCache::key(&[input, answer, fact]);
+                    if let Some(&k) = check_index.get(&texts) {
+                        uses.push((i, is_ref, k));
+                        continue;
                     }
-                    verdicts[*i][2] = Some((verdict, source));
-                    continue;
+                    if let Some((v, u, source)) = self.lookup(&FACT_CHECK, &texts) {
+                        if let Ok(holds) = parse_check(&v) {
+                            if source == Source::Judge {
+                                self.count_replay(u);
+                                add_usage(&mut usage[i], u);
+                            } else {
+                                self.report.cached += 1;
+                            }
+                            if holds {
+                                if is_ref {
+                                    tally.3 += 1;
+                                } else {
+                                    tally.4 += 1;
+                                }
+                            }
+                            continue;
+                        }
+                    }
+                    check_index.insert(texts.clone(), checks.len());
+                    uses.push((i, is_ref, checks.len()));
+                    checks.push(Job::Check {
+                        texts,
+                        input: input.into(),
+                        answer: answer.into(),
+                        fact: fact.clone(),
+                    });
                 }
             }
-            match_jobs.push(Job::Ask {
-                row: *i,
-                metric: 2,
-                texts,
-            });
-            match_facts.push(facts);
+            tally_of.insert(i, tallies.len());
+            tallies.push(tally);
         }
-        let results = self.run_jobs(&match_jobs, batch, Some(&match_facts));
-        for ((job, result), facts) in match_jobs.iter().zip(results).zip(&match_facts) {
-            let Job::Ask { row, .. } = job else {
-                continue;
+        let results = self.run_jobs(&checks, batch);
+        let mut paid = vec![false; checks.len()];
+        let mut check_failed: HashSet<usize> = HashSet::new();
+        for (row, is_ref, k) in uses {
+            let t = &mut tallies[tally_of[&row]];
+            let outcome = match &results[k] {
+                Ok((v, u, _)) => {
+                    // What a check cost goes to the first row that used it.
+                    if !std::mem::replace(&mut paid[k], true) {
+                        add_usage(&mut usage[row], *u);
+                    }
+                    parse_check(v).map_err(|e| (e, false))
+                }
+                Err(e) => Err((e.message.clone(), e.transient)),
             };
-            judged[*row] = true;
-            match result {
-                Err(e) => {
-                    transient[*row] |= e.transient;
-                    fail(
-                        &mut errors[*row],
-                        &mut self.report,
-                        "fact_similarity",
-                        &e.message,
-                    );
-                }
-                Ok((v, u, _)) => match read_verdict(2, &v, facts.len()) {
-                    Ok(verdict) => {
-                        add_usage(&mut usage[*row], u);
-                        verdicts[*row][2] = Some((verdict, Source::Judge));
+            match outcome {
+                Ok(true) if is_ref => t.3 += 1,
+                Ok(true) => t.4 += 1,
+                Ok(false) => {}
+                Err((e, is_transient)) => {
+                    transient[row] |= is_transient;
+                    if check_failed.insert(row) {
+                        fail(&mut errors[row], &mut self.report, "fact_similarity", &e);
                     }
-                    Err(e) => fail(&mut errors[*row], &mut self.report, "fact_similarity", &e),
-                },
+                }
             }
         }
+        for (row, n_ref, n_out, ref_held, out_held) in tallies {
+            if check_failed.contains(&row) {
+                continue;
+            }
+            // One-to-one pairs: no more than the facts supported on the
+            // side with fewer (docs/metrics.md#fact-ratio).
+            let matched = ref_held.min(out_held) as u32;
+            verdicts[row][2] = Some((
+                Verdict::Facts(Some((matched, n_ref as u32, n_out as u32))),
+                Source::Judge,
+            ));
+        }
+
         self.record_mode();
         self.report.rows_judged += judged.iter().filter(|j| **j).count() as u64;
         self.last_rows_failed = errors.iter().filter(|e| e.is_some()).count() as u64;
@@ -448,6 +579,7 @@ impl JudgeStage {
         self.report.rows_failed += self.last_rows_failed;
         Ok(columns::build(
             self.options.selection,
+            &self.templates_in_use(),
             n,
             &verdicts,
             &usage,
@@ -455,13 +587,37 @@ impl JudgeStage {
         ))
     }
 
+    /// Makes sure the facts of `answer` are known or asked for:
+    /// from memory, the journal or cache, else a new extraction job (once
+    /// per batch for each distinct text).
+    fn want_facts(
+        &mut self,
+        texts: &str,
+        answer: &str,
+        extracting: &mut HashSet<String>,
+        jobs: &mut Vec<Job>,
+    ) {
+        if self.facts.contains(texts) || extracting.contains(texts) {
+            return;
+        }
+        if let Some((v, usage, source)) = self.lookup(&FACT_EXTRACT, texts) {
+            if let Ok(f) = parse::facts(&v) {
+                if source == Source::Judge {
+                    self.count_replay(usage);
+                }
+                self.facts.put(texts.to_string(), Arc::new(f));
+                return;
+            }
+        }
+        extracting.insert(texts.to_string());
+        jobs.push(Job::Extract {
+            texts: texts.to_string(),
+            answer: answer.into(),
+        });
+    }
+
     /// Runs jobs on `concurrency` worker threads; results in job order.
-    fn run_jobs(
-        &self,
-        jobs: &[Job],
-        batch: &RowBatch,
-        facts: Option<&[Arc<Vec<String>>]>,
-    ) -> Vec<JobResult> {
+    fn run_jobs(&self, jobs: &[Job], batch: &RowBatch) -> Vec<JobResult> {
         let results: Vec<OnceLock<JobResult>> = (0..jobs.len()).map(|_| OnceLock::new()).collect();
         let next = AtomicUsize::new(0);
         let workers = self
@@ -476,12 +632,11 @@ impl JudgeStage {
                     if k >= jobs.len() {
                         break;
                     }
-                    let result = self.run_job(&jobs[k], k, batch, facts);
+                    let result = self.run_job(&jobs[k], batch);
                     if let Ok((v, u, mode)) = &result {
                         // Journal a paid answer the moment it arrives: a
                         // crash later in the batch must not lose it.
-                        let reference_facts = facts.map_or(0, |f| f[k].len());
-                        self.record_valid(&jobs[k], reference_facts, v, *u, mode);
+                        self.record_valid(&jobs[k], v, *u, mode);
                     }
                     let _ = results[k].set(result);
                 });
@@ -495,16 +650,11 @@ impl JudgeStage {
 
     /// Records an answer in the cache and journal when it parses as the
     /// job's kind of answer (a reply that will be retried is not kept).
-    fn record_valid(&self, job: &Job, reference_facts: usize, v: &Value, u: Usage, mode: &str) {
+    fn record_valid(&self, job: &Job, v: &Value, u: Usage, mode: &str) {
         match job {
             Job::Ask { metric, texts, .. } => {
-                if read_verdict(*metric, v, reference_facts).is_ok() {
-                    let template = match metric {
-                        0 => &MEANING_MATCH,
-                        1 => &SIMILARITY,
-                        _ => &FACT_MATCH,
-                    };
-                    self.record(template, mode, texts, v, u);
+                if self.verdict(*metric, v).is_ok() {
+                    self.record(self.template(*metric), mode, texts, v, u);
                 }
             }
             Job::Extract { texts, .. } => {
@@ -512,24 +662,42 @@ impl JudgeStage {
                     self.record(&FACT_EXTRACT, mode, texts, v, u);
                 }
             }
+            Job::Check { texts, .. } => {
+                if parse_check(v).is_ok() {
+                    self.record(&FACT_CHECK, mode, texts, v, u);
+                }
+            }
         }
     }
 
-    fn run_job(
-        &self,
-        job: &Job,
-        k: usize,
-        batch: &RowBatch,
-        facts: Option<&[Arc<Vec<String>>]>,
-    ) -> JobResult {
-        let ask = |t: &Template, user: String| self.client.ask(t, &user, |v| Ok(v.clone()));
+    fn run_job(&self, job: &Job, batch: &RowBatch) -> JobResult {
         match job {
-            Job::Extract {
-                input, reference, ..
-            } => ask(
+            Job::Extract { answer, .. } => self.client.ask(
                 &FACT_EXTRACT,
-                FACT_EXTRACT.render(&[("input", input), ("reference", reference)]),
+                &FACT_EXTRACT.render(&[("answer", answer)]),
+                |v| parse::facts(v).map(|_| v.clone()),
             ),
+            Job::Check {
+                input,
+                answer,
+                fact,
+                ..
+            } => {
+                self.fact_checks.fetch_add(1, Ordering::Relaxed);
+                let ask = Ask {
+                    template: &FACT_CHECK,
+                    turns: vec![(
+                        "user",
+                        FACT_CHECK.render(&[("input", input), ("answer", answer), ("fact", fact)]),
+                    )],
+                    max_tokens: FACT_CHECK.max_tokens,
+                    structured: false,
+                    logprobs: true,
+                };
+                self.client
+                    .send_ask(&ask, read_word_verdict)
+                    .map(|(v, u, _)| (v, u, NO_FORMAT))
+            }
             Job::Ask { row, metric, .. } => {
                 let i = *row;
                 let input = batch
@@ -541,51 +709,126 @@ impl JudgeStage {
                     batch.reference.get(i).unwrap_or(""),
                     batch.output.get(i).unwrap_or(""),
                 );
-                match metric {
-                    0 => self.client.ask(
-                        &MEANING_MATCH,
-                        &MEANING_MATCH.render(&[
-                            ("input", input),
-                            ("reference", reference),
-                            ("output", output),
-                        ]),
-                        |v| parse::meaning_match(v).map(|_| v.clone()),
-                    ),
-                    1 => self.client.ask(
-                        &SIMILARITY,
-                        &SIMILARITY.render(&[
-                            ("input", input),
-                            ("reference", reference),
-                            ("output", output),
-                        ]),
-                        |v| parse::similarity(v).map(|_| v.clone()),
-                    ),
-                    _ => {
-                        let facts = &facts.expect("fact jobs carry facts")[k];
-                        let numbered: String = facts
-                            .iter()
-                            .enumerate()
-                            .map(|(j, f)| format!("{}. {f}\n", j + 1))
-                            .collect();
-                        self.client.ask(
-                            &FACT_MATCH,
-                            &FACT_MATCH.render(&[
-                                ("input", input),
-                                ("facts", numbered.trim_end()),
-                                ("output", output),
-                            ]),
-                            |v| parse::fact_match(v, facts.len()).map(|_| v.clone()),
-                        )
-                    }
-                }
+                let user = MEANING_MATCH.render(&[
+                    ("input", input),
+                    ("reference", reference),
+                    ("output", output),
+                ]);
+                self.ask_metric(*metric, user)
             }
         }
     }
+
+    /// Asks Meaning Match (0) or similarity (1) about one row as
+    /// `--judge-reasons` says. Every mode sends the same prompt (the JSON
+    /// question, verdict before reason): `always` lets the judge write the
+    /// whole answer; `failures` and `never` cut it after the verdict
+    /// ([`VERDICT_TOKENS`]), and `failures` then asks the whole question
+    /// again only where the verdict fails: the prompt is byte for byte the
+    /// first one, so the server's prompt cache covers all of it, and the
+    /// judge repeats its verdict and goes on to the reason.
+    fn ask_metric(&self, metric: usize, user: String) -> JobResult {
+        if self.options.reasons == Reasons::Always {
+            return self.ask_json(metric, &user, None);
+        }
+        let (mut v, mut usage, mode) = self.ask_json(metric, &user, Some(VERDICT_TOKENS))?;
+        if self.options.reasons == Reasons::Failures && self.fails(metric, &v)? {
+            self.reasons_asked.fetch_add(1, Ordering::Relaxed);
+            let (full, u, _) = self.ask_json(metric, &user, None)?;
+            add_usage(&mut usage, u);
+            let key = if metric == 0 { "reason" } else { "rationale" };
+            v[key] = full.get(key).cloned().unwrap_or(Value::Null);
+        }
+        Ok((v, usage, mode))
+    }
+
+    /// Whether an answer fails: Meaning Match false, or a similarity below
+    /// its pass threshold.
+    fn fails(&self, metric: usize, v: &Value) -> Result<bool, AskFailure> {
+        let bad = |message: String| AskFailure {
+            message,
+            transient: false,
+        };
+        Ok(match self.verdict(metric, v).map_err(bad)? {
+            Verdict::Meaning { verdict, .. } => !verdict,
+            Verdict::Similarity {
+                score, expected, ..
+            } => similarity_value(score, expected) < self.options.similarity_pass,
+            Verdict::Facts(_) => false,
+        })
+    }
+
+    /// Asks the JSON question (verdict, then reason), whole or cut after
+    /// `cut` tokens, and reads the verdict's token probabilities where the
+    /// server gives them. A cut answer keeps only the verdict (what it began
+    /// of the reason is dropped).
+    fn ask_json(&self, metric: usize, user: &str, cut: Option<u32>) -> JobResult {
+        let template = self.template(metric);
+        let ask = Ask {
+            template,
+            turns: vec![("user", user.to_string())],
+            max_tokens: cut.unwrap_or(template.max_tokens),
+            structured: true,
+            logprobs: true,
+        };
+        self.client.send_ask(&ask, |reply| {
+            let mut v = extract_object(&reply.content)?;
+            self.verdict(metric, &v)?;
+            let (key, why) = if metric == 0 {
+                ("meaning_match", "reason")
+            } else {
+                ("score", "rationale")
+            };
+            if cut.is_some() {
+                v[why] = Value::Null;
+            }
+            if let Some(tokens) = &reply.tokens {
+                let at = value_token(tokens, key);
+                if metric == 0 {
+                    v["p_true"] = json!(at.and_then(|k| verdict_p(&tokens[k])));
+                } else {
+                    v["expected"] = json!(at.and_then(|k| expected_score(tokens, k)));
+                }
+            }
+            Ok(v)
+        })
+    }
+}
+
+/// Generated tokens that hold a JSON answer's verdict or score: `{"`,
+/// `meaning`, `_match`, `":`, ` true` (or the score's digits, "10" being two
+/// for some tokenisers), with room for a space or two.
+const VERDICT_TOKENS: u32 = 10;
+
+/// A yes/no reply to a fact check, as stored: `{"holds": bool, "p": P(yes)}`.
+fn read_word_verdict(reply: &Reply) -> Result<Value, String> {
+    let p = reply
+        .tokens
+        .as_ref()
+        .and_then(|t| first_word(t))
+        .and_then(verdict_p);
+    let sampled = verdict_word(&reply.content).or(p.map(|p| p >= 0.5));
+    let sampled = sampled.ok_or_else(|| format!("not yes or no: {}", snippet(&reply.content)))?;
+    Ok(json!({"holds": sampled, "p": p}))
+}
+
+/// Whether a fact holds: P(yes) ≥ 0.5 where known, else the sampled word.
+fn parse_check(v: &Value) -> Result<bool, String> {
+    let sampled = v["holds"]
+        .as_bool()
+        .ok_or_else(|| format!("not a fact check: {v}"))?;
+    Ok(v["p"].as_f64().map_or(sampled, |p| p >= 0.5))
+}
+
+/// The first token that is not only whitespace.
+fn first_word(tokens: &[crate::client::Token]) -> Option<&crate::client::Token> {
+    tokens.iter().find(|t| !t.text.trim().is_empty())
 }
 
 fn add_usage(total: &mut Usage, u: Usage) {
     total.prompt_tokens += u.prompt_tokens;
     total.completion_tokens += u.completion_tokens;
+    total.cached_tokens += u.cached_tokens;
     total.latency_ms += u.latency_ms;
 }
 
@@ -598,15 +841,6 @@ fn fail(slot: &mut Option<String>, report: &mut JudgeReport, metric: &str, why: 
             s.push_str(&msg);
         }
         None => *slot = Some(msg),
-    }
-}
-
-fn read_verdict(metric: usize, v: &Value, reference_facts: usize) -> Result<Verdict, String> {
-    match metric {
-        0 => parse::meaning_match(v).map(|(b, r)| Verdict::Meaning(b, r)),
-        1 => parse::similarity(v).map(|(s, r)| Verdict::Similarity(s, r)),
-        _ => parse::fact_match(v, reference_facts)
-            .map(|(m, o)| Verdict::Facts(Some((m as u32, reference_facts as u32, o as u32)))),
     }
 }
 
@@ -656,6 +890,9 @@ mod tests {
             selection,
             band: None,
             cache_dir: cache,
+            reasons: Reasons::Always,
+            threshold: 0.5,
+            similarity_pass: 0.7,
         }
     }
 
@@ -667,7 +904,7 @@ mod tests {
             )),
             "similarity" => chat(r#"{"score": 3, "rationale": "little overlap"}"#),
             "fact_extract" => chat(r#"{"facts": ["one fact", "another fact"]}"#),
-            _ => chat(r#"{"output_facts": ["x"], "matches": [{"output": 1, "reference": 2}]}"#),
+            _ => chat("yes"),
         })
     }
 
@@ -806,7 +1043,7 @@ mod tests {
                 "meaning_match" => chat(r#"{"meaning_match": true, "reason": "scripted"}"#),
                 "similarity" => chat(r#"{"score": 3, "rationale": "little overlap"}"#),
                 "fact_extract" => chat(r#"{"facts": ["one fact", "another fact"]}"#),
-                _ => chat(r#"{"output_facts": ["x"], "matches": [{"output": 1, "reference": 2}]}"#),
+                _ => chat("yes"),
             }
         });
         let run = || {
@@ -818,8 +1055,8 @@ mod tests {
         let (first, paid) = run();
         assert!(first.row_errors.is_empty());
         assert_eq!(
-            paid.calls, 8,
-            "per row: meaning, similarity, extraction, fact match"
+            paid.calls, 16,
+            "per row: meaning, similarity, two extractions, four fact checks"
         );
         down.store(true, Ordering::Relaxed);
         let asked = server.requests().len();
@@ -862,5 +1099,254 @@ mod tests {
         );
         assert_eq!((replayed.cached, replayed.calls), (0, 0));
         assert!(replayed.replayed > 0);
+    }
+
+    fn floats(cols: &ScoreColumns, name: &str) -> Vec<Option<f32>> {
+        use arrow::array::AsArray;
+        use arrow::datatypes::Float32Type;
+        column(cols, name)
+            .as_primitive::<Float32Type>()
+            .iter()
+            .collect()
+    }
+
+    fn bools(cols: &ScoreColumns, name: &str) -> Vec<Option<bool>> {
+        use arrow::array::AsArray;
+        column(cols, name).as_boolean().iter().collect()
+    }
+
+    fn verdict_first(url: &str, selection: [bool; 3], reasons: Reasons) -> JudgeStage {
+        JudgeStage::new(JudgeOptions {
+            reasons,
+            ..options(url, selection, None)
+        })
+        .unwrap()
+    }
+
+    /// A Meaning Match answer cut after its verdict, as llama.cpp sends it
+    /// with logprobs: P(true) = `p`, "false" generated.
+    fn cut_verdict(p: f64) -> Reply {
+        use crate::test_server::chat_with_logprobs;
+        let verdict: &[(&str, f64)] = &[(" false", 1.0 - p), (" true", p)];
+        chat_with_logprobs(
+            "{\"meaning_match\": false",
+            &[
+                ("{\"", &[("{\"", 1.0)]),
+                ("meaning", &[("meaning", 1.0)]),
+                ("_match", &[("_match", 1.0)]),
+                ("\":", &[("\":", 1.0)]),
+                (" false", verdict),
+            ],
+        )
+    }
+
+    fn user_of(req: &Request) -> String {
+        req.body["messages"][1]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    #[test]
+    fn the_verdict_is_cut_short_and_a_reason_asked_only_where_it_fails() {
+        let server = start(|req: &Request, _| {
+            assert_eq!(req.body["logprobs"], true);
+            if req.body["max_tokens"] == VERDICT_TOKENS {
+                // Row 0 (Lyon): P(true) 0.2. Row 1: 0.8, though "false" was generated.
+                cut_verdict(if user_of(req).contains("Lyon") {
+                    0.2
+                } else {
+                    0.8
+                })
+            } else {
+                chat(r#"{"meaning_match": false, "reason": "Lyon is not the capital."}"#)
+            }
+        });
+        let mut stage = verdict_first(&server.url, [true, false, false], Reasons::Failures);
+        let cols = stage.score_batch(&batch(), &[[true; 3]; 2], None).unwrap();
+        assert_eq!(bools(&cols, "meaning_match"), [Some(false), Some(true)]);
+        let p = floats(&cols, "meaning_match_p");
+        assert!(
+            (p[0].unwrap() - 0.2).abs() < 1e-4 && (p[1].unwrap() - 0.8).abs() < 1e-4,
+            "{p:?}"
+        );
+        assert_eq!(
+            strings(&cols, "meaning_match_reason"),
+            [Some("Lyon is not the capital.".into()), None],
+            "a reason for the failing row only"
+        );
+        let requests = server.requests();
+        assert_eq!(requests.len(), 3);
+        let whole: Vec<_> = requests
+            .iter()
+            .filter(|r| r.body["max_tokens"] != VERDICT_TOKENS)
+            .collect();
+        assert_eq!(whole.len(), 1);
+        let cut = requests
+            .iter()
+            .find(|r| r.body["max_tokens"] == VERDICT_TOKENS && user_of(r) == user_of(whole[0]))
+            .unwrap();
+        assert_eq!(
+            (&cut.body["messages"], &cut.body["response_format"]),
+            (
+                &whole[0].body["messages"],
+                &whole[0].body["response_format"]
+            ),
+            "the reason's request repeats the verdict's prompt byte for byte"
+        );
+        let r = stage.report();
+        assert_eq!(
+            (r.calls, r.reasons_asked, r.replies_with_logprobs),
+            (3, 1, 2)
+        );
+        assert_eq!(
+            r.prompt_tokens_cached, 80,
+            "cached tokens of the two verdicts"
+        );
+
+        // `never`: the same verdicts, no reasons.
+        let mut stage = verdict_first(&server.url, [true, false, false], Reasons::Never);
+        let cols = stage.score_batch(&batch(), &[[true; 3]; 2], None).unwrap();
+        assert_eq!(bools(&cols, "meaning_match"), [Some(false), Some(true)]);
+        assert_eq!(strings(&cols, "meaning_match_reason"), [None, None]);
+        assert_eq!(server.requests().len(), 5);
+    }
+
+    #[test]
+    fn a_ten_split_into_digits_is_read_as_ten() {
+        use crate::test_server::chat_with_logprobs;
+        let server = start(|_: &Request, _| {
+            chat_with_logprobs(
+                "{\"score\": 10",
+                &[
+                    ("{\"", &[("{\"", 1.0)]),
+                    ("score", &[("score", 1.0)]),
+                    ("\":", &[("\":", 1.0)]),
+                    (" ", &[(" ", 1.0)]),
+                    ("1", &[("1", 0.7), ("9", 0.3)]),
+                    ("0", &[("0", 0.9), (",", 0.1)]),
+                ],
+            )
+        });
+        let mut stage = verdict_first(&server.url, [false, true, false], Reasons::Failures);
+        let cols = stage.score_batch(&batch(), &[[true; 3]; 2], None).unwrap();
+        use arrow::array::AsArray;
+        use arrow::datatypes::UInt8Type;
+        let scores: Vec<Option<u8>> = column(&cols, "similarity_score")
+            .as_primitive::<UInt8Type>()
+            .iter()
+            .collect();
+        assert_eq!(scores, [Some(10), Some(10)]);
+        // 0.7 * (0.9 * 10 + 0.1 * 1) + 0.3 * 9 = 9.07
+        let sim = floats(&cols, "similarity");
+        assert!((sim[0].unwrap() - 0.907).abs() < 1e-4, "{sim:?}");
+        assert_eq!(
+            strings(&cols, "similarity_rationale"),
+            [None, None],
+            "passing: no reason"
+        );
+        assert_eq!(server.requests().len(), 2);
+    }
+
+    #[test]
+    fn without_logprobs_the_sampled_answer_decides_and_p_is_null() {
+        let server = start(|req: &Request, _| {
+            let lyon = user_of(req).contains("Lyon");
+            match (req.body["max_tokens"] == VERDICT_TOKENS, lyon) {
+                (true, true) => chat(r#"{"meaning_match": false, "re"#),
+                (true, false) => chat(r#"{"meaning_match": true"#),
+                (false, _) => chat(r#"{"meaning_match": false, "reason": "Different city."}"#),
+            }
+        });
+        let mut stage = verdict_first(&server.url, [true, false, false], Reasons::Failures);
+        let cols = stage.score_batch(&batch(), &[[true; 3]; 2], None).unwrap();
+        assert_eq!(bools(&cols, "meaning_match"), [Some(false), Some(true)]);
+        assert_eq!(floats(&cols, "meaning_match_p"), [None, None]);
+        assert_eq!(
+            strings(&cols, "meaning_match_reason"),
+            [Some("Different city.".into()), None]
+        );
+        let r = stage.report();
+        assert_eq!(
+            (r.replies_with_logprobs, r.replies_without_logprobs),
+            (0, 3)
+        );
+    }
+
+    #[test]
+    fn a_json_reply_cut_after_the_verdict_gives_the_verdict_and_its_p() {
+        use crate::test_server::chat_with_logprobs;
+        let server = start(|_: &Request, _| {
+            let verdict: &[(&str, f64)] = &[(" false", 0.4), (" true", 0.6)];
+            chat_with_logprobs(
+                "{\"meaning_match\": false, \"rea",
+                &[
+                    ("{\"", &[("{\"", 1.0)]),
+                    ("meaning", &[("meaning", 1.0)]),
+                    ("_match", &[("_match", 1.0)]),
+                    ("\":", &[("\":", 1.0)]),
+                    (" false", verdict),
+                    (",", &[(",", 1.0)]),
+                    (" \"rea", &[(" \"rea", 1.0)]),
+                ],
+            )
+        });
+        let mut stage = verdict_first(&server.url, [true, false, false], Reasons::Always);
+        let cols = stage.score_batch(&batch(), &[[true; 3]; 2], None).unwrap();
+        assert!(cols.row_errors.is_empty(), "{:?}", cols.row_errors);
+        assert_eq!(
+            bools(&cols, "meaning_match"),
+            [Some(true), Some(true)],
+            "p 0.6 ≥ 0.5"
+        );
+        let p = floats(&cols, "meaning_match_p");
+        assert!((p[0].unwrap() - 0.6).abs() < 1e-5);
+        assert_eq!(strings(&cols, "meaning_match_reason"), [None, None]);
+    }
+
+    #[test]
+    fn the_fact_ratio_counts_checked_facts_in_refscore() {
+        // The metric doc's first worked case: 1 of 2 reference facts, 1 of
+        // 3 output facts hold on the other side: 1/3.
+        let server = start(|req: &Request, _| {
+            let user = req.body["messages"][1]["content"].as_str().unwrap();
+            match req.kind() {
+                "fact_extract" if user.contains("bananas") => {
+                    chat(r#"{"facts": ["Amy likes apples", "Amy likes bananas"]}"#)
+                }
+                "fact_extract" => chat(
+                    r#"{"facts": ["Amy likes apples", "Amy likes berries", "Amy likes plums"]}"#,
+                ),
+                _ => {
+                    let fact = user.rsplit("Fact:\n").next().unwrap();
+                    chat(if fact == "Amy likes apples" {
+                        "yes"
+                    } else {
+                        "no"
+                    })
+                }
+            }
+        });
+        let mut b = batch();
+        b.input = Some(text(&["What does Amy like?", "What does Amy like?"]));
+        b.reference = text(&[
+            "Amy likes apples and bananas",
+            "Amy likes apples and bananas",
+        ]);
+        b.output = text(&[
+            "Amy likes apples, berries and plums",
+            "Amy likes apples, berries and plums",
+        ]);
+        let mut stage = verdict_first(&server.url, [false, false, true], Reasons::Failures);
+        let cols = stage.score_batch(&b, &[[true; 3]; 2], None).unwrap();
+        assert!(cols.row_errors.is_empty(), "{:?}", cols.row_errors);
+        let f = floats(&cols, "fact_similarity");
+        assert!((f[0].unwrap() - 1.0 / 3.0).abs() < 1e-6, "{f:?}");
+        assert_eq!(f[0], f[1]);
+        assert_eq!(floats(&cols, "fact_recall")[0], Some(0.5));
+        assert!((floats(&cols, "fact_precision")[0].unwrap() - 1.0 / 3.0).abs() < 1e-6);
+        // Two extractions and five checks, asked once for the two equal rows.
+        assert_eq!(server.requests().len(), 7);
+        assert_eq!(stage.report().fact_checks, 5);
     }
 }

@@ -26,6 +26,32 @@ pub(crate) fn chat(content: &str) -> Reply {
     Reply::Status(200, vec![], body.to_string())
 }
 
+/// A 200 chat completion with token log-probabilities: per generated token
+/// its text and the listed alternatives with their probabilities.
+pub(crate) fn chat_with_logprobs(content: &str, tokens: &[(&str, &[(&str, f64)])]) -> Reply {
+    let content_tokens: Vec<Value> = tokens
+        .iter()
+        .map(|(text, alternatives)| {
+            let top: Vec<Value> = alternatives
+                .iter()
+                .map(|(t, p)| json!({"token": t, "logprob": p.ln()}))
+                .collect();
+            let own = alternatives
+                .iter()
+                .find(|(t, _)| t == text)
+                .map_or(-20.0, |(_, p)| p.ln());
+            json!({"token": text, "logprob": own, "top_logprobs": top})
+        })
+        .collect();
+    let body = json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                     "logprobs": {"content": content_tokens}}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": tokens.len(),
+                  "prompt_tokens_details": {"cached_tokens": 40}}
+    });
+    Reply::Status(200, vec![], body.to_string())
+}
+
 /// One request as received: the request target (path and query), the
 /// headers and the JSON body.
 #[derive(Clone, Debug)]
@@ -43,10 +69,10 @@ impl Request {
             "meaning_match"
         } else if s.contains("integer scale from 0 to 10") {
             "similarity"
-        } else if s.contains("split an answer") {
+        } else if s.contains("into atomic facts") {
             "fact_extract"
         } else {
-            "fact_match"
+            "fact_check"
         }
     }
 }

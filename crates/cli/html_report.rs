@@ -1,0 +1,119 @@
+//! The `report` command: flags → `refscore_report::Options`, then the page,
+//! the JSON and the verdict lines. (`report.rs` is `score`'s summary table.)
+
+use std::path::Path;
+
+use refscore_batch::files::write_atomically;
+use refscore_batch::Error;
+use refscore_read::ColumnMapping;
+use refscore_report::{Gate, Options};
+
+use crate::args::ReportArgs;
+use crate::metrics;
+
+/// Builds and writes the report; returns true when a regression gate failed.
+pub fn run(args: ReportArgs) -> Result<bool, Error> {
+    if args.output.is_none() && args.json.is_none() {
+        return Err(Error::usage(
+            "report: nothing to write: pass -o report.html and/or --json report.json",
+        ));
+    }
+    if !(100..=100_000).contains(&args.replicates) {
+        return Err(Error::usage(format!(
+            "--replicates {}: expected 100 to 100000",
+            args.replicates
+        )));
+    }
+    for path in args.output.iter().chain(args.json.iter()) {
+        check_writable(path)?;
+    }
+    let mut thresholds: Vec<(String, f64)> = metrics::DEFAULT_THRESHOLDS
+        .iter()
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
+    for t in &args.threshold {
+        let (k, v) = t
+            .split_once('=')
+            .ok_or_else(|| Error::usage(format!("--threshold {t}: expected METRIC=VALUE")))?;
+        metrics::check_known(k)?;
+        let v: f64 = v
+            .parse()
+            .ok()
+            .filter(|v: &f64| v.is_finite())
+            .ok_or_else(|| {
+                Error::usage(format!("--threshold {t}: '{v}' is not a finite number"))
+            })?;
+        thresholds.push((k.to_string(), v));
+    }
+    let gates = args
+        .fail_on_regression
+        .iter()
+        .filter(|g| !g.trim().is_empty())
+        .map(|g| Gate::parse(g))
+        .collect::<Result<Vec<_>, _>>()?;
+    let options = Options {
+        result: args.result,
+        baseline: args.baseline,
+        input: args.input,
+        mapping: ColumnMapping {
+            id: args.mapping.id_col,
+            input: args.mapping.input_col,
+            reference: args.mapping.reference_col,
+            output: args.mapping.output_col,
+        },
+        by: args.by,
+        thresholds,
+        gates,
+        lowest: args.lowest,
+        flips: args.flips,
+        seed: args.seed,
+        replicates: args.replicates,
+    };
+    let report = refscore_report::build(&options)?;
+    if let Some(path) = &args.output {
+        let html = report.html()?;
+        write_atomically(path, html.as_bytes())
+            .map_err(|e| Error::io(format!("{}: cannot write: {e}", path.display())))?;
+    }
+    if let Some(path) = &args.json {
+        write_atomically(path, report.json().as_bytes())
+            .map_err(|e| Error::io(format!("{}: cannot write: {e}", path.display())))?;
+    }
+    if !args.quiet {
+        let mut out = String::new();
+        for m in &report.metrics {
+            if let Some(c) = &m.change {
+                out.push_str(&c.line);
+                out.push('\n');
+            }
+        }
+        for p in args.output.iter().chain(args.json.iter()) {
+            out.push_str(&format!("wrote {}\n", p.display()));
+        }
+        crate::print_out(&out)?;
+    }
+    let failed = report.failed_gates();
+    for g in &failed {
+        eprintln!("refscore: {}", g.line);
+    }
+    Ok(!failed.is_empty())
+}
+
+/// Fails before any reading when an output's folder is missing.
+fn check_writable(path: &Path) -> Result<(), Error> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(Error::io(format!(
+            "{}: output folder {} does not exist",
+            path.display(),
+            dir.display()
+        )));
+    }
+    if path.is_dir() {
+        return Err(Error::io(format!("{}: is a directory", path.display())));
+    }
+    Ok(())
+}

@@ -1,0 +1,1200 @@
+//! The one pass over the runs: aggregation, pairing, then intervals and the
+//! few rows shown.
+
+use std::collections::{BTreeMap, HashMap};
+
+use arrow::array::{Array, ArrayRef, RecordBatch};
+use rayon::prelude::*;
+use refscore_batch::{Error, TextColumn};
+use refscore_read::{Dataset, ReadOptions, Table, TableBatches};
+
+use crate::agg::{
+    bin_of, sortable, FastMap, FlipEntry, Hist, LowEntry, Lowest, Moments, Paired, Slicer, BIN,
+};
+use crate::bootstrap::{self, Method};
+use crate::model::*;
+use crate::run::{self, col, Run};
+use crate::texts::{self, Wanted};
+use crate::{signed, Options};
+
+const BATCH: usize = 64 * 1024;
+const MAX_ERROR_REASONS: usize = 1000;
+const EXAMPLES: usize = 5;
+const NO_ROW: u64 = u64::MAX;
+const NO_STATUS: u8 = u8::MAX;
+
+/// Where the `--by` column is read.
+enum SliceSource {
+    Result(String),
+    /// Input table, its id column (None: row ordinals), the column.
+    Input(Table, Option<String>, String),
+}
+
+struct SliceAcc {
+    rows: u64,
+    cur: Vec<Moments>,
+    paired: Vec<Paired>,
+}
+
+#[derive(Default)]
+struct JudgeAcc {
+    sums: [u64; 3],
+    requested: u64,
+    judged: u64,
+    sources: BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+/// Everything gathered in the pass.
+struct Agg {
+    thresholds: Vec<Option<f64>>,
+    rows: u64,
+    cur: Vec<Moments>,
+    cur_hist: Vec<Hist>,
+    base_rows: u64,
+    base: Vec<Moments>,
+    base_hist: Vec<Hist>,
+    paired: Vec<Paired>,
+    lowest: Vec<Lowest<LowEntry>>,
+    down: Vec<Lowest<FlipEntry>>,
+    up: Vec<Lowest<FlipEntry>>,
+    status_names: Vec<String>,
+    statuses: Vec<u64>,
+    base_statuses: Vec<u64>,
+    status_changes: HashMap<(u8, u8), u64>,
+    errors: HashMap<String, u64>,
+    base_errors: HashMap<String, u64>,
+    judge: JudgeAcc,
+    slicer: Slicer,
+    slices: Vec<SliceAcc>,
+    matched: u64,
+    only_cur: u64,
+    only_cur_examples: Vec<u64>,
+    only_base: u64,
+    only_base_examples: Vec<u64>,
+    duplicates: u64,
+    // scratch
+    vals: Vec<Vec<f32>>,
+    keys: Vec<u128>,
+    status: Vec<u8>,
+    slice_ids: Vec<u32>,
+}
+
+impl Agg {
+    fn new(m: usize, thresholds: Vec<Option<f64>>, lowest: usize, flips: usize) -> Agg {
+        Agg {
+            thresholds,
+            rows: 0,
+            cur: vec![Moments::default(); m],
+            cur_hist: (0..m).map(|_| Hist::new(true)).collect(),
+            base_rows: 0,
+            base: vec![Moments::default(); m],
+            base_hist: (0..m).map(|_| Hist::new(true)).collect(),
+            paired: (0..m).map(|_| Paired::new(true)).collect(),
+            lowest: (0..m).map(|_| Lowest::new(lowest)).collect(),
+            down: (0..m).map(|_| Lowest::new(flips)).collect(),
+            up: (0..m).map(|_| Lowest::new(flips)).collect(),
+            status_names: Vec::new(),
+            statuses: Vec::new(),
+            base_statuses: Vec::new(),
+            status_changes: HashMap::new(),
+            errors: HashMap::new(),
+            base_errors: HashMap::new(),
+            judge: JudgeAcc::default(),
+            slicer: Slicer::new(),
+            slices: Vec::new(),
+            matched: 0,
+            only_cur: 0,
+            only_cur_examples: Vec::new(),
+            only_base: 0,
+            only_base_examples: Vec::new(),
+            duplicates: 0,
+            vals: vec![Vec::new(); m],
+            keys: Vec::new(),
+            status: Vec::new(),
+            slice_ids: Vec::new(),
+        }
+    }
+
+    fn status_ids(&mut self, a: &ArrayRef, out: &mut Vec<u8>) {
+        out.clear();
+        let Some(t) = TextColumn::from_array(a) else {
+            out.resize(a.len(), NO_STATUS);
+            return;
+        };
+        for i in 0..t.len() {
+            let s = t.get(i).unwrap_or("(null)");
+            let k = match self.status_names.iter().position(|n| n == s) {
+                Some(k) => k,
+                None if self.status_names.len() < 250 => {
+                    self.status_names.push(s.to_string());
+                    self.statuses.push(0);
+                    self.base_statuses.push(0);
+                    self.status_names.len() - 1
+                }
+                None => NO_STATUS as usize,
+            };
+            out.push(k as u8);
+        }
+    }
+
+    fn base_stats(&mut self, vals: &[Vec<f32>], status: &[u8]) {
+        for (k, v) in vals.iter().enumerate() {
+            let t = self.thresholds[k];
+            for &x in v {
+                if !x.is_nan() {
+                    self.base[k].add(x, t);
+                    self.base_hist[k].add(bin_of(x as f64));
+                }
+            }
+        }
+        for &s in status {
+            if s != NO_STATUS {
+                self.base_statuses[s as usize] += 1;
+            }
+        }
+        self.base_rows += status.len() as u64;
+    }
+}
+
+fn count_errors(map: &mut HashMap<String, u64>, a: &ArrayRef) {
+    let Some(t) = TextColumn::from_array(a) else {
+        return;
+    };
+    for i in 0..t.len() {
+        if let Some(e) = t.get(i) {
+            if let Some(c) = map.get_mut(e) {
+                *c += 1;
+            } else if map.len() < MAX_ERROR_REASONS {
+                map.insert(e.to_string(), 1);
+            } else {
+                *map.entry("(other reasons)".into()).or_default() += 1;
+            }
+        }
+    }
+}
+
+/// The baseline's scores held by id, for runs whose rows do not line up.
+struct BaseStore {
+    map: FastMap<u128, u32>,
+    vals: Vec<f32>,
+    status: Vec<u8>,
+    matched: Vec<bool>,
+}
+
+/// A stream of record batches read a chosen number of rows at a time, so
+/// streams cut into batches differently can be walked side by side.
+struct Cursor<'a> {
+    it: TableBatches<'a>,
+    batch: Option<RecordBatch>,
+    off: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(it: TableBatches<'a>) -> Cursor<'a> {
+        Cursor {
+            it,
+            batch: None,
+            off: 0,
+        }
+    }
+
+    fn avail(&mut self) -> Result<usize, Error> {
+        loop {
+            if let Some(b) = &self.batch {
+                if self.off < b.num_rows() {
+                    return Ok(b.num_rows() - self.off);
+                }
+            }
+            match self.it.next() {
+                None => {
+                    self.batch = None;
+                    return Ok(0);
+                }
+                Some(b) => {
+                    self.batch = Some(b?);
+                    self.off = 0;
+                }
+            }
+        }
+    }
+
+    fn take(&mut self, n: usize) -> RecordBatch {
+        let b = self.batch.as_ref().expect("avail first").slice(self.off, n);
+        self.off += n;
+        b
+    }
+}
+
+struct Ctx<'a> {
+    options: &'a Options,
+    cur: &'a Run,
+    base: Option<&'a Run>,
+    metrics: Vec<String>,
+    slices: Option<SliceSource>,
+}
+
+enum Outcome {
+    Done(Box<Agg>),
+    Misaligned,
+}
+
+pub(crate) fn build(options: &Options) -> Result<Report, Error> {
+    let cur = Run::open(&options.result)?;
+    let base = options.baseline.as_deref().map(Run::open).transpose()?;
+    if let Some(b) = &base {
+        check_comparable(&cur, b)?;
+    }
+    let metrics = cur.metrics.clone();
+    check_gates(options, &metrics, base.is_some())?;
+    let slices = match &options.by {
+        None => None,
+        Some(by) => Some(slice_source(options, &cur, by)?),
+    };
+    let ctx = Ctx {
+        options,
+        cur: &cur,
+        base: base.as_ref(),
+        metrics,
+        slices,
+    };
+    let (agg, method) = match ctx.base {
+        None => (single(&ctx, None)?, None),
+        Some(_) => match aligned(&ctx)? {
+            Outcome::Done(a) => (a, Some("aligned")),
+            Outcome::Misaligned => (hashed(&ctx)?, Some("hashed")),
+        },
+    };
+    if let Some(b) = ctx.base {
+        if agg.matched == 0 && agg.rows > 0 && agg.base_rows > 0 {
+            return Err(Error::bad_input(format!(
+                "{} and {}: no id is in both runs, so nothing can be compared (is the baseline a run over the same input?)",
+                cur.shown, b.shown
+            )));
+        }
+    }
+    finish(&ctx, *agg, method)
+}
+
+fn check_comparable(cur: &Run, base: &Run) -> Result<(), Error> {
+    let mut a = cur.metrics.clone();
+    let mut b = base.metrics.clone();
+    a.sort();
+    b.sort();
+    if a != b {
+        let only = |x: &[String], y: &[String]| {
+            x.iter()
+                .filter(|m| !y.contains(m))
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let (ra, rb) = (only(&a, &b), only(&b, &a));
+        let mut what = Vec::new();
+        if !ra.is_empty() {
+            what.push(format!("only the result has {ra}"));
+        }
+        if !rb.is_empty() {
+            what.push(format!("only the baseline has {rb}"));
+        }
+        return Err(Error::bad_input(format!(
+            "{} and {}: the runs have different metrics ({}); score both with the same --metrics",
+            cur.shown,
+            base.shown,
+            what.join("; ")
+        )));
+    }
+    let (ka, kb) = (
+        run::id_kind(cur.id_field.data_type()),
+        run::id_kind(base.id_field.data_type()),
+    );
+    if ka != kb {
+        return Err(Error::bad_input(format!(
+            "{}: column 'id' has type {}, but {}: column 'id' has type {}; rows can only be joined by ids of the same kind",
+            cur.shown,
+            cur.id_field.data_type(),
+            base.shown,
+            base.id_field.data_type()
+        )));
+    }
+    Ok(())
+}
+
+fn check_gates(options: &Options, metrics: &[String], baseline: bool) -> Result<(), Error> {
+    if options.gates.is_empty() {
+        return Ok(());
+    }
+    if !baseline {
+        return Err(Error::usage(
+            "--fail-on-regression needs --baseline PREVIOUS to compare with",
+        ));
+    }
+    for g in &options.gates {
+        if g.metric != "all" && !metrics.contains(&g.metric) {
+            return Err(Error::config(format!(
+                "--fail-on-regression {}: the result has no metric '{}' (metrics: {})",
+                g.metric,
+                g.metric,
+                metrics.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn slice_source(options: &Options, cur: &Run, by: &str) -> Result<SliceSource, Error> {
+    let schema = cur.table.schema();
+    if schema.index_of(by).is_ok() {
+        if cur.metrics.iter().any(|m| m == by) || by == "id" {
+            return Err(Error::config(format!(
+                "--by {by}: that is the result's id or a metric, not a category column"
+            )));
+        }
+        return Ok(SliceSource::Result(by.to_string()));
+    }
+    let Some(input) = &options.input else {
+        return Err(Error::config(format!(
+            "--by {by}: {} has no column '{by}' (keep it with `score --keep {by}`, or pass --input INPUT)",
+            cur.shown
+        )));
+    };
+    let dataset = Dataset::open(
+        input,
+        &ReadOptions {
+            mapping: options.mapping.clone(),
+            ..ReadOptions::default()
+        },
+    )?;
+    let table = Table::open(input)?;
+    table.field(by).map_err(|_| {
+        Error::config(format!(
+            "--by {by}: neither {} nor the input {input} has a column '{by}'",
+            cur.shown
+        ))
+    })?;
+    if table.total_rows() != cur.table.total_rows() {
+        return Err(Error::bad_input(format!(
+            "--by {by} from --input {input}: the input has {} rows but {} has {}; pass the input the result was scored from",
+            table.total_rows(),
+            cur.shown,
+            cur.table.total_rows()
+        )));
+    }
+    let id = dataset.columns().id.clone();
+    Ok(SliceSource::Input(table, id, by.to_string()))
+}
+
+fn thresholds(ctx: &Ctx) -> Vec<Option<f64>> {
+    ctx.metrics
+        .iter()
+        .map(|m| {
+            ctx.options
+                .thresholds
+                .iter()
+                .rev()
+                .find(|(n, _)| n == m)
+                .map(|(_, t)| *t)
+        })
+        .collect()
+}
+
+fn new_agg(ctx: &Ctx) -> Agg {
+    Agg::new(
+        ctx.metrics.len(),
+        thresholds(ctx),
+        ctx.options.lowest,
+        if ctx.base.is_some() {
+            ctx.options.flips
+        } else {
+            0
+        },
+    )
+}
+
+/// The result's columns read in the pass.
+fn cur_columns(ctx: &Ctx) -> Vec<String> {
+    let r = ctx.cur;
+    let mut names = vec!["id".to_string()];
+    names.extend(ctx.metrics.iter().cloned());
+    names.push("status".into());
+    if r.has_error {
+        names.push("error".into());
+    }
+    names.extend(r.judge_cols.iter().cloned());
+    names.extend(r.source_cols.iter().cloned());
+    if let Some(SliceSource::Result(c)) = &ctx.slices {
+        if !names.contains(c) {
+            names.push(c.clone());
+        }
+    }
+    names
+}
+
+fn base_columns(ctx: &Ctx, base: &Run) -> Vec<String> {
+    let mut names = vec!["id".to_string()];
+    names.extend(ctx.metrics.iter().cloned());
+    names.push("status".into());
+    if base.has_error {
+        names.push("error".into());
+    }
+    names
+}
+
+fn input_columns(id: &Option<String>, by: &str) -> Vec<String> {
+    id.iter().cloned().chain([by.to_string()]).collect()
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// The baseline side of a chunk of result rows.
+struct BaseChunk {
+    vals: Vec<Vec<f32>>,
+    rows: Vec<u64>,
+    status: Vec<u8>,
+}
+
+/// One run alone, or the result side of the hashed join.
+fn single(ctx: &Ctx, store: Option<(&mut BaseStore, Agg)>) -> Result<Box<Agg>, Error> {
+    let (mut store, mut agg) = match store {
+        Some((s, a)) => (Some(s), a),
+        None => (None, new_agg(ctx)),
+    };
+    let names = cur_columns(ctx);
+    let mut cur = Cursor::new(ctx.cur.table.batches(&strs(&names), BATCH)?);
+    let mut inp = match &ctx.slices {
+        Some(SliceSource::Input(t, id, by)) => Some((
+            Cursor::new(t.batches(&strs(&input_columns(id, by)), BATCH)?),
+            id.is_some(),
+            by.clone(),
+        )),
+        _ => None,
+    };
+    let m = ctx.metrics.len();
+    let mut base_chunk = BaseChunk {
+        vals: vec![Vec::new(); m],
+        rows: Vec::new(),
+        status: Vec::new(),
+    };
+    loop {
+        let mut n = cur.avail()?;
+        if n == 0 {
+            break;
+        }
+        if let Some((c, _, _)) = inp.as_mut() {
+            n = n.min(c.avail()?);
+        }
+        let batch = cur.take(n);
+        let input = inp
+            .as_mut()
+            .map(|(c, has_id, by)| (c.take(n), *has_id, by.clone()));
+        let first_row = agg.rows;
+        let base = match store.as_deref_mut() {
+            None => None,
+            Some(s) => {
+                run::id_keys(col(&batch, "id"), &mut agg.keys);
+                base_chunk.rows.clear();
+                base_chunk.status.clear();
+                for v in base_chunk.vals.iter_mut() {
+                    v.clear();
+                }
+                for (i, key) in agg.keys.iter().enumerate() {
+                    match s.map.get(key) {
+                        Some(&b) => {
+                            let b = b as usize;
+                            s.matched[b] = true;
+                            base_chunk.rows.push(b as u64);
+                            base_chunk.status.push(s.status[b]);
+                            for (k, v) in base_chunk.vals.iter_mut().enumerate() {
+                                v.push(s.vals[b * m + k]);
+                            }
+                        }
+                        None => {
+                            base_chunk.rows.push(NO_ROW);
+                            base_chunk.status.push(NO_STATUS);
+                            for v in base_chunk.vals.iter_mut() {
+                                v.push(f32::NAN);
+                            }
+                            if agg.only_cur_examples.len() < EXAMPLES {
+                                agg.only_cur_examples.push(first_row + i as u64);
+                            }
+                            agg.only_cur += 1;
+                        }
+                    }
+                }
+                Some(&base_chunk)
+            }
+        };
+        chunk(ctx, &mut agg, &batch, base, input.as_ref(), false)?;
+    }
+    Ok(Box::new(agg))
+}
+
+/// Both runs list the same ids in the same order: read them side by side.
+fn aligned(ctx: &Ctx) -> Result<Outcome, Error> {
+    let base = ctx.base.expect("baseline");
+    let mut agg = new_agg(ctx);
+    let names = cur_columns(ctx);
+    let bnames = base_columns(ctx, base);
+    let mut cur = Cursor::new(ctx.cur.table.batches(&strs(&names), BATCH)?);
+    let mut bas = Cursor::new(base.table.batches(&strs(&bnames), BATCH)?);
+    let mut inp = match &ctx.slices {
+        Some(SliceSource::Input(t, id, by)) => Some((
+            Cursor::new(t.batches(&strs(&input_columns(id, by)), BATCH)?),
+            id.is_some(),
+            by.clone(),
+        )),
+        _ => None,
+    };
+    let m = ctx.metrics.len();
+    let mut bc = BaseChunk {
+        vals: vec![Vec::new(); m],
+        rows: Vec::new(),
+        status: Vec::new(),
+    };
+    let mut bkeys = Vec::new();
+    let mut bstatus = Vec::new();
+    loop {
+        let nc = cur.avail()?;
+        let nb = bas.avail()?;
+        if nc == 0 || nb == 0 {
+            if nc != nb {
+                return Ok(Outcome::Misaligned);
+            }
+            break;
+        }
+        let mut n = nc.min(nb);
+        if let Some((c, _, _)) = inp.as_mut() {
+            n = n.min(c.avail()?);
+        }
+        let batch = cur.take(n);
+        let bbatch = bas.take(n);
+        run::id_keys(col(&batch, "id"), &mut agg.keys);
+        run::id_keys(col(&bbatch, "id"), &mut bkeys);
+        if agg.keys != bkeys {
+            return Ok(Outcome::Misaligned);
+        }
+        for (k, name) in ctx.metrics.iter().enumerate() {
+            run::metric_values(col(&bbatch, name), &mut bc.vals[k]);
+        }
+        agg.status_ids(col(&bbatch, "status"), &mut bstatus);
+        bc.status.clone_from(&bstatus);
+        bc.rows.clear();
+        bc.rows.extend(agg.base_rows..agg.base_rows + n as u64);
+        if base.has_error {
+            count_errors(&mut agg.base_errors, col(&bbatch, "error"));
+        }
+        agg.base_stats(&bc.vals, &bc.status);
+        let input = inp
+            .as_mut()
+            .map(|(c, has_id, by)| (c.take(n), *has_id, by.clone()));
+        chunk(ctx, &mut agg, &batch, Some(&bc), input.as_ref(), true)?;
+    }
+    Ok(Outcome::Done(Box::new(agg)))
+}
+
+/// The runs' rows do not line up: hold the baseline's scores by id.
+fn hashed(ctx: &Ctx) -> Result<Box<Agg>, Error> {
+    let base = ctx.base.expect("baseline");
+    let mut agg = new_agg(ctx);
+    let m = ctx.metrics.len();
+    let rows = base.table.total_rows() as usize;
+    let mut store = BaseStore {
+        map: FastMap::default(),
+        vals: Vec::with_capacity(rows * m),
+        status: Vec::with_capacity(rows),
+        matched: vec![false; rows],
+    };
+    store.map.reserve(rows);
+    let bnames = base_columns(ctx, base);
+    let mut vals = vec![Vec::new(); m];
+    let mut keys = Vec::new();
+    let mut status = Vec::new();
+    for batch in base.table.batches(&strs(&bnames), BATCH)? {
+        let batch = batch?;
+        run::id_keys(col(&batch, "id"), &mut keys);
+        for (k, name) in ctx.metrics.iter().enumerate() {
+            run::metric_values(col(&batch, name), &mut vals[k]);
+        }
+        agg.status_ids(col(&batch, "status"), &mut status);
+        if base.has_error {
+            count_errors(&mut agg.base_errors, col(&batch, "error"));
+        }
+        agg.base_stats(&vals, &status);
+        for (i, key) in keys.iter().enumerate() {
+            let ordinal = store.status.len() as u32;
+            match store.map.entry(*key) {
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(ordinal);
+                }
+                std::collections::hash_map::Entry::Occupied(_) => {
+                    // The first row with this id is the one compared.
+                    agg.duplicates += 1;
+                    store.matched[ordinal as usize] = true;
+                }
+            }
+            store.status.push(status[i]);
+            for v in &vals {
+                store.vals.push(v[i]);
+            }
+        }
+    }
+    store.matched.resize(store.status.len(), false);
+    let mut agg = *single(ctx, Some((&mut store, agg)))?;
+    let marked = store.matched.iter().filter(|m| **m).count() as u64;
+    agg.matched = marked - agg.duplicates;
+    agg.only_base = store.matched.len() as u64 - marked;
+    let mut examples = Vec::new();
+    for (i, m) in store.matched.iter().enumerate() {
+        if !*m && examples.len() < EXAMPLES {
+            examples.push(i as u64);
+        }
+    }
+    agg.only_base_examples = examples;
+    Ok(Box::new(agg))
+}
+
+/// Adds one chunk of result rows (with their baseline rows, if any).
+fn chunk(
+    ctx: &Ctx,
+    agg: &mut Agg,
+    batch: &RecordBatch,
+    base: Option<&BaseChunk>,
+    input: Option<&(RecordBatch, bool, String)>,
+    aligned: bool,
+) -> Result<(), Error> {
+    let n = batch.num_rows();
+    let first_row = agg.rows;
+    agg.rows += n as u64;
+    let mut status = std::mem::take(&mut agg.status);
+    agg.status_ids(col(batch, "status"), &mut status);
+    for &s in &status {
+        if s != NO_STATUS {
+            agg.statuses[s as usize] += 1;
+        }
+    }
+    if ctx.cur.has_error {
+        count_errors(&mut agg.errors, col(batch, "error"));
+    }
+    judge(ctx, agg, batch);
+    // Slices.
+    let mut slice_ids = std::mem::take(&mut agg.slice_ids);
+    let sliced = match (&ctx.slices, input) {
+        (Some(SliceSource::Result(c)), _) => {
+            run::slice_ids(col(batch, c), &mut agg.slicer, &mut slice_ids)?;
+            true
+        }
+        (Some(SliceSource::Input(..)), Some((ib, has_id, by))) => {
+            let mut keys = Vec::new();
+            if *has_id {
+                run::id_keys(ib.column(0), &mut keys);
+            } else {
+                keys.extend((first_row..first_row + n as u64).map(|r| r as u128));
+            }
+            let mut ck = Vec::new();
+            run::id_keys(col(batch, "id"), &mut ck);
+            if let Some(i) = (0..n).find(|&i| keys[i] != ck[i]) {
+                return Err(Error::bad_input(format!(
+                    "--by {by} from --input: row {} of the input has another id than row {} of {}; pass the input the result was scored from, or keep the column with `score --keep {by}`",
+                    first_row + i as u64,
+                    first_row + i as u64,
+                    ctx.cur.shown
+                )));
+            }
+            run::slice_ids(
+                ib.column(ib.num_columns() - 1),
+                &mut agg.slicer,
+                &mut slice_ids,
+            )?;
+            true
+        }
+        _ => false,
+    };
+    if sliced {
+        let m = ctx.metrics.len();
+        let with_base = base.is_some();
+        while agg.slices.len() < agg.slicer.names.len() {
+            agg.slices.push(SliceAcc {
+                rows: 0,
+                cur: vec![Moments::default(); m],
+                paired: if with_base {
+                    (0..m).map(|_| Paired::new(false)).collect()
+                } else {
+                    Vec::new()
+                },
+            });
+        }
+        for &s in &slice_ids {
+            agg.slices[s as usize].rows += 1;
+        }
+    }
+    // Metrics.
+    let mut vals = std::mem::take(&mut agg.vals);
+    for (k, name) in ctx.metrics.iter().enumerate() {
+        run::metric_values(col(batch, name), &mut vals[k]);
+        let t = agg.thresholds[k];
+        let v = &vals[k];
+        for i in 0..n {
+            let x = v[i];
+            if x.is_nan() {
+                continue;
+            }
+            agg.cur[k].add(x, t);
+            agg.cur_hist[k].add(bin_of(x as f64));
+            let e = (sortable(x), first_row + i as u64);
+            if agg.lowest[k].wants(&e) {
+                agg.lowest[k].offer(e);
+            }
+            if sliced {
+                agg.slices[slice_ids[i] as usize].cur[k].add(x, t);
+            }
+        }
+        let Some(b) = base else { continue };
+        let bv = &b.vals[k];
+        for i in 0..n {
+            let (x, y) = (v[i], bv[i]);
+            if x.is_nan() || y.is_nan() {
+                continue;
+            }
+            let flip = agg.paired[k].add(y, x, t);
+            if sliced {
+                agg.slices[slice_ids[i] as usize].paired[k].add(y, x, t);
+            }
+            if flip != 0 {
+                let d = x - y;
+                let row = first_row + i as u64;
+                let entry = |key: f32| (sortable(key), row, b.rows[i], x.to_bits(), y.to_bits());
+                if flip < 0 {
+                    let e = entry(d);
+                    if agg.down[k].wants(&e) {
+                        agg.down[k].offer(e);
+                    }
+                } else {
+                    let e = entry(-d);
+                    if agg.up[k].wants(&e) {
+                        agg.up[k].offer(e);
+                    }
+                }
+            }
+        }
+    }
+    if let Some(b) = base {
+        for ((&row, &from), &to) in b.rows.iter().zip(&b.status).zip(&status) {
+            if row != NO_ROW {
+                if aligned {
+                    agg.matched += 1;
+                }
+                *agg.status_changes.entry((from, to)).or_default() += 1;
+            }
+        }
+    }
+    agg.vals = vals;
+    agg.status = status;
+    agg.slice_ids = slice_ids;
+    Ok(())
+}
+
+fn judge(ctx: &Ctx, agg: &mut Agg, batch: &RecordBatch) {
+    let r = ctx.cur;
+    for name in &r.judge_cols {
+        let (sum, count) = run::sum_u32(col(batch, name));
+        let k = run::JUDGE_COLUMNS
+            .iter()
+            .position(|c| c == name)
+            .expect("known");
+        agg.judge.sums[k] += sum;
+        if k == 0 {
+            agg.judge.requested += count;
+        }
+    }
+    if r.source_cols.is_empty() {
+        return;
+    }
+    let n = batch.num_rows();
+    let mut judged = vec![false; n];
+    for name in &r.source_cols {
+        let Some(t) = TextColumn::from_array(col(batch, name)) else {
+            continue;
+        };
+        let counts = agg.judge.sources.entry(name.clone()).or_default();
+        for (i, flag) in judged.iter_mut().enumerate() {
+            if let Some(s) = t.get(i) {
+                if s == "judge" {
+                    *flag = true;
+                }
+                match counts.get_mut(s) {
+                    Some(c) => *c += 1,
+                    None => {
+                        counts.insert(s.to_string(), 1);
+                    }
+                }
+            }
+        }
+    }
+    agg.judge.judged += judged.iter().filter(|j| **j).count() as u64;
+}
+
+fn verdict(lo: Option<f64>, hi: Option<f64>) -> &'static str {
+    match (lo, hi) {
+        (_, Some(h)) if h < 0.0 => "worse",
+        (Some(l), _) if l > 0.0 => "better",
+        _ => "no clear change",
+    }
+}
+
+/// "token_f1 −0.031 [−0.040, −0.022]: worse".
+fn line(metric: &str, diff: Option<f64>, lo: Option<f64>, hi: Option<f64>, v: &str) -> String {
+    match (diff, lo, hi) {
+        (Some(d), Some(l), Some(h)) => {
+            let dec = if d.abs().max(l.abs()).max(h.abs()) >= 0.01 {
+                3
+            } else {
+                4
+            };
+            format!(
+                "{metric} {} [{}, {}]: {v}",
+                signed(d, dec),
+                signed(l, dec),
+                signed(h, dec)
+            )
+        }
+        _ => format!("{metric}: no paired rows"),
+    }
+}
+
+const CHART_BINS: usize = 20;
+
+/// An interval to compute: (metric, slice or None for all rows).
+type Task = (usize, Option<usize>);
+
+fn chart_hist(hists: &[&Hist]) -> (f64, f64) {
+    let mut lo: f64 = 0.0;
+    let mut hi: f64 = 1.0;
+    for h in hists {
+        let b = h.bins();
+        if let (Some(first), Some(last)) = (b.first(), b.last()) {
+            lo = lo.min(first.0 as f64 * BIN);
+            hi = hi.max(last.0 as f64 * BIN);
+        }
+    }
+    (lo, hi)
+}
+
+fn rebin(h: &Hist, lo: f64, hi: f64) -> Histogram {
+    let mut counts = vec![0u64; CHART_BINS];
+    let width = (hi - lo) / CHART_BINS as f64;
+    for (b, c) in h.bins() {
+        let v = b as f64 * BIN;
+        let k = (((v - lo) / width).floor().max(0.0) as usize).min(CHART_BINS - 1);
+        counts[k] += c;
+    }
+    Histogram { lo, hi, counts }
+}
+
+fn distribution(m: &Moments, h: &Hist, t: Option<f64>, range: (f64, f64)) -> Distribution {
+    Distribution {
+        count: m.count,
+        mean: m.mean(),
+        median: h.median(),
+        pass_rate: m.pass_rate(t),
+        histogram: rebin(h, range.0, range.1),
+    }
+}
+
+fn sorted_errors(map: HashMap<String, u64>) -> Vec<ErrorGroup> {
+    let mut v: Vec<ErrorGroup> = map
+        .into_iter()
+        .map(|(reason, rows)| ErrorGroup { reason, rows })
+        .collect();
+    v.sort_by(|a, b| b.rows.cmp(&a.rows).then(a.reason.cmp(&b.reason)));
+    v
+}
+
+fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Result<Report, Error> {
+    let o = ctx.options;
+    let m = ctx.metrics.len();
+    let has_base = ctx.base.is_some();
+    // Intervals: every (metric, slice) is independent; run them in parallel.
+    let mut tasks: Vec<Task> = Vec::new();
+    if has_base {
+        for k in 0..m {
+            tasks.push((k, None));
+            for s in 0..agg.slices.len() {
+                tasks.push((k, Some(s)));
+            }
+        }
+    }
+    let intervals: HashMap<Task, Option<(f64, f64)>> = tasks
+        .par_iter()
+        .map(|&(k, s)| {
+            let p = match s {
+                None => &agg.paired[k],
+                Some(s) => &agg.slices[s].paired[k],
+            };
+            let seed = bootstrap::stream_seed(
+                o.seed,
+                &ctx.metrics[k],
+                s.map(|s| agg.slicer.names[s].as_str()),
+            );
+            let ci = p
+                .mean_diff()
+                .and_then(|d| bootstrap::interval(&p.diff.bins(), d, seed, o.replicates));
+            ((k, s), ci)
+        })
+        .collect();
+    // Rows to show, then their texts.
+    let mut wanted = Wanted::default();
+    let lowest: Vec<Vec<LowEntry>> = agg.lowest.into_iter().map(|l| l.into_sorted()).collect();
+    let down: Vec<Vec<FlipEntry>> = agg.down.into_iter().map(|l| l.into_sorted()).collect();
+    let up: Vec<Vec<FlipEntry>> = agg.up.into_iter().map(|l| l.into_sorted()).collect();
+    for e in lowest.iter().flatten() {
+        wanted.cur.push(e.1);
+    }
+    for e in down.iter().chain(up.iter()).flatten() {
+        wanted.cur.push(e.1);
+        wanted.base.push(e.2);
+    }
+    wanted.cur.extend(&agg.only_cur_examples);
+    wanted.base.extend(&agg.only_base_examples);
+    let fetched = texts::fetch(o, ctx.cur, ctx.base, &wanted)?;
+    let view = |row: u64, value: f32, base: Option<(u64, f32)>| -> RowView {
+        let t = fetched.cur.get(&row).cloned().unwrap_or_default();
+        let b = base.and_then(|(r, _)| fetched.base.get(&r).cloned());
+        RowView {
+            row,
+            id: t.id,
+            value: value as f64,
+            baseline_value: base.map(|(_, v)| v as f64),
+            input: t.input,
+            reference: t.reference,
+            output: t.output,
+            baseline_output: b.as_ref().and_then(|b| b.output.clone()),
+            reason: t.reason,
+            baseline_reason: b.and_then(|b| b.reason),
+        }
+    };
+    let flips = |entries: &[FlipEntry]| -> Vec<RowView> {
+        entries
+            .iter()
+            .map(|e| view(e.1, f32::from_bits(e.3), Some((e.2, f32::from_bits(e.4)))))
+            .collect()
+    };
+    let mut metrics = Vec::with_capacity(m);
+    for k in 0..m {
+        let name = &ctx.metrics[k];
+        let t = agg.thresholds[k];
+        let range = if has_base {
+            chart_hist(&[&agg.cur_hist[k], &agg.base_hist[k]])
+        } else {
+            chart_hist(&[&agg.cur_hist[k]])
+        };
+        let change = has_base.then(|| {
+            let p = &agg.paired[k];
+            let ci = intervals.get(&(k, None)).copied().flatten();
+            let (lo, hi) = (ci.map(|c| c.0), ci.map(|c| c.1));
+            let v = verdict(lo, hi);
+            let pr =
+                |passed: u64| (t.is_some() && p.pairs > 0).then(|| passed as f64 / p.pairs as f64);
+            Change {
+                pairs: p.pairs,
+                mean_baseline: (p.pairs > 0).then(|| p.sum_base / p.pairs as f64),
+                mean_result: (p.pairs > 0).then(|| p.sum_cur / p.pairs as f64),
+                diff: p.mean_diff(),
+                ci_low: lo,
+                ci_high: hi,
+                verdict: v,
+                line: line(name, p.mean_diff(), lo, hi, v),
+                pass_rate_baseline: pr(p.pass_base),
+                pass_rate_result: pr(p.pass_cur),
+                pass_to_fail: p.pass_to_fail,
+                fail_to_pass: p.fail_to_pass,
+                pass_to_fail_rows: flips(&down[k]),
+                fail_to_pass_rows: flips(&up[k]),
+            }
+        });
+        metrics.push(MetricReport {
+            name: name.clone(),
+            threshold: t,
+            result: distribution(&agg.cur[k], &agg.cur_hist[k], t, range),
+            baseline: has_base.then(|| distribution(&agg.base[k], &agg.base_hist[k], t, range)),
+            lowest: lowest[k]
+                .iter()
+                .map(|e| view(e.1, crate::agg::unsortable(e.0), None))
+                .collect(),
+            change,
+        });
+    }
+    let slices = ctx.slices.as_ref().map(|src| {
+        let (column, source) = match src {
+            SliceSource::Result(c) => (c.clone(), "result"),
+            SliceSource::Input(_, _, c) => (c.clone(), "input"),
+        };
+        let per_metric = (0..m)
+            .map(|k| {
+                let t = agg.thresholds[k];
+                let mut rows: Vec<SliceRow> = agg
+                    .slices
+                    .iter()
+                    .enumerate()
+                    .map(|(s, acc)| {
+                        let c = &acc.cur[k];
+                        let change = has_base.then(|| {
+                            let p = &acc.paired[k];
+                            let ci = intervals.get(&(k, Some(s))).copied().flatten();
+                            let (lo, hi) = (ci.map(|c| c.0), ci.map(|c| c.1));
+                            SliceChange {
+                                pairs: p.pairs,
+                                mean_baseline: (p.pairs > 0).then(|| p.sum_base / p.pairs as f64),
+                                mean_result: (p.pairs > 0).then(|| p.sum_cur / p.pairs as f64),
+                                diff: p.mean_diff(),
+                                ci_low: lo,
+                                ci_high: hi,
+                                verdict: verdict(lo, hi),
+                                pass_to_fail: p.pass_to_fail,
+                                fail_to_pass: p.fail_to_pass,
+                            }
+                        });
+                        SliceRow {
+                            slice: agg.slicer.names[s].clone(),
+                            rows: acc.rows,
+                            count: c.count,
+                            mean: c.mean(),
+                            pass_rate: c.pass_rate(t),
+                            change,
+                        }
+                    })
+                    .collect();
+                if has_base {
+                    let key = |r: &SliceRow| {
+                        r.change
+                            .as_ref()
+                            .and_then(|c| c.diff)
+                            .map_or(-1.0, f64::abs)
+                    };
+                    rows.sort_by(|a, b| key(b).total_cmp(&key(a)).then(a.slice.cmp(&b.slice)));
+                } else {
+                    let key = |r: &SliceRow| r.mean.unwrap_or(f64::INFINITY);
+                    rows.sort_by(|a, b| key(a).total_cmp(&key(b)).then(a.slice.cmp(&b.slice)));
+                }
+                SliceMetric {
+                    name: ctx.metrics[k].clone(),
+                    slices: rows,
+                }
+            })
+            .collect();
+        Slices {
+            column,
+            source,
+            count: agg.slicer.names.len(),
+            metrics: per_metric,
+        }
+    });
+    let status_map = |counts: &[u64]| -> BTreeMap<String, u64> {
+        agg.status_names
+            .iter()
+            .zip(counts)
+            .filter(|(_, c)| **c > 0)
+            .map(|(n, c)| (n.clone(), *c))
+            .collect()
+    };
+    let name_of = |s: u8| {
+        agg.status_names
+            .get(s as usize)
+            .cloned()
+            .unwrap_or_else(|| "(unknown)".into())
+    };
+    let join = method.map(|method| {
+        let mut changes: Vec<StatusChange> = agg
+            .status_changes
+            .iter()
+            .map(|((f, t), rows)| StatusChange {
+                from: name_of(*f),
+                to: name_of(*t),
+                rows: *rows,
+            })
+            .collect();
+        changes.sort_by(|a, b| (&a.from, &a.to).cmp(&(&b.from, &b.to)));
+        let ids = |rows: &[u64], map: &HashMap<u64, texts::RowTexts>| {
+            rows.iter()
+                .map(|r| map.get(r).map(|t| t.id.clone()).unwrap_or_default())
+                .collect()
+        };
+        Join {
+            method,
+            rows_matched: agg.matched,
+            only_in_result: agg.only_cur,
+            only_in_baseline: agg.only_base,
+            only_in_result_examples: ids(&agg.only_cur_examples, &fetched.cur),
+            only_in_baseline_examples: ids(&agg.only_base_examples, &fetched.base),
+            duplicate_baseline_ids: agg.duplicates,
+            status_changes: changes,
+        }
+    });
+    let judge =
+        (!ctx.cur.judge_cols.is_empty() || !ctx.cur.source_cols.is_empty()).then(|| Judge {
+            rows_requested: agg.judge.requested,
+            rows_judged: agg.judge.judged,
+            prompt_tokens: agg.judge.sums[0],
+            completion_tokens: agg.judge.sums[1],
+            call_seconds: agg.judge.sums[2] as f64 / 1000.0,
+            sources: agg.judge.sources.clone(),
+            summary: texts::summary_judge(&o.result),
+        });
+    let gates = gate_results(o, &metrics);
+    Ok(Report {
+        refscore_version: env!("CARGO_PKG_VERSION"),
+        result: RunSummary {
+            path: o.result.clone(),
+            rows: agg.rows,
+            statuses: status_map(&agg.statuses),
+            errors: sorted_errors(agg.errors),
+        },
+        baseline: ctx.base.map(|b| RunSummary {
+            path: b.shown.clone(),
+            rows: agg.base_rows,
+            statuses: status_map(&agg.base_statuses),
+            errors: sorted_errors(agg.base_errors.clone()),
+        }),
+        join,
+        metrics,
+        slices,
+        judge,
+        bootstrap: has_base.then_some(Method {
+            description: bootstrap::DESCRIPTION,
+            replicates: o.replicates,
+            seed: o.seed,
+            confidence: 0.95,
+            bin_width: BIN,
+        }),
+        gates,
+        texts_from: fetched.from,
+    })
+}
+
+fn gate_results(o: &Options, metrics: &[MetricReport]) -> Vec<GateResult> {
+    let mut out = Vec::new();
+    for g in &o.gates {
+        for m in metrics
+            .iter()
+            .filter(|m| g.metric == "all" || g.metric == m.name)
+        {
+            let Some(c) = &m.change else { continue };
+            let failed = c.ci_high.is_some_and(|h| h < -g.delta);
+            let line = if failed {
+                format!(
+                    "{}: regression: the interval lies wholly below −{}",
+                    c.line, g.delta
+                )
+            } else {
+                format!("{}: within −{}", c.line, g.delta)
+            };
+            out.push(GateResult {
+                metric: m.name.clone(),
+                delta: g.delta,
+                failed,
+                line,
+            });
+        }
+    }
+    out
+}

@@ -1,0 +1,227 @@
+//! `refscore report` through the real binary: a report of a real `score`
+//! result, and bad input — runs that cannot be compared, files that are
+//! not results, bad flags — each a one-line message with the documented
+//! exit code and no file written.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Float32Array, Int64Array};
+use common::*;
+
+fn f32s_col(v: &[Option<f32>]) -> ArrayRef {
+    Arc::new(Float32Array::from(v.to_vec()))
+}
+
+/// A result file as `score --metrics exact_match,token_f1` writes it.
+fn result(dir: &Path, name: &str, ids: ArrayRef, metrics: &[&str]) -> PathBuf {
+    let n = ids.len();
+    let mut cols: Vec<(&str, ArrayRef)> = vec![("id", ids)];
+    for m in metrics {
+        cols.push((m, f32s_col(&vec![Some(0.5); n])));
+    }
+    cols.push(("status", s(&vec!["ok"; n])));
+    cols.push(("error", strs(&vec![None; n])));
+    let p = dir.join(name);
+    write_parquet(&p, cols);
+    p
+}
+
+fn int_ids(v: &[i64]) -> ArrayRef {
+    Arc::new(Int64Array::from(v.to_vec()))
+}
+
+/// Runs a failing report and checks the exit code, that the message is one
+/// line holding every needle, and that no file was written.
+fn check(dir: &Path, args: &[&str], code: i32, needles: &[&str]) {
+    let before = listing(dir);
+    let html = dir.join("report.html");
+    let json = dir.join("report.json");
+    let mut all = vec!["report"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-o", html.to_str().unwrap()]);
+    all.extend_from_slice(&["--json", json.to_str().unwrap()]);
+    let err = fails(&refscore(&all), code);
+    for n in needles {
+        assert!(err.contains(n), "stderr lacks {n:?}: {err}");
+    }
+    assert_eq!(err.trim_end().lines().count(), 1, "one-line message: {err}");
+    assert_eq!(listing(dir), before, "nothing written");
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+#[test]
+fn a_baseline_with_other_metrics_is_bad_input() {
+    let d = tempfile::tempdir().unwrap();
+    let cur = result(
+        d.path(),
+        "cur.parquet",
+        int_ids(&[1, 2]),
+        &["exact_match", "token_f1"],
+    );
+    let base = result(
+        d.path(),
+        "base.parquet",
+        int_ids(&[1, 2]),
+        &["exact_match", "cosine"],
+    );
+    check(
+        d.path(),
+        &[p(&cur), "--baseline", p(&base)],
+        65,
+        &[
+            "different metrics",
+            "only the result has token_f1",
+            "only the baseline has cosine",
+        ],
+    );
+}
+
+#[test]
+fn ids_of_another_type_are_bad_input() {
+    let d = tempfile::tempdir().unwrap();
+    let cur = result(d.path(), "cur.parquet", int_ids(&[1, 2]), &["token_f1"]);
+    let base = result(d.path(), "base.parquet", s(&["1", "2"]), &["token_f1"]);
+    check(
+        d.path(),
+        &[p(&cur), "--baseline", p(&base)],
+        65,
+        &["base.parquet", "'id' has type Utf8", "Int64", "same kind"],
+    );
+}
+
+#[test]
+fn runs_without_a_common_id_are_bad_input() {
+    let d = tempfile::tempdir().unwrap();
+    let cur = result(d.path(), "cur.parquet", int_ids(&[1, 2, 3]), &["token_f1"]);
+    let base = result(d.path(), "base.parquet", int_ids(&[7, 8]), &["token_f1"]);
+    check(
+        d.path(),
+        &[p(&cur), "--baseline", p(&base)],
+        65,
+        &["no id is in both runs"],
+    );
+}
+
+#[test]
+fn files_that_are_not_results() {
+    let d = tempfile::tempdir().unwrap();
+    check(
+        d.path(),
+        &[p(&example())],
+        65,
+        &["qa.parquet", "not a refscore result file"],
+    );
+    let text = d.path().join("notes.parquet");
+    std::fs::write(&text, "id,token_f1\n").unwrap();
+    check(d.path(), &[p(&text)], 65, &["not a Parquet file"]);
+    std::fs::remove_file(&text).unwrap();
+    check(
+        d.path(),
+        &[p(&d.path().join("missing.parquet"))],
+        74,
+        &["missing.parquet", "no such file"],
+    );
+}
+
+#[test]
+fn bad_flags() {
+    let d = tempfile::tempdir().unwrap();
+    let cur = result(d.path(), "cur.parquet", int_ids(&[1, 2]), &["token_f1"]);
+    check(
+        d.path(),
+        &[p(&cur), "--fail-on-regression", "token_f1"],
+        64,
+        &["needs --baseline"],
+    );
+    check(
+        d.path(),
+        &[
+            p(&cur),
+            "--baseline",
+            p(&cur),
+            "--fail-on-regression",
+            "cosine=0.1",
+        ],
+        78,
+        &["no metric 'cosine'"],
+    );
+    check(
+        d.path(),
+        &[
+            p(&cur),
+            "--baseline",
+            p(&cur),
+            "--fail-on-regression",
+            "token_f1=-1",
+        ],
+        64,
+        &[">= 0"],
+    );
+    check(
+        d.path(),
+        &[p(&cur), "--by", "category"],
+        78,
+        &["no column 'category'", "--keep category"],
+    );
+    let err = fails(&refscore(&["report", p(&cur)]), 64);
+    assert!(err.contains("nothing to write"), "{err}");
+}
+
+#[test]
+fn a_real_score_result_reports_and_gates() {
+    let d = tempfile::tempdir().unwrap();
+    let scored = d.path().join("scores.parquet");
+    ok(&score(
+        &example(),
+        &scored,
+        &["--metrics", "lexical", "--keep", "category,question"],
+    ));
+    let html = d.path().join("r.html");
+    let json = d.path().join("r.json");
+    let out = ok(&refscore(&[
+        "report",
+        p(&scored),
+        "--baseline",
+        p(&scored),
+        "--by",
+        "category",
+        "--fail-on-regression",
+        "all",
+        "-o",
+        p(&html),
+        "--json",
+        p(&json),
+    ]));
+    assert!(
+        out.contains("token_f1 +0.0000 [+0.0000, +0.0000]: no clear change"),
+        "{out}"
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<svg") && !page.to_lowercase().contains("<script"));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let summary = summary(&scored);
+    assert_eq!(r["result"]["rows"], summary["rows"]);
+    for (m, s) in r["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(summary["metrics"].as_array().unwrap())
+    {
+        assert_eq!(m["name"], s["name"]);
+        let (a, b) = (
+            m["result"]["mean"].as_f64().unwrap(),
+            s["mean"].as_f64().unwrap(),
+        );
+        assert!((a - b).abs() < 1e-9, "{}: {a} vs {b}", m["name"]);
+        assert_eq!(m["result"]["pass_rate"], s["pass_rate"]);
+    }
+    assert_eq!(r["texts_from"], "result");
+    assert_eq!(r["join"]["method"], "aligned");
+}

@@ -6,6 +6,7 @@
 #
 #   scripts/build-wheel.sh [OUTDIR]      # default OUTDIR: $CARGO_TARGET_DIR/wheels
 #   PYTHON=/path/to/venv/bin/python scripts/build-wheel.sh   # the interpreter to build for
+#   REFSCORE_CUDA=1 scripts/build-wheel.sh                   # with the CUDA encoder
 #   pip install "$(scripts/build-wheel.sh)"
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,7 +19,10 @@ maturin_version=1.16.0
 if ! "$python" -m maturin --version 2>/dev/null | grep -q " $maturin_version\$"; then
   "$python" -m pip install --quiet --disable-pip-version-check "maturin==$maturin_version" >&2
 fi
+features=()
+# REFSCORE_CUDA=1: the encoder can run on CUDA GPUs (needs the CUDA toolkit).
+if [ "${REFSCORE_CUDA:-0}" = 1 ]; then features=(--features cuda); fi
 rm -f "$out"/refscore-*.whl
 CARGO_TARGET_DIR="$target_dir" "$python" -m maturin build --release --locked \
-  -m crates/python/Cargo.toml -i "$python" -o "$out" >&2
+  -m crates/python/Cargo.toml -i "$python" -o "$out" "${features[@]}" >&2
 ls "$out"/refscore-*.whl

@@ -23,7 +23,7 @@ use clap::Parser;
 pub use refscore_batch::{Error, ErrorClass};
 
 use crate::args::{Cli, Command};
-pub use crate::scorer::{score_parquet, Scorer};
+pub use crate::scorer::{plan, score_parquet, Scorer};
 
 /// The documented exit code of an error class (README, `--help`).
 pub fn exit_code(class: ErrorClass) -> u8 {

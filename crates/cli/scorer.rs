@@ -88,6 +88,21 @@ fn panic_error(panic: Box<dyn std::any::Any + Send>) -> Error {
     Error::internal(format!("internal error: {what}"))
 }
 
+/// What a scorer with these `score` flags would do with data of `schema`,
+/// without loading anything: every option and the column mapping are
+/// checked (with the CLI's messages), and the rows per batch and the id
+/// column (if the data has one) are returned.
+pub fn plan(flags: &[String], schema: &Schema) -> Result<(usize, Option<String>), Error> {
+    let argv: Vec<String> = [DATA_NAME, "-o", "-"]
+        .into_iter()
+        .map(String::from)
+        .chain(flags.iter().cloned())
+        .collect();
+    let settings = parse(&argv)?;
+    let layout = Layout::new(schema, &score::read_options(&settings), Path::new(DATA_NAME))?;
+    Ok((settings.batch_size, layout.columns().id.clone()))
+}
+
 /// The metric stages of a `score` run, loaded once (the model, the judge
 /// client) and used for any number of in-memory datasets.
 pub struct Scorer {
@@ -146,7 +161,8 @@ impl Scorer {
             schema,
             &score::read_options(&self.settings),
             Path::new(DATA_NAME),
-        )?;
+        )?
+        .plain_strings();
         self.schema_for(&layout)
     }
 
@@ -177,7 +193,8 @@ impl Scorer {
         batches: &[RecordBatch],
     ) -> Result<(SchemaRef, Vec<RecordBatch>), Error> {
         let source = Path::new(DATA_NAME);
-        let layout = Layout::new(schema, &score::read_options(&self.settings), source)?;
+        let layout =
+            Layout::new(schema, &score::read_options(&self.settings), source)?.plain_strings();
         let out_schema = self.schema_for(&layout)?;
         // Only the columns the run reads, cut into the CLI's batches.
         let needed: Vec<usize> = layout

@@ -38,6 +38,19 @@ fn score_parquet(py: Python<'_>, flags: Vec<String>) -> PyResult<String> {
         .map_err(|e| to_py(py, e))
 }
 
+/// Checks flags and the column mapping against a schema (anything with
+/// `__arrow_c_schema__`) without loading a model; returns (rows per batch,
+/// id column or None).
+#[pyfunction]
+fn plan(
+    py: Python<'_>,
+    flags: Vec<String>,
+    schema: &Bound<'_, PyAny>,
+) -> PyResult<(usize, Option<String>)> {
+    let schema = arrow::datatypes::Schema::from_pyarrow_bound(schema)?;
+    refscore::plan(&flags, &schema).map_err(|e| to_py(py, e))
+}
+
 /// The metric stages, loaded once, for any number of in-memory datasets.
 #[pyclass(module = "refscore._native")]
 struct Scorer {
@@ -83,6 +96,7 @@ impl Scorer {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(main, m)?)?;
     m.add_function(wrap_pyfunction!(score_parquet, m)?)?;
+    m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_class::<Scorer>()?;
     Ok(())
 }

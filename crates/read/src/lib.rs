@@ -171,6 +171,22 @@ impl Layout {
         &self.columns
     }
 
+    /// Gives the passed-through columns (id, `--keep`) of a string kind
+    /// (`LargeUtf8`, `Utf8View`) the type refscore reads such a column with
+    /// from a Parquet file, `Utf8`, so in-memory data (Polars hands over
+    /// views) gets the output types a file of the same rows gets.
+    pub fn plain_strings(mut self) -> Layout {
+        let plain = |f: &mut Field| {
+            if matches!(f.data_type(), DataType::LargeUtf8 | DataType::Utf8View) {
+                *f = f.clone().with_data_type(DataType::Utf8);
+            }
+        };
+        plain(&mut self.id_field);
+        self.keep_fields.iter_mut().for_each(plain);
+        self
+    }
+
+
     /// The `id` column's field as it will appear in the output: the input's
     /// id type renamed to `id`, or UInt64 row ordinals.
     pub fn id_field(&self) -> Field {

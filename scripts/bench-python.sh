@@ -7,7 +7,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
-venv="${REFSCORE_BENCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/refscore/venv-bench}"
+venv="${REFSCORE_BENCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/refscore/venv-bench-python}"
 scripts/fetch-model.sh
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/python/requirements.txt

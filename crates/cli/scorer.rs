@@ -99,7 +99,11 @@ pub fn plan(flags: &[String], schema: &Schema) -> Result<(usize, Option<String>)
         .chain(flags.iter().cloned())
         .collect();
     let settings = parse(&argv)?;
-    let layout = Layout::new(schema, &score::read_options(&settings), Path::new(DATA_NAME))?;
+    let layout = Layout::new(
+        schema,
+        &score::read_options(&settings),
+        Path::new(DATA_NAME),
+    )?;
     Ok((settings.batch_size, layout.columns().id.clone()))
 }
 

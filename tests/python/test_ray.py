@@ -86,7 +86,7 @@ def test_ray_dataset_and_module_equal_cli(cluster, tmp_path):
     want = cli_by_id(tmp_path, data, *flags)
 
     ds = refscore.ray.score(ray.data.read_parquet(str(data)), workers=2, metrics=["lexical"], input_col="question")
-    got = by_id(ds.to_arrow_refs and pa.concat_tables(ray.get(ds.to_arrow_refs())))
+    got = by_id(pa.concat_tables(ray.get(ds.to_arrow_refs())))
     assert got == want
 
     out = tmp_path / "out"

@@ -186,7 +186,6 @@ impl Layout {
         self
     }
 
-
     /// The `id` column's field as it will appear in the output: the input's
     /// id type renamed to `id`, or UInt64 row ordinals.
     pub fn id_field(&self) -> Field {

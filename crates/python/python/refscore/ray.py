@@ -106,8 +106,9 @@ class _ShardJob:
         done = []
         for k in batch.column("shard").to_pylist():
             out = _part_path(self.outdir, k, self.shards)
-            args = [self.input, "-o", out, "--shard", f"{k}/{self.shards}", "--resume", "--quiet",
-                    "--threads", str(self.threads), *self.flags]
+            args = [self.input, "-o", out, "--shard", f"{k}/{self.shards}", "--resume", "--quiet", *self.flags]
+            if "--threads" not in self.flags:
+                args += ["--threads", str(self.threads)]
             summary = json.loads(_native.score_parquet(args))
             done.append(summary.get("rows", 0))
         return pa.table({"shard": batch.column("shard"), "rows": pa.array(done, pa.int64())})
@@ -182,7 +183,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--shards", type=int, help="parts to cut the input into [--workers]; fixed by the first run")
     parser.add_argument("--address", help="Ray cluster to join [RAY_ADDRESS, else a local cluster]")
     args, flags = parser.parse_known_args(argv)
-    ray.init(address=args.address, log_to_driver=False, include_dashboard=False)
+    ray.init(address=args.address, log_to_driver=False)
     try:
         summary = run(args.input, args.output, workers=args.workers, flags=flags, shards=args.shards,
                       cpus_per_worker=args.cpus_per_worker, gpus_per_worker=args.gpus_per_worker)

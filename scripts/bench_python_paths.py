@@ -35,7 +35,7 @@ def make(path: Path, copies: int):
             "output": pc.binary_join_element_wise(base["output"], tag, ""),
         }))
     table = pa.concat_tables(parts)
-    pq.write_table(table, path, row_group_size=4096)
+    pq.write_table(table, path, row_group_size=512)
     return table.num_rows
 
 
@@ -68,7 +68,7 @@ def main():
                                             "--overwrite", *flags], check=True))
         scorer = refscore.Scorer(**options)  # model loaded once, outside the timing
         py = timed(lambda: scorer.score(pq.read_table(data)))
-        ds_time = timed(lambda: refscore.ray.score(ray.data.read_parquet(str(data)), workers=2, **options)
+        ds_time = timed(lambda: refscore.ray.score(ray.data.read_parquet(str(data), override_num_blocks=8), workers=2, **options)
                         .materialize())
         outdir = tmp / f"ray-{name.replace(' ', '')}"
         shard_time = timed(lambda: refscore.ray.run(str(data), str(outdir), workers=2, flags=flags))

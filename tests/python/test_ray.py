@@ -114,7 +114,8 @@ def shard_workers():
                 cmd = (proc / "cmdline").read_bytes()
             except OSError:
                 continue
-            if cmd.startswith(b"ray::_ShardJob"):
+            # Ray Data runs the class inside its own actor: "ray::MapWorker(MapBatches(_ShardJob))".
+            if cmd.startswith(b"ray::") and b"_ShardJob" in cmd:
                 pids.append(int(proc.name))
     return pids
 

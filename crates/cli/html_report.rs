@@ -32,18 +32,7 @@ pub fn run(args: ReportArgs) -> Result<bool, Error> {
         .map(|(k, v)| (k.to_string(), *v))
         .collect();
     for t in &args.threshold {
-        let (k, v) = t
-            .split_once('=')
-            .ok_or_else(|| Error::usage(format!("--threshold {t}: expected METRIC=VALUE")))?;
-        metrics::check_known(k)?;
-        let v: f64 = v
-            .parse()
-            .ok()
-            .filter(|v: &f64| v.is_finite())
-            .ok_or_else(|| {
-                Error::usage(format!("--threshold {t}: '{v}' is not a finite number"))
-            })?;
-        thresholds.push((k.to_string(), v));
+        thresholds.push(metrics::parse_threshold(t)?);
     }
     let gates = args
         .fail_on_regression

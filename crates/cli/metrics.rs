@@ -36,6 +36,21 @@ pub const DEFAULT_THRESHOLDS: &[(&str, f64)] = &[
     ("fact_similarity", 0.5),
 ];
 
+/// Reads one `--threshold METRIC=VALUE` (`score` and `report` take the same
+/// flag): a known metric and a finite number.
+pub fn parse_threshold(t: &str) -> Result<(String, f64), Error> {
+    let (k, v) = t
+        .split_once('=')
+        .ok_or_else(|| Error::usage(format!("--threshold {t}: expected METRIC=VALUE")))?;
+    check_known(k)?;
+    let v: f64 = v
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite())
+        .ok_or_else(|| Error::usage(format!("--threshold {t}: '{v}' is not a finite number")))?;
+    Ok((k.to_string(), v))
+}
+
 const GROUPS: &[&str] = &["all", "lexical", "embedding", "bertscore", "judge"];
 
 fn all_names() -> Vec<&'static str> {

@@ -31,26 +31,14 @@ pub enum Outcome {
 /// its summary JSON are in place.
 pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     let start = Instant::now();
-    let options = ReadOptions {
-        mapping: settings.mapping.clone(),
-        keep: settings.keep.clone(),
-        batch_size: settings.batch_size,
-        row_filter: settings.judge_where.clone(),
-    };
-    let dataset = Dataset::open(&settings.input, &options)?;
+    let dataset = Dataset::open(&settings.input, &read_options(settings))?;
     let endpoint = judge_endpoint(settings)?;
     if let (Some(_), Some(column)) = (&endpoint, &settings.judge_where) {
         check_judge_where(&dataset, column)?;
     }
     let model = resolve_embedding(settings)?;
     let judge_url = endpoint.as_ref().map(Endpoint::display_url);
-    let mut metric_fields = refscore_lexical::fields(settings.metrics.lexical);
-    if model.is_some() {
-        metric_fields.extend(refscore_embed::fields(settings.metrics.embedding));
-    }
-    if endpoint.is_some() {
-        metric_fields.extend(refscore_judge::fields(settings.metrics.judge));
-    }
+    let metric_fields = metric_fields(settings, model.is_some(), endpoint.is_some());
     let schema = result_schema(dataset.id_field(), &metric_fields, dataset.keep_fields())?;
     let spec = JobSpec {
         output: settings.output.clone(),
@@ -74,7 +62,17 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         let embed = match (&model, to_do > 0) {
             (Some(_), true) => {
                 let mut stage = load_embedding(settings)?;
-                prepare_embedding(&mut stage, &dataset, settings)?;
+                prepare_embedding(
+                    &mut stage,
+                    settings,
+                    &settings.input,
+                    || {
+                        Ok(dataset
+                            .text_column(Role::Reference)?
+                            .expect("reference column is always mapped"))
+                    },
+                    || refscore_job::fit::mismatched_pairs(&dataset, 1000),
+                )?;
                 Some(stages::Embedding(stage))
             }
             _ => None,
@@ -172,20 +170,61 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     Ok(Outcome::Scored(summary))
 }
 
+/// How the input is read: the column mapping, `--keep`, batch size and the
+/// `--judge-where` column.
+pub(crate) fn read_options(settings: &Settings) -> ReadOptions {
+    ReadOptions {
+        mapping: settings.mapping.clone(),
+        keep: settings.keep.clone(),
+        batch_size: settings.batch_size,
+        row_filter: settings.judge_where.clone(),
+    }
+}
+
+/// The metric columns of the result, in order, for the stages that run.
+pub(crate) fn metric_fields(
+    settings: &Settings,
+    embedding: bool,
+    judge: bool,
+) -> Vec<arrow::datatypes::Field> {
+    let mut fields = refscore_lexical::fields(settings.metrics.lexical);
+    if embedding {
+        fields.extend(refscore_embed::fields(settings.metrics.embedding));
+    }
+    if judge {
+        fields.extend(refscore_judge::fields(settings.metrics.judge));
+    }
+    fields
+}
+
 /// Reads every value of the `--judge-where` column before the first paid
 /// call, so a bad value in the last row cannot end a run that already paid.
 fn check_judge_where(dataset: &Dataset, column: &str) -> Result<(), Error> {
     for batch in dataset.row_filter_column().into_iter().flatten() {
         let batch = batch?;
-        refscore_judge::check_requests(&batch.array, &|i| {
-            format!(
-                "{}: column '{column}', row {}",
-                batch.source.display(),
-                batch.first_row_in_source + i as u64
-            )
-        })?;
+        check_row_filter(
+            &batch.array,
+            &batch.source.display().to_string(),
+            batch.first_row_in_source,
+            column,
+        )?;
     }
     Ok(())
+}
+
+/// Checks one batch of `--judge-where` values (see [`check_judge_where`]).
+pub(crate) fn check_row_filter(
+    array: &arrow::array::ArrayRef,
+    source: &str,
+    first_row_in_source: u64,
+    column: &str,
+) -> Result<(), Error> {
+    refscore_judge::check_requests(array, &|i| {
+        format!(
+            "{source}: column '{column}', row {}",
+            first_row_in_source + i as u64
+        )
+    })
 }
 
 /// Everything that changes a result value, for the run's fingerprint: a
@@ -245,7 +284,9 @@ fn fingerprint(
 /// The embedding model when embedding metrics are wanted. When the user
 /// asked for none by name (and named no model) and none is found, the run
 /// goes on without them, with a warning.
-fn resolve_embedding(settings: &Settings) -> Result<Option<refscore_embed::ModelFiles>, Error> {
+pub(crate) fn resolve_embedding(
+    settings: &Settings,
+) -> Result<Option<refscore_embed::ModelFiles>, Error> {
     let plan = &settings.metrics;
     if !plan.wants_embedding() {
         return Ok(None);
@@ -274,7 +315,7 @@ fn resolve_embedding(settings: &Settings) -> Result<Option<refscore_embed::Model
     }
 }
 
-fn load_embedding(settings: &Settings) -> Result<EmbeddingStage, Error> {
+pub(crate) fn load_embedding(settings: &Settings) -> Result<EmbeddingStage, Error> {
     let options = EmbedOptions {
         model: settings.embed.model.clone(),
         device: refscore_embed::parse_device(&settings.embed.device)?,
@@ -289,7 +330,7 @@ fn load_embedding(settings: &Settings) -> Result<EmbeddingStage, Error> {
 }
 
 /// The judge endpoint when judge metrics are wanted.
-fn judge_endpoint(settings: &Settings) -> Result<Option<Endpoint>, Error> {
+pub(crate) fn judge_endpoint(settings: &Settings) -> Result<Option<Endpoint>, Error> {
     let (Some(j), true) = (&settings.judge, settings.metrics.wants_judge()) else {
         return Ok(None);
     };
@@ -312,6 +353,15 @@ fn load_judge(
     endpoint: Endpoint,
     journal: PathBuf,
 ) -> Result<JudgeStage, Error> {
+    let mut stage = new_judge(settings, endpoint)?;
+    // Answers paid for in this job, kept with its progress: a part scored
+    // again after a crash or a judge failure never pays twice.
+    stage.set_journal_dir(journal)?;
+    Ok(stage)
+}
+
+/// The judge stage for `endpoint` with the run's metrics, band and cache.
+pub(crate) fn new_judge(settings: &Settings, endpoint: Endpoint) -> Result<JudgeStage, Error> {
     let j = settings
         .judge
         .as_ref()
@@ -321,7 +371,7 @@ fn load_judge(
         .iter()
         .find(|(m, _)| m == "similarity")
         .map_or(0.7, |(_, t)| *t as f32);
-    let mut stage = JudgeStage::new(JudgeOptions {
+    JudgeStage::new(JudgeOptions {
         endpoint,
         selection: settings.metrics.judge,
         band: j.band,
@@ -329,34 +379,32 @@ fn load_judge(
         reasons: j.reasons,
         threshold: j.threshold,
         similarity_pass,
-    })?;
-    // Answers paid for in this job, kept with its progress: a part scored
-    // again after a crash or a judge failure never pays twice.
-    stage.set_journal_dir(journal)?;
-    Ok(stage)
+    })
 }
 
 /// The passes some embedding settings need before scoring: IDF over the
-/// references, and an automatic rescaling baseline.
-fn prepare_embedding(
+/// input's references, and an automatic rescaling baseline from mismatched
+/// pairs of its rows. `input` names the input in messages.
+pub(crate) fn prepare_embedding<R>(
     stage: &mut EmbeddingStage,
-    dataset: &Dataset,
     settings: &Settings,
-) -> Result<(), Error> {
+    input: &str,
+    references: impl FnOnce() -> Result<R, Error>,
+    pairs: impl FnOnce() -> Result<Vec<(String, String)>, Error>,
+) -> Result<(), Error>
+where
+    R: Iterator<Item = Result<refscore_batch::TextColumn, Error>>,
+{
     if settings.embed.idf {
-        let refs = dataset
-            .text_column(Role::Reference)?
-            .expect("reference column is always mapped");
-        stage.fit_idf(refs)?;
+        stage.fit_idf(references()?)?;
     }
     match settings.embed.rescale {
         Some(Rescale::Given(b)) => stage.set_baseline(b),
         Some(Rescale::Auto) => {
-            let pairs = refscore_job::fit::mismatched_pairs(dataset, 1000)?;
+            let pairs = pairs()?;
             if pairs.len() < 2 {
                 return Err(Error::bad_input(format!(
-                    "{}: --rescale-baseline auto needs at least 2 scorable rows with different texts",
-                    settings.input
+                    "{input}: --rescale-baseline auto needs at least 2 scorable rows with different texts"
                 )));
             }
             let b = stage.fit_baseline(&pairs)?;
@@ -367,7 +415,7 @@ fn prepare_embedding(
     Ok(())
 }
 
-fn embedding_report(stage: &EmbeddingStage) -> serde_json::Value {
+pub(crate) fn embedding_report(stage: &EmbeddingStage) -> serde_json::Value {
     let r = stage.report();
     let files = stage.model_files();
     let forward = r.forward.as_secs_f64();

@@ -225,18 +225,8 @@ impl Settings {
             thresholds.insert(k, v);
         }
         for t in &args.threshold {
-            let (k, v) = t
-                .split_once('=')
-                .ok_or_else(|| Error::usage(format!("--threshold {t}: expected METRIC=VALUE")))?;
-            metrics::check_known(k)?;
-            let v: f64 = v
-                .parse()
-                .ok()
-                .filter(|v: &f64| v.is_finite())
-                .ok_or_else(|| {
-                    Error::usage(format!("--threshold {t}: '{v}' is not a finite number"))
-                })?;
-            thresholds.insert(k.to_string(), v);
+            let (k, v) = metrics::parse_threshold(t)?;
+            thresholds.insert(k, v);
         }
         // Judged rows take seconds each: smaller batches keep progress and
         // the rows at risk in a crash small.

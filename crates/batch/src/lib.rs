@@ -242,6 +242,21 @@ pub trait Stage: Send {
     fn score(&mut self, batch: &RowBatch, earlier: &ScoreColumns) -> Result<ScoreColumns, Error>;
 }
 
+/// Runs `stages` in order over one batch, each seeing the columns of the
+/// ones before it: the one way every caller (a job over files, a scorer over
+/// in-memory batches) turns a batch into its metric columns.
+pub fn score_stages(
+    stages: &mut [&mut dyn Stage],
+    batch: &RowBatch,
+) -> Result<ScoreColumns, Error> {
+    let mut scores = ScoreColumns::default();
+    for stage in stages.iter_mut() {
+        let more = stage.score(batch, &scores)?;
+        scores.extend(more);
+    }
+    Ok(scores)
+}
+
 /// What kind of failure an error is, so that the CLI can turn it into a
 /// documented exit code without knowing each crate's error types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

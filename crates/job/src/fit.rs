@@ -3,7 +3,7 @@
 
 use std::collections::BinaryHeap;
 
-use refscore_batch::Error;
+use refscore_batch::{Error, RowBatch};
 use refscore_read::Dataset;
 use sha2::{Digest, Sha256};
 
@@ -17,6 +17,14 @@ use sha2::{Digest, Sha256};
 /// from one row. The pairs depend only on the rows' contents, never on their
 /// order, so a shuffled input gives the same baseline.
 pub fn mismatched_pairs(dataset: &Dataset, k: usize) -> Result<Vec<(String, String)>, Error> {
+    mismatched_pairs_of(dataset.batches(), k)
+}
+
+/// [`mismatched_pairs`] over any batches of the input (in-memory data).
+pub fn mismatched_pairs_of(
+    batches: impl IntoIterator<Item = Result<RowBatch, Error>>,
+    k: usize,
+) -> Result<Vec<(String, String)>, Error> {
     // (rank, row identity, text): max-heaps keeping the k smallest ranks.
     type Sample = BinaryHeap<([u8; 16], [u8; 32], String)>;
     let (mut refs, mut outs): (Sample, Sample) = (BinaryHeap::new(), BinaryHeap::new());
@@ -28,7 +36,7 @@ pub fn mismatched_pairs(dataset: &Dataset, k: usize) -> Result<Vec<(String, Stri
             heap.push((rank, row, text.to_string()));
         }
     };
-    for batch in dataset.batches() {
+    for batch in batches {
         let batch = batch?;
         for i in 0..batch.len() {
             if batch.unscorable(i).is_some() {

@@ -276,17 +276,14 @@ impl Job {
                         break;
                     }
                 };
-                let mut scores = ScoreColumns::default();
-                for stage in stages.iter_mut() {
-                    match stage.score(&batch, &scores) {
-                        Ok(more) => scores.extend(more),
-                        Err(e) => {
-                            result = Err(e);
-                            break;
-                        }
+                let scores = match refscore_batch::score_stages(stages, &batch) {
+                    Ok(scores) => scores,
+                    Err(e) => {
+                        result = Err(e);
+                        break;
                     }
-                }
-                if result.is_err() || score_tx.send((batch, scores, ends_unit)).is_err() {
+                };
+                if score_tx.send((batch, scores, ends_unit)).is_err() {
                     break;
                 }
             }

@@ -89,69 +89,49 @@ impl InputFile {
 #[derive(Debug, Clone)]
 pub struct Dataset {
     files: Vec<InputFile>,
+    layout: Layout,
+    batch_size: usize,
+}
+
+/// Which input column plays which role and how each becomes part of a
+/// [`RowBatch`], checked against one Arrow schema. A [`Dataset`] holds one for
+/// its files; [`Layout::new`] also maps record batches that come from
+/// elsewhere (an Arrow stream handed over from Python), with the same checks,
+/// the same messages and the same conversions.
+#[derive(Debug, Clone)]
+pub struct Layout {
     columns: ResolvedColumns,
     keep: Vec<String>,
     keep_fields: Vec<Field>,
     id_field: Field,
-    batch_size: usize,
     row_filter: Option<String>,
 }
 
-impl Dataset {
-    /// Finds the files named by `spec` (a file, a directory or a glob), reads
-    /// their footers, and checks that every mapped column exists with a
-    /// usable type in every file.
-    pub fn open(spec: &str, options: &ReadOptions) -> Result<Dataset, Error> {
-        let paths = files::discover(spec)?;
-        let mut files_meta = Vec::with_capacity(paths.len());
-        for path in paths {
-            files_meta.push(files::read_footer(&path)?);
-        }
-        let first = &files_meta[0];
-        let columns = mapping::resolve(&options.mapping, &first.schema, &first.path)?;
+impl Layout {
+    /// Resolves the mapping of `options` against `schema` and checks every
+    /// column it names (types, duplicates, `--keep`, `--judge-where`).
+    /// `source` names the data in messages (a file path).
+    pub fn new(schema: &Schema, options: &ReadOptions, source: &Path) -> Result<Layout, Error> {
+        let shown = source.display();
+        let columns = mapping::resolve(&options.mapping, schema, source)?;
         for (k, name) in options.keep.iter().enumerate() {
             if options.keep[..k].contains(name) {
                 return Err(Error::config(format!("--keep names column '{name}' twice")));
             }
         }
-        let wanted: Vec<&str> = [&columns.id, &columns.input]
-            .into_iter()
-            .flatten()
-            .chain([&columns.reference, &columns.output])
-            .chain(options.keep.iter())
-            .chain(options.row_filter.iter())
-            .map(String::as_str)
-            .collect();
-        for file in &files_meta {
-            for name in &wanted {
-                let n = file
-                    .schema
-                    .fields()
-                    .iter()
-                    .filter(|f| f.name() == name)
-                    .count();
-                if n > 1 {
-                    return Err(Error::config(format!(
-                        "{}: column '{name}' appears {n} times; refscore cannot tell which one is meant (rename the duplicates)",
-                        file.path.display()
-                    )));
-                }
-            }
-        }
+        check_unique(&columns, options, schema, source)?;
         let mut keep_fields = Vec::new();
         for name in &options.keep {
-            let field = first.schema.field_with_name(name).map_err(|_| {
+            let field = schema.field_with_name(name).map_err(|_| {
                 Error::bad_input(format!(
-                    "{}: --keep column '{name}' not found (columns: {})",
-                    first.path.display(),
-                    mapping::column_list(&first.schema)
+                    "{shown}: --keep column '{name}' not found (columns: {})",
+                    mapping::column_list(schema)
                 ))
             })?;
-            keep_fields.push(field.as_ref().clone().with_nullable(true));
+            keep_fields.push(field.clone().with_nullable(true));
         }
         let id_field = match &columns.id {
-            Some(name) => first
-                .schema
+            Some(name) => schema
                 .field_with_name(name)
                 .expect("resolved")
                 .clone()
@@ -159,11 +139,10 @@ impl Dataset {
             None => Field::new("id", DataType::UInt64, false),
         };
         if let Some(name) = &options.row_filter {
-            let field = first.schema.field_with_name(name).map_err(|_| {
+            let field = schema.field_with_name(name).map_err(|_| {
                 Error::bad_input(format!(
-                    "{}: --judge-where column '{name}' not found (columns: {})",
-                    first.path.display(),
-                    mapping::column_list(&first.schema)
+                    "{shown}: --judge-where column '{name}' not found (columns: {})",
+                    mapping::column_list(schema)
                 ))
             })?;
             let ok = match field.data_type() {
@@ -175,59 +154,38 @@ impl Dataset {
             };
             if !ok {
                 return Err(Error::bad_input(format!(
-                    "{}: --judge-where column '{name}' has type {}; expected boolean, string or list of strings",
-                    first.path.display(),
+                    "{shown}: --judge-where column '{name}' has type {}; expected boolean, string or list of strings",
                     field.data_type()
                 )));
             }
         }
-        let text_roles: Vec<String> = [&columns.input]
-            .into_iter()
-            .flatten()
-            .chain([&columns.reference, &columns.output])
-            .cloned()
-            .collect();
-        for file in files_meta.iter_mut() {
-            read_dictionary_text_as_dictionary(file, &text_roles, &options.keep)?;
-        }
-        let first = &files_meta[0];
-        let mut id_field = id_field;
-        for file in &files_meta[1..] {
-            mapping::check_same(&columns, &first.schema, file)?;
-            if let Some(name) = &options.row_filter {
-                check_same_type(file, first.schema.field_with_name(name).expect("checked"))?;
-            }
-            for f in keep_fields.iter_mut() {
-                *f = unify(file, f)?;
-            }
-            if columns.id.is_some() {
-                id_field = unify(file, &id_field)?;
-            }
-        }
-        Ok(Dataset {
-            files: files_meta,
+        Ok(Layout {
             columns,
             keep: options.keep.clone(),
             keep_fields,
             id_field,
-            batch_size: options.batch_size.max(1),
             row_filter: options.row_filter.clone(),
         })
-    }
-
-    /// The input files, in the order they are read.
-    pub fn files(&self) -> &[InputFile] {
-        &self.files
-    }
-
-    /// Total rows over all files, from the footers.
-    pub fn total_rows(&self) -> u64 {
-        self.files.iter().map(|f| f.rows).sum()
     }
 
     /// Which input column plays which role.
     pub fn columns(&self) -> &ResolvedColumns {
         &self.columns
+    }
+
+    /// Gives the passed-through columns (id, `--keep`) of a string kind
+    /// (`LargeUtf8`, `Utf8View`) the type refscore reads such a column with
+    /// from a Parquet file, `Utf8`, so in-memory data (Polars hands over
+    /// views) gets the output types a file of the same rows gets.
+    pub fn plain_strings(mut self) -> Layout {
+        let plain = |f: &mut Field| {
+            if matches!(f.data_type(), DataType::LargeUtf8 | DataType::Utf8View) {
+                *f = f.clone().with_data_type(DataType::Utf8);
+            }
+        };
+        plain(&mut self.id_field);
+        self.keep_fields.iter_mut().for_each(plain);
+        self
     }
 
     /// The `id` column's field as it will appear in the output: the input's
@@ -243,6 +201,185 @@ impl Dataset {
     /// The fields of the columns passed through (`--keep`).
     pub fn keep_fields(&self) -> &[Field] {
         &self.keep_fields
+    }
+
+    /// The columns a batch must hold: the mapped ones, `--keep` and the row
+    /// filter, each once.
+    pub fn needed_columns(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for n in self
+            .columns
+            .id
+            .iter()
+            .chain(&self.columns.input)
+            .chain([&self.columns.reference, &self.columns.output])
+            .chain(&self.keep)
+            .chain(&self.row_filter)
+        {
+            if !names.contains(&n.as_str()) {
+                names.push(n);
+            }
+        }
+        names
+    }
+
+    /// Turns a record batch holding (at least) the needed columns into a
+    /// [`RowBatch`]: `first_row` is the ordinal of its first row in the whole
+    /// input (the id when there is no id column), `row_in_source` its row
+    /// within `source` (for messages).
+    pub fn row_batch(
+        &self,
+        batch: &RecordBatch,
+        source: &Path,
+        first_row: u64,
+        row_in_source: u64,
+    ) -> Result<RowBatch, Error> {
+        let shown = source.display();
+        let col = |name: &str| -> Result<&ArrayRef, Error> {
+            batch.column_by_name(name).ok_or_else(|| {
+                Error::bad_input(format!(
+                    "{shown}: column '{name}' not found; columns are: {}",
+                    mapping::column_list(&batch.schema())
+                ))
+            })
+        };
+        let text = |name: &str| -> Result<TextColumn, Error> {
+            let array = col(name)?;
+            TextColumn::from_array(array).ok_or_else(|| {
+                Error::bad_input(format!(
+                    "{shown}: column '{name}' has type {}, expected a string type",
+                    array.data_type()
+                ))
+            })
+        };
+        let id: ArrayRef = match &self.columns.id {
+            Some(name) => conform(col(name)?, &self.id_field, source)?,
+            None => Arc::new(UInt64Array::from_iter_values(
+                first_row..first_row + batch.num_rows() as u64,
+            )),
+        };
+        Ok(RowBatch {
+            first_row,
+            source: Arc::from(shown.to_string()),
+            first_row_in_source: row_in_source,
+            id,
+            input: self.columns.input.as_deref().map(text).transpose()?,
+            reference: text(&self.columns.reference)?,
+            output: text(&self.columns.output)?,
+            passthrough: self
+                .keep
+                .iter()
+                .zip(&self.keep_fields)
+                .map(|(k, f)| conform(col(k)?, f, source))
+                .collect::<Result<_, _>>()?,
+            row_filter: self
+                .row_filter
+                .as_deref()
+                .map(|k| col(k).map(plain_row_filter))
+                .transpose()?,
+        })
+    }
+}
+
+/// Fails when a column the run reads appears more than once in `schema`.
+fn check_unique(
+    columns: &ResolvedColumns,
+    options: &ReadOptions,
+    schema: &Schema,
+    source: &Path,
+) -> Result<(), Error> {
+    let wanted = [&columns.id, &columns.input]
+        .into_iter()
+        .flatten()
+        .chain([&columns.reference, &columns.output])
+        .chain(options.keep.iter())
+        .chain(options.row_filter.iter());
+    for name in wanted {
+        let n = schema.fields().iter().filter(|f| f.name() == name).count();
+        if n > 1 {
+            return Err(Error::config(format!(
+                "{}: column '{name}' appears {n} times; refscore cannot tell which one is meant (rename the duplicates)",
+                source.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl Dataset {
+    /// Finds the files named by `spec` (a file, a directory or a glob), reads
+    /// their footers, and checks that every mapped column exists with a
+    /// usable type in every file.
+    pub fn open(spec: &str, options: &ReadOptions) -> Result<Dataset, Error> {
+        let paths = files::discover(spec)?;
+        let mut files_meta = Vec::with_capacity(paths.len());
+        for path in paths {
+            files_meta.push(files::read_footer(&path)?);
+        }
+        let first = &files_meta[0];
+        let mut layout = Layout::new(&first.schema, options, &first.path)?;
+        for file in &files_meta[1..] {
+            check_unique(&layout.columns, options, &file.schema, &file.path)?;
+        }
+        let columns = layout.columns.clone();
+        let text_roles: Vec<String> = [&columns.input]
+            .into_iter()
+            .flatten()
+            .chain([&columns.reference, &columns.output])
+            .cloned()
+            .collect();
+        for file in files_meta.iter_mut() {
+            read_dictionary_text_as_dictionary(file, &text_roles, &options.keep)?;
+        }
+        let first = &files_meta[0];
+        for file in &files_meta[1..] {
+            mapping::check_same(&columns, &first.schema, file)?;
+            if let Some(name) = &options.row_filter {
+                check_same_type(file, first.schema.field_with_name(name).expect("checked"))?;
+            }
+            for f in layout.keep_fields.iter_mut() {
+                *f = unify(file, f)?;
+            }
+            if columns.id.is_some() {
+                layout.id_field = unify(file, &layout.id_field)?;
+            }
+        }
+        Ok(Dataset {
+            files: files_meta,
+            layout,
+            batch_size: options.batch_size.max(1),
+        })
+    }
+
+    /// The input files, in the order they are read.
+    pub fn files(&self) -> &[InputFile] {
+        &self.files
+    }
+
+    /// Total rows over all files, from the footers.
+    pub fn total_rows(&self) -> u64 {
+        self.files.iter().map(|f| f.rows).sum()
+    }
+
+    /// Which input column plays which role.
+    pub fn columns(&self) -> &ResolvedColumns {
+        &self.layout.columns
+    }
+
+    /// The `id` column's field as it will appear in the output: the input's
+    /// id type renamed to `id`, or UInt64 row ordinals.
+    pub fn id_field(&self) -> Field {
+        self.layout.id_field()
+    }
+
+    /// The fields of the columns passed through (`--keep`).
+    pub fn keep_fields(&self) -> &[Field] {
+        &self.layout.keep_fields
+    }
+
+    /// How the files' columns become [`RowBatch`]es.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
     }
 
     /// Streams the rows of every file, in order, as [`RowBatch`]es.
@@ -325,7 +462,7 @@ impl Dataset {
     /// Streams one text column alone (e.g. the references, for IDF weights),
     /// reading nothing else.
     pub fn text_column(&self, role: Role) -> Result<Option<TextColumns<'_>>, Error> {
-        let Some(name) = self.columns.name(role) else {
+        let Some(name) = self.layout.columns.name(role) else {
             return Ok(None);
         };
         Ok(Some(TextColumns {
@@ -349,7 +486,7 @@ impl Dataset {
     /// [`RowBatch::row_filter`] holds them, so every value can be checked
     /// before the first paid call; `None` without a row filter.
     pub fn row_filter_column(&self) -> Option<ColumnBatches<'_>> {
-        let name = self.row_filter.as_deref()?;
+        let name = self.layout.row_filter.as_deref()?;
         Some(ColumnBatches {
             row_filter: true,
             ..self.column(name)
@@ -507,62 +644,7 @@ impl Dataset {
     }
 
     fn needed_columns(&self) -> Vec<&str> {
-        let mut names: Vec<&str> = Vec::new();
-        for n in self
-            .columns
-            .id
-            .iter()
-            .chain(&self.columns.input)
-            .chain([&self.columns.reference, &self.columns.output])
-            .chain(&self.keep)
-            .chain(&self.row_filter)
-        {
-            if !names.contains(&n.as_str()) {
-                names.push(n);
-            }
-        }
-        names
-    }
-
-    fn to_row_batch(
-        &self,
-        file: &InputFile,
-        batch: &RecordBatch,
-        first_row: u64,
-        row_in_file: u64,
-    ) -> Result<RowBatch, Error> {
-        let col = |name: &str| -> &ArrayRef { batch.column_by_name(name).expect("projected") };
-        let text = |name: &str| -> Result<TextColumn, Error> {
-            TextColumn::from_array(col(name)).ok_or_else(|| {
-                Error::bad_input(format!(
-                    "{}: column '{name}' has type {}, expected a string type",
-                    file.path.display(),
-                    col(name).data_type()
-                ))
-            })
-        };
-        let id: ArrayRef = match &self.columns.id {
-            Some(name) => conform(col(name), &self.id_field, file)?,
-            None => Arc::new(UInt64Array::from_iter_values(
-                first_row..first_row + batch.num_rows() as u64,
-            )),
-        };
-        Ok(RowBatch {
-            first_row,
-            source: Arc::from(file.path.display().to_string()),
-            first_row_in_source: row_in_file,
-            id,
-            input: self.columns.input.as_deref().map(text).transpose()?,
-            reference: text(&self.columns.reference)?,
-            output: text(&self.columns.output)?,
-            passthrough: self
-                .keep
-                .iter()
-                .zip(&self.keep_fields)
-                .map(|(k, f)| conform(col(k), f, file))
-                .collect::<Result<_, _>>()?,
-            row_filter: self.row_filter.as_deref().map(|k| plain_row_filter(col(k))),
-        })
+        self.layout.needed_columns()
     }
 }
 
@@ -665,14 +747,14 @@ fn unify(file: &InputFile, so_far: &Field) -> Result<Field, Error> {
 }
 
 /// Casts a passed-through column to the type the output has for it.
-fn conform(array: &ArrayRef, field: &Field, file: &InputFile) -> Result<ArrayRef, Error> {
+fn conform(array: &ArrayRef, field: &Field, source: &Path) -> Result<ArrayRef, Error> {
     if array.data_type() == field.data_type() {
         return Ok(array.clone());
     }
     arrow::compute::cast(array, field.data_type()).map_err(|e| {
         Error::bad_input(format!(
             "{}: column '{}': {e}",
-            file.path.display(),
+            source.display(),
             field.name()
         ))
     })
@@ -753,9 +835,9 @@ impl Iterator for UnitBatches<'_> {
                 let row_in_unit = self.from;
                 self.from += batch.num_rows() as u64;
                 let row_in_file = file.row_group_start(self.unit.row_group) + row_in_unit;
-                Some(self.dataset.to_row_batch(
-                    file,
+                Some(self.dataset.layout.row_batch(
                     &batch,
+                    &file.path,
                     self.unit.first_row + row_in_unit,
                     row_in_file,
                 ))

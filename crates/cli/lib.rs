@@ -1,0 +1,116 @@
+//! `refscore`: the command line and the Python package share this library.
+//! It only parses settings and wires the crates together: read → stages
+//! (lexical, embed, judge) → write, inside the job that owns checkpoints,
+//! resume and shards. The `refscore` binary is [`main`] with the process's
+//! arguments; `crates/python` wraps [`main`], [`score_parquet`] and
+//! [`Scorer`] for Python.
+
+mod args;
+mod html_report;
+mod inspect;
+mod merge;
+mod metrics;
+mod progress;
+mod report;
+mod score;
+mod scorer;
+mod settings;
+mod stages;
+
+use std::ffi::OsString;
+use std::io::Write;
+
+use clap::Parser;
+pub use refscore_batch::{Error, ErrorClass};
+
+use crate::args::{Cli, Command};
+pub use crate::scorer::{plan, score_parquet, Scorer};
+
+/// The documented exit code of an error class (README, `--help`).
+pub fn exit_code(class: ErrorClass) -> u8 {
+    match class {
+        ErrorClass::Usage => 64,
+        ErrorClass::BadInput => 65,
+        ErrorClass::Io => 74,
+        ErrorClass::Temporary => 75,
+        ErrorClass::Config => 78,
+        ErrorClass::Internal => 70,
+    }
+}
+
+/// The whole command line: parses `args` (the program name first), runs the
+/// command, prints errors, and returns the exit code.
+pub fn main<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 64 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli)));
+    match outcome {
+        Ok(Ok(code)) => code,
+        Ok(Err(e)) => {
+            eprintln!("refscore: error: {e}");
+            exit_code(e.class)
+        }
+        // The panic message is already on stderr; temporary files were
+        // removed while unwinding.
+        Err(_) => 70,
+    }
+}
+
+/// Runs a command; `Ok` holds the exit code (0, or 1 for a failed
+/// regression gate of `report`).
+fn run(cli: Cli) -> Result<u8, Error> {
+    match cli.command {
+        Command::Report(args) => html_report::run(*args).map(u8::from),
+        command => run_other(command).map(|()| 0),
+    }
+}
+
+fn run_other(command: Command) -> Result<(), Error> {
+    match command {
+        Command::Score(args) => settings::Settings::resolve(*args).and_then(|s| {
+            scorer::set_threads(s.threads)?;
+            match score::run(&s)? {
+                score::Outcome::Scored(summary) if !s.quiet => print_out(&format!(
+                    "{}wrote {} and {}\n",
+                    report::table(&summary),
+                    s.output.display(),
+                    refscore_write::summary_path(&s.output).display()
+                )),
+                score::Outcome::Scored(_) => Ok(()),
+                score::Outcome::AlreadyComplete => {
+                    if !s.quiet {
+                        eprintln!(
+                            "refscore: {} is already complete for these inputs and settings; nothing to do",
+                            s.output.display()
+                        );
+                    }
+                    Ok(())
+                }
+            }
+        }),
+        Command::Inspect(args) => inspect::run(args),
+        Command::MergeSummaries(args) => merge::run(args),
+        Command::Report(_) => unreachable!("handled in run"),
+    }
+}
+
+/// Prints to stdout; a reader that went away (`refscore inspect F | head -1`)
+/// is a normal end, not an error.
+pub(crate) fn print_out(text: &str) -> Result<(), Error> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Error::io(format!("stdout: {e}"))),
+    }
+}

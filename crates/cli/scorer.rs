@@ -1,0 +1,261 @@
+//! The same scoring without the command line around it, for the Python
+//! package: [`Scorer`] scores record batches held in memory with the stages
+//! a `score` run would build, and [`score_parquet`] runs a whole `score` job.
+//! Both take their options as `score` flags, parsed by the CLI's own parser,
+//! so names, defaults, checks and messages are the CLI's.
+
+use std::path::Path;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::{Schema, SchemaRef};
+use clap::Parser;
+use refscore_batch::{Error, RowBatch, Stage};
+use refscore_read::Layout;
+use refscore_write::{result_record, result_schema};
+
+use crate::args::{Cli, Command};
+use crate::score::{self, Outcome};
+use crate::settings::Settings;
+use crate::stages;
+
+/// How in-memory data is named in messages, where a run over files names
+/// the file.
+pub const DATA_NAME: &str = "data";
+
+/// Parses `score` flags (everything after `refscore score`) into settings.
+/// A flag the CLI would refuse is a usage error (exit 64) with clap's first
+/// line as the message.
+fn parse(flags: &[String]) -> Result<Settings, Error> {
+    let argv = ["refscore", "score"]
+        .into_iter()
+        .map(String::from)
+        .chain(flags.iter().cloned());
+    let cli = Cli::try_parse_from(argv).map_err(|e| {
+        let text = e.render().to_string();
+        let first = text.lines().next().unwrap_or("bad options").trim();
+        Error::usage(first.strip_prefix("error: ").unwrap_or(first).to_string())
+    })?;
+    match cli.command {
+        Command::Score(args) => Settings::resolve(*args),
+        _ => Err(Error::internal("parsed a score command as another")),
+    }
+}
+
+/// Sizes this process's worker threads (`--threads`): the thread pool can be
+/// built once per process, so a later, different size is refused.
+pub(crate) fn set_threads(threads: Option<usize>) -> Result<(), Error> {
+    let Some(n) = threads else {
+        return Ok(());
+    };
+    // Candle's matrix kernels size their thread use from this variable; set
+    // it before any thread pool exists.
+    std::env::set_var("RAYON_NUM_THREADS", n.to_string());
+    match rayon::ThreadPoolBuilder::new().num_threads(n).build_global() {
+        Ok(()) => Ok(()),
+        Err(_) if rayon::current_num_threads() == n => Ok(()),
+        Err(e) => Err(Error::config(format!(
+            "--threads {n}: {e} (this process already has {} worker threads; they are sized once per process)",
+            rayon::current_num_threads()
+        ))),
+    }
+}
+
+/// Runs a whole `score` job (the flags hold the input and `-o OUTPUT`, as on
+/// the command line) and returns the summary as JSON text. A `--resume` of a
+/// finished output returns the summary written then.
+pub fn score_parquet(flags: &[String]) -> Result<String, Error> {
+    let settings = parse(flags)?;
+    set_threads(settings.threads)?;
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| score::run(&settings)));
+    match caught.map_err(panic_error)?? {
+        Outcome::Scored(summary) => {
+            Ok(serde_json::to_string(&summary).expect("summary serialises"))
+        }
+        Outcome::AlreadyComplete => {
+            let path = refscore_write::summary_path(&settings.output);
+            std::fs::read_to_string(&path)
+                .map_err(|e| Error::io(format!("{}: cannot read: {e}", path.display())))
+        }
+    }
+}
+
+fn panic_error(panic: Box<dyn std::any::Any + Send>) -> Error {
+    let what = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("a panic");
+    Error::internal(format!("internal error: {what}"))
+}
+
+/// What a scorer with these `score` flags would do with data of `schema`,
+/// without loading anything: every option and the column mapping are
+/// checked (with the CLI's messages), and the rows per batch and the id
+/// column (if the data has one) are returned.
+pub fn plan(flags: &[String], schema: &Schema) -> Result<(usize, Option<String>), Error> {
+    let argv: Vec<String> = [DATA_NAME, "-o", "-"]
+        .into_iter()
+        .map(String::from)
+        .chain(flags.iter().cloned())
+        .collect();
+    let settings = parse(&argv)?;
+    let layout = Layout::new(
+        schema,
+        &score::read_options(&settings),
+        Path::new(DATA_NAME),
+    )?;
+    Ok((settings.batch_size, layout.columns().id.clone()))
+}
+
+/// The metric stages of a `score` run, loaded once (the model, the judge
+/// client) and used for any number of in-memory datasets.
+pub struct Scorer {
+    settings: Settings,
+    lexical: stages::Lexical,
+    embed: Option<stages::Embedding>,
+    judge: Option<stages::Judge>,
+}
+
+impl Scorer {
+    /// Builds the stages from `score` flags (no input or output: the data
+    /// comes with each call). Options that only make sense for a job over
+    /// files (`--resume`, `--shard`) are refused.
+    pub fn new(flags: &[String]) -> Result<Scorer, Error> {
+        let argv: Vec<String> = [DATA_NAME, "-o", "-"]
+            .into_iter()
+            .map(String::from)
+            .chain(flags.iter().cloned())
+            .collect();
+        let settings = parse(&argv)?;
+        if settings.resume || settings.shard.is_some() {
+            return Err(Error::usage(
+                "resume and shard apply to jobs over files (score_parquet), not to Scorer",
+            ));
+        }
+        set_threads(settings.threads)?;
+        let endpoint = score::judge_endpoint(&settings)?;
+        let model = score::resolve_embedding(&settings)?;
+        if let Some(endpoint) = &endpoint {
+            // Fail loudly before any work when the judge cannot answer.
+            refscore_judge::probe(endpoint)?;
+        }
+        let embed = match model {
+            Some(_) => Some(stages::Embedding(score::load_embedding(&settings)?)),
+            None => None,
+        };
+        let judge = match endpoint {
+            Some(endpoint) => Some(stages::Judge {
+                stage: score::new_judge(&settings, endpoint)?,
+                where_column: settings.judge_where.clone(),
+            }),
+            None => None,
+        };
+        Ok(Scorer {
+            lexical: stages::Lexical(settings.metrics.lexical),
+            settings,
+            embed,
+            judge,
+        })
+    }
+
+    /// The result schema for input of `schema`: the CLI's output columns and
+    /// types for the same input.
+    pub fn result_schema(&self, schema: &Schema) -> Result<SchemaRef, Error> {
+        let layout = Layout::new(
+            schema,
+            &score::read_options(&self.settings),
+            Path::new(DATA_NAME),
+        )?
+        .plain_strings();
+        self.schema_for(&layout)
+    }
+
+    fn schema_for(&self, layout: &Layout) -> Result<SchemaRef, Error> {
+        let fields =
+            score::metric_fields(&self.settings, self.embed.is_some(), self.judge.is_some());
+        result_schema(layout.id_field(), &fields, layout.keep_fields())
+    }
+
+    /// Scores `batches` (all of `schema`) as one input: the same column
+    /// mapping, checks, batches of `--batch-size` rows, stages and result
+    /// rows as a `score` run over a file holding these rows. Without an id
+    /// column the id is the row ordinal within this call.
+    pub fn score(
+        &mut self,
+        schema: &SchemaRef,
+        batches: &[RecordBatch],
+    ) -> Result<(SchemaRef, Vec<RecordBatch>), Error> {
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.score_inner(schema, batches)
+        }));
+        caught.map_err(panic_error)?
+    }
+
+    fn score_inner(
+        &mut self,
+        schema: &SchemaRef,
+        batches: &[RecordBatch],
+    ) -> Result<(SchemaRef, Vec<RecordBatch>), Error> {
+        let source = Path::new(DATA_NAME);
+        let layout =
+            Layout::new(schema, &score::read_options(&self.settings), source)?.plain_strings();
+        let out_schema = self.schema_for(&layout)?;
+        // Only the columns the run reads, cut into the CLI's batches.
+        let needed: Vec<usize> = layout
+            .needed_columns()
+            .iter()
+            .map(|n| schema.index_of(n).expect("checked by the layout"))
+            .collect();
+        let projected: Vec<RecordBatch> = batches
+            .iter()
+            .map(|b| b.project(&needed))
+            .collect::<Result<_, _>>()
+            .map_err(|e| Error::bad_input(format!("{DATA_NAME}: {e}")))?;
+        let projected_schema = Schema::new(
+            needed
+                .iter()
+                .map(|&i| schema.field(i).clone())
+                .collect::<Vec<_>>(),
+        );
+        let all = arrow::compute::concat_batches(&SchemaRef::new(projected_schema), &projected)
+            .map_err(|e| Error::bad_input(format!("{DATA_NAME}: {e}")))?;
+        let size = self.settings.batch_size.max(1);
+        let mut rows: Vec<RowBatch> = Vec::with_capacity(all.num_rows().div_ceil(size));
+        let mut at = 0;
+        while at < all.num_rows() {
+            let n = size.min(all.num_rows() - at);
+            let slice = all.slice(at, n);
+            rows.push(layout.row_batch(&slice, source, at as u64, at as u64)?);
+            at += n;
+        }
+        if let (Some(_), Some(column)) = (&self.judge, &self.settings.judge_where) {
+            for b in &rows {
+                if let Some(filter) = &b.row_filter {
+                    score::check_row_filter(filter, DATA_NAME, b.first_row_in_source, column)?;
+                }
+            }
+        }
+        if let Some(stage) = self.embed.as_mut() {
+            score::prepare_embedding(
+                &mut stage.0,
+                &self.settings,
+                DATA_NAME,
+                || Ok(rows.iter().map(|b| Ok(b.reference.clone()))),
+                || refscore_job::fit::mismatched_pairs_of(rows.iter().cloned().map(Ok), 1000),
+            )?;
+        }
+        let mut chain: Vec<&mut dyn Stage> = vec![&mut self.lexical];
+        if let Some(s) = self.embed.as_mut() {
+            chain.push(s);
+        }
+        if let Some(s) = self.judge.as_mut() {
+            chain.push(s);
+        }
+        let mut out = Vec::with_capacity(rows.len());
+        for b in &rows {
+            let scores = refscore_batch::score_stages(&mut chain, b)?;
+            out.push(result_record(&out_schema, b, scores)?);
+        }
+        Ok((out_schema, out))
+    }
+}

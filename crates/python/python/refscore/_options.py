@@ -1,0 +1,32 @@
+"""Keyword options -> the CLI's `score` flags (same names, `_` for `-`)."""
+
+import os
+from typing import Any, Dict, List
+
+
+def flags(options: Dict[str, Any]) -> List[str]:
+    """Turns ``metrics=["cosine", "token_f1"], id_col="qid", idf=True`` into
+    ``--metrics cosine,token_f1 --id-col qid --idf``. ``None`` and ``False``
+    leave a flag out; lists become comma-separated values; ``threshold``
+    takes a dict ``{"token_f1": 0.6}`` or ``"token_f1=0.6"`` strings. Unknown
+    names reach the CLI's parser, which refuses them (RefscoreError, 64)."""
+    out: List[str] = []
+    for name, value in options.items():
+        if value is None or value is False:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if name in ("threshold", "thresholds"):
+            items = value.items() if isinstance(value, dict) else None
+            values = [f"{k}={v}" for k, v in items] if items is not None else (
+                [value] if isinstance(value, str) else list(value))
+            for v in values:
+                out += ["--threshold", str(v)]
+        elif value is True:
+            out.append(flag)
+        elif isinstance(value, (list, tuple)):
+            out += [flag, ",".join(str(v) for v in value)]
+        elif isinstance(value, os.PathLike):
+            out += [flag, os.fspath(value)]
+        else:
+            out += [flag, str(value)]
+    return out

@@ -1,0 +1,102 @@
+//! `refscore._native`: the Python face of the `refscore` library (the CLI's
+//! own code). The Python package (`python/refscore`) turns keyword options
+//! into `score` flags and calls these functions; nothing here scores.
+
+use std::sync::Mutex;
+
+use arrow::array::RecordBatchReader;
+use arrow::error::ArrowError;
+use arrow_pyarrow::{FromPyArrow, IntoPyArrow, Table};
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use refscore_batch::Error;
+
+/// A `refscore.RefscoreError` carrying the CLI's message and exit code.
+fn to_py(py: Python<'_>, e: Error) -> PyErr {
+    let code = refscore::exit_code(e.class);
+    match py
+        .import("refscore._errors")
+        .and_then(|m| m.getattr("RefscoreError"))
+        .and_then(|cls| cls.call1((e.message.clone(), code)))
+    {
+        Ok(err) => PyErr::from_value(err),
+        Err(import) => import,
+    }
+}
+
+/// The CLI's `main` with `argv` (program name first); returns the exit code.
+/// The GIL is released while it runs.
+#[pyfunction]
+fn main(py: Python<'_>, argv: Vec<String>) -> u8 {
+    py.detach(|| refscore::main(argv))
+}
+
+/// Runs a whole `score` job from its flags; returns the summary as JSON text.
+#[pyfunction]
+fn score_parquet(py: Python<'_>, flags: Vec<String>) -> PyResult<String> {
+    py.detach(|| refscore::score_parquet(&flags))
+        .map_err(|e| to_py(py, e))
+}
+
+/// Checks flags and the column mapping against a schema (anything with
+/// `__arrow_c_schema__`) without loading a model; returns (rows per batch,
+/// id column or None).
+#[pyfunction]
+fn plan(
+    py: Python<'_>,
+    flags: Vec<String>,
+    schema: &Bound<'_, PyAny>,
+) -> PyResult<(usize, Option<String>)> {
+    let schema = arrow::datatypes::Schema::from_pyarrow_bound(schema)?;
+    refscore::plan(&flags, &schema).map_err(|e| to_py(py, e))
+}
+
+/// The metric stages, loaded once, for any number of in-memory datasets.
+#[pyclass(module = "refscore._native")]
+struct Scorer {
+    inner: Mutex<refscore::Scorer>,
+}
+
+#[pymethods]
+impl Scorer {
+    #[new]
+    fn new(py: Python<'_>, flags: Vec<String>) -> PyResult<Scorer> {
+        let inner = py
+            .detach(|| refscore::Scorer::new(&flags))
+            .map_err(|e| to_py(py, e))?;
+        Ok(Scorer {
+            inner: Mutex::new(inner),
+        })
+    }
+
+    /// Scores anything exporting `__arrow_c_stream__`; returns a
+    /// `pyarrow.Table`. The stream is read with the GIL held (only moving
+    /// buffers), then scored without it.
+    fn score(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let reader = arrow::array::ffi_stream::RecordBatchStreamReader::from_pyarrow_bound(data)?;
+        let schema = reader.schema();
+        let batches = reader
+            .collect::<Result<Vec<_>, ArrowError>>()
+            .map_err(|e| to_py(py, Error::bad_input(format!("data: {e}"))))?;
+        let scored = py.detach(|| {
+            let mut scorer = self
+                .inner
+                .lock()
+                .map_err(|_| Error::internal("an earlier call panicked"))?;
+            scorer.score(&schema, &batches)
+        });
+        let (schema, out) = scored.map_err(|e| to_py(py, e))?;
+        let table = Table::try_new(out, schema)
+            .map_err(|e| PyRuntimeError::new_err(format!("result table: {e}")))?;
+        Ok(table.into_pyarrow(py)?.unbind())
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(main, m)?)?;
+    m.add_function(wrap_pyfunction!(score_parquet, m)?)?;
+    m.add_function(wrap_pyfunction!(plan, m)?)?;
+    m.add_class::<Scorer>()?;
+    Ok(())
+}

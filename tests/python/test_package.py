@@ -1,0 +1,126 @@
+"""The `refscore` Python package (crates/python), installed from the wheel
+that scripts/build-wheel.sh builds: Scorer on pyarrow, Polars and DuckDB
+data against the CLI's Parquet output, errors, score_parquet, and the
+`refscore` console script running the README's first command."""
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+refscore = pytest.importorskip("refscore") if not os.environ.get("REFSCORE_REQUIRE_PACKAGE") else __import__("refscore")
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = os.environ.get("REFSCORE_BIN", str(ROOT / "target" / "release" / "refscore"))
+EXAMPLE = ROOT / "examples" / "qa.parquet"
+MODEL = os.environ.get("REFSCORE_MODEL_DIR") or str(ROOT / "models" / "all-MiniLM-L6-v2")
+OPTIONS = dict(metrics=["lexical", "embedding"], input_col="question", keep=["category"], model=MODEL)
+
+
+def cli(tmp, *flags):
+    out = tmp / "cli.parquet"
+    subprocess.run([BIN, "score", str(EXAMPLE), "-o", str(out), "--quiet", "--overwrite", *flags], check=True)
+    return pq.read_table(out)
+
+
+def same_table(got: pa.Table, want: pa.Table):
+    assert got.schema.remove_metadata() == want.schema.remove_metadata()
+    assert got.num_rows == want.num_rows
+    for name in want.column_names:
+        assert got.column(name).to_pylist() == want.column(name).to_pylist(), name
+
+
+@pytest.fixture(scope="module")
+def cli_embedding(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cli")
+    return cli(tmp, "--metrics", "lexical,embedding", "--input-col", "question", "--keep", "category",
+               "--model", MODEL)
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    return refscore.Scorer(**OPTIONS)
+
+
+def test_scorer_on_pyarrow_polars_duckdb_equals_cli(scorer, cli_embedding):
+    sources = {
+        "pyarrow Table": pq.read_table(EXAMPLE),
+        "pyarrow RecordBatchReader": pq.read_table(EXAMPLE).to_reader(max_chunksize=100),
+        "Polars DataFrame": pl.read_parquet(EXAMPLE),
+        "DuckDB result": duckdb.sql(f"SELECT * FROM read_parquet('{EXAMPLE}')").arrow(),
+    }
+    for what, data in sources.items():
+        got = scorer.score(data)
+        assert isinstance(got, pa.Table), what
+        same_table(got, cli_embedding)
+
+
+def test_bad_column_raises_the_cli_message(tmp_path):
+    run = subprocess.run([BIN, "score", str(EXAMPLE), "-o", str(tmp_path / "x.parquet"), "--metrics", "lexical",
+                          "--reference-col", "nope"], capture_output=True, text=True)
+    cli_message = run.stderr.strip().removeprefix("refscore: error: ").replace(str(EXAMPLE), "data")
+    with pytest.raises(refscore.RefscoreError) as e:
+        refscore.Scorer(metrics=["lexical"], reference_col="nope").score(pq.read_table(EXAMPLE))
+    assert (e.value.exit_code, str(e.value)) == (run.returncode, cli_message)
+    assert e.value.exit_code == 65
+    with pytest.raises(refscore.RefscoreError) as e:
+        refscore.Scorer(metrics=["no_such_metric"])
+    assert e.value.exit_code == 78 and "unknown metric 'no_such_metric'" in str(e.value)
+
+
+def test_score_parquet_runs_the_cli_job(tmp_path):
+    out = tmp_path / "lexical.parquet"
+    summary = refscore.score_parquet(EXAMPLE, out, metrics="lexical", input_col="question",
+                                     threshold={"token_f1": 0.6}, quiet=True)
+    assert summary["rows"] == 309 and Path(str(out) + ".summary.json").exists()
+    assert [m["threshold"] for m in summary["metrics"] if m["name"] == "token_f1"] == [0.6]
+    same_table(pq.read_table(out), cli(tmp_path, "--metrics", "lexical", "--input-col", "question"))
+    with pytest.raises(refscore.RefscoreError) as e:
+        refscore.score_parquet(EXAMPLE, out, metrics="lexical")
+    assert e.value.exit_code == 78 and "already exists" in str(e.value)
+
+
+def test_gil_is_released_while_scoring():
+    data = pa.table({"id": [str(i) for i in range(200_000)], "reference": ["a b c d"] * 200_000,
+                     "output": ["a b x d"] * 200_000})
+    scorer = refscore.Scorer(metrics=["lexical"])
+    ticks = []
+    t = threading.Thread(target=lambda: ticks.append(scorer.score(data).num_rows))
+    start = time.monotonic()
+    t.start()
+    beats = 0
+    while t.is_alive():
+        beats += 1
+        time.sleep(0.001)
+    assert ticks == [200_000]
+    if time.monotonic() - start > 0.05:
+        assert beats > 5, "the main thread ran while another thread scored"
+
+
+def test_console_script_runs_the_readme_example(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"```sh\n(.*?)```", readme, re.S).group(1)
+    command = next(line for line in block.splitlines() if "cargo run --release --" in line)
+    args = shlex.split(command.split("cargo run --release --", 1)[1])
+    for name in ("examples", "models"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    script = Path(sys.executable).with_name("refscore")
+    run = subprocess.run([str(script), *args], cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "wrote qa.scores.parquet" in run.stdout
+    got = pq.read_table(tmp_path / "qa.scores.parquet")
+    want = tmp_path / "native.parquet"
+    subprocess.run([BIN, *[str(want) if a == "qa.scores.parquet" else a for a in args], "--quiet"],
+                   cwd=tmp_path, check=True)
+    same_table(got, pq.read_table(want))
+    assert subprocess.run([str(script), "score", "--no-such-flag"], capture_output=True).returncode == 64

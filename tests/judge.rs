@@ -40,6 +40,11 @@ fn judge_args<'a>(url: &'a str, metrics: &'a str) -> Vec<&'a str> {
         metrics,
         "--judge-timeout",
         "2",
+        // One call per judged metric, its reason included: these tests count
+        // calls and read reasons (the verdict-first modes have their own
+        // tests in the judge crate and in judge_real.rs).
+        "--judge-reasons",
+        "always",
     ]
 }
 
@@ -406,7 +411,7 @@ fn the_disk_cache_makes_a_rerun_free() {
     assert!(texts(&b, "judge_templates")[0]
         .as_deref()
         .unwrap()
-        .starts_with("meaning_match_verdict-v1-"));
+        .starts_with("meaning_match-v1-"));
     assert_eq!(summary(&out)["judge"]["cached"], 2);
 }
 

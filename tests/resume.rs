@@ -313,6 +313,9 @@ fn kill_9_of_a_judge_run_then_resume_gives_the_same_output_without_paying_twice(
         "10",
         "--judge-concurrency",
         "2",
+        // One call per judged row (what the call counts below assume).
+        "--judge-reasons",
+        "always",
     ];
     let before = server.requests().len();
     let reused = kill_and_resume(dir.path(), &input, &extra, 3, 0x1D6E, &["judge_latency_ms"]);
@@ -531,6 +534,9 @@ fn judge_failures_exit_75_and_resume_repairs_them_to_the_clean_output() {
         "2",
         "--batch-size",
         "16",
+        // One call per judged row (what the call counts below assume).
+        "--judge-reasons",
+        "always",
     ];
     let clean = dir.path().join("clean.parquet");
     ok(&run(&score_args(i, clean.to_str().unwrap(), &judge), &[]));

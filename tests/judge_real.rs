@@ -357,7 +357,11 @@ fn every_reasons_mode_works_with_a_real_judge() {
         assert_eq!(j["parse_failures"], 0, "{mode}: {j}");
         assert_eq!(j["calls"], 3, "{mode}: one call per row: {j}");
         if mode == "never" {
-            assert_eq!(j["completion_tokens"], 3, "one token per verdict: {j}");
+            let generated = j["completion_tokens"].as_u64().unwrap();
+            assert!(
+                generated <= 30,
+                "answers cut after the verdict (10 tokens at most): {j}"
+            );
         }
         eprintln!("real judge, --judge-reasons {mode}: verdicts {verdict:?}, p {p:?}");
     }

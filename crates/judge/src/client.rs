@@ -203,17 +203,13 @@ pub(crate) struct AskFailure {
     pub transient: bool,
 }
 
-/// One request: a template's system message, then the conversation turns
-/// (`user`, and for a follow-up the earlier `assistant` answer and a new
-/// `user` question), so a follow-up repeats its first request's prompt
-/// byte for byte and a server's prompt cache covers it.
+/// One request: a template's system message and the user message. The
+/// template says whether it asks for structured output; `max_tokens` may cut
+/// an answer shorter than the template allows (a verdict without its reason).
 pub(crate) struct Ask<'a> {
     pub template: &'a Template,
-    pub turns: Vec<(&'static str, String)>,
+    pub user: String,
     pub max_tokens: u32,
-    /// Ask for the negotiated structured output (JSON schema, JSON mode or a
-    /// plain-text request for JSON); false asks for no format at all.
-    pub structured: bool,
     /// Ask for each generated token's log-probability and its alternatives.
     pub logprobs: bool,
 }
@@ -358,9 +354,8 @@ impl Client {
     ) -> Result<(T, Usage, &'static str), AskFailure> {
         let ask = Ask {
             template,
-            turns: vec![("user", user.to_string())],
+            user: user.to_string(),
             max_tokens: template.max_tokens,
-            structured: true,
             logprobs: false,
         };
         self.send_ask(&ask, |reply| {
@@ -383,9 +378,9 @@ impl Client {
         let mut last: String;
         let mut transient = false;
         let mut rng = seed();
-        let text_len: usize = ask.turns.iter().map(|(_, t)| t.len()).sum();
+        let text_len = ask.user.len();
         loop {
-            let mode = if ask.structured {
+            let mode = if ask.template.structured {
                 self.mode.load(Ordering::Relaxed)
             } else {
                 MODE_NONE
@@ -497,10 +492,10 @@ impl Client {
         } else {
             template.system.to_string()
         };
-        let mut messages = vec![json!({"role": "system", "content": system})];
-        for (role, content) in &ask.turns {
-            messages.push(json!({"role": role, "content": content}));
-        }
+        let messages = json!([
+            {"role": "system", "content": system},
+            {"role": "user", "content": ask.user},
+        ]);
         let mut body = json!({
             "model": self.endpoint.model,
             "temperature": TEMPERATURE,

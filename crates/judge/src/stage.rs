@@ -686,12 +686,12 @@ impl JudgeStage {
                 self.fact_checks.fetch_add(1, Ordering::Relaxed);
                 let ask = Ask {
                     template: &FACT_CHECK,
-                    turns: vec![(
-                        "user",
-                        FACT_CHECK.render(&[("input", input), ("answer", answer), ("fact", fact)]),
-                    )],
+                    user: FACT_CHECK.render(&[
+                        ("input", input),
+                        ("answer", answer),
+                        ("fact", fact),
+                    ]),
                     max_tokens: FACT_CHECK.max_tokens,
-                    structured: false,
                     logprobs: true,
                 };
                 self.client
@@ -766,9 +766,8 @@ impl JudgeStage {
         let template = self.template(metric);
         let ask = Ask {
             template,
-            turns: vec![("user", user.to_string())],
+            user: user.to_string(),
             max_tokens: cut.unwrap_or(template.max_tokens),
-            structured: true,
             logprobs: true,
         };
         self.client.send_ask(&ask, |reply| {

@@ -18,6 +18,7 @@ use candle_transformers::models::bert::{Config, HiddenAct};
 use rayon::prelude::*;
 
 use crate::kernels::{self, AddNormParams, AttentionShape};
+use crate::precision::{Precision, Projection};
 
 type Result<T> = candle_core::Result<T>;
 
@@ -28,12 +29,21 @@ struct LayerNorm {
 }
 
 /// A layer's vectors (biases, norm scales) as plain host memory, for the
-/// fused CPU kernels.
+/// fused CPU kernels, and its four weights in the run's precision.
 struct HostVectors {
+    products: Products,
     qkv_bias: Vec<f32>,
     attn_norm: HostNorm,
     ff_in_bias: Vec<f32>,
     ff_norm: HostNorm,
+}
+
+/// The weights of a layer's four matrix products, in the run's precision.
+struct Products {
+    qkv: Projection,
+    attn_out: Projection,
+    ff_in: Projection,
+    ff_out: Projection,
 }
 
 /// One "add bias and residual, then layer-normalise" step in host memory.
@@ -108,7 +118,7 @@ struct Layer {
 }
 
 impl Layer {
-    fn load(vb: VarBuilder, c: &Config) -> Result<Layer> {
+    fn load(vb: VarBuilder, c: &Config, precision: Precision) -> Result<Layer> {
         let h = c.hidden_size;
         let heads = c.num_attention_heads;
         let head_dim = h / heads;
@@ -149,6 +159,12 @@ impl Layer {
         let weight = layer.qkv.weight();
         if weight.device().is_cpu() && weight.dtype() == DType::F32 && exact_gelu {
             layer.host = Some(HostVectors {
+                products: Products {
+                    qkv: Projection::new(layer.qkv.weight(), precision)?,
+                    attn_out: Projection::new(layer.attn_out.weight(), precision)?,
+                    ff_in: Projection::new(layer.ff_in.weight(), precision)?,
+                    ff_out: Projection::new(layer.ff_out.weight(), precision)?,
+                },
                 qkv_bias: host(bias_of(&layer.qkv))?,
                 attn_norm: HostNorm::new(bias_of(&layer.attn_out), &layer.attn_norm)?,
                 ff_in_bias: host(bias_of(&layer.ff_in))?,
@@ -161,7 +177,8 @@ impl Layer {
     /// The fused CPU form of [`Layer::forward`], on packed sequences.
     /// `x`: `[Σ lengths, hidden]`, the sequences' tokens packed back to back.
     fn forward_cpu(&self, p: &HostVectors, x: &Tensor, lengths: &[usize]) -> Result<Tensor> {
-        let qkv = x.matmul(&self.qkv.weight().t()?)?;
+        let w = &p.products;
+        let qkv = w.qkv.apply(x)?;
         let ctx = qkv.apply_op1_no_bwd(&Attention {
             shape: AttentionShape {
                 heads: self.heads,
@@ -170,11 +187,11 @@ impl Layer {
             },
             lengths,
         })?;
-        let attn = ctx.matmul(&self.attn_out.weight().t()?)?;
+        let attn = w.attn_out.apply(&ctx)?;
         attn.inplace_op2(x, &AddNorm(&p.attn_norm))?;
-        let inner = attn.matmul(&self.ff_in.weight().t()?)?;
+        let inner = w.ff_in.apply(&attn)?;
         inner.inplace_op1(&BiasGelu(&p.ff_in_bias))?;
-        let out = inner.matmul(&self.ff_out.weight().t()?)?;
+        let out = w.ff_out.apply(&inner)?;
         out.inplace_op2(&attn, &AddNorm(&p.ff_norm))?;
         Ok(out)
     }
@@ -224,7 +241,9 @@ pub(crate) struct Bert {
 }
 
 impl Bert {
-    pub(crate) fn load(vb: VarBuilder, c: &Config) -> Result<Bert> {
+    /// Loads the weights; the matrix products of the packed CPU path run
+    /// in `precision` (anything but f32 needs that path).
+    pub(crate) fn load(vb: VarBuilder, c: &Config, precision: Precision) -> Result<Bert> {
         // Some checkpoints put everything under a `bert.` prefix.
         let vb = if vb.contains_tensor("embeddings.word_embeddings.weight") {
             vb
@@ -240,14 +259,14 @@ impl Bert {
             .get(0)?;
         let norm = LayerNorm::load(e.pp("LayerNorm"), h, c.layer_norm_eps)?;
         let layers = (0..c.num_hidden_layers)
-            .map(|i| Layer::load(vb.pp(format!("encoder.layer.{i}")), c))
+            .map(|i| Layer::load(vb.pp(format!("encoder.layer.{i}")), c, precision))
             .collect::<Result<Vec<_>>>()?;
         let embed_host = if positions.device().is_cpu() && positions.dtype() == DType::F32 {
             Some(HostNorm::new(&token_type, &norm)?)
         } else {
             None
         };
-        Ok(Bert {
+        let bert = Bert {
             words,
             positions,
             token_type,
@@ -255,7 +274,14 @@ impl Bert {
             layers,
             hidden: h,
             embed_host,
-        })
+        };
+        if precision != Precision::Fp32 && !bert.packs() {
+            candle_core::bail!(
+                "--precision {} runs on the CPU only, with an exact-GELU model",
+                precision.name()
+            );
+        }
+        Ok(bert)
     }
 
     /// Whether [`Bert::forward_packed`] is available: sequences then go in
@@ -458,7 +484,7 @@ mod tests {
     use super::*;
 
     /// A small random BERT (2 layers, hidden 32, 4 heads) built in memory.
-    fn tiny_bert() -> Bert {
+    fn tiny_weights() -> (Config, HashMap<String, Tensor>) {
         let config: Config = serde_json::from_str(
             r#"{"vocab_size": 50, "hidden_size": 32, "num_hidden_layers": 2,
                 "num_attention_heads": 4, "intermediate_size": 64, "hidden_act": "gelu",
@@ -469,9 +495,19 @@ mod tests {
         .unwrap();
         let dev = Device::Cpu;
         let mut tensors = HashMap::new();
+        // Seeded, so every test run sees the same model.
+        let mut state = 0x5eed_u64;
         let mut add = |name: String, shape: &[usize], centre: f32| {
-            let t = (Tensor::rand(-0.5f32, 0.5, shape, &dev).unwrap() + centre as f64).unwrap();
-            tensors.insert(name, t);
+            let n: usize = shape.iter().product();
+            let values: Vec<f32> = (0..n)
+                .map(|_| {
+                    state = state
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5 + centre
+                })
+                .collect();
+            tensors.insert(name, Tensor::from_vec(values, shape, &dev).unwrap());
         };
         let (h, i) = (32, 64);
         add("embeddings.word_embeddings.weight".into(), &[50, h], 0.0);
@@ -504,14 +540,24 @@ mod tests {
             add(format!("{p}output.LayerNorm.weight"), &[h], 1.0);
             add(format!("{p}output.LayerNorm.bias"), &[h], 0.0);
         }
-        Bert::load(VarBuilder::from_tensors(tensors, DType::F32, &dev), &config).unwrap()
+        (config, tensors)
+    }
+
+    fn tiny_bert(precision: Precision) -> Bert {
+        let (config, tensors) = tiny_weights();
+        Bert::load(
+            VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu),
+            &config,
+            precision,
+        )
+        .unwrap()
     }
 
     /// The fused packed CPU path and the plain-Candle padded path (what
     /// other devices run) compute the same function.
     #[test]
     fn packed_and_padded_forwards_agree() {
-        let bert = tiny_bert();
+        let bert = tiny_bert(Precision::Fp32);
         assert!(bert.packs());
         let seqs: Vec<Vec<u32>> = vec![
             (1..=23).collect(),
@@ -555,5 +601,34 @@ mod tests {
             start += len;
         }
         assert!(worst < 1e-4, "worst difference {worst}");
+    }
+
+    /// bf16 and int8 run the same model through the same packed path, off
+    /// fp32 by a rounding-sized amount (and not by nothing: the products
+    /// really changed).
+    #[test]
+    fn reduced_precisions_stay_near_fp32() {
+        let (config, tensors) = tiny_weights();
+        let load = |precision| {
+            let vb = VarBuilder::from_tensors(tensors.clone(), DType::F32, &Device::Cpu);
+            Bert::load(vb, &config, precision).unwrap()
+        };
+        let ids: Vec<u32> = (1..=23).chain([7, 3, 9]).collect();
+        let lengths = [23, 3];
+        let run = |bert: &Bert| -> Vec<f32> {
+            let out = bert.forward_packed(&ids, &lengths).unwrap();
+            out.flatten_all().unwrap().to_vec1().unwrap()
+        };
+        let reference = run(&load(Precision::Fp32));
+        for (precision, bound) in [(Precision::Bf16, 0.1f32), (Precision::Int8, 0.3)] {
+            let got = run(&load(precision));
+            let worst = got
+                .iter()
+                .zip(&reference)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            eprintln!("{precision:?}: worst {worst}");
+            assert!(worst > 0.0 && worst < bound, "{precision:?}: worst {worst}");
+        }
     }
 }

@@ -10,6 +10,7 @@ use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStr
 
 use crate::bert::Bert;
 use crate::model::ModelFiles;
+use crate::precision::Precision;
 
 fn internal(context: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
     move |e| Error::internal(format!("{context}: {e}"))
@@ -43,7 +44,11 @@ pub(crate) struct Encoder {
 
 impl Encoder {
     /// Loads config.json and the safetensors weights (memory-mapped).
-    pub(crate) fn load(files: &ModelFiles, device: &Device) -> Result<Encoder, Error> {
+    pub(crate) fn load(
+        files: &ModelFiles,
+        device: &Device,
+        precision: Precision,
+    ) -> Result<Encoder, Error> {
         let config_path = files.dir.join("config.json");
         let text = std::fs::read_to_string(&config_path)
             .map_err(|e| Error::io(format!("{}: {e}", config_path.display())))?;
@@ -58,7 +63,7 @@ impl Encoder {
         // writes it, and a concurrent writer would be a user error.
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, device) }
             .map_err(|e| Error::config(format!("{}: {e}", weights.display())))?;
-        let model = Bert::load(vb, &config)
+        let model = Bert::load(vb, &config, precision)
             .map_err(|e| Error::config(format!("{}: {e}", weights.display())))?;
         Ok(Encoder {
             model,

@@ -25,6 +25,7 @@ mod encoder;
 mod kernels;
 mod math;
 mod model;
+mod precision;
 mod store;
 mod tokens;
 
@@ -45,6 +46,7 @@ pub use encoder::parse_device;
 pub use kernels::{kernel_path, KernelPath, KERNELS_ENV};
 pub use math::{bertscore, cosine, Embedded};
 pub use model::{read_settings, resolve, ModelFiles, Pooling, DEFAULT_MODEL_DIR};
+pub use precision::Precision;
 
 use encoder::Encoder;
 use store::EmbeddingStore;
@@ -88,6 +90,8 @@ pub struct EmbedOptions {
     pub store: Option<PathBuf>,
     /// Also keep outputs' embeddings there, not only references'.
     pub store_outputs: bool,
+    /// `--precision`: the number format of the encoder's matrix products.
+    pub precision: Precision,
 }
 
 impl Default for EmbedOptions {
@@ -101,6 +105,7 @@ impl Default for EmbedOptions {
             batch_tokens: 2048,
             store: None,
             store_outputs: false,
+            precision: Precision::Fp32,
         }
     }
 }
@@ -199,14 +204,14 @@ impl EmbeddingStage {
             })
         };
         let cls_sep = [special("[CLS]")?, special("[SEP]")?];
-        let encoder = Encoder::load(&files, &options.device)?;
+        let encoder = Encoder::load(&files, &options.device, options.precision)?;
         let store = match &options.store {
             Some(root) => Some(EmbeddingStore::open(
                 root,
                 &files,
                 max_len,
                 encoder.hidden,
-                store::Numerics::CURRENT,
+                store::Numerics::of(options.precision),
             )?),
             None => None,
         };
@@ -236,6 +241,11 @@ impl EmbeddingStage {
     /// The truncation length in use.
     pub fn max_seq_length(&self) -> usize {
         self.max_len
+    }
+
+    /// The precision of the encoder's matrix products, for the summary.
+    pub fn precision(&self) -> Precision {
+        self.options.precision
     }
 
     /// The CPU kernel path in use (`REFSCORE_KERNELS`), for the summary.

@@ -17,6 +17,8 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use refscore_batch::Error;
+
+use crate::precision::Precision;
 use sha2::{Digest, Sha256};
 
 use crate::math::Embedded;
@@ -33,20 +35,21 @@ pub(crate) struct Numerics {
     /// Bumped whenever a change to the kernels (attention, GELU, layer norm,
     /// pooling, normalisation) changes the vectors they produce.
     pub version: u32,
-    /// The precision the forward pass runs in: "fp32" today; a slot for a
-    /// coming bf16/int8 option.
+    /// The precision the forward pass runs in (`--precision`).
     pub precision: &'static str,
 }
 
 impl Numerics {
-    /// The numerics this build produces.
-    pub(crate) const CURRENT: Numerics = Numerics {
-        version: NUMERICS_VERSION,
-        precision: "fp32",
-    };
+    /// The numerics this build produces in `precision`.
+    pub(crate) fn of(precision: Precision) -> Numerics {
+        Numerics {
+            version: NUMERICS_VERSION,
+            precision: precision.name(),
+        }
+    }
 }
 
-/// The numerics version of [`Numerics::CURRENT`]: bump it in any commit
+/// The numerics version of [`Numerics::of`]: bump it in any commit
 /// that changes the vectors the kernels compute, so `--embed-cache` entries
 /// written before are not reused.
 pub(crate) const NUMERICS_VERSION: u32 = 1;
@@ -232,24 +235,21 @@ mod tests {
         let (model, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let files = model_folder(model.path());
         let open = |numerics| EmbeddingStore::open(root.path(), &files, 256, 4, numerics).unwrap();
-        let mut store = open(Numerics::CURRENT);
+        let mut store = open(Numerics::of(Precision::Fp32));
         assert!(store.put("Paris", &sample()));
         assert!(
-            open(Numerics::CURRENT).get("Paris").is_some(),
+            open(Numerics::of(Precision::Fp32)).get("Paris").is_some(),
             "same numerics: a hit"
         );
         let bumped = Numerics {
             version: NUMERICS_VERSION + 1,
-            ..Numerics::CURRENT
+            ..Numerics::of(Precision::Fp32)
         };
         assert!(
             open(bumped).get("Paris").is_none(),
             "new numerics version: a miss"
         );
-        let bf16 = Numerics {
-            precision: "bf16",
-            ..Numerics::CURRENT
-        };
+        let bf16 = Numerics::of(Precision::Bf16);
         assert!(open(bf16).get("Paris").is_none(), "other precision: a miss");
         assert_ne!(open(bumped).dir(), store.dir());
     }

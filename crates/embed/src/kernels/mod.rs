@@ -34,7 +34,11 @@ use refscore_batch::Error;
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+pub(crate) mod bf16;
+mod dot;
+pub(crate) mod int8;
 mod portable;
+mod products;
 
 /// The environment variable that forces a kernel path (see the module docs).
 pub const KERNELS_ENV: &str = "REFSCORE_KERNELS";

@@ -256,6 +256,17 @@ pub struct ScoreArgs {
     #[arg(long, value_name = "DEVICE")]
     pub device: Option<String>,
 
+    /// Number format of the encoder's four matrix products per layer (CPU); attention,
+    /// GELU, layer norm, pooling and BERTScore stay f32. fp32: the reference numbers. bf16:
+    /// bf16 weights and activations, f32 sums; measured against fp32: max |Δ| 2.3e-3, p99
+    /// 1.5e-3. int8: s8 weights (a scale per output), u8 activations (a scale per row),
+    /// exact integer sums; max |Δ| 2.2e-2, p99 1.4e-2. Faster only on CPUs with AVX512-BF16 /
+    /// AVX512-VNNI; elsewhere a portable path gives the same numbers, more slowly (see
+    /// docs/performance.md). Recorded in the summary and the result file's footer
+    /// [default: fp32]
+    #[arg(long, value_name = "fp32|bf16|int8")]
+    pub precision: Option<String>,
+
     /// Weight BERTScore tokens by IDF over the input's references (reads the reference
     /// column once more before scoring)
     #[arg(long)]

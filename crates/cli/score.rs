@@ -47,6 +47,13 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         shard: settings.shard,
         settings: fingerprint(settings, &dataset, model.as_ref(), judge_url.as_deref())?,
         thresholds: settings.thresholds.clone(),
+        footer: match &model {
+            Some(_) => vec![(
+                "refscore.precision".into(),
+                settings.embed.precision.name().into(),
+            )],
+            None => Vec::new(),
+        },
     };
     let mut job = match Job::prepare(&dataset, spec)? {
         Prepared::AlreadyComplete => return Ok(Outcome::AlreadyComplete),
@@ -259,6 +266,7 @@ fn fingerprint(
             "embed".into(),
             json!({
                 "device": e.device,
+                "precision": e.precision.name(),
                 "idf": e.idf,
                 "rescale": format!("{:?}", e.rescale),
                 "max_seq_length": e.max_seq_length,
@@ -324,6 +332,7 @@ pub(crate) fn load_embedding(settings: &Settings) -> Result<EmbeddingStage, Erro
         cache_bytes: settings.embed.cache_mb << 20,
         store: settings.embed.store.clone(),
         store_outputs: settings.embed.store_outputs,
+        precision: settings.embed.precision,
         ..EmbedOptions::default()
     };
     EmbeddingStage::load(options)
@@ -430,6 +439,7 @@ pub(crate) fn embedding_report(stage: &EmbeddingStage) -> serde_json::Value {
         "texts_truncated": r.texts_truncated,
         "tokenized_bytes": r.tokenized_bytes,
         "kernels": stage.kernel_path().name(),
+        "precision": stage.precision().name(),
         "tokens": r.tokens,
         "padded_tokens": r.padded_tokens,
         "tokenize_seconds": r.tokenize.as_secs_f64(),

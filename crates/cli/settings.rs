@@ -31,6 +31,7 @@ struct ConfigFile {
     quiet: Option<bool>,
     model: Option<String>,
     device: Option<String>,
+    precision: Option<String>,
     idf: Option<bool>,
     rescale_baseline: Option<String>,
     max_seq_length: Option<usize>,
@@ -107,6 +108,8 @@ pub enum Rescale {
 pub struct EmbedSettings {
     pub model: Option<String>,
     pub device: String,
+    /// `--precision`.
+    pub precision: refscore_embed::Precision,
     pub idf: bool,
     pub rescale: Option<Rescale>,
     pub max_seq_length: Option<usize>,
@@ -281,9 +284,18 @@ impl Settings {
                 }
             }
         };
+        let precision = match (args.precision, file.precision) {
+            (Some(p), _) => {
+                parse_precision(&p).map_err(|e| Error::usage(format!("--precision {e}")))?
+            }
+            (None, Some(p)) => parse_precision(&p)
+                .map_err(|e| Error::config(format!("config file: precision = {e}")))?,
+            (None, None) => refscore_embed::Precision::default(),
+        };
         let embed = EmbedSettings {
             model: args.model.or(file.model),
             device: args.device.or(file.device).unwrap_or_else(|| "cpu".into()),
+            precision,
             idf: args.idf || file.idf.unwrap_or(false),
             rescale,
             max_seq_length: ranged(
@@ -421,4 +433,10 @@ impl Settings {
             quiet: args.quiet || file.quiet.unwrap_or(false),
         })
     }
+}
+
+/// A `--precision` value.
+fn parse_precision(name: &str) -> Result<refscore_embed::Precision, String> {
+    refscore_embed::Precision::from_name(name.trim())
+        .ok_or_else(|| format!("{name}: expected fp32, bf16 or int8"))
 }

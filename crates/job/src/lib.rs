@@ -80,6 +80,9 @@ pub struct JobSpec {
     pub settings: BTreeMap<String, serde_json::Value>,
     /// Summary pass thresholds.
     pub thresholds: Vec<(String, f64)>,
+    /// Footer metadata of the result file beyond the run hash, so a reader
+    /// of the file alone can tell how it was made (e.g. `refscore.precision`).
+    pub footer: Vec<(String, String)>,
 }
 
 /// The outcome of [`Job::prepare`].
@@ -367,6 +370,9 @@ impl Job {
         let mut extra = Vec::new();
         if retryable_rows <= allowed_retryable {
             extra.push(KeyValue::new(RUN_KEY.to_string(), self.hash.clone()));
+        }
+        for (key, value) in &self.spec.footer {
+            extra.push(KeyValue::new(key.clone(), value.clone()));
         }
         if let Some(shard) = self.spec.shard {
             extra.push(KeyValue::new(

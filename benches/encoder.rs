@@ -4,12 +4,14 @@
 //! exactly the intended length.
 //!
 //! Run: `cargo bench --bench encoder` (needs scripts/fetch-model.sh;
-//! REFSCORE_BENCH_THREADS sets the thread count, default 2).
+//! REFSCORE_BENCH_THREADS sets the thread count, default 2;
+//! REFSCORE_BENCH_PRECISIONS the precisions, default fp32,bf16,int8, the
+//! first being the one the ratios divide by).
 
 use std::time::Instant;
 
 use candle_core::{Device, Tensor};
-use refscore_embed::{EmbedOptions, EmbeddingStage};
+use refscore_embed::{EmbedOptions, EmbeddingStage, Precision};
 
 const WORDS: &[&str] = &[
     "the", "of", "and", "to", "in", "is", "was", "he", "for", "it", "with", "as", "his", "on",
@@ -30,21 +32,41 @@ fn text(len: usize, seed: usize) -> String {
 fn main() {
     let threads = std::env::var("REFSCORE_BENCH_THREADS").unwrap_or_else(|_| "2".into());
     std::env::set_var("RAYON_NUM_THREADS", &threads);
-    let mut stage =
-        EmbeddingStage::load(EmbedOptions::default()).expect("model (run scripts/fetch-model.sh)");
+    let precisions: Vec<Precision> = std::env::var("REFSCORE_BENCH_PRECISIONS")
+        .unwrap_or_else(|_| "fp32,bf16,int8".into())
+        .split(',')
+        .map(|p| Precision::from_name(p.trim()).expect("fp32, bf16 or int8"))
+        .collect();
+    let mut stages: Vec<EmbeddingStage> = precisions
+        .iter()
+        .map(|&precision| {
+            let options = EmbedOptions {
+                precision,
+                ..EmbedOptions::default()
+            };
+            EmbeddingStage::load(options).expect("model (run scripts/fetch-model.sh)")
+        })
+        .collect();
     // Warm up.
     let warm: Vec<String> = (0..16).map(|s| text(30, s)).collect();
-    stage
-        .embed(&warm.iter().map(String::as_str).collect::<Vec<_>>())
-        .unwrap();
-    println!("threads {threads}; tokens include [CLS]/[SEP]; ceiling ≈ 8,700 tokens/s on 2 AVX-512 cores");
+    for stage in &mut stages {
+        stage
+            .embed(&warm.iter().map(String::as_str).collect::<Vec<_>>())
+            .unwrap();
+    }
     println!(
-        "{:>8} {:>8} {:>12} {:>14} {:>8}",
-        "texts", "tokens", "best tok/s", "median tok/s", "texts/s"
+        "threads {threads}; kernels {}; tokens include [CLS]/[SEP]; best tokens/s of {REPEATS} runs \
+         (median in brackets), precisions measured side by side, shape by shape",
+        stages[0].kernel_path().name()
     );
-    // Each shape runs REPEATS times: these machines are noisy, and the best
-    // of several short runs is the steadiest figure of what the code can do.
-    const REPEATS: usize = 5;
+    print!("{:>6} {:>6}", "texts", "tokens");
+    for p in &precisions {
+        print!(" {:>20}", p.name());
+    }
+    for p in precisions.iter().skip(1) {
+        print!(" {:>10}", format!("{}/{}", p.name(), precisions[0].name()));
+    }
+    println!();
     for (count, words) in [
         (256, 6),
         (256, 14),
@@ -55,29 +77,41 @@ fn main() {
     ] {
         let texts: Vec<String> = (0..count).map(|s| text(words, s)).collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let mut rates: Vec<f64> = (0..REPEATS)
-            .map(|_| {
+        let mut rates = vec![Vec::new(); stages.len()];
+        // Round-robin over the precisions, so drifts of the machine hit
+        // them alike.
+        for _ in 0..REPEATS {
+            for (stage, rates) in stages.iter_mut().zip(&mut rates) {
                 let t0 = Instant::now();
                 let out = stage.embed(&refs).unwrap();
                 let secs = t0.elapsed().as_secs_f64();
                 let tokens: usize = out.iter().map(|e| e.ids.len()).sum();
                 assert_eq!(tokens, count * (words + 2), "one word-piece per word");
-                tokens as f64 / secs
-            })
-            .collect();
-        rates.sort_by(f64::total_cmp);
-        let (best, median) = (rates[REPEATS - 1], rates[REPEATS / 2]);
-        println!(
-            "{:>8} {:>8} {:>12.0} {:>14.0} {:>8.1}",
-            count,
-            words + 2,
-            best,
-            median,
-            best / (words + 2) as f64
-        );
+                rates.push(tokens as f64 / secs);
+            }
+        }
+        print!("{count:>6} {:>6}", words + 2);
+        let mut best = Vec::new();
+        for r in &mut rates {
+            r.sort_by(f64::total_cmp);
+            best.push(r[REPEATS - 1]);
+            print!(
+                " {:>20}",
+                format!("{:.0} ({:.0})", r[REPEATS - 1], r[REPEATS / 2])
+            );
+        }
+        for b in best.iter().skip(1) {
+            print!(" {:>10.2}", b / best[0]);
+        }
+        println!();
     }
     gemm_alone();
 }
+
+/// Each shape runs REPEATS times per precision: these machines are noisy,
+/// and the best of several short runs is the steadiest figure of what the
+/// code can do.
+const REPEATS: usize = 5;
 
 /// The matrix products alone, at the shapes of one 2,048-token batch of
 /// all-MiniLM-L6-v2 (hidden 384, feed-forward 1,536), through the same

@@ -27,6 +27,8 @@
 #   ROWS                 rows per set (default 20000)
 #   OUT                  work/output folder (default /tmp/refscore-bench)
 #   THREADS              threads for refscore (--threads) and torch (default 2)
+#   PRECISIONS           reduced precisions also run for refscore, after its fp32
+#                        run, on the same sets (default "bf16 int8"; "" for none)
 #   REFSCORE_BIN         refscore binary (default target/release/refscore, or
 #                        $CARGO_TARGET_DIR/release/refscore)
 #   REFSCORE_BENCH_VENV  virtualenv (default ~/.cache/refscore/venv-bench)
@@ -49,6 +51,8 @@ caller_pwd="$PWD"
 rows="${ROWS:-20000}"
 out="${OUT:-/tmp/refscore-bench}"
 threads="${THREADS:-2}"
+precisions="${PRECISIONS-bf16 int8}"
+export BENCH_PRECISIONS_LIST="$precisions"
 bin="${REFSCORE_BIN:-${CARGO_TARGET_DIR:-$root/target}/release/refscore}"
 venv="${REFSCORE_BENCH_VENV:-$HOME/.cache/refscore/venv-bench}"
 model="${REFSCORE_MODEL_DIR:-$root/models/all-MiniLM-L6-v2}"
@@ -120,6 +124,12 @@ print(f"refscore: {d['rows']} rows in {d['seconds']:.2f}s ({d['rows_per_second']
       f"{e.get('texts_embedded')} texts embedded at {e.get('tokens_per_second', 0):.0f} tok/s, "
       f"peak RSS {d['peak_rss_bytes'] / 2**20:.0f} MiB")
 EOF
+
+    for precision in $precisions; do
+        step "$set: refscore score --precision $precision"
+        "$bin" score "$input" -o "$out/$set.refscore.$precision.parquet" --overwrite --quiet \
+            --metrics embedding --threads "$threads" --model "$model" --precision "$precision"
+    done
 
     step "$set: Python anchor (sentence-transformers + bert_score, $threads torch threads)"
     "$py" scripts/bench_python.py "$input" "$out/$set.python.parquet" \
@@ -309,6 +319,29 @@ print("  BERTScore differences are expected: bert_score's default batching (batc
       f"  Cosine must agree within {cosine_tol:g} (docs/metrics.md#embedding-metrics).")
 results["cosine_tolerance"] = cosine_tol
 results["cosine_ok"] = not bad_cosine
+precisions = os.environ.get("BENCH_PRECISIONS_LIST", "").split()
+if precisions:
+    import numpy as np
+    import pyarrow.parquet as pq
+    print("\nreduced precisions (side by side with the fp32 run above, same set and threads):")
+    results["precisions"] = {}
+    for name in ("nightly", "distinct"):
+        base = load(f"{name}.refscore.parquet.summary.json")
+        t32 = pq.read_table(os.path.join(out, f"{name}.refscore.parquet"))
+        for p in precisions:
+            rs = load(f"{name}.refscore.{p}.parquet.summary.json")
+            tp = pq.read_table(os.path.join(out, f"{name}.refscore.{p}.parquet"))
+            dev = {}
+            for col in ("cosine", "bertscore_f1"):
+                a = np.array(t32[col].to_pylist(), dtype=float)
+                b = np.array(tp[col].to_pylist(), dtype=float)
+                d = np.abs(a - b)[~np.isnan(a)]
+                dev[col] = float(d.max()) if d.size else None
+            ratio = rs["rows_per_second"] / base["rows_per_second"]
+            results["precisions"].setdefault(name, {})[p] = {
+                "rows_per_second": rs["rows_per_second"], "vs_fp32": ratio, "max_abs_diff": dev}
+            print(f"  {name} {p}: {rs['rows_per_second']:,.1f} rows/s ({ratio:.2f}x fp32), "
+                  f"max |dcosine| {dev['cosine']:.2e}, max |dF1| {dev['bertscore_f1']:.2e}")
 with open(os.path.join(out, "bench-results.json"), "w") as fh:
     json.dump(results, fh, indent=2)
 print(f"\nall numbers: {os.path.join(out, 'bench-results.json')}")

@@ -35,6 +35,18 @@ pub fn table(summary: &Summary) -> String {
                 .unwrap_or_else(|| "-".into())
         ));
     }
+    if let Some(precision) = summary
+        .extra
+        .get("embedding")
+        .and_then(|e| e["precision"].as_str())
+    {
+        if precision != "fp32" {
+            out.push_str(&format!(
+                "embedding metrics in {precision}, not fp32: they differ from fp32 by the \
+                 deviation in docs/performance.md#precision\n"
+            ));
+        }
+    }
     if let Some(j) = summary.extra.get("judge") {
         out.push_str(&judge_line(j));
     }

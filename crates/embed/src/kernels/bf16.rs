@@ -14,7 +14,7 @@
 
 use candle_core::{Result, Tensor};
 
-use super::dot::{self, Packed};
+use super::dot::{self, Instruction, Packed};
 use super::products::{host_matrix, map_rows, x_times_wt};
 
 /// One linear layer's weight for the bf16 products.
@@ -29,16 +29,6 @@ enum Form {
     Values(Vec<f32>),
     /// Packed for `vdpbf16ps`: pairs of bf16.
     Pairs(Packed),
-}
-
-/// Whether the AVX-512 BF16 path runs here (see the module docs).
-fn avx512_bf16() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        super::active() == super::KernelPath::Avx512 && std::is_x86_feature_detected!("avx512bf16")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
 }
 
 /// `v` as bf16 bits: nearest, ties to even; subnormals become zero.
@@ -74,7 +64,7 @@ impl Weight {
         Ok(Weight::from_host(
             &host_matrix(weight)?,
             weight.dims2()?,
-            avx512_bf16(),
+            Instruction::Bf16.usable(),
         ))
     }
 
@@ -117,7 +107,7 @@ impl Weight {
                 let raw = dot::product(&xp, n, w, |x, w, o| {
                     #[cfg(target_arch = "x86_64")]
                     // SAFETY: this form is only built when the CPU has
-                    // AVX-512F and BF16 (`avx512_bf16()`).
+                    // AVX-512F and BF16 (`Instruction::Bf16.usable()`).
                     unsafe {
                         dot::rows_bf16(x, w, o)
                     }

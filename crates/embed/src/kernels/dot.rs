@@ -17,6 +17,33 @@
 
 use rayon::prelude::*;
 
+/// The dot-product instructions the AVX-512 tiles use.
+#[derive(Clone, Copy)]
+pub(crate) enum Instruction {
+    /// `vpdpbusd` (AVX512-VNNI).
+    Vnni,
+    /// `vdpbf16ps` (AVX512-BF16).
+    Bf16,
+}
+
+impl Instruction {
+    /// Whether the tiles with this instruction run here: the CPU has it and
+    /// the AVX-512 kernel path is in use (`REFSCORE_KERNELS` can turn them
+    /// off, so the portable path can be tested on any CPU).
+    pub(crate) fn usable(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            super::active() == super::KernelPath::Avx512
+                && match self {
+                    Instruction::Vnni => std::is_x86_feature_detected!("avx512vnni"),
+                    Instruction::Bf16 => std::is_x86_feature_detected!("avx512bf16"),
+                }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    }
+}
+
 /// Lanes of one accumulator: one AVX-512 register of 32-bit values.
 pub(crate) const LANES: usize = 16;
 

@@ -16,7 +16,7 @@
 
 use candle_core::{Result, Tensor};
 
-use super::dot::{self, Packed};
+use super::dot::{self, Instruction, Packed};
 use super::products::{host_matrix, map_rows, x_times_wt};
 
 /// Inputs per exact f32 product: 512 · 255 · 127 < 2²⁴.
@@ -38,16 +38,6 @@ enum Form {
     Values(Vec<f32>),
     /// Packed for `vpdpbusd`: groups of 4 s8.
     Vnni(Packed),
-}
-
-/// Whether the VNNI path runs here (see the module docs).
-fn vnni() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        super::active() == super::KernelPath::Avx512 && std::is_x86_feature_detected!("avx512vnni")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
 }
 
 /// Round to nearest, ties to even, for |v| < 2²²: adding and taking away
@@ -83,7 +73,7 @@ impl Weight {
         Ok(Weight::from_host(
             &host_matrix(weight)?,
             weight.dims2()?,
-            vnni(),
+            Instruction::Vnni.usable(),
         ))
     }
 
@@ -173,7 +163,7 @@ impl Weight {
         acc
     }
 
-    /// The i32 sums with `vpdpbusd` (only built where [`vnni`] holds).
+    /// The i32 sums with `vpdpbusd` (only built where `Instruction::Vnni.usable()`).
     fn vnni(&self, x: &[f32], n: usize, params: &[(f32, i32)], w: &Packed) -> Vec<u32> {
         let groups = w.groups;
         let mut xq = vec![0u32; n * groups];
@@ -191,7 +181,7 @@ impl Weight {
         let mut acc = dot::product(&xq, n, w, |x, w, o| {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: this form is only built when the CPU has AVX-512F and
-            // VNNI (`vnni()`).
+            // VNNI (`Instruction::Vnni.usable()`).
             unsafe {
                 dot::rows_vnni(x, w, o)
             }

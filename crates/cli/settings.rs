@@ -166,6 +166,26 @@ fn ranged<T: Copy + std::fmt::Display>(
     }
 }
 
+/// A text setting from the flag or else the config file, parsed; a bad
+/// flag is a usage error, a bad file value a configuration error, and the
+/// message names whichever was given.
+fn parsed<T>(
+    flag: Option<String>,
+    file: Option<String>,
+    name: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Option<T>, Error> {
+    match (flag, file) {
+        (Some(v), _) => parse(&v)
+            .map(Some)
+            .map_err(|e| Error::usage(format!("--{} {e}", name.replace('_', "-")))),
+        (None, Some(v)) => parse(&v)
+            .map(Some)
+            .map_err(|e| Error::config(format!("config file: {name} = {e}"))),
+        (None, None) => Ok(None),
+    }
+}
+
 fn read_config(path: &Path) -> Result<ConfigFile, Error> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Error::io(format!("{}: cannot read config file: {e}", path.display())))?;
@@ -284,14 +304,8 @@ impl Settings {
                 }
             }
         };
-        let precision = match (args.precision, file.precision) {
-            (Some(p), _) => {
-                parse_precision(&p).map_err(|e| Error::usage(format!("--precision {e}")))?
-            }
-            (None, Some(p)) => parse_precision(&p)
-                .map_err(|e| Error::config(format!("config file: precision = {e}")))?,
-            (None, None) => refscore_embed::Precision::default(),
-        };
+        let precision = parsed(args.precision, file.precision, "precision", parse_precision)?
+            .unwrap_or_default();
         let embed = EmbedSettings {
             model: args.model.or(file.model),
             device: args.device.or(file.device).unwrap_or_else(|| "cpu".into()),
@@ -326,13 +340,13 @@ impl Settings {
                 "--judge-band needs the meaning_match and cosine metrics in the run",
             ));
         }
-        let reasons = match (args.judge_reasons, file.judge_reasons) {
-            (Some(r), _) => refscore_judge::Reasons::parse(&r)
-                .map_err(|e| Error::usage(format!("--judge-reasons {e}")))?,
-            (None, Some(r)) => refscore_judge::Reasons::parse(&r)
-                .map_err(|e| Error::config(format!("config file: judge_reasons = {e}")))?,
-            (None, None) => refscore_judge::Reasons::default(),
-        };
+        let reasons = parsed(
+            args.judge_reasons,
+            file.judge_reasons,
+            "judge_reasons",
+            refscore_judge::Reasons::parse,
+        )?
+        .unwrap_or_default();
         let judge_threshold = ranged(
             args.judge_threshold,
             file.judge_threshold,

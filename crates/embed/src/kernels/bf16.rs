@@ -91,6 +91,16 @@ impl Weight {
         map_rows(x, self.inp, self.out, |x, n| self.product(x, n))
     }
 
+    /// The `n` rows of `x` as `groups` bf16 pairs each, as `vdpbf16ps`
+    /// takes them.
+    fn paired_rows(&self, x: &[f32], n: usize, groups: usize) -> Vec<u32> {
+        let mut xp = vec![0u32; n * groups];
+        for (row, p) in x.chunks_exact(self.inp).zip(xp.chunks_exact_mut(groups)) {
+            pairs(row, p);
+        }
+        xp
+    }
+
     /// The product of `n` rows of `x` (`n × in`), `n × out`.
     fn product(&self, x: &[f32], n: usize) -> Vec<f32> {
         let mut y = vec![0f32; n * self.out];
@@ -100,10 +110,7 @@ impl Weight {
                 x_times_wt(&xr, self.inp, n, self.inp, w, self.inp, self.out, &mut y);
             }
             Form::Pairs(w) => {
-                let mut xp = vec![0u32; n * w.groups];
-                for (row, p) in x.chunks_exact(self.inp).zip(xp.chunks_exact_mut(w.groups)) {
-                    pairs(row, p);
-                }
+                let xp = self.paired_rows(x, n, w.groups);
                 let raw = dot::product(&xp, n, w, |x, w, o| {
                     #[cfg(target_arch = "x86_64")]
                     // SAFETY: this form is only built when the CPU has
@@ -136,15 +143,7 @@ mod tests {
     use super::*;
 
     fn random(n: usize, seed: u64, spread: f32) -> Vec<f32> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.4) * spread
-            })
-            .collect()
+        dot::random(n, seed, 0.4, spread)
     }
 
     #[test]
@@ -172,10 +171,7 @@ mod tests {
             let Form::Pairs(p) = &packed.form else {
                 unreachable!()
             };
-            let mut xp = vec![0u32; n * p.groups];
-            for (row, q) in x.chunks_exact(inp).zip(xp.chunks_exact_mut(p.groups)) {
-                pairs(row, q);
-            }
+            let xp = packed.paired_rows(&x, n, p.groups);
             let raw = dot::product(&xp, n, p, dot::rows_emulated::<dot::emulated::Bf16>);
             for r in 0..n {
                 for o in 0..out {

@@ -212,6 +212,21 @@ pub(crate) fn product(
     out
 }
 
+/// `n` seeded pseudo-random values in `(−centre, 1 − centre) · spread`
+/// (tests).
+#[cfg(test)]
+pub(crate) fn random(n: usize, seed: u64, centre: f32, spread: f32) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32 - centre) * spread
+        })
+        .collect()
+}
+
 /// The plain-Rust form of [`rows_body`] for an emulated unit (tests).
 #[cfg(test)]
 pub(crate) fn rows_emulated<U: DotUnit>(x: &[u32], w: &Packed, out: &mut [u32]) {

@@ -163,10 +163,10 @@ impl Weight {
         acc
     }
 
-    /// The i32 sums with `vpdpbusd` (only built where `Instruction::Vnni.usable()`).
-    fn vnni(&self, x: &[f32], n: usize, params: &[(f32, i32)], w: &Packed) -> Vec<u32> {
-        let groups = w.groups;
-        let mut xq = vec![0u32; n * groups];
+    /// The rows of `x` quantised and packed as `groups` groups of 4 u8 each
+    /// (the last group zero-padded), as `vpdpbusd` takes them.
+    fn quantised_groups(&self, x: &[f32], params: &[(f32, i32)], groups: usize) -> Vec<u32> {
+        let mut xq = vec![0u32; params.len() * groups];
         let mut bytes = vec![0u8; groups * 4];
         for ((row, qr), &p) in x
             .chunks_exact(self.inp)
@@ -178,6 +178,12 @@ impl Weight {
                 *q = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
             }
         }
+        xq
+    }
+
+    /// The i32 sums with `vpdpbusd` (only built where `Instruction::Vnni.usable()`).
+    fn vnni(&self, x: &[f32], n: usize, params: &[(f32, i32)], w: &Packed) -> Vec<u32> {
+        let xq = self.quantised_groups(x, params, w.groups);
         let mut acc = dot::product(&xq, n, w, |x, w, o| {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: this form is only built when the CPU has AVX-512F and
@@ -209,15 +215,7 @@ mod tests {
     use super::*;
 
     fn random(n: usize, seed: u64, spread: f32) -> Vec<f32> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.3) * spread
-            })
-            .collect()
+        dot::random(n, seed, 0.3, spread)
     }
 
     /// The packed layout and tiling (run with an emulated `vpdpbusd`) give
@@ -239,18 +237,7 @@ mod tests {
                 unreachable!()
             };
             // The same activations as `Weight::vnni`, through the emulation.
-            let mut xq = vec![0u32; n * p.groups];
-            let mut bytes = vec![0u8; p.groups * 4];
-            for ((row, qr), &pr) in x
-                .chunks_exact(inp)
-                .zip(xq.chunks_exact_mut(p.groups))
-                .zip(&params)
-            {
-                quantise_row(row, pr, &mut bytes);
-                for (q, b) in qr.iter_mut().zip(bytes.chunks_exact(4)) {
-                    *q = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-                }
-            }
+            let xq = packed.quantised_groups(&x, &params, p.groups);
             let raw = dot::product(&xq, n, p, dot::rows_emulated::<dot::emulated::Vnni>);
             let got: Vec<u32> = raw
                 .chunks_exact(p.width())

@@ -454,6 +454,30 @@ struct BaseChunk {
     status: Vec<u8>,
 }
 
+impl BaseChunk {
+    /// An empty chunk for `m` metrics.
+    fn new(m: usize) -> BaseChunk {
+        BaseChunk {
+            vals: vec![Vec::new(); m],
+            rows: Vec::new(),
+            status: Vec::new(),
+        }
+    }
+}
+
+/// The input file's reader when slices come from it (`--input --by`), with
+/// whether it has an id column and the slice column's name.
+fn input_cursor<'a>(ctx: &'a Ctx) -> Result<Option<(Cursor<'a>, bool, String)>, Error> {
+    Ok(match &ctx.slices {
+        Some(SliceSource::Input(t, id, by)) => Some((
+            Cursor::new(t.batches(&strs(&input_columns(id, by)), BATCH)?),
+            id.is_some(),
+            by.clone(),
+        )),
+        _ => None,
+    })
+}
+
 /// One run alone, or the result side of the hashed join.
 fn single(ctx: &Ctx, store: Option<(&mut BaseStore, Agg)>) -> Result<Box<Agg>, Error> {
     let (mut store, mut agg) = match store {
@@ -462,20 +486,9 @@ fn single(ctx: &Ctx, store: Option<(&mut BaseStore, Agg)>) -> Result<Box<Agg>, E
     };
     let names = cur_columns(ctx);
     let mut cur = Cursor::new(ctx.cur.table.batches(&strs(&names), BATCH)?);
-    let mut inp = match &ctx.slices {
-        Some(SliceSource::Input(t, id, by)) => Some((
-            Cursor::new(t.batches(&strs(&input_columns(id, by)), BATCH)?),
-            id.is_some(),
-            by.clone(),
-        )),
-        _ => None,
-    };
+    let mut inp = input_cursor(ctx)?;
     let m = ctx.metrics.len();
-    let mut base_chunk = BaseChunk {
-        vals: vec![Vec::new(); m],
-        rows: Vec::new(),
-        status: Vec::new(),
-    };
+    let mut base_chunk = BaseChunk::new(m);
     loop {
         let mut n = cur.avail()?;
         if n == 0 {
@@ -538,20 +551,9 @@ fn aligned(ctx: &Ctx) -> Result<Outcome, Error> {
     let bnames = base_columns(ctx, base);
     let mut cur = Cursor::new(ctx.cur.table.batches(&strs(&names), BATCH)?);
     let mut bas = Cursor::new(base.table.batches(&strs(&bnames), BATCH)?);
-    let mut inp = match &ctx.slices {
-        Some(SliceSource::Input(t, id, by)) => Some((
-            Cursor::new(t.batches(&strs(&input_columns(id, by)), BATCH)?),
-            id.is_some(),
-            by.clone(),
-        )),
-        _ => None,
-    };
+    let mut inp = input_cursor(ctx)?;
     let m = ctx.metrics.len();
-    let mut bc = BaseChunk {
-        vals: vec![Vec::new(); m],
-        rows: Vec::new(),
-        status: Vec::new(),
-    };
+    let mut bc = BaseChunk::new(m);
     let mut bkeys = Vec::new();
     let mut bstatus = Vec::new();
     loop {

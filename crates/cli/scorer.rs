@@ -88,17 +88,23 @@ fn panic_error(panic: Box<dyn std::any::Any + Send>) -> Error {
     Error::internal(format!("internal error: {what}"))
 }
 
-/// What a scorer with these `score` flags would do with data of `schema`,
-/// without loading anything: every option and the column mapping are
-/// checked (with the CLI's messages), and the rows per batch and the id
-/// column (if the data has one) are returned.
-pub fn plan(flags: &[String], schema: &Schema) -> Result<(usize, Option<String>), Error> {
+/// `score` flags for in-memory data: the input is a placeholder name and
+/// there is no output file.
+fn parse_in_memory(flags: &[String]) -> Result<Settings, Error> {
     let argv: Vec<String> = [DATA_NAME, "-o", "-"]
         .into_iter()
         .map(String::from)
         .chain(flags.iter().cloned())
         .collect();
-    let settings = parse(&argv)?;
+    parse(&argv)
+}
+
+/// What a scorer with these `score` flags would do with data of `schema`,
+/// without loading anything: every option and the column mapping are
+/// checked (with the CLI's messages), and the rows per batch and the id
+/// column (if the data has one) are returned.
+pub fn plan(flags: &[String], schema: &Schema) -> Result<(usize, Option<String>), Error> {
+    let settings = parse_in_memory(flags)?;
     let layout = Layout::new(
         schema,
         &score::read_options(&settings),
@@ -121,12 +127,7 @@ impl Scorer {
     /// comes with each call). Options that only make sense for a job over
     /// files (`--resume`, `--shard`) are refused.
     pub fn new(flags: &[String]) -> Result<Scorer, Error> {
-        let argv: Vec<String> = [DATA_NAME, "-o", "-"]
-            .into_iter()
-            .map(String::from)
-            .chain(flags.iter().cloned())
-            .collect();
-        let settings = parse(&argv)?;
+        let settings = parse_in_memory(flags)?;
         if settings.resume || settings.shard.is_some() {
             return Err(Error::usage(
                 "resume and shard apply to jobs over files (score_parquet), not to Scorer",

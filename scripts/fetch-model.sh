@@ -122,7 +122,7 @@ fi
 command -v "$PYTHON" >/dev/null 2>&1 \
     || die "'$PYTHON' not found: python3 with pip is needed to download the model (set PYTHON=/path/to/python3)"
 "$PYTHON" -m pip --version >/dev/null 2>&1 \
-    || die "pip is not available for $PYTHON: install it (e.g. 'apt-get install python3-pip' or '$PYTHON -m ensurepip') or set PYTHON to an interpreter that has pip"
+    || die "pip is not available for $PYTHON: install it (Debian's python3-pip package, or '$PYTHON -m ensurepip') or set PYTHON to an interpreter that has pip"
 
 # --- download --------------------------------------------------------------------
 parent="$(dirname "$dest")"

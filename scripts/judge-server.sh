@@ -35,14 +35,11 @@ log() { printf 'judge-server: %s\n' "$*" >&2; }
 die() { printf 'judge-server: error: %s\n' "$*" >&2; exit 1; }
 mkdir -p "$home"
 
+# cmake comes from Debian, through the project's one installer (it never races
+# another apt-get; under REFSCORE_APT=never a missing cmake is an error).
 ensure_cmake() {
   command -v cmake >/dev/null 2>&1 && return
-  log "installing cmake (Debian package)"
-  if [ "$(id -u)" = 0 ]; then
-    (apt-get update -qq && apt-get install -y -qq cmake) >/dev/null 2>&1 || die "apt-get install cmake failed"
-  else
-    die "cmake is missing; install it (apt-get install cmake)"
-  fi
+  "$(dirname "${BASH_SOURCE[0]}")/system-deps.sh" cmake || die "cmake is missing and could not be installed"
 }
 
 # Downloads the sdist named on the package index (PEP 503 simple API, the same
@@ -79,6 +76,12 @@ variant="$(cpu_variant)"
 server_bin="$home/bin/llama-server-$variant"
 
 build() {
+  if [ -x "$server_bin" ]; then
+    return
+  fi
+  # One build at a time: a second caller waits for the first and reuses its binary.
+  exec 8>>"$home/build.lock"
+  flock 8
   if [ -x "$server_bin" ]; then
     return
   fi

@@ -6,9 +6,16 @@
 #     first build takes 10-20 minutes and runs alongside the Rust build);
 #   - a Python virtualenv with DuckDB, Polars, numpy and Ray for read-back checks,
 #     into which the `refscore` wheel (scripts/build-wheel.sh) is installed;
-#   - Debian's chromium, for the report page test (apt-get, only when missing).
+#   - Debian packages: cmake (to build the judge) and chromium (for the report
+#     page test), by scripts/system-deps.sh, in one step before anything else
+#     runs, so no two apt-get processes ever meet (scripts/check-install-steps.sh
+#     checks that every install goes that way).
 # Then builds once (release), runs every Rust test with the real judge running,
 # and reads real output back with DuckDB and Polars.
+#
+# Background work (the judge's build) runs in its own process group, which is
+# ended with the script however it exits, and may not call apt-get
+# (REFSCORE_APT=never): everything it needs is installed before it starts.
 #
 # REFSCORE_SKIP_REAL_JUDGE=1 skips the llama.cpp judge (its end-to-end test then
 # says it skipped); CI never sets it.
@@ -20,27 +27,35 @@ venv="${REFSCORE_TEST_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/refscore/venv-test}"
 logs="$(mktemp -d)"
 judge_pid=""
 cleanup() {
-  [ -n "$judge_pid" ] && kill "$judge_pid" 2>/dev/null || true
+  if [ -n "$judge_pid" ]; then
+    # The background job leads its own process group: end the group, so no
+    # cmake or compiler it started outlives this script.
+    kill -TERM -- "-$judge_pid" 2>/dev/null || kill -TERM "$judge_pid" 2>/dev/null || true
+  fi
   scripts/judge-server.sh stop 2>/dev/null || true
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+echo "== the install steps never run apt-get twice at once"
+scripts/check-install-steps.sh
+
+echo "== Debian packages (one apt-get step, before anything runs in the background)"
+scripts/system-deps.sh --all
+export REFSCORE_REQUIRE_CHROMIUM=1
 
 echo "== model"
 scripts/fetch-model.sh
 
 if [ "${REFSCORE_SKIP_REAL_JUDGE:-0}" != 1 ]; then
   echo "== real judge: building llama-server and fetching its model in the background (log: $logs/judge.log)"
-  (scripts/judge-server.sh build && scripts/judge-server.sh fetch) >"$logs/judge.log" 2>&1 &
+  # setsid: a new process group whose id is the job's pid (a background job of
+  # a non-interactive shell is never a group leader, so setsid does not fork).
+  REFSCORE_APT=never setsid bash -c 'scripts/judge-server.sh build && scripts/judge-server.sh fetch' \
+    >"$logs/judge.log" 2>&1 </dev/null &
   judge_pid=$!
 fi
-
-echo "== chromium for the report page test"
-if ! command -v chromium >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then apt_get=(apt-get); else apt_get=(sudo apt-get); fi
-  "${apt_get[@]}" update -qq
-  DEBIAN_FRONTEND=noninteractive "${apt_get[@]}" install -y -qq chromium >/dev/null
-fi
-export REFSCORE_REQUIRE_CHROMIUM=1
 
 echo "== python tools for read-back checks ($venv)"
 if [ ! -x "$venv/bin/python" ]; then

@@ -38,6 +38,26 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# Which kernel paths this machine runs for real (the rest are covered only by
+# the unit tests' plain-Rust emulations): printed so that every test run says
+# what it proved on which CPU.
+kernel_paths() {
+  local flags real=() emulated=()
+  flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
+  has() { local f; for f in "$@"; do case "$flags" in *" $f "*) ;; *) return 1 ;; esac; done; }
+  if has avx512f avx512vl; then real+=(avx512); else emulated+=(avx512); fi
+  if has avx512f avx512_vnni; then real+=(avx512-vnni); else emulated+=(avx512-vnni); fi
+  if has avx512f avx512_bf16; then real+=(avx512-bf16); else emulated+=(avx512-bf16); fi
+  if has avx2 fma; then real+=(avx2); else emulated+=(avx2); fi
+  real+=(portable)
+  echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)" \
+    "(family $(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -n 1)," \
+    "model $(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -n 1))"
+  echo "kernel paths run for real: ${real[*]}; emulated only: ${emulated[*]:-none}"
+}
+echo "== kernel paths on this machine"
+kernel_paths
+
 echo "== the install steps never run apt-get twice at once"
 scripts/check-install-steps.sh
 

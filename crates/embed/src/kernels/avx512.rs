@@ -2,7 +2,14 @@
 //! the attention products as explicit register tiles (LLVM's
 //! auto-vectoriser picks the wrong loop for them there): `R` accumulators
 //! of 16 lanes, so each loaded row of keys or values feeds `R` fused
-//! multiply-adds; the other operand is broadcast straight from memory.
+//! multiplies and adds; the other operand is broadcast straight from memory.
+//!
+//! A multiply and a separate add, not a fused multiply-add: the plain loops of
+//! the other paths round the product before adding it (Rust never fuses
+//! them), and the tiles add in the same order, so every path gives the same
+//! bits. An FMA here differs by ~1e-7, which reduced precisions amplify: a
+//! rounding to bf16 or a u8 step that lands the other way at the next product
+//! moved end-to-end int8 cosines by 6e-3 (measured on AMD EPYC Zen 5).
 
 use std::arch::x86_64::*;
 
@@ -49,7 +56,7 @@ unsafe fn tile_scores<const R: usize>(keys: &Keys<'_>, q: &[f32], scores: &mut [
             let k = unsafe { _mm512_loadu_ps(kt.add(c * lp + j0)) };
             for (r, a) in acc.iter_mut().enumerate() {
                 let x = _mm512_set1_ps(unsafe { *q.add(r * d + c) });
-                *a = _mm512_fmadd_ps(x, k, *a);
+                *a = _mm512_add_ps(*a, _mm512_mul_ps(x, k));
             }
         }
         for (r, a) in acc.iter().enumerate() {
@@ -75,7 +82,7 @@ unsafe fn tile_weighted_values<const R: usize>(keys: &Keys<'_>, p: &[f32], o: &m
             let x = unsafe { _mm512_loadu_ps(v.add(j * dp + c0)) };
             for (r, a) in acc.iter_mut().enumerate() {
                 let w = _mm512_set1_ps(unsafe { *p.add(r * lp + j) });
-                *a = _mm512_fmadd_ps(w, x, *a);
+                *a = _mm512_add_ps(*a, _mm512_mul_ps(w, x));
             }
         }
         for (r, a) in acc.iter().enumerate() {

@@ -4,37 +4,38 @@
 //! zero, as the `vdpbf16ps` instruction takes them.
 //!
 //! A product of two bf16 values is exact in f32, so the result differs from
-//! the exact sum only by f32 rounding in the adds. Two paths:
-//! - AVX-512 BF16 (`vdpbf16ps`), when the CPU has it and the AVX-512 kernel
-//!   path is in use;
-//! - portable: the rounded values as f32 through gemm's f32 product.
-//!
-//! They add in different orders, so they agree to f32 rounding (~1e-7
-//! relative), not bit for bit.
+//! the exact sum only by f32 rounding in the adds, and every CPU adds in one
+//! order: the tile loop of [`super::dot`], with `vdpbf16ps` where the CPU has
+//! AVX512-BF16 and the AVX-512 kernel path is in use, else with the same
+//! instruction written lane by lane in plain Rust. So every path gives the
+//! same bits (the portable path is slower than gemm would be, but gemm's
+//! order would move end-to-end cosines by up to 1e-3 between CPUs).
 
 use candle_core::{Result, Tensor};
 
-use super::dot::{self, Instruction, Packed};
-use super::products::{host_matrix, map_rows, x_times_wt};
+use super::dot::{self, Packed};
+use super::products::{host_matrix, map_rows};
 
-/// One linear layer's weight for the bf16 products.
+/// One linear layer's weight for the bf16 products: pairs of bf16, packed
+/// for the tile loop.
 pub(crate) struct Weight {
     out: usize,
     inp: usize,
-    form: Form,
+    packed: Packed,
+    rows: dot::Rows,
 }
 
-enum Form {
-    /// The bf16 weights as f32 (`out × in`), for gemm.
-    Values(Vec<f32>),
-    /// Packed for `vdpbf16ps`: pairs of bf16.
-    Pairs(Packed),
-}
-
-/// `v` as bf16 bits: nearest, ties to even; subnormals become zero.
+/// `v` as bf16 bits: nearest, ties to even; subnormals become zero; NaN
+/// stays NaN. Integer operations only, so loops over it vectorise.
 #[inline(always)]
 fn bits(v: f32) -> u16 {
-    let b = half::bf16::from_f32(v).to_bits();
+    let u = v.to_bits();
+    let rounded = (u.wrapping_add(0x7fff + ((u >> 16) & 1)) >> 16) as u16;
+    let b = if u & 0x7fff_ffff > 0x7f80_0000 {
+        0x7fc0 | (u >> 16) as u16 & 0x8000
+    } else {
+        rounded
+    };
     if b & 0x7f80 == 0 {
         b & 0x8000
     } else {
@@ -42,48 +43,55 @@ fn bits(v: f32) -> u16 {
     }
 }
 
-/// The value of bf16 `bits`.
-#[inline(always)]
+/// The value of bf16 `bits` (tests).
+#[cfg(test)]
 fn value(bits: u16) -> f32 {
     f32::from_bits((bits as u32) << 16)
 }
 
-/// Pairs of bf16 (`row[2g]` low, `row[2g + 1]` high) over `groups` pairs;
-/// a missing last value is zero.
+/// Pairs of bf16 (`row[2g]` low, `row[2g + 1]` high) over `out.len()`
+/// pairs; values past the row are zero.
+#[inline(always)]
 fn pairs(row: &[f32], out: &mut [u32]) {
-    for (g, p) in out.iter_mut().enumerate() {
-        let at = |k: usize| row.get(k).map_or(0, |&v| bits(v) as u32);
-        *p = at(2 * g) | at(2 * g + 1) << 16;
+    let whole = row.chunks_exact(2);
+    let last = whole.remainder().first().map(|&v| bits(v) as u32);
+    let full = whole.len();
+    for (p, v) in out.iter_mut().zip(whole) {
+        *p = bits(v[0]) as u32 | (bits(v[1]) as u32) << 16;
+    }
+    for (g, p) in out.iter_mut().enumerate().skip(full) {
+        *p = if g == full { last.unwrap_or(0) } else { 0 };
     }
 }
 
 impl Weight {
-    /// Rounds `weight` (`out × in`, f32) to bf16 and lays it out for the
-    /// path that runs on this CPU.
+    /// Rounds `weight` (`out × in`, f32) to bf16 and packs it for the loop
+    /// that runs on this CPU.
     pub(crate) fn new(weight: &Tensor) -> Result<Weight> {
         Ok(Weight::from_host(
             &host_matrix(weight)?,
             weight.dims2()?,
-            Instruction::Bf16.usable(),
+            dot::bf16_rows(),
         ))
     }
 
-    fn from_host(data: &[f32], (out, inp): (usize, usize), packed: bool) -> Weight {
-        let form = if packed {
-            let groups = inp.div_ceil(2);
-            let rows: Vec<Vec<u32>> = data
-                .chunks_exact(inp)
-                .map(|row| {
-                    let mut p = vec![0u32; groups];
-                    pairs(row, &mut p);
-                    p
-                })
-                .collect();
-            Form::Pairs(Packed::new(out, groups, |o, g| rows[o][g]))
-        } else {
-            Form::Values(data.iter().map(|&v| value(bits(v))).collect())
-        };
-        Weight { out, inp, form }
+    fn from_host(data: &[f32], (out, inp): (usize, usize), rows: dot::Rows) -> Weight {
+        let groups = inp.div_ceil(2);
+        let paired: Vec<Vec<u32>> = data
+            .chunks_exact(inp)
+            .map(|row| {
+                let mut p = vec![0u32; groups];
+                pairs(row, &mut p);
+                p
+            })
+            .collect();
+        let packed = Packed::new(out, groups, |o, g| paired[o][g]);
+        Weight {
+            out,
+            inp,
+            packed,
+            rows,
+        }
     }
 
     /// `x · weightᵀ` for `x`: `[n, in]` f32.
@@ -91,50 +99,29 @@ impl Weight {
         map_rows(x, self.inp, self.out, |x, n| self.product(x, n))
     }
 
-    /// The `n` rows of `x` as `groups` bf16 pairs each, as `vdpbf16ps`
-    /// takes them.
-    fn paired_rows(&self, x: &[f32], n: usize, groups: usize) -> Vec<u32> {
-        let mut xp = vec![0u32; n * groups];
-        for (row, p) in x.chunks_exact(self.inp).zip(xp.chunks_exact_mut(groups)) {
-            pairs(row, p);
-        }
-        xp
-    }
-
     /// The product of `n` rows of `x` (`n × in`), `n × out`.
     fn product(&self, x: &[f32], n: usize) -> Vec<f32> {
-        let mut y = vec![0f32; n * self.out];
-        match &self.form {
-            Form::Values(w) => {
-                let xr: Vec<f32> = x.iter().map(|&v| value(bits(v))).collect();
-                x_times_wt(&xr, self.inp, n, self.inp, w, self.inp, self.out, &mut y);
-            }
-            Form::Pairs(w) => {
-                let xp = self.paired_rows(x, n, w.groups);
-                let raw = dot::product(&xp, n, w, |x, w, o| {
-                    #[cfg(target_arch = "x86_64")]
-                    // SAFETY: this form is only built when the CPU has
-                    // AVX-512F and BF16 (`Instruction::Bf16.usable()`).
-                    unsafe {
-                        dot::rows_bf16(x, w, o)
-                    }
-                    #[cfg(not(target_arch = "x86_64"))]
-                    {
-                        let _ = (x, w, o);
-                        unreachable!("the BF16 form is only built on x86-64")
-                    }
-                });
-                for (yr, rr) in y
-                    .chunks_exact_mut(self.out)
-                    .zip(raw.chunks_exact(w.width()))
-                {
+        debug_assert_eq!(x.len(), n * self.inp);
+        let (inp, groups, width) = (self.inp, self.packed.groups, self.packed.width());
+        dot::product(
+            x,
+            inp,
+            self.out,
+            &self.packed,
+            self.rows,
+            |rows, xp| {
+                for (row, p) in rows.chunks_exact(inp).zip(xp.chunks_exact_mut(groups)) {
+                    pairs(row, p);
+                }
+            },
+            |(), _, raw, y| {
+                for (yr, rr) in y.chunks_exact_mut(self.out).zip(raw.chunks_exact(width)) {
                     for (y, &r) in yr.iter_mut().zip(rr) {
                         *y = f32::from_bits(r);
                     }
                 }
-            }
-        }
-        y
+            },
+        )
     }
 }
 
@@ -158,21 +145,22 @@ mod tests {
         assert_eq!(bits(-1e-39), 0x8000);
     }
 
-    /// The packed layout and tiling (run with an emulated `vdpbf16ps`)
-    /// agree with the portable path to f32 rounding, on shapes with row,
-    /// block and pair tails; both equal the f64 sum of the rounded values.
+    /// The tile loop (with the plain-Rust `vdpbf16ps`, the portable path)
+    /// equals the f64 sum of the rounded values to f32 rounding, on shapes
+    /// with row, block and pair tails; the loop this CPU runs gives the same
+    /// bits.
     #[test]
-    fn packed_tiles_match_the_portable_product() {
+    fn products_are_the_rounded_sums_in_one_order() {
         for &(n, inp, out) in &[(9, 37, 40), (4, 8, 32), (1, 3, 1), (13, 385, 70)] {
             let w = random(out * inp, 7, 2.0);
             let x = random(n * inp, 11, 5.0);
-            let portable = Weight::from_host(&w, (out, inp), false).product(&x, n);
-            let packed = Weight::from_host(&w, (out, inp), true);
-            let Form::Pairs(p) = &packed.form else {
-                unreachable!()
-            };
-            let xp = packed.paired_rows(&x, n, p.groups);
-            let raw = dot::product(&xp, n, p, dot::rows_emulated::<dot::emulated::Bf16>);
+            let plain = Weight::from_host(&w, (out, inp), dot::rows_plain::<dot::lanes::Bf16>);
+            let here = Weight::from_host(&w, (out, inp), dot::bf16_rows());
+            let got = plain.product(&x, n);
+            assert!(
+                here.product(&x, n) == got,
+                "n={n} in={inp} out={out}: paths differ"
+            );
             for r in 0..n {
                 for o in 0..out {
                     let exact: f64 = (0..inp)
@@ -183,15 +171,10 @@ mod tests {
                     let scale: f64 = (0..inp)
                         .map(|k| (x[r * inp + k] as f64 * w[o * inp + k] as f64).abs())
                         .sum();
-                    let got = f32::from_bits(raw[r * p.width() + o]) as f64;
-                    let port = portable[r * out + o] as f64;
+                    let got = got[r * out + o] as f64;
                     assert!(
                         (got - exact).abs() <= 1e-6 * scale,
-                        "packed {r},{o}: {got} vs {exact}"
-                    );
-                    assert!(
-                        (port - exact).abs() <= 1e-6 * scale,
-                        "portable {r},{o}: {port} vs {exact}"
+                        "{r},{o}: {got} vs {exact}"
                     );
                 }
             }

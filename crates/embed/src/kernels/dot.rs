@@ -6,14 +6,19 @@
 //! the lane's accumulator. So a weight matrix (`out × in`) is packed as
 //! blocks of 16 outputs; within a block, one 64-byte line per input group
 //! holds that group for each of the 16 outputs. A row of activations is a
-//! run of 32-bit groups, each broadcast to all lanes. A tile of [`ROWS`]
-//! rows × [`BLOCKS`] blocks keeps its accumulators in registers while the
+//! run of 32-bit groups, each broadcast to all lanes. A tile of [`TILE`]
+//! rows × blocks keeps its accumulators in registers while the
 //! inputs stream by.
 //!
 //! The loop is written once, over [`DotUnit`]: the instruction's semantics.
-//! Tests run it with a plain-Rust emulation of each instruction, so the
-//! packing and tiling are checked on every CPU; the AVX-512 units are that
-//! same loop with the real instruction.
+//! [`lanes`] holds each instruction in plain Rust, lane by lane. The bf16
+//! one is also the portable bf16 product: where the CPU lacks `vdpbf16ps`
+//! the same loop runs with it (compiled for the kernel path's SIMD level;
+//! Rust never fuses a multiply and an add, so every level rounds alike), so
+//! every CPU adds the same products in the same order and gets the same
+//! bits. A different order (gemm's) differs by f32 rounding, which the next
+//! product's rounding to bf16 amplified to 1e-3 in end-to-end cosines.
+//! Tests run the real instructions against [`lanes`] where the CPU has them.
 
 use rayon::prelude::*;
 
@@ -44,18 +49,56 @@ impl Instruction {
     }
 }
 
+/// A compiled form of [`rows_body`] for one unit: raw accumulator bits of
+/// each row × the packed weights.
+pub(crate) type Rows = fn(&[u32], &Packed, &mut [u32]);
+
+/// The bf16 product loop this CPU runs: `vdpbf16ps` where
+/// [`Instruction::Bf16`] is usable, else [`lanes::Bf16`] compiled for the
+/// kernel path in use. Both give the same bits.
+pub(crate) fn bf16_rows() -> Rows {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if Instruction::Bf16.usable() {
+            // SAFETY: `usable` checked AVX-512F and AVX512-BF16.
+            return |x, w, o| unsafe { rows_bf16(x, w, o) };
+        }
+        match super::active() {
+            // SAFETY: the active path's features are checked when it is chosen.
+            super::KernelPath::Avx512 => |x, w, o| unsafe { rows_bf16_lanes_avx512(x, w, o) },
+            super::KernelPath::Avx2 => |x, w, o| unsafe { rows_bf16_lanes_avx2(x, w, o) },
+            super::KernelPath::Portable => rows_plain::<lanes::Bf16>,
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    rows_plain::<lanes::Bf16>
+}
+
+/// The int8 tile loop with `vpdpbusd` (only where [`Instruction::Vnni`] is
+/// usable; elsewhere int8 runs gemm on exact integer values).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn vnni_rows() -> Rows {
+    assert!(Instruction::Vnni.usable(), "vpdpbusd is not usable here");
+    // SAFETY: `usable` checked AVX-512F and AVX512-VNNI (asserted).
+    |x, w, o| unsafe { rows_vnni(x, w, o) }
+}
+
 /// Lanes of one accumulator: one AVX-512 register of 32-bit values.
 pub(crate) const LANES: usize = 16;
 
-/// Rows in a full tile.
-const ROWS: usize = 4;
+/// The full tile of the real instructions: 8 rows × 3 blocks is 24
+/// accumulators, enough independent chains to cover the instructions'
+/// latency at two per cycle, and 11 loads (3 weight lines, 8 broadcasts) per
+/// 24 products; with the 3 lines that is 27 of the 32 AVX-512 registers.
+const TILE: (usize, usize) = (8, 3);
 
-/// Blocks of 16 outputs in a full tile.
-const BLOCKS: usize = 2;
+/// The full tile of the plain-Rust units: an accumulator of 16 lanes takes
+/// two AVX2 registers (of 16), so a smaller tile avoids spills.
+const LANES_TILE: (usize, usize) = (4, 1);
 
-/// Rows per parallel task: enough to amortise the task and reuse each
-/// weight line from L1/L2 across tiles.
-const ROWS_PER_TASK: usize = 32;
+/// Rows per parallel task: each panel of weight lines (one tile's blocks)
+/// is read from L2 once per task and reused from L1 by its row tiles.
+const ROWS_PER_TASK: usize = 64;
 
 /// A weight matrix packed for a dot-product instruction (see the module
 /// docs): `blocks × groups` lines of [`LANES`] 32-bit groups.
@@ -162,54 +205,84 @@ unsafe fn tile<U: DotUnit, const R: usize, const B: usize>(
 }
 
 /// The rows of `x` (each `w.groups` groups) times the packed weights, for
-/// `rows` rows: `rows × w.width()` raw accumulator values.
+/// `rows` rows: `rows × w.width()` raw accumulator values. Panels of `B`
+/// blocks outside, tiles of `R` rows inside, so a panel stays in L1 while
+/// the rows pass; tails take 1-row or 1-block tiles. Every output is summed
+/// over the groups in order whatever the tile, so the shape never changes
+/// a bit of the result.
 ///
 /// # Safety
 /// The CPU must have `U`'s features.
 #[inline(always)]
-unsafe fn rows_body<U: DotUnit>(x: &[u32], w: &Packed, out: &mut [u32]) {
+unsafe fn rows_body<U: DotUnit, const R: usize, const B: usize>(
+    x: &[u32],
+    w: &Packed,
+    out: &mut [u32],
+) {
     let (groups, width) = (w.groups, w.width());
     let rows = out.len() / width;
-    let mut r = 0;
-    while r < rows {
-        let n = if rows - r >= ROWS { ROWS } else { 1 };
-        let (xr, or) = (&x[r * groups..], &mut out[r * width..]);
-        let mut b = 0;
-        while b < w.blocks {
+    let mut b = 0;
+    while b < w.blocks {
+        let full_b = w.blocks - b >= B;
+        let mut r = 0;
+        while r < rows {
+            let full_r = rows - r >= R;
+            let (xr, or) = (&x[r * groups..], &mut out[r * width..]);
             // SAFETY: the caller guarantees U's features.
             unsafe {
-                match (n, w.blocks - b >= BLOCKS) {
-                    (ROWS, true) => tile::<U, ROWS, BLOCKS>(xr, w, b, or),
-                    (ROWS, false) => tile::<U, ROWS, 1>(xr, w, b, or),
-                    (_, true) => tile::<U, 1, BLOCKS>(xr, w, b, or),
-                    (_, false) => tile::<U, 1, 1>(xr, w, b, or),
+                match (full_r, full_b) {
+                    (true, true) => tile::<U, R, B>(xr, w, b, or),
+                    (true, false) => tile::<U, R, 1>(xr, w, b, or),
+                    (false, true) => tile::<U, 1, B>(xr, w, b, or),
+                    (false, false) => tile::<U, 1, 1>(xr, w, b, or),
                 }
             }
-            b += if w.blocks - b >= BLOCKS { BLOCKS } else { 1 };
+            r += if full_r { R } else { 1 };
         }
-        r += n;
+        b += if full_b { B } else { 1 };
     }
 }
 
-/// The product of `n` rows of `x` with `w`, in parallel over row chunks,
-/// with `run` (a `rows_body` compiled for the unit's features).
-pub(crate) fn product(
-    x: &[u32],
-    n: usize,
+/// The product of the rows of `x` (`inp` f32 values each) with `w`, `out`
+/// f32 values per row, in parallel over tasks of [`ROWS_PER_TASK`] rows.
+/// Each task converts its own rows (`prepare`: f32 rows into 32-bit groups,
+/// returning what `finish` needs), runs them through the tiles (`rows`) and
+/// converts the raw sums into its rows of the result (`finish`: the task's
+/// rows of `x`, `width` raw values per row, `out` results per row), in
+/// buffers its thread reuses: the conversions run on every thread and touch
+/// only cache-sized slices.
+pub(crate) fn product<T>(
+    x: &[f32],
+    inp: usize,
+    out: usize,
     w: &Packed,
-    run: impl Fn(&[u32], &Packed, &mut [u32]) + Sync,
-) -> Vec<u32> {
-    let width = w.width();
-    assert_eq!(
-        x.len(),
-        n * w.groups,
-        "activations do not match the weights"
-    );
-    let mut out = vec![0u32; n * width];
-    out.par_chunks_mut(ROWS_PER_TASK * width)
-        .zip(x.par_chunks(ROWS_PER_TASK * w.groups))
-        .for_each(|(o, xs)| run(xs, w, o));
-    out
+    rows: Rows,
+    prepare: impl Fn(&[f32], &mut [u32]) -> T + Sync,
+    finish: impl Fn(T, &[f32], &[u32], &mut [f32]) + Sync,
+) -> Vec<f32> {
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<(Vec<u32>, Vec<u32>)> = Default::default();
+    }
+    let (groups, width) = (w.groups, w.width());
+    assert!(inp > 0 && out > 0 && out <= width && x.len() % inp == 0);
+    let n = x.len() / inp;
+    let mut y = vec![0f32; n * out];
+    y.par_chunks_mut(ROWS_PER_TASK * out)
+        .zip(x.par_chunks(ROWS_PER_TASK * inp))
+        .for_each(|(yc, xc)| {
+            let m = xc.len() / inp;
+            SCRATCH.with(|scratch| {
+                let (xq, raw) = &mut *scratch.borrow_mut();
+                xq.clear();
+                xq.resize(m * groups, 0);
+                raw.clear();
+                raw.resize(m * width, 0);
+                let state = prepare(xc, xq);
+                rows(xq, w, raw);
+                finish(state, xc, raw, yc);
+            })
+        });
+    y
 }
 
 /// `n` seeded pseudo-random values in `(−centre, 1 − centre) · spread`
@@ -227,17 +300,25 @@ pub(crate) fn random(n: usize, seed: u64, centre: f32, spread: f32) -> Vec<f32> 
         .collect()
 }
 
-/// The plain-Rust form of [`rows_body`] for an emulated unit (tests).
+/// The raw sums of `n` rows of groups `x` times `w` (tests).
 #[cfg(test)]
-pub(crate) fn rows_emulated<U: DotUnit>(x: &[u32], w: &Packed, out: &mut [u32]) {
-    // SAFETY: emulated units need no CPU feature.
-    unsafe { rows_body::<U>(x, w, out) }
+pub(crate) fn raw_product(x: &[u32], n: usize, w: &Packed, rows: Rows) -> Vec<u32> {
+    assert_eq!(x.len(), n * w.groups);
+    let mut raw = vec![0u32; n * w.width()];
+    rows(x, w, &mut raw);
+    raw
+}
+
+/// [`rows_body`] for a plain-Rust unit of [`lanes`], at baseline SIMD.
+pub(crate) fn rows_plain<U: DotUnit>(x: &[u32], w: &Packed, out: &mut [u32]) {
+    // SAFETY: the units of `lanes` need no CPU feature.
+    unsafe { rows_body::<U, { LANES_TILE.0 }, { LANES_TILE.1 }>(x, w, out) }
 }
 
 /// Compiles [`rows_body`] for a unit at its target features.
 #[cfg(target_arch = "x86_64")]
 macro_rules! rows_for {
-    ($name:ident, $unit:ty, $features:literal) => {
+    ($name:ident, $unit:ty, $features:literal, $tile:expr) => {
         /// [`rows_body`] for this unit.
         ///
         /// # Safety
@@ -245,15 +326,24 @@ macro_rules! rows_for {
         #[target_feature(enable = $features)]
         pub(crate) unsafe fn $name(x: &[u32], w: &Packed, out: &mut [u32]) {
             // SAFETY: the caller guarantees the features.
-            unsafe { rows_body::<$unit>(x, w, out) }
+            unsafe { rows_body::<$unit, { $tile.0 }, { $tile.1 }>(x, w, out) }
         }
     };
 }
 
 #[cfg(target_arch = "x86_64")]
-rows_for!(rows_vnni, avx512::Vnni, "avx512f,avx512vnni");
+rows_for!(rows_vnni, avx512::Vnni, "avx512f,avx512vnni", TILE);
 #[cfg(target_arch = "x86_64")]
-rows_for!(rows_bf16, avx512::Bf16, "avx512f,avx512bf16");
+rows_for!(rows_bf16, avx512::Bf16, "avx512f,avx512bf16", TILE);
+#[cfg(target_arch = "x86_64")]
+rows_for!(
+    rows_bf16_lanes_avx512,
+    lanes::Bf16,
+    "avx512f,avx512vl,avx2,fma",
+    (4, 2)
+);
+#[cfg(target_arch = "x86_64")]
+rows_for!(rows_bf16_lanes_avx2, lanes::Bf16, "avx2,fma", LANES_TILE);
 
 /// The real instructions.
 #[cfg(target_arch = "x86_64")]
@@ -330,14 +420,18 @@ pub(crate) mod avx512 {
     }
 }
 
-/// Plain-Rust emulations of the instructions, for testing the loop.
-#[cfg(test)]
-pub(crate) mod emulated {
+/// The instructions in plain Rust, lane by lane: the bf16 one is the
+/// portable bf16 product (see the module docs); both are what the tests
+/// hold the real instructions to.
+pub(crate) mod lanes {
     use super::{DotUnit, LANES};
 
-    /// `vpdpbusd` lane by lane.
+    /// `vpdpbusd` lane by lane (tests: int8's portable path is gemm on exact
+    /// integers, which needs no particular order).
+    #[cfg(test)]
     pub(crate) struct Vnni;
 
+    #[cfg(test)]
     impl DotUnit for Vnni {
         type Acc = [i32; LANES];
         type Line = [u32; LANES];
@@ -369,9 +463,11 @@ pub(crate) mod emulated {
     }
 
     /// `vdpbf16ps` lane by lane: the odd pair's product first, as the
-    /// instruction's definition adds them.
+    /// instruction's definition adds them; each product is exact in f32 and
+    /// each add rounds once.
     pub(crate) struct Bf16;
 
+    #[inline(always)]
     fn bf16(bits: u32) -> f32 {
         f32::from_bits((bits & 0xffff) << 16)
     }
@@ -380,15 +476,18 @@ pub(crate) mod emulated {
         type Acc = [f32; LANES];
         type Line = [u32; LANES];
 
+        #[inline(always)]
         unsafe fn zero() -> Self::Acc {
             [0.0; LANES]
         }
 
+        #[inline(always)]
         unsafe fn load(p: *const u32) -> Self::Line {
             // SAFETY: the caller passes 16 readable values.
             unsafe { std::ptr::read_unaligned(p.cast()) }
         }
 
+        #[inline(always)]
         unsafe fn dot(mut acc: Self::Acc, x: u32, w: Self::Line) -> Self::Acc {
             for (a, w) in acc.iter_mut().zip(w) {
                 *a += bf16(x >> 16) * bf16(w >> 16);
@@ -397,10 +496,102 @@ pub(crate) mod emulated {
             acc
         }
 
+        #[inline(always)]
         unsafe fn store(acc: Self::Acc, out: &mut [u32]) {
             for (o, a) in out.iter_mut().zip(acc) {
                 *o = a.to_bits();
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Seeded random 32-bit groups (any bit pattern).
+    fn groups(n: usize, seed: u64) -> Vec<u32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (s >> 32) as u32
+            })
+            .collect()
+    }
+
+    /// `n` rows × `groups` of each unit through the real instruction and
+    /// through its emulation, on a shape with row and block tails.
+    #[cfg(target_arch = "x86_64")]
+    fn real_and_emulated(
+        instruction: Instruction,
+        x: &[u32],
+        n: usize,
+        w: &Packed,
+    ) -> Option<(Vec<u32>, Vec<u32>)> {
+        let has = match instruction {
+            Instruction::Vnni => std::is_x86_feature_detected!("avx512vnni"),
+            Instruction::Bf16 => std::is_x86_feature_detected!("avx512bf16"),
+        } && std::is_x86_feature_detected!("avx512f");
+        if !has {
+            return None;
+        }
+        // SAFETY: the CPU has the features (checked above).
+        let real = match instruction {
+            Instruction::Vnni => raw_product(x, n, w, |x, w, o| unsafe { rows_vnni(x, w, o) }),
+            Instruction::Bf16 => raw_product(x, n, w, |x, w, o| unsafe { rows_bf16(x, w, o) }),
+        };
+        let emulated = match instruction {
+            Instruction::Vnni => raw_product(x, n, w, rows_plain::<lanes::Vnni>),
+            Instruction::Bf16 => raw_product(x, n, w, rows_plain::<lanes::Bf16>),
+        };
+        Some((real, emulated))
+    }
+
+    /// The emulations are the instructions: on a CPU that has them, the real
+    /// `vpdpbusd` gives the emulation's integers for every byte pattern, and
+    /// the real `vdpbf16ps` its f32 bits for finite bf16 inputs. Where the
+    /// CPU lacks an instruction this says so on stderr (nothing to compare).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn real_instructions_match_their_emulations() {
+        let (n, g, out) = (37, 97, 40);
+        let w = Packed::new(out, g, {
+            let all = groups(out * g, 3);
+            move |o, k| all[o * g + k]
+        });
+        let x = groups(n * g, 5);
+        match real_and_emulated(Instruction::Vnni, &x, n, &w) {
+            Some((real, emulated)) => {
+                assert!(real == emulated, "vpdpbusd differs from its emulation")
+            }
+            None => eprintln!("vpdpbusd: not on this CPU, emulation only"),
+        }
+        // bf16 pairs of moderate, finite values (no NaN/Inf patterns).
+        let finite = |v: u32| -> u32 {
+            let half = |h: u32| (h & 0x80ff) | 0x3c00 | (h & 0x0300);
+            half(v & 0xffff) | half(v >> 16) << 16
+        };
+        let wb = Packed::new(out, g, {
+            let all: Vec<u32> = groups(out * g, 7).into_iter().map(finite).collect();
+            move |o, k| all[o * g + k]
+        });
+        let xb: Vec<u32> = groups(n * g, 9).into_iter().map(finite).collect();
+        match real_and_emulated(Instruction::Bf16, &xb, n, &wb) {
+            Some((real, emulated)) => {
+                let worst = real
+                    .iter()
+                    .zip(&emulated)
+                    .map(|(&a, &b)| (f32::from_bits(a) - f32::from_bits(b)).abs())
+                    .fold(0f32, f32::max);
+                assert!(
+                    real == emulated,
+                    "vdpbf16ps differs from its emulation by up to {worst:e}"
+                );
+            }
+            None => eprintln!("vdpbf16ps: not on this CPU, emulation only"),
         }
     }
 }

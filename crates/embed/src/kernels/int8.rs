@@ -16,7 +16,7 @@
 
 use candle_core::{Result, Tensor};
 
-use super::dot::{self, Instruction, Packed};
+use super::dot::{self, Instruction, Packed, Rows};
 use super::products::{host_matrix, map_rows, x_times_wt};
 
 /// Inputs per exact f32 product: 512 · 255 · 127 < 2²⁴.
@@ -36,33 +36,77 @@ pub(crate) struct Weight {
 enum Form {
     /// The quantised weights as f32 (`out × in`), for gemm.
     Values(Vec<f32>),
-    /// Packed for `vpdpbusd`: groups of 4 s8.
-    Vnni(Packed),
+    /// Packed for `vpdpbusd`: groups of 4 s8, and the tile loop to run.
+    Vnni(Packed, Rows),
 }
 
+/// 1.5·2²³: adding it to a float of magnitude below 2²² leaves no fraction
+/// bits, and the integer in the low mantissa bits.
+const MAGIC: f32 = 12_582_912.0;
+
 /// Round to nearest, ties to even, for |v| < 2²²: adding and taking away
-/// 1.5·2²³ leaves no fraction bits. Plain adds, so loops over it vectorise.
+/// [`MAGIC`] leaves no fraction bits. Plain adds, so loops over it vectorise.
 #[inline(always)]
 fn round(v: f32) -> f32 {
-    const MAGIC: f32 = 12_582_912.0;
     (v + MAGIC) - MAGIC
 }
 
-/// The scale and zero point of one row of activations.
+/// The scale and zero point of one row of activations. Minimum and maximum
+/// in 16 lanes, so the loop vectorises (the result is the same in any order).
 fn row_params(row: &[f32]) -> (f32, i32) {
-    let (lo, hi) = row
-        .iter()
-        .fold((0f32, 0f32), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    const L: usize = 16;
+    let (mut lo, mut hi) = ([0f32; L], [0f32; L]);
+    let chunks = row.chunks_exact(L);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for i in 0..L {
+            lo[i] = lo[i].min(c[i]);
+            hi[i] = hi[i].max(c[i]);
+        }
+    }
+    let lo = tail.iter().chain(&lo).fold(0f32, |a, &v| a.min(v));
+    let hi = tail.iter().chain(&hi).fold(0f32, |a, &v| a.max(v));
     let scale = if hi > lo { (hi - lo) / 255.0 } else { 1.0 };
     (scale, round(-lo / scale) as i32)
 }
 
+/// One activation quantised: `round(v / scale) + zero`, clamped to 0..=255,
+/// read from the mantissa bits (a float-to-int `as` does not vectorise).
+#[inline(always)]
+fn byte(v: f32, inv: f32, zero: f32) -> u32 {
+    ((round(v * inv) + zero).clamp(0.0, 255.0) + MAGIC).to_bits() & 0xff
+}
+
 /// `row` quantised with `(scale, zero)` into `out` (u8 values).
 fn quantise_row(row: &[f32], (scale, zero): (f32, i32), out: &mut [u8]) {
-    let inv = 1.0 / scale;
-    let zero = zero as f32;
+    let (inv, zero) = (1.0 / scale, zero as f32);
     for (q, &v) in out.iter_mut().zip(row) {
-        *q = (round(v * inv) + zero).clamp(0.0, 255.0) as u8;
+        *q = byte(v, inv, zero) as u8;
+    }
+}
+
+/// `row` quantised with `(scale, zero)` as groups of 4 u8 (first value in
+/// the low byte), as `vpdpbusd` takes them; values past the row are zero.
+#[inline(always)]
+fn quantise_groups(row: &[f32], (scale, zero): (f32, i32), out: &mut [u32]) {
+    let (inv, zero) = (1.0 / scale, zero as f32);
+    let whole = row.chunks_exact(4);
+    let tail = whole.remainder();
+    let full = whole.len();
+    for (g, c) in out.iter_mut().zip(whole) {
+        *g = byte(c[0], inv, zero)
+            | byte(c[1], inv, zero) << 8
+            | byte(c[2], inv, zero) << 16
+            | byte(c[3], inv, zero) << 24;
+    }
+    for (k, g) in out.iter_mut().enumerate().skip(full) {
+        *g = if k == full {
+            tail.iter()
+                .enumerate()
+                .fold(0, |a, (i, &v)| a | byte(v, inv, zero) << (8 * i))
+        } else {
+            0
+        };
     }
 }
 
@@ -70,14 +114,20 @@ impl Weight {
     /// Quantises `weight` (`out × in`, f32) and lays it out for the path
     /// that runs on this CPU.
     pub(crate) fn new(weight: &Tensor) -> Result<Weight> {
+        #[cfg(target_arch = "x86_64")]
+        let rows = Instruction::Vnni.usable().then(dot::vnni_rows);
+        #[cfg(not(target_arch = "x86_64"))]
+        let rows = None;
         Ok(Weight::from_host(
             &host_matrix(weight)?,
             weight.dims2()?,
-            Instruction::Vnni.usable(),
+            rows,
         ))
     }
 
-    fn from_host(data: &[f32], (out, inp): (usize, usize), packed: bool) -> Weight {
+    /// The weight quantised; packed for the tile loop `rows` if given, else
+    /// as values for gemm.
+    fn from_host(data: &[f32], (out, inp): (usize, usize), rows: Option<Rows>) -> Weight {
         let mut q = vec![0i8; out * inp];
         let mut scales = Vec::with_capacity(out);
         let mut sums = Vec::with_capacity(out);
@@ -90,20 +140,22 @@ impl Weight {
             scales.push(scale);
             sums.push(qr.iter().map(|&v| v as i32).sum());
         }
-        let form = if packed {
-            Form::Vnni(Packed::new(out, inp.div_ceil(4), |o, g| {
-                let at = |i: usize| {
-                    let k = 4 * g + i;
-                    if k < inp {
-                        q[o * inp + k] as u8 as u32
-                    } else {
-                        0
-                    }
-                };
-                at(0) | at(1) << 8 | at(2) << 16 | at(3) << 24
-            }))
-        } else {
-            Form::Values(q.iter().map(|&v| v as f32).collect())
+        let form = match rows {
+            Some(rows) => Form::Vnni(
+                Packed::new(out, inp.div_ceil(4), |o, g| {
+                    let at = |i: usize| {
+                        let k = 4 * g + i;
+                        if k < inp {
+                            q[o * inp + k] as u8 as u32
+                        } else {
+                            0
+                        }
+                    };
+                    at(0) | at(1) << 8 | at(2) << 16 | at(3) << 24
+                }),
+                rows,
+            ),
+            None => Form::Values(q.iter().map(|&v| v as f32).collect()),
         };
         Weight {
             out,
@@ -119,27 +171,65 @@ impl Weight {
         map_rows(x, self.inp, self.out, |x, n| self.product(x, n))
     }
 
+    /// `y = (Σ q_x·q_w − zero·Σ q_w) · scale_x · scale_w` for one row of
+    /// exact sums `acc`.
+    #[inline(always)]
+    fn dequantise(&self, (scale, zero): (f32, i32), acc: &[u32], y: &mut [f32]) {
+        for (((y, &a), &sum), &ws) in y.iter_mut().zip(acc).zip(&self.sums).zip(&self.scales) {
+            *y = (a as i32 - zero * sum) as f32 * (scale * ws);
+        }
+    }
+
     /// The product of `n` rows of `x` (`n × in`), `n × out`.
     fn product(&self, x: &[f32], n: usize) -> Vec<f32> {
         if n == 0 {
             return Vec::new();
         }
-        let params: Vec<(f32, i32)> = x.chunks_exact(self.inp).map(row_params).collect();
-        let acc = match &self.form {
-            Form::Values(w) => self.portable(x, n, &params, w),
-            Form::Vnni(w) => self.vnni(x, n, &params, w),
-        };
-        let mut y = vec![0f32; n * self.out];
-        for ((yr, ar), &(scale, zero)) in y
-            .chunks_exact_mut(self.out)
-            .zip(acc.chunks_exact(self.out))
-            .zip(&params)
-        {
-            for (((y, &a), &sum), &ws) in yr.iter_mut().zip(ar).zip(&self.sums).zip(&self.scales) {
-                *y = (a as i32 - zero * sum) as f32 * (scale * ws);
+        let (inp, out) = (self.inp, self.out);
+        match &self.form {
+            Form::Values(w) => {
+                let params: Vec<(f32, i32)> = x.chunks_exact(inp).map(row_params).collect();
+                let acc = self.portable(x, n, &params, w);
+                let mut y = vec![0f32; n * out];
+                for ((yr, ar), &p) in y
+                    .chunks_exact_mut(out)
+                    .zip(acc.chunks_exact(out))
+                    .zip(&params)
+                {
+                    self.dequantise(p, ar, yr);
+                }
+                y
+            }
+            Form::Vnni(w, rows) => {
+                let (groups, width) = (w.groups, w.width());
+                dot::product(
+                    x,
+                    inp,
+                    out,
+                    w,
+                    *rows,
+                    |x, xq| {
+                        x.chunks_exact(inp)
+                            .zip(xq.chunks_exact_mut(groups))
+                            .map(|(row, q)| {
+                                let p = row_params(row);
+                                quantise_groups(row, p, q);
+                                p
+                            })
+                            .collect::<Vec<_>>()
+                    },
+                    |params, _, raw, y| {
+                        for ((yr, rr), &p) in y
+                            .chunks_exact_mut(out)
+                            .zip(raw.chunks_exact(width))
+                            .zip(&params)
+                        {
+                            self.dequantise(p, &rr[..out], yr);
+                        }
+                    },
+                )
             }
         }
-        y
     }
 
     /// The exact i32 sums through gemm's f32 product, chunk by chunk.
@@ -162,52 +252,6 @@ impl Weight {
         }
         acc
     }
-
-    /// The rows of `x` quantised and packed as `groups` groups of 4 u8 each
-    /// (the last group zero-padded), as `vpdpbusd` takes them.
-    fn quantised_groups(&self, x: &[f32], params: &[(f32, i32)], groups: usize) -> Vec<u32> {
-        let mut xq = vec![0u32; params.len() * groups];
-        let mut bytes = vec![0u8; groups * 4];
-        for ((row, qr), &p) in x
-            .chunks_exact(self.inp)
-            .zip(xq.chunks_exact_mut(groups))
-            .zip(params)
-        {
-            quantise_row(row, p, &mut bytes);
-            for (q, b) in qr.iter_mut().zip(bytes.chunks_exact(4)) {
-                *q = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-            }
-        }
-        xq
-    }
-
-    /// The i32 sums with `vpdpbusd` (only built where `Instruction::Vnni.usable()`).
-    fn vnni(&self, x: &[f32], n: usize, params: &[(f32, i32)], w: &Packed) -> Vec<u32> {
-        let xq = self.quantised_groups(x, params, w.groups);
-        let mut acc = dot::product(&xq, n, w, |x, w, o| {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: this form is only built when the CPU has AVX-512F and
-            // VNNI (`Instruction::Vnni.usable()`).
-            unsafe {
-                dot::rows_vnni(x, w, o)
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            {
-                let _ = (x, w, o);
-                unreachable!("the VNNI form is only built on x86-64")
-            }
-        });
-        // Keep only the real outputs of each row.
-        let width = w.width();
-        if width != self.out {
-            acc = acc
-                .chunks_exact(width)
-                .flat_map(|r| &r[..self.out])
-                .copied()
-                .collect();
-        }
-        acc
-    }
 }
 
 #[cfg(test)]
@@ -218,42 +262,48 @@ mod tests {
         dot::random(n, seed, 0.3, spread)
     }
 
-    /// The packed layout and tiling (run with an emulated `vpdpbusd`) give
-    /// exactly the integers of the portable path, on shapes with row,
-    /// block and group tails.
+    /// The packed layout and tiling (run with the plain-Rust `vpdpbusd`)
+    /// give exactly the products of the portable path, on shapes with row,
+    /// block and group tails, and the portable integers are the true sums.
     #[test]
     fn packed_tiles_match_the_portable_integers() {
-        for &(n, inp, out) in &[(9, 37, 40), (4, 8, 32), (1, 3, 1), (13, 600, 70)] {
+        for &(n, inp, out) in &[
+            (9, 37, 40),
+            (4, 8, 32),
+            (1, 3, 1),
+            (13, 600, 70),
+            (70, 96, 50),
+        ] {
             let w = random(out * inp, 7, 2.0);
             let x = random(n * inp, 11, 5.0);
-            let portable = Weight::from_host(&w, (out, inp), false);
-            let packed = Weight::from_host(&w, (out, inp), true);
+            let portable = Weight::from_host(&w, (out, inp), None);
+            let packed =
+                Weight::from_host(&w, (out, inp), Some(dot::rows_plain::<dot::lanes::Vnni>));
+            let want = portable.product(&x, n);
+            assert!(packed.product(&x, n) == want, "n={n} in={inp} out={out}");
+            // The groups hold the bytes of the portable quantisation.
             let params: Vec<_> = x.chunks_exact(inp).map(row_params).collect();
+            let mut q = vec![0u8; inp];
+            let mut g = vec![0u32; inp.div_ceil(4)];
+            for r in 0..n {
+                quantise_row(&x[r * inp..][..inp], params[r], &mut q);
+                quantise_groups(&x[r * inp..][..inp], params[r], &mut g);
+                let bytes: Vec<u8> = g.iter().flat_map(|v| v.to_le_bytes()).collect();
+                assert_eq!(&bytes[..inp], &q[..], "row {r}");
+                assert!(bytes[inp..].iter().all(|&b| b == 0));
+            }
+            // And the integers are the true sums.
             let Form::Values(values) = &portable.form else {
                 unreachable!()
             };
-            let want = portable.portable(&x, n, &params, values);
-            let Form::Vnni(p) = &packed.form else {
-                unreachable!()
-            };
-            // The same activations as `Weight::vnni`, through the emulation.
-            let xq = packed.quantised_groups(&x, &params, p.groups);
-            let raw = dot::product(&xq, n, p, dot::rows_emulated::<dot::emulated::Vnni>);
-            let got: Vec<u32> = raw
-                .chunks_exact(p.width())
-                .flat_map(|r| &r[..out])
-                .copied()
-                .collect();
-            assert_eq!(got, want, "n={n} in={inp} out={out}");
-            // And the integers are the true sums.
+            let sums = portable.portable(&x, n, &params, values);
             for r in 0..n {
+                quantise_row(&x[r * inp..][..inp], params[r], &mut q);
                 for o in 0..out {
-                    let mut q = vec![0u8; inp];
-                    quantise_row(&x[r * inp..][..inp], params[r], &mut q);
                     let exact: i64 = (0..inp)
                         .map(|k| q[k] as i64 * values[o * inp + k] as i64)
                         .sum();
-                    assert_eq!(want[r * out + o] as i32 as i64, exact);
+                    assert_eq!(sums[r * out + o] as i32 as i64, exact);
                 }
             }
         }
@@ -265,7 +315,7 @@ mod tests {
         let (n, inp, out) = (6, 384, 48);
         let w = random(out * inp, 3, 0.2);
         let x = random(n * inp, 5, 4.0);
-        let y = Weight::from_host(&w, (out, inp), false).product(&x, n);
+        let y = Weight::from_host(&w, (out, inp), None).product(&x, n);
         for r in 0..n {
             for o in 0..out {
                 let exact: f32 = (0..inp).map(|k| x[r * inp + k] * w[o * inp + k]).sum();

@@ -143,6 +143,20 @@ mod tests {
         assert_eq!(bits(-2.5), 0xc020);
         assert_eq!(bits(1e-39), 0);
         assert_eq!(bits(-1e-39), 0x8000);
+        assert_eq!(bits(f32::NAN) & 0x7fc0, 0x7fc0);
+        // The same bits as the half crate's conversion, subnormals flushed.
+        let values = dot::random(100_000, 13, 0.5, 1e3)
+            .into_iter()
+            .chain(dot::random(10_000, 17, 0.5, 1e-36));
+        for v in values {
+            let want = half::bf16::from_f32(v).to_bits();
+            let want = if want & 0x7f80 == 0 {
+                want & 0x8000
+            } else {
+                want
+            };
+            assert_eq!(bits(v), want, "{v:e}");
+        }
     }
 
     /// The tile loop (with the plain-Rust `vdpbf16ps`, the portable path)

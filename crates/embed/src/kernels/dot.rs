@@ -285,18 +285,25 @@ pub(crate) fn product<T>(
     y
 }
 
+/// A seeded linear congruential sequence of 64-bit states (tests).
+#[cfg(test)]
+pub(crate) fn states(seed: u64) -> impl Iterator<Item = u64> {
+    std::iter::successors(Some(seed), |s| {
+        Some(
+            s.wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407),
+        )
+    })
+    .skip(1)
+}
+
 /// `n` seeded pseudo-random values in `(−centre, 1 − centre) · spread`
 /// (tests).
 #[cfg(test)]
 pub(crate) fn random(n: usize, seed: u64, centre: f32, spread: f32) -> Vec<f32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32 - centre) * spread
-        })
+    states(seed)
+        .take(n)
+        .map(|s| ((s >> 40) as f32 / (1u64 << 24) as f32 - centre) * spread)
         .collect()
 }
 
@@ -511,15 +518,7 @@ mod tests {
 
     /// Seeded random 32-bit groups (any bit pattern).
     fn groups(n: usize, seed: u64) -> Vec<u32> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                (s >> 32) as u32
-            })
-            .collect()
+        states(seed).take(n).map(|s| (s >> 32) as u32).collect()
     }
 
     /// `n` rows × `groups` of each unit through the real instruction and

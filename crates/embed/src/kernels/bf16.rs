@@ -53,15 +53,7 @@ fn value(bits: u16) -> f32 {
 /// pairs; values past the row are zero.
 #[inline(always)]
 fn pairs(row: &[f32], out: &mut [u32]) {
-    let whole = row.chunks_exact(2);
-    let last = whole.remainder().first().map(|&v| bits(v) as u32);
-    let full = whole.len();
-    for (p, v) in out.iter_mut().zip(whole) {
-        *p = bits(v[0]) as u32 | (bits(v[1]) as u32) << 16;
-    }
-    for (g, p) in out.iter_mut().enumerate().skip(full) {
-        *p = if g == full { last.unwrap_or(0) } else { 0 };
-    }
+    dot::pack_groups::<2>(row, out, |v| bits(v) as u32);
 }
 
 impl Weight {

@@ -36,9 +36,15 @@ impl Instruction {
     /// the AVX-512 kernel path is in use (`REFSCORE_KERNELS` can turn them
     /// off, so the portable path can be tested on any CPU).
     pub(crate) fn usable(self) -> bool {
+        self.on_cpu() && super::active() == super::KernelPath::Avx512
+    }
+
+    /// Whether the CPU has the instruction (and AVX-512F, which its tiles
+    /// need), whatever kernel path is in use.
+    pub(crate) fn on_cpu(self) -> bool {
         #[cfg(target_arch = "x86_64")]
         {
-            super::active() == super::KernelPath::Avx512
+            std::is_x86_feature_detected!("avx512f")
                 && match self {
                     Instruction::Vnni => std::is_x86_feature_detected!("avx512vnni"),
                     Instruction::Bf16 => std::is_x86_feature_detected!("avx512bf16"),
@@ -46,6 +52,32 @@ impl Instruction {
         }
         #[cfg(not(target_arch = "x86_64"))]
         false
+    }
+}
+
+/// `row` packed as 32-bit groups of `K` narrow values (`32 / K` bits each,
+/// the first value lowest), as the dot-product instructions take them:
+/// `value` gives each value's bits; values past the row are zero. The one
+/// packing of activations for both precisions.
+#[inline(always)]
+pub(crate) fn pack_groups<const K: usize>(
+    row: &[f32],
+    out: &mut [u32],
+    value: impl Fn(f32) -> u32,
+) {
+    let width = 32 / K;
+    let group = |values: &[f32]| {
+        values
+            .iter()
+            .enumerate()
+            .fold(0u32, |g, (i, &v)| g | value(v) << (width * i))
+    };
+    let (whole, tail) = row.as_chunks::<K>();
+    for (g, c) in out.iter_mut().zip(whole) {
+        *g = group(c);
+    }
+    for (k, g) in out.iter_mut().enumerate().skip(whole.len()) {
+        *g = if k == whole.len() { group(tail) } else { 0 };
     }
 }
 
@@ -272,10 +304,10 @@ pub(crate) fn product<T>(
         .for_each(|(yc, xc)| {
             let m = xc.len() / inp;
             SCRATCH.with(|scratch| {
+                // No clearing: `prepare` writes every group and the tiles
+                // every sum.
                 let (xq, raw) = &mut *scratch.borrow_mut();
-                xq.clear();
                 xq.resize(m * groups, 0);
-                raw.clear();
                 raw.resize(m * width, 0);
                 let state = prepare(xc, xq);
                 rows(xq, w, raw);
@@ -530,14 +562,10 @@ mod tests {
         n: usize,
         w: &Packed,
     ) -> Option<(Vec<u32>, Vec<u32>)> {
-        let has = match instruction {
-            Instruction::Vnni => std::is_x86_feature_detected!("avx512vnni"),
-            Instruction::Bf16 => std::is_x86_feature_detected!("avx512bf16"),
-        } && std::is_x86_feature_detected!("avx512f");
-        if !has {
+        if !instruction.on_cpu() {
             return None;
         }
-        // SAFETY: the CPU has the features (checked above).
+        // SAFETY: the CPU has the features (`on_cpu`).
         let real = match instruction {
             Instruction::Vnni => raw_product(x, n, w, |x, w, o| unsafe { rows_vnni(x, w, o) }),
             Instruction::Bf16 => raw_product(x, n, w, |x, w, o| unsafe { rows_bf16(x, w, o) }),

@@ -90,24 +90,7 @@ fn quantise_row(row: &[f32], (scale, zero): (f32, i32), out: &mut [u8]) {
 #[inline(always)]
 fn quantise_groups(row: &[f32], (scale, zero): (f32, i32), out: &mut [u32]) {
     let (inv, zero) = (1.0 / scale, zero as f32);
-    let whole = row.chunks_exact(4);
-    let tail = whole.remainder();
-    let full = whole.len();
-    for (g, c) in out.iter_mut().zip(whole) {
-        *g = byte(c[0], inv, zero)
-            | byte(c[1], inv, zero) << 8
-            | byte(c[2], inv, zero) << 16
-            | byte(c[3], inv, zero) << 24;
-    }
-    for (k, g) in out.iter_mut().enumerate().skip(full) {
-        *g = if k == full {
-            tail.iter()
-                .enumerate()
-                .fold(0, |a, (i, &v)| a | byte(v, inv, zero) << (8 * i))
-        } else {
-            0
-        };
-    }
+    dot::pack_groups::<4>(row, out, |v| byte(v, inv, zero));
 }
 
 impl Weight {

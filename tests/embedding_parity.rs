@@ -190,15 +190,11 @@ fn scores_do_not_depend_on_batch_composition() {
 }
 
 /// Every CPU kernel path the machine can run (`REFSCORE_KERNELS`) gives the
-/// same scores within 1e-6, so the AVX2 and portable paths are tested on
-/// AVX-512 machines too; a path the CPU cannot run is a clear error.
+/// same scores, bit for bit (they round alike: see kernels/avx512.rs), so
+/// the AVX2 and portable paths are tested on AVX-512 machines too; a path
+/// the CPU cannot run is a clear error.
 #[test]
 fn forced_kernel_paths_agree() {
-    const PATHS: [(&str, &[&str]); 3] = [
-        ("avx512", &["avx512f", "avx512vl", "avx2", "fma"]),
-        ("avx2", &["avx2", "fma"]),
-        ("portable", &[]),
-    ];
     let rows = fixture();
     let columns = [
         "cosine",
@@ -207,7 +203,7 @@ fn forced_kernel_paths_agree() {
         "bertscore_f1",
     ];
     let mut first: Option<(&str, arrow::array::RecordBatch)> = None;
-    for (path, features) in PATHS {
+    for (path, features) in KERNEL_PATHS {
         let missing: Vec<&str> = features.iter().copied().filter(|f| !cpu_has(f)).collect();
         let (output, batch) = run_with_env(&rows, &[], &[("REFSCORE_KERNELS", path)]);
         if !missing.is_empty() {
@@ -244,7 +240,7 @@ fn forced_kernel_paths_agree() {
             }
         }
         eprintln!("{path} vs {base}: worst difference {worst:.2e}");
-        assert!(worst <= 1e-6, "{path} vs {base}: worst difference {worst}");
+        assert!(worst == 0.0, "{path} vs {base}: worst difference {worst}");
     }
     assert!(first.is_some(), "the portable path always runs");
     let (output, _) = run_with_env(&rows[..1], &[], &[("REFSCORE_KERNELS", "sse9")]);
@@ -253,23 +249,4 @@ fn forced_kernel_paths_agree() {
         err.contains("REFSCORE_KERNELS=sse9: unknown kernel path"),
         "{err}"
     );
-}
-
-/// Whether the CPU running the tests has a feature (always false off x86-64).
-fn cpu_has(feature: &str) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        match feature {
-            "avx512f" => std::is_x86_feature_detected!("avx512f"),
-            "avx512vl" => std::is_x86_feature_detected!("avx512vl"),
-            "avx2" => std::is_x86_feature_detected!("avx2"),
-            "fma" => std::is_x86_feature_detected!("fma"),
-            other => panic!("unknown feature {other}"),
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = feature;
-        false
-    }
 }

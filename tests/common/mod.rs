@@ -160,3 +160,33 @@ pub fn summary(output: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(format!("{}.summary.json", output.display())).unwrap();
     serde_json::from_str(&text).unwrap()
 }
+
+/// The CPU kernel paths `REFSCORE_KERNELS` can force, widest first, with
+/// the CPU features each is compiled for (as `KernelPath::features` lists
+/// them).
+pub const KERNEL_PATHS: [(&str, &[&str]); 3] = [
+    ("avx512", &["avx512f", "avx512vl", "avx2", "fma"]),
+    ("avx2", &["avx2", "fma"]),
+    ("portable", &[]),
+];
+
+/// Whether the CPU running the tests has a feature (always false off x86-64).
+pub fn cpu_has(feature: &str) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        match feature {
+            "avx512f" => std::is_x86_feature_detected!("avx512f"),
+            "avx512vl" => std::is_x86_feature_detected!("avx512vl"),
+            "avx2" => std::is_x86_feature_detected!("avx2"),
+            "fma" => std::is_x86_feature_detected!("fma"),
+            "avx512vnni" => std::is_x86_feature_detected!("avx512vnni"),
+            "avx512bf16" => std::is_x86_feature_detected!("avx512bf16"),
+            other => panic!("unknown feature {other}"),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = feature;
+        false
+    }
+}

@@ -76,9 +76,6 @@ variant="$(cpu_variant)"
 server_bin="$home/bin/llama-server-$variant"
 
 build() {
-  if [ -x "$server_bin" ]; then
-    return
-  fi
   # One build at a time: a second caller waits for the first and reuses its binary.
   exec 8>>"$home/build.lock"
   flock 8

@@ -19,7 +19,8 @@
 #     take turns instead of racing;
 #   - apt-get itself waits up to 10 minutes for a lock held by anyone else (an
 #     unattended upgrade): DPkg::Lock::Timeout for dpkg, and a retry loop for the
-#     lists lock of `apt-get update`, which that option does not cover;
+#     lists lock of `apt-get update`, which that option does not cover (apt 2.6:
+#     `update` fails at once on a held lists lock whatever the timeout);
 #   - REFSCORE_APT=never makes a missing package an error instead of an install:
 #     scripts/test.sh sets it for its background jobs, which therefore never call
 #     apt-get at all.

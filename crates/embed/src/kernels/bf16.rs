@@ -63,7 +63,7 @@ impl Weight {
         ))
     }
 
-    fn from_host(data: &[f32], (out, inp): (usize, usize), rows: dot::Rows) -> Weight {
+    pub(super) fn from_host(data: &[f32], (out, inp): (usize, usize), rows: dot::Rows) -> Weight {
         let groups = inp.div_ceil(2);
         let paired: Vec<Vec<u32>> = data
             .chunks_exact(inp)
@@ -88,28 +88,33 @@ impl Weight {
     }
 
     /// The product of `n` rows of `x` (`n × in`), `n × out`.
-    fn product(&self, x: &[f32], n: usize) -> Vec<f32> {
+    pub(super) fn product(&self, x: &[f32], n: usize) -> Vec<f32> {
         debug_assert_eq!(x.len(), n * self.inp);
-        let (inp, groups, width) = (self.inp, self.packed.groups, self.packed.width());
-        dot::product(
-            x,
-            inp,
-            self.out,
-            &self.packed,
-            self.rows,
-            |rows, xp| {
-                for (row, p) in rows.chunks_exact(inp).zip(xp.chunks_exact_mut(groups)) {
-                    pairs(row, p);
-                }
-            },
-            |(), _, raw, y| {
-                for (yr, rr) in y.chunks_exact_mut(self.out).zip(raw.chunks_exact(width)) {
-                    for (y, &r) in yr.iter_mut().zip(rr) {
-                        *y = f32::from_bits(r);
-                    }
-                }
-            },
-        )
+        dot::product(x, self.inp, self.out, &self.packed, self.rows, self)
+    }
+}
+
+/// Activations paired into bf16 bits before the tiles; the sums are f32
+/// already.
+impl dot::Conversions for Weight {
+    type State = ();
+
+    #[inline(always)]
+    fn prepare(&self, x: &[f32], xp: &mut [u32]) {
+        let groups = self.packed.groups;
+        for (row, p) in x.chunks_exact(self.inp).zip(xp.chunks_exact_mut(groups)) {
+            pairs(row, p);
+        }
+    }
+
+    #[inline(always)]
+    fn finish(&self, (): (), _: &[f32], raw: &[u32], y: &mut [f32]) {
+        let width = self.packed.width();
+        for (yr, rr) in y.chunks_exact_mut(self.out).zip(raw.chunks_exact(width)) {
+            for (y, &r) in yr.iter_mut().zip(rr) {
+                *y = f32::from_bits(r);
+            }
+        }
     }
 }
 

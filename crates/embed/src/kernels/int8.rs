@@ -53,6 +53,7 @@ fn round(v: f32) -> f32 {
 
 /// The scale and zero point of one row of activations. Minimum and maximum
 /// in 16 lanes, so the loop vectorises (the result is the same in any order).
+#[inline(always)]
 fn row_params(row: &[f32]) -> (f32, i32) {
     const L: usize = 16;
     let (mut lo, mut hi) = ([0f32; L], [0f32; L]);
@@ -60,8 +61,12 @@ fn row_params(row: &[f32]) -> (f32, i32) {
     let tail = chunks.remainder();
     for c in chunks {
         for i in 0..L {
-            lo[i] = lo[i].min(c[i]);
-            hi[i] = hi[i].max(c[i]);
+            // Compare and select, not f32::min/max: those were compiled to
+            // scalar code with NaN checks. The same values either way (a NaN
+            // is skipped by both; the minimum starts at 0 so a signed zero
+            // changes neither scale nor zero point).
+            lo[i] = if c[i] < lo[i] { c[i] } else { lo[i] };
+            hi[i] = if c[i] > hi[i] { c[i] } else { hi[i] };
         }
     }
     let lo = tail.iter().chain(&lo).fold(0f32, |a, &v| a.min(v));
@@ -110,7 +115,11 @@ impl Weight {
 
     /// The weight quantised; packed for the tile loop `rows` if given, else
     /// as values for gemm.
-    fn from_host(data: &[f32], (out, inp): (usize, usize), rows: Option<Rows>) -> Weight {
+    pub(super) fn from_host(
+        data: &[f32],
+        (out, inp): (usize, usize),
+        rows: Option<Rows>,
+    ) -> Weight {
         let mut q = vec![0i8; out * inp];
         let mut scales = Vec::with_capacity(out);
         let mut sums = Vec::with_capacity(out);
@@ -164,7 +173,7 @@ impl Weight {
     }
 
     /// The product of `n` rows of `x` (`n × in`), `n × out`.
-    fn product(&self, x: &[f32], n: usize) -> Vec<f32> {
+    pub(super) fn product(&self, x: &[f32], n: usize) -> Vec<f32> {
         if n == 0 {
             return Vec::new();
         }
@@ -183,35 +192,7 @@ impl Weight {
                 }
                 y
             }
-            Form::Vnni(w, rows) => {
-                let (groups, width) = (w.groups, w.width());
-                dot::product(
-                    x,
-                    inp,
-                    out,
-                    w,
-                    *rows,
-                    |x, xq| {
-                        x.chunks_exact(inp)
-                            .zip(xq.chunks_exact_mut(groups))
-                            .map(|(row, q)| {
-                                let p = row_params(row);
-                                quantise_groups(row, p, q);
-                                p
-                            })
-                            .collect::<Vec<_>>()
-                    },
-                    |params, _, raw, y| {
-                        for ((yr, rr), &p) in y
-                            .chunks_exact_mut(out)
-                            .zip(raw.chunks_exact(width))
-                            .zip(&params)
-                        {
-                            self.dequantise(p, &rr[..out], yr);
-                        }
-                    },
-                )
-            }
+            Form::Vnni(w, rows) => dot::product(x, inp, out, w, *rows, &Vnni(self, w)),
         }
     }
 
@@ -234,6 +215,40 @@ impl Weight {
             }
         }
         acc
+    }
+}
+
+/// The VNNI tiles' conversions: each row quantised to u8 groups with its
+/// own scale and zero point before, the exact sums dequantised after.
+struct Vnni<'a>(&'a Weight, &'a Packed);
+
+impl dot::Conversions for Vnni<'_> {
+    type State = Vec<(f32, i32)>;
+
+    #[inline(always)]
+    fn prepare(&self, x: &[f32], xq: &mut [u32]) -> Vec<(f32, i32)> {
+        // A plain loop: an iterator adapter here was not inlined, and so
+        // ran at baseline SIMD.
+        let groups = self.1.groups;
+        let mut params = Vec::with_capacity(x.len() / self.0.inp);
+        for (row, q) in x.chunks_exact(self.0.inp).zip(xq.chunks_exact_mut(groups)) {
+            let p = row_params(row);
+            quantise_groups(row, p, q);
+            params.push(p);
+        }
+        params
+    }
+
+    #[inline(always)]
+    fn finish(&self, params: Vec<(f32, i32)>, _: &[f32], raw: &[u32], y: &mut [f32]) {
+        let (out, width) = (self.0.out, self.1.width());
+        for ((yr, rr), &p) in y
+            .chunks_exact_mut(out)
+            .zip(raw.chunks_exact(width))
+            .zip(&params)
+        {
+            self.0.dequantise(p, &rr[..out], yr);
+        }
     }
 }
 

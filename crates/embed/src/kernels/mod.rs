@@ -39,6 +39,8 @@ mod dot;
 pub(crate) mod int8;
 mod portable;
 mod products;
+#[cfg(test)]
+mod speed;
 
 /// The environment variable that forces a kernel path (see the module docs).
 pub const KERNELS_ENV: &str = "REFSCORE_KERNELS";

@@ -1,0 +1,85 @@
+//! Time of one matrix product per precision at the encoder's real shapes,
+//! for comparing our tiles with library GEMMs (`scripts/bench-products.sh`).
+//! A measurement, not a test: it asserts nothing about time and runs only
+//! when asked (`--ignored`).
+
+use std::time::Instant;
+
+use super::{bf16, dot, int8, products::x_times_wt};
+
+/// all-MiniLM-L6-v2's four products per layer: (name, inputs, outputs).
+const SHAPES: [(&str, usize, usize); 4] = [
+    ("qkv", 384, 1152),
+    ("attention out", 384, 384),
+    ("ff in", 384, 1536),
+    ("ff out", 1536, 384),
+];
+
+fn values(len: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    (0..len)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 2.0
+        })
+        .collect()
+}
+
+/// Median seconds of `runs` calls of `f`.
+fn median(runs: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut times: Vec<f64> = (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[runs / 2]
+}
+
+#[test]
+#[ignore = "a measurement: scripts/bench-products.sh runs it"]
+fn product_speed() {
+    let rows: usize = std::env::var("REFSCORE_PRODUCT_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2048);
+    let threads: usize = std::env::var("REFSCORE_BENCH_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    #[cfg(target_arch = "x86_64")]
+    let vnni = dot::Instruction::Vnni.usable().then(dot::vnni_rows);
+    #[cfg(not(target_arch = "x86_64"))]
+    let vnni = None;
+    println!(
+        "product,rows,inputs,outputs,threads,fp32_gflops,bf16_gflops,int8_gops,int8_tiles ({})",
+        if vnni.is_some() { "vpdpbusd" } else { "gemm on integers" }
+    );
+    pool.install(|| {
+        for (name, inp, out) in SHAPES {
+            let x = values(rows * inp, 1);
+            let w = values(out * inp, 2);
+            let mut dst = vec![0f32; rows * out];
+            let fp32 = median(15, || x_times_wt(&x, inp, rows, inp, &w, inp, out, &mut dst));
+            let wb = bf16::Weight::from_host(&w, (out, inp), dot::bf16_rows());
+            let bf16 = median(15, || {
+                std::hint::black_box(wb.product(&x, rows));
+            });
+            let wi = int8::Weight::from_host(&w, (out, inp), vnni);
+            let int8 = median(15, || {
+                std::hint::black_box(wi.product(&x, rows));
+            });
+            let flops = 2.0 * (rows * inp * out) as f64 / 1e9;
+            println!(
+                "{name},{rows},{inp},{out},{threads},{:.1},{:.1},{:.1}",
+                flops / fp32,
+                flops / bf16,
+                flops / int8
+            );
+        }
+    });
+}

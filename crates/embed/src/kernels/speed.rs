@@ -16,10 +16,14 @@ const SHAPES: [(&str, usize, usize); 4] = [
 ];
 
 fn values(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..len)
         .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 2.0
         })
         .collect()
@@ -50,21 +54,30 @@ fn product_speed() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2);
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
     #[cfg(target_arch = "x86_64")]
     let vnni = dot::Instruction::Vnni.usable().then(dot::vnni_rows);
     #[cfg(not(target_arch = "x86_64"))]
     let vnni = None;
     println!(
         "product,rows,inputs,outputs,threads,fp32_gflops,bf16_gflops,int8_gops,int8_tiles ({})",
-        if vnni.is_some() { "vpdpbusd" } else { "gemm on integers" }
+        if vnni.is_some() {
+            "vpdpbusd"
+        } else {
+            "gemm on integers"
+        }
     );
     pool.install(|| {
         for (name, inp, out) in SHAPES {
             let x = values(rows * inp, 1);
             let w = values(out * inp, 2);
             let mut dst = vec![0f32; rows * out];
-            let fp32 = median(15, || x_times_wt(&x, inp, rows, inp, &w, inp, out, &mut dst));
+            let fp32 = median(15, || {
+                x_times_wt(&x, inp, rows, inp, &w, inp, out, &mut dst)
+            });
             let wb = bf16::Weight::from_host(&w, (out, inp), dot::bf16_rows());
             let bf16 = median(15, || {
                 std::hint::black_box(wb.product(&x, rows));

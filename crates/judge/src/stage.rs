@@ -709,7 +709,9 @@ impl JudgeStage {
                     batch.reference.get(i).unwrap_or(""),
                     batch.output.get(i).unwrap_or(""),
                 );
-                let user = MEANING_MATCH.render(&[
+                // The metric's own template: similarity's user text equals
+                // Meaning Match's today, but nothing kept the two equal.
+                let user = self.template(*metric).render(&[
                     ("input", input),
                     ("reference", reference),
                     ("output", output),

@@ -15,20 +15,6 @@ const SHAPES: [(&str, usize, usize); 4] = [
     ("ff out", 1536, 384),
 ];
 
-fn values(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..len)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 2.0
-        })
-        .collect()
-}
-
 /// Median seconds of `runs` calls of `f`.
 fn median(runs: usize, mut f: impl FnMut()) -> f64 {
     f();
@@ -72,8 +58,8 @@ fn product_speed() {
     );
     pool.install(|| {
         for (name, inp, out) in SHAPES {
-            let x = values(rows * inp, 1);
-            let w = values(out * inp, 2);
+            let x = dot::random(rows * inp, 1, 0.5, 2.0);
+            let w = dot::random(out * inp, 2, 0.5, 2.0);
             let mut dst = vec![0f32; rows * out];
             let fp32 = median(15, || {
                 x_times_wt(&x, inp, rows, inp, &w, inp, out, &mut dst)

@@ -63,6 +63,19 @@ fn values_out_of_range_are_refused_at_the_command_line() {
             "bertscore",
         ],
         vec!["--threshold", "token_f1"],
+        vec!["--threshold", "no_such_metric=1"],
+        vec![
+            "--judge-url",
+            "http://127.0.0.1:9/v1",
+            "--judge-band",
+            "cosine:0.9..0.1",
+        ],
+        vec![
+            "--judge-url",
+            "http://127.0.0.1:9/v1",
+            "--judge-band",
+            "0.1..0.9",
+        ],
     ] {
         let err = fails(&score(&input, &out, &bad), 64);
         assert_eq!(err.trim().lines().count(), 1, "{bad:?}: {err}");

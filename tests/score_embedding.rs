@@ -186,8 +186,27 @@ fn cuda_without_the_feature_is_a_clear_configuration_error() {
         78,
     );
     assert!(err.contains("--features cuda"), "{err}");
-    let err = fails(&score(&input, &out, &["--device", "tpu"]), 78);
+    // Malformed or out-of-range flag values are usage errors (64); the
+    // well-formed cuda:0 above is an environment error (78).
+    let err = fails(&score(&input, &out, &["--device", "tpu"]), 64);
     assert!(err.contains("expected cpu, cuda, cuda:N or auto"), "{err}");
+    let err = fails(
+        &score(
+            &input,
+            &out,
+            &[
+                "--metrics",
+                "embedding",
+                "--model",
+                m.to_str().unwrap(),
+                "--max-seq-length",
+                "100000",
+            ],
+        ),
+        64,
+    );
+    assert!(err.contains("position limit"), "{err}");
+    assert!(!out.exists());
 }
 
 #[test]

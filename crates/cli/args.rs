@@ -19,7 +19,7 @@ macro_rules! exit_codes {
         "\
 Exit codes:
   0   success (rows that could not be scored are marked status=error in the output)
-  64  bad command line (unknown flag, value out of range)
+  64  bad command line (unknown flag, malformed or out-of-range value)
   65  bad input data (not Parquet, corrupt page or page checksum, missing or non-string
       column)
   70  internal error (a bug: please report it)

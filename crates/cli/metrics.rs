@@ -42,7 +42,8 @@ pub fn parse_threshold(t: &str) -> Result<(String, f64), Error> {
     let (k, v) = t
         .split_once('=')
         .ok_or_else(|| Error::usage(format!("--threshold {t}: expected METRIC=VALUE")))?;
-    check_known(k)?;
+    // A malformed flag value, like a bad number: a usage error (64).
+    check_known(k).map_err(|e| Error::usage(format!("--threshold {t}: {}", e.message)))?;
     let v: f64 = v
         .parse()
         .ok()

@@ -75,13 +75,10 @@ pub struct JudgeSettings {
     pub threshold: f32,
 }
 
-/// Parses `cosine:LO..HI`.
-fn parse_band(spec: &str) -> Result<(f32, f32), Error> {
-    let bad = || {
-        Error::config(format!(
-            "--judge-band {spec}: expected cosine:LO..HI with 0 <= LO <= HI <= 1"
-        ))
-    };
+/// Parses `cosine:LO..HI` (the message names the value; [`parsed`] names
+/// where it came from).
+fn parse_band(spec: &str) -> Result<(f32, f32), String> {
+    let bad = || format!("{spec}: expected cosine:LO..HI with 0 <= LO <= HI <= 1");
     let range = spec.strip_prefix("cosine:").ok_or_else(bad)?;
     let (lo, hi) = range.split_once("..").ok_or_else(bad)?;
     let (lo, hi): (f32, f32) = (
@@ -330,11 +327,7 @@ impl Settings {
             store: args.embed_cache.or(file.embed_cache),
             store_outputs: args.embed_cache_outputs || file.embed_cache_outputs.unwrap_or(false),
         };
-        let band = args
-            .judge_band
-            .or(file.judge_band)
-            .map(|b| parse_band(&b))
-            .transpose()?;
+        let band = parsed(args.judge_band, file.judge_band, "judge_band", parse_band)?;
         if band.is_some() && !(metrics.judge[0] && metrics.embedding[0] && judge_url.is_some()) {
             return Err(Error::config(
                 "--judge-band needs the meaning_match and cosine metrics in the run",

@@ -134,8 +134,10 @@ impl Encoder {
 /// Parses `--device`: `cpu`, `cuda`, `cuda:N` or `auto` (CUDA when compiled
 /// in and available, else CPU).
 pub fn parse_device(spec: &str) -> Result<Device, Error> {
+    // A malformed value is a usage error (64); a well-formed one this build
+    // or machine cannot serve is an environment error (78).
     let bad = || {
-        Error::config(format!(
+        Error::usage(format!(
             "--device {spec}: expected cpu, cuda, cuda:N or auto"
         ))
     };

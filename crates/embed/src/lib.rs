@@ -186,8 +186,10 @@ impl EmbeddingStage {
         let kernels = kernels::kernel_path()?;
         let files = model::resolve(options.model.as_deref())?;
         let max_len = match options.max_seq_length {
+            // Out of range for this model: a usage error (64), like any
+            // out-of-range flag value.
             Some(n) if n < 2 || n > files.max_positions => {
-                return Err(Error::config(format!(
+                return Err(Error::usage(format!(
                     "--max-seq-length {n}: must be between 2 and the model's position limit {}",
                     files.max_positions
                 )))

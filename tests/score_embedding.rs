@@ -170,41 +170,24 @@ fn cuda_without_the_feature_is_a_clear_configuration_error() {
     let input = small_input(dir.path());
     let out = dir.path().join("o.parquet");
     let m = model();
-    let err = fails(
-        &score(
-            &input,
-            &out,
-            &[
-                "--metrics",
-                "embedding",
-                "--model",
-                m.to_str().unwrap(),
-                "--device",
-                "cuda:0",
-            ],
-        ),
-        78,
-    );
+    let embed = |flag: &str, value: &str| {
+        let args = [
+            "--metrics",
+            "embedding",
+            "--model",
+            m.to_str().unwrap(),
+            flag,
+            value,
+        ];
+        score(&input, &out, &args)
+    };
+    let err = fails(&embed("--device", "cuda:0"), 78);
     assert!(err.contains("--features cuda"), "{err}");
     // Malformed or out-of-range flag values are usage errors (64); the
     // well-formed cuda:0 above is an environment error (78).
-    let err = fails(&score(&input, &out, &["--device", "tpu"]), 64);
+    let err = fails(&embed("--device", "tpu"), 64);
     assert!(err.contains("expected cpu, cuda, cuda:N or auto"), "{err}");
-    let err = fails(
-        &score(
-            &input,
-            &out,
-            &[
-                "--metrics",
-                "embedding",
-                "--model",
-                m.to_str().unwrap(),
-                "--max-seq-length",
-                "100000",
-            ],
-        ),
-        64,
-    );
+    let err = fails(&embed("--max-seq-length", "100000"), 64);
     assert!(err.contains("position limit"), "{err}");
     assert!(!out.exists());
 }

@@ -225,3 +225,55 @@ fn a_real_score_result_reports_and_gates() {
     assert_eq!(r["texts_from"], "result");
     assert_eq!(r["join"]["method"], "aligned");
 }
+
+/// The summary written with a run and `report` on its result are computed by
+/// one statistics module from the same thresholds: every figure agrees
+/// exactly, also for a threshold given to `score` only.
+#[test]
+fn summary_and_report_agree_on_every_figure() {
+    let d = tempfile::tempdir().unwrap();
+    let scored = d.path().join("scores.parquet");
+    ok(&score(
+        &example(),
+        &scored,
+        &["--metrics", "lexical", "--threshold", "token_f1=0.6"],
+    ));
+    let json = d.path().join("r.json");
+    ok(&refscore(&["report", p(&scored), "--json", p(&json)]));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let summary = summary(&scored);
+    let metrics = r["metrics"].as_array().unwrap();
+    assert!(metrics.len() >= 5, "{r}");
+    for m in metrics {
+        let s = summary["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == m["name"])
+            .unwrap_or_else(|| panic!("{} not in the summary", m["name"]));
+        for figure in ["count", "mean", "median", "pass_rate"] {
+            assert_eq!(m["result"][figure], s[figure], "{} {figure}", m["name"]);
+        }
+    }
+    let token_f1 = metrics.iter().find(|m| m["name"] == "token_f1").unwrap();
+    assert!(token_f1["result"]["pass_rate"].as_f64().is_some());
+    // A threshold given to the report wins over the recorded one.
+    ok(&refscore(&[
+        "report",
+        p(&scored),
+        "--threshold",
+        "token_f1=0.0",
+        "--json",
+        p(&json),
+    ]));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let t = r["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "token_f1")
+        .unwrap();
+    assert_eq!(t["result"]["pass_rate"], 1.0);
+}

@@ -97,7 +97,8 @@ pub struct ReportArgs {
     #[arg(long, value_name = "METRIC[=DELTA],...", value_delimiter = ',')]
     pub fail_on_regression: Vec<String>,
 
-    /// Pass threshold for a metric, e.g. token_f1=0.6 (repeatable) [default: as `score`]
+    /// Pass threshold for a metric, e.g. token_f1=0.6 (repeatable) [default: the one the
+    /// result records, i.e. what its summary used, else `score`'s default]
     #[arg(long, value_name = "METRIC=VALUE")]
     pub threshold: Vec<String>,
 

@@ -27,13 +27,15 @@ pub fn run(args: ReportArgs) -> Result<bool, Error> {
     for path in args.output.iter().chain(args.json.iter()) {
         check_writable(path)?;
     }
-    let mut thresholds: Vec<(String, f64)> = metrics::DEFAULT_THRESHOLDS
+    let default_thresholds: Vec<(String, f64)> = metrics::DEFAULT_THRESHOLDS
         .iter()
         .map(|(k, v)| (k.to_string(), *v))
         .collect();
-    for t in &args.threshold {
-        thresholds.push(metrics::parse_threshold(t)?);
-    }
+    let thresholds = args
+        .threshold
+        .iter()
+        .map(|t| metrics::parse_threshold(t))
+        .collect::<Result<Vec<_>, _>>()?;
     let gates = args
         .fail_on_regression
         .iter()
@@ -52,6 +54,7 @@ pub fn run(args: ReportArgs) -> Result<bool, Error> {
         },
         by: args.by,
         thresholds,
+        default_thresholds,
         gates,
         lowest: args.lowest,
         flips: args.flips,

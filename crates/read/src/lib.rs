@@ -79,6 +79,19 @@ pub struct InputFile {
 }
 
 impl InputFile {
+    /// The value of `key` in the file's footer metadata, where refscore
+    /// records facts about a result (e.g. the thresholds of its pass rates).
+    pub fn footer_value(&self, key: &str) -> Option<&str> {
+        self.meta
+            .metadata()
+            .file_metadata()
+            .key_value_metadata()?
+            .iter()
+            .find(|kv| kv.key == key)?
+            .value
+            .as_deref()
+    }
+
     /// Row ordinal (within the file) of a row group's first row.
     pub fn row_group_start(&self, row_group: usize) -> u64 {
         self.row_groups[..row_group].iter().sum()

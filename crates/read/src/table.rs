@@ -46,6 +46,11 @@ impl Table {
         self.files[0].schema.clone()
     }
 
+    /// The value of `key` in the first file's footer metadata that has it.
+    pub fn footer_value(&self, key: &str) -> Option<&str> {
+        self.files.iter().find_map(|f| f.footer_value(key))
+    }
+
     /// Rows over all files, from the footers.
     pub fn total_rows(&self) -> u64 {
         self.files.iter().map(|f| f.rows).sum()

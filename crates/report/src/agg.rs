@@ -1,12 +1,11 @@
-//! Streaming aggregates whose size does not grow with the number of rows:
-//! counts, sums, 1e-4-wide histograms, and bounded heaps of row ordinals.
+//! Streaming aggregates whose size does not grow with the number of rows,
+//! beyond the shared statistics (`refscore-stats`): paired differences,
+//! bounded heaps of row ordinals, slices.
 
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// Histogram bin width, for medians, charts and the bootstrap.
-pub(crate) const BIN: f64 = 1e-4;
-const DENSE_SPAN: i64 = 10_000;
+use refscore_stats::Histogram;
 
 /// A multiplicative hasher for integer keys (bins, ids): the keys are
 /// already well spread or already hashed, and SipHash would dominate the
@@ -38,109 +37,6 @@ impl Hasher for FastHasher {
 
 pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
 
-/// The bin of a value: round(v / 1e-4).
-#[inline]
-pub(crate) fn bin_of(v: f64) -> i64 {
-    (v / BIN).round() as i64
-}
-
-/// Counts per 1e-4 bin: a dense array for [-1, 1] (every plain score and
-/// every difference of two) when `dense`, a map otherwise and beyond.
-#[derive(Debug, Clone)]
-pub(crate) struct Hist {
-    dense: Vec<u64>,
-    sparse: FastMap<i64, u64>,
-}
-
-impl Hist {
-    pub fn new(dense: bool) -> Hist {
-        Hist {
-            dense: if dense {
-                vec![0; (2 * DENSE_SPAN + 1) as usize]
-            } else {
-                Vec::new()
-            },
-            sparse: FastMap::default(),
-        }
-    }
-
-    #[inline]
-    pub fn add(&mut self, bin: i64) {
-        if !self.dense.is_empty() && (-DENSE_SPAN..=DENSE_SPAN).contains(&bin) {
-            self.dense[(bin + DENSE_SPAN) as usize] += 1;
-        } else {
-            *self.sparse.entry(bin).or_default() += 1;
-        }
-    }
-
-    /// Non-empty bins, ascending.
-    pub fn bins(&self) -> Vec<(i64, u64)> {
-        let mut out: Vec<(i64, u64)> = self.sparse.iter().map(|(b, c)| (*b, *c)).collect();
-        out.extend(
-            self.dense
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| **c > 0)
-                .map(|(i, c)| (i as i64 - DENSE_SPAN, *c)),
-        );
-        out.sort_unstable();
-        out
-    }
-
-    /// The median as a bin centre (within 5e-5 of the exact one).
-    pub fn median(&self) -> Option<f64> {
-        let bins = self.bins();
-        let n: u64 = bins.iter().map(|b| b.1).sum();
-        if n == 0 {
-            return None;
-        }
-        let kth = |k: u64| {
-            let mut seen = 0;
-            for (b, c) in &bins {
-                seen += c;
-                if seen > k {
-                    return *b as f64 * BIN;
-                }
-            }
-            f64::NAN
-        };
-        Some(if n % 2 == 1 {
-            kth(n / 2)
-        } else {
-            (kth(n / 2 - 1) + kth(n / 2)) / 2.0
-        })
-    }
-}
-
-/// One metric of one run (or one slice): count, sum, passes.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Moments {
-    pub count: u64,
-    pub sum: f64,
-    pub passed: u64,
-}
-
-impl Moments {
-    #[inline]
-    pub fn add(&mut self, v: f32, threshold: Option<f64>) {
-        self.count += 1;
-        self.sum += v as f64;
-        if threshold.is_some_and(|t| v as f64 >= t) {
-            self.passed += 1;
-        }
-    }
-
-    pub fn mean(&self) -> Option<f64> {
-        (self.count > 0).then(|| self.sum / self.count as f64)
-    }
-
-    pub fn pass_rate(&self, threshold: Option<f64>) -> Option<f64> {
-        threshold
-            .filter(|_| self.count > 0)
-            .map(|_| self.passed as f64 / self.count as f64)
-    }
-}
-
 /// Paired rows of one metric: both runs have a value.
 #[derive(Debug, Clone)]
 pub(crate) struct Paired {
@@ -151,7 +47,7 @@ pub(crate) struct Paired {
     pub pass_cur: u64,
     pub pass_to_fail: u64,
     pub fail_to_pass: u64,
-    pub diff: Hist,
+    pub diff: Histogram,
 }
 
 impl Paired {
@@ -164,7 +60,11 @@ impl Paired {
             pass_cur: 0,
             pass_to_fail: 0,
             fail_to_pass: 0,
-            diff: Hist::new(dense),
+            diff: if dense {
+                Histogram::new()
+            } else {
+                Histogram::sparse()
+            },
         }
     }
 
@@ -174,7 +74,7 @@ impl Paired {
         self.pairs += 1;
         self.sum_base += base as f64;
         self.sum_cur += cur as f64;
-        self.diff.add(bin_of(cur as f64 - base as f64));
+        self.diff.add(cur as f64 - base as f64);
         let Some(t) = threshold else { return 0 };
         let (pb, pc) = (base as f64 >= t, cur as f64 >= t);
         self.pass_base += pb as u64;
@@ -323,15 +223,6 @@ mod tests {
         for x in v {
             assert_eq!(unsortable(sortable(x)), x);
         }
-    }
-
-    #[test]
-    fn median_from_bins() {
-        let mut h = Hist::new(true);
-        for v in [0.1, 0.2, 0.9, 5.0] {
-            h.add(bin_of(v));
-        }
-        assert!((h.median().unwrap() - 0.55).abs() < 1e-9);
     }
 
     #[test]

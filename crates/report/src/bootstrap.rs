@@ -24,7 +24,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Binomial, Distribution};
 
-use crate::agg::BIN;
+use refscore_stats::BIN_WIDTH as BIN;
 
 /// How the intervals are made, recorded in the report's JSON.
 #[derive(Debug, Clone, serde::Serialize)]

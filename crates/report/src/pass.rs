@@ -8,9 +8,9 @@ use rayon::prelude::*;
 use refscore_batch::{Error, TextColumn};
 use refscore_read::{Dataset, ReadOptions, Table, TableBatches};
 
-use crate::agg::{
-    bin_of, sortable, FastMap, FlipEntry, Hist, LowEntry, Lowest, Moments, Paired, Slicer, BIN,
-};
+use refscore_stats::{bin_centre, Histogram as ValueHistogram, Tally};
+
+use crate::agg::{sortable, FastMap, FlipEntry, LowEntry, Lowest, Paired, Slicer};
 use crate::bootstrap::{self, Method};
 use crate::model::*;
 use crate::run::{self, col, Run};
@@ -32,7 +32,7 @@ enum SliceSource {
 
 struct SliceAcc {
     rows: u64,
-    cur: Vec<Moments>,
+    cur: Vec<Tally>,
     paired: Vec<Paired>,
 }
 
@@ -48,11 +48,11 @@ struct JudgeAcc {
 struct Agg {
     thresholds: Vec<Option<f64>>,
     rows: u64,
-    cur: Vec<Moments>,
-    cur_hist: Vec<Hist>,
+    cur: Vec<Tally>,
+    cur_hist: Vec<ValueHistogram>,
     base_rows: u64,
-    base: Vec<Moments>,
-    base_hist: Vec<Hist>,
+    base: Vec<Tally>,
+    base_hist: Vec<ValueHistogram>,
     paired: Vec<Paired>,
     lowest: Vec<Lowest<LowEntry>>,
     down: Vec<Lowest<FlipEntry>>,
@@ -84,11 +84,11 @@ impl Agg {
         Agg {
             thresholds,
             rows: 0,
-            cur: vec![Moments::default(); m],
-            cur_hist: (0..m).map(|_| Hist::new(true)).collect(),
+            cur: vec![Tally::default(); m],
+            cur_hist: (0..m).map(|_| ValueHistogram::new()).collect(),
             base_rows: 0,
-            base: vec![Moments::default(); m],
-            base_hist: (0..m).map(|_| Hist::new(true)).collect(),
+            base: vec![Tally::default(); m],
+            base_hist: (0..m).map(|_| ValueHistogram::new()).collect(),
             paired: (0..m).map(|_| Paired::new(true)).collect(),
             lowest: (0..m).map(|_| Lowest::new(lowest)).collect(),
             down: (0..m).map(|_| Lowest::new(flips)).collect(),
@@ -141,9 +141,9 @@ impl Agg {
         for (k, v) in vals.iter().enumerate() {
             let t = self.thresholds[k];
             for &x in v {
-                if !x.is_nan() {
-                    self.base[k].add(x, t);
-                    self.base_hist[k].add(bin_of(x as f64));
+                if x.is_finite() {
+                    self.base[k].add(x as f64, t);
+                    self.base_hist[k].add(x as f64);
                 }
             }
         }
@@ -383,16 +383,17 @@ fn slice_source(options: &Options, cur: &Run, by: &str) -> Result<SliceSource, E
     Ok(SliceSource::Input(table, id, by.to_string()))
 }
 
+/// Each metric's pass threshold: the report's `--threshold`, else the one
+/// the result records (what its summary used), else the default.
 fn thresholds(ctx: &Ctx) -> Vec<Option<f64>> {
+    let find =
+        |list: &[(String, f64)], m: &str| list.iter().rev().find(|(n, _)| n == m).map(|(_, t)| *t);
     ctx.metrics
         .iter()
         .map(|m| {
-            ctx.options
-                .thresholds
-                .iter()
-                .rev()
-                .find(|(n, _)| n == m)
-                .map(|(_, t)| *t)
+            find(&ctx.options.thresholds, m)
+                .or_else(|| find(&ctx.cur.thresholds, m))
+                .or_else(|| find(&ctx.options.default_thresholds, m))
         })
         .collect()
 }
@@ -718,7 +719,7 @@ fn chunk(
         while agg.slices.len() < agg.slicer.names.len() {
             agg.slices.push(SliceAcc {
                 rows: 0,
-                cur: vec![Moments::default(); m],
+                cur: vec![Tally::default(); m],
                 paired: if with_base {
                     (0..m).map(|_| Paired::new(false)).collect()
                 } else {
@@ -738,17 +739,17 @@ fn chunk(
         let v = &vals[k];
         for i in 0..n {
             let x = v[i];
-            if x.is_nan() {
+            if !x.is_finite() {
                 continue;
             }
-            agg.cur[k].add(x, t);
-            agg.cur_hist[k].add(bin_of(x as f64));
+            agg.cur[k].add(x as f64, t);
+            agg.cur_hist[k].add(x as f64);
             let e = (sortable(x), first_row + i as u64);
             if agg.lowest[k].wants(&e) {
                 agg.lowest[k].offer(e);
             }
             if sliced {
-                agg.slices[slice_ids[i] as usize].cur[k].add(x, t);
+                agg.slices[slice_ids[i] as usize].cur[k].add(x as f64, t);
             }
         }
         let Some(b) = base else { continue };
@@ -869,33 +870,33 @@ const CHART_BINS: usize = 20;
 /// An interval to compute: (metric, slice or None for all rows).
 type Task = (usize, Option<usize>);
 
-fn chart_hist(hists: &[&Hist]) -> (f64, f64) {
+fn chart_hist(hists: &[&ValueHistogram]) -> (f64, f64) {
     let mut lo: f64 = 0.0;
     let mut hi: f64 = 1.0;
     for h in hists {
         let b = h.bins();
         if let (Some(first), Some(last)) = (b.first(), b.last()) {
-            lo = lo.min(first.0 as f64 * BIN);
-            hi = hi.max(last.0 as f64 * BIN);
+            lo = lo.min(bin_centre(first.0));
+            hi = hi.max(bin_centre(last.0));
         }
     }
     (lo, hi)
 }
 
-fn rebin(h: &Hist, lo: f64, hi: f64) -> Histogram {
+fn rebin(h: &ValueHistogram, lo: f64, hi: f64) -> Histogram {
     let mut counts = vec![0u64; CHART_BINS];
     let width = (hi - lo) / CHART_BINS as f64;
     for (b, c) in h.bins() {
-        let v = b as f64 * BIN;
+        let v = bin_centre(b);
         let k = (((v - lo) / width).floor().max(0.0) as usize).min(CHART_BINS - 1);
         counts[k] += c;
     }
     Histogram { lo, hi, counts }
 }
 
-fn distribution(m: &Moments, h: &Hist, t: Option<f64>, range: (f64, f64)) -> Distribution {
+fn distribution(m: &Tally, h: &ValueHistogram, t: Option<f64>, range: (f64, f64)) -> Distribution {
     Distribution {
-        count: m.count,
+        count: m.count(),
         mean: m.mean(),
         median: h.median(),
         pass_rate: m.pass_rate(t),
@@ -1059,7 +1060,7 @@ fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Result<Report, E
                         SliceRow {
                             slice: agg.slicer.names[s].clone(),
                             rows: acc.rows,
-                            count: c.count,
+                            count: c.count(),
                             mean: c.mean(),
                             pass_rate: c.pass_rate(t),
                             change,
@@ -1166,7 +1167,7 @@ fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Result<Report, E
             replicates: o.replicates,
             seed: o.seed,
             confidence: 0.95,
-            bin_width: BIN,
+            bin_width: refscore_stats::BIN_WIDTH,
         }),
         gates,
         texts_from: fetched.from,

@@ -34,6 +34,9 @@ pub(crate) struct Run {
     /// Columns holding the input, reference and output texts (from `--keep`).
     pub text_cols: [Option<String>; 3],
     pub reason_cols: Vec<String>,
+    /// The pass thresholds the run's summary used (from its footer; none
+    /// in files written before refscore recorded them).
+    pub thresholds: Vec<(String, f64)>,
 }
 
 impl Run {
@@ -74,6 +77,11 @@ impl Run {
                 .map(|n| n.to_string())
         });
         let id_field = table.field("id")?;
+        let thresholds = match table.footer_value(refscore_stats::THRESHOLDS_KEY) {
+            Some(text) => refscore_stats::thresholds_from_json(text)
+                .map_err(|e| Error::bad_input(format!("{shown}: footer {e}")))?,
+            None => Vec::new(),
+        };
         Ok(Run {
             shown,
             metrics,
@@ -96,6 +104,7 @@ impl Run {
                 .filter(|n| has(n))
                 .map(|n| n.to_string())
                 .collect(),
+            thresholds,
             table,
         })
     }

@@ -10,151 +10,73 @@ use std::collections::BTreeMap;
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Float32Type, Schema, UInt8Type};
+use refscore_stats::{Histogram, Tally};
 use serde::{Deserialize, Serialize};
 
 /// Width of a histogram bin. Medians are bin centres, so they are exact to
 /// within half a bin: [`MEDIAN_RESOLUTION`] / 2.
-pub const MEDIAN_RESOLUTION: f64 = 1e-4;
-const BINS_PER_UNIT: f64 = 1.0 / MEDIAN_RESOLUTION;
-/// Dense bins cover [-DENSE_SPAN, DENSE_SPAN] (plain and rescaled scores);
-/// anything outside (similarity scores 0-10, strongly rescaled BERTScore) goes
-/// to a sparse map, so no value is ever clamped.
-const DENSE_SPAN: i64 = 10_000;
-const DENSE_BINS: usize = (2 * DENSE_SPAN + 1) as usize;
-/// Fixed-point scale of the exact sums: 2^64. Integer addition is
-/// associative, so merged sums are bit-identical whatever the order.
-const SUM_SCALE: f64 = 18_446_744_073_709_551_616.0;
-/// Values beyond ±2^62 saturate in the sum (no score comes near).
-const SUM_LIMIT: f64 = 4.611_686_018_427_388e18;
+pub const MEDIAN_RESOLUTION: f64 = refscore_stats::BIN_WIDTH;
 
+/// One metric column's statistics, under its name.
 #[derive(Debug, Clone)]
 struct MetricStats {
     name: String,
-    threshold: Option<f64>,
-    count: u64,
-    sum: i128,
-    passed: u64,
-    dense: Vec<u64>,
-    sparse: BTreeMap<i64, u64>,
-}
-
-fn fixed(v: f64) -> i128 {
-    (v.clamp(-SUM_LIMIT, SUM_LIMIT) * SUM_SCALE) as i128
+    stats: refscore_stats::MetricStats,
 }
 
 impl MetricStats {
     fn new(name: &str, threshold: Option<f64>) -> MetricStats {
         MetricStats {
             name: name.to_string(),
-            threshold,
-            count: 0,
-            sum: 0,
-            passed: 0,
-            dense: vec![0; DENSE_BINS],
-            sparse: BTreeMap::new(),
+            stats: refscore_stats::MetricStats::new(threshold),
         }
     }
 
     fn add(&mut self, v: f64) {
-        if !v.is_finite() {
-            return;
-        }
-        self.count += 1;
-        self.sum += fixed(v);
-        if self.threshold.is_some_and(|t| v >= t) {
-            self.passed += 1;
-        }
-        self.add_bin((v * BINS_PER_UNIT).round() as i64, 1);
-    }
-
-    fn add_bin(&mut self, bin: i64, n: u64) {
-        if (-DENSE_SPAN..=DENSE_SPAN).contains(&bin) {
-            self.dense[(bin + DENSE_SPAN) as usize] += n;
-        } else {
-            *self.sparse.entry(bin).or_default() += n;
-        }
-    }
-
-    /// Non-empty bins in ascending order.
-    fn bins(&self) -> impl Iterator<Item = (i64, u64)> + '_ {
-        let below = self.sparse.range(..-DENSE_SPAN).map(|(b, c)| (*b, *c));
-        let dense = self
-            .dense
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| **c > 0)
-            .map(|(i, c)| (i as i64 - DENSE_SPAN, *c));
-        let above = self.sparse.range(DENSE_SPAN + 1..).map(|(b, c)| (*b, *c));
-        below.chain(dense).chain(above)
-    }
-
-    /// The value of the k-th smallest observation (0-based), as its bin centre.
-    fn kth(&self, k: u64) -> f64 {
-        let mut seen = 0u64;
-        for (bin, c) in self.bins() {
-            seen += c;
-            if seen > k {
-                return bin as f64 / BINS_PER_UNIT;
-            }
-        }
-        f64::NAN
+        self.stats.add(v);
     }
 
     fn summary(&self) -> MetricSummary {
-        let (mean, median, pass_rate) = if self.count == 0 {
-            (None, None, None)
-        } else {
-            let median = if self.count % 2 == 1 {
-                self.kth(self.count / 2)
-            } else {
-                (self.kth(self.count / 2 - 1) + self.kth(self.count / 2)) / 2.0
-            };
-            (
-                Some(self.sum as f64 / SUM_SCALE / self.count as f64),
-                Some(median),
-                self.threshold
-                    .map(|_| self.passed as f64 / self.count as f64),
-            )
-        };
+        let s = &self.stats;
         MetricSummary {
             name: self.name.clone(),
-            count: self.count,
-            mean,
-            median,
-            threshold: self.threshold,
-            pass_rate,
+            count: s.tally().count(),
+            mean: s.mean(),
+            median: s.median(),
+            threshold: s.threshold(),
+            pass_rate: s.pass_rate(),
         }
     }
 
     fn state(&self) -> MetricState {
+        let (count, sum, passed) = self.stats.tally().parts();
         MetricState {
             name: self.name.clone(),
-            threshold: self.threshold,
-            count: self.count,
-            sum: self.sum.to_string(),
-            passed: self.passed,
-            bins: self.bins().collect(),
+            threshold: self.stats.threshold(),
+            count,
+            sum: sum.to_string(),
+            passed,
+            bins: self.stats.histogram().bins(),
         }
     }
 
     fn merge(&mut self, s: &MetricState) -> Result<(), String> {
-        if s.threshold != self.threshold {
-            return Err(format!(
-                "metric '{}' has threshold {:?} in one part and {:?} in another",
-                self.name, s.threshold, self.threshold
-            ));
-        }
         let sum: i128 = s
             .sum
             .parse()
             .map_err(|_| format!("metric '{}': bad sum '{}'", s.name, s.sum))?;
-        self.count += s.count;
-        self.sum += sum;
-        self.passed += s.passed;
+        let mut histogram = Histogram::new();
         for (bin, c) in &s.bins {
-            self.add_bin(*bin, *c);
+            histogram.add_bin(*bin, *c);
         }
-        Ok(())
+        let theirs = refscore_stats::MetricStats::from_parts(
+            s.threshold,
+            Tally::from_parts(s.count, sum, s.passed),
+            histogram,
+        );
+        self.stats
+            .merge(&theirs)
+            .map_err(|e| format!("metric '{}' has {e}", self.name))
     }
 }
 

@@ -192,6 +192,43 @@ fn cuda_without_the_feature_is_a_clear_configuration_error() {
     assert!(!out.exists());
 }
 
+/// A model folder whose `config.json` names an architecture refscore has no
+/// family for is refused before any work, naming the type and the families
+/// it has.
+#[test]
+fn a_model_type_without_a_family_is_a_configuration_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = small_input(dir.path());
+    let out = dir.path().join("o.parquet");
+    let folder = dir.path().join("model");
+    std::fs::create_dir(&folder).unwrap();
+    let original = model();
+    for entry in std::fs::read_dir(&original).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap();
+        if name != "config.json" {
+            std::os::unix::fs::symlink(&path, folder.join(name)).unwrap();
+        }
+    }
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(original.join("config.json")).unwrap())
+            .unwrap();
+    config["model_type"] = "xlnet".into();
+    std::fs::write(folder.join("config.json"), config.to_string()).unwrap();
+    let args = [
+        "--metrics",
+        "embedding",
+        "--model",
+        folder.to_str().unwrap(),
+    ];
+    let err = fails(&score(&input, &out, &args), 78);
+    assert!(
+        err.contains("model_type is 'xlnet'") && err.contains("bert"),
+        "{err}"
+    );
+    assert!(!out.exists());
+}
+
 #[test]
 fn rescaling_applies_the_given_or_sampled_baseline() {
     let dir = tempfile::tempdir().unwrap();

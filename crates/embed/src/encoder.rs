@@ -1,14 +1,13 @@
-//! The BERT forward pass in Candle, and the tokenizer set up the way
-//! sentence-transformers uses it (truncation at max_seq_length, no padding:
-//! we pad each batch only to its own longest text).
+//! Batches through a model family's forward pass (packed, or padded to the
+//! batch's longest text), and the tokenizer set up the way
+//! sentence-transformers uses it (truncation at max_seq_length, no padding).
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::Config;
 use refscore_batch::Error;
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
-use crate::bert::Bert;
+use crate::family::{self, EncoderModel};
 use crate::model::ModelFiles;
 use crate::precision::Precision;
 
@@ -34,9 +33,9 @@ pub(crate) fn load_tokenizer(files: &ModelFiles, max_len: usize) -> Result<Token
     Ok(tok)
 }
 
-/// A loaded BERT encoder on one device.
+/// A loaded encoder of any family on one device.
 pub(crate) struct Encoder {
-    model: Bert,
+    model: Box<dyn EncoderModel>,
     device: Device,
     pub(crate) hidden: usize,
     pad_id: u32,
@@ -52,28 +51,30 @@ impl Encoder {
         let config_path = files.dir.join("config.json");
         let text = std::fs::read_to_string(&config_path)
             .map_err(|e| Error::io(format!("{}: {e}", config_path.display())))?;
-        let config: Config = serde_json::from_str(&text)
+        let head: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| Error::config(format!("{}: {e}", config_path.display())))?;
-        let pad_id = serde_json::from_str::<serde_json::Value>(&text)
-            .ok()
-            .and_then(|v| v.get("pad_token_id").and_then(|p| p.as_u64()))
+        let pad_id = head
+            .get("pad_token_id")
+            .and_then(|p| p.as_u64())
             .unwrap_or(0) as u32;
         let weights = files.dir.join("model.safetensors");
         // SAFETY: the weights file is memory-mapped read-only; refscore never
         // writes it, and a concurrent writer would be a user error.
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, device) }
             .map_err(|e| Error::config(format!("{}: {e}", weights.display())))?;
-        let model = Bert::load(vb, &config, precision)
-            .map_err(|e| Error::config(format!("{}: {e}", weights.display())))?;
+        let model_type = head.get("model_type").and_then(|t| t.as_str());
+        let model = family::load(model_type, &text, vb, precision)
+            .map_err(|e| Error::config(format!("{}: {}", weights.display(), e.message)))?;
         Ok(Encoder {
+            hidden: model.hidden(),
             model,
             device: device.clone(),
-            hidden: config.hidden_size,
             pad_id,
         })
     }
 
-    /// Whether batches go through without padding (see [`Bert::packs`]), so
+    /// Whether batches go through without padding (see
+    /// [`EncoderModel::packs`]), so
     /// grouping texts of similar length no longer saves work.
     pub(crate) fn packs(&self) -> bool {
         self.model.packs()
@@ -103,7 +104,7 @@ impl Encoder {
             let out = self
                 .model
                 .forward_packed(&ids, &lengths)
-                .map_err(internal("BERT forward"))?;
+                .map_err(internal("encoder forward"))?;
             (out, starts)
         } else {
             let mut ids = vec![self.pad_id; b * t];
@@ -113,15 +114,15 @@ impl Encoder {
             let ids = Tensor::from_vec(ids, (b, t), &self.device).map_err(internal("input ids"))?;
             let out = self
                 .model
-                .forward(&ids, &lengths)
-                .map_err(internal("BERT forward"))?;
+                .forward_padded(&ids, &lengths)
+                .map_err(internal("encoder forward"))?;
             (out, (0..b).map(|k| k * t).collect())
         };
         let flat: Vec<f32> = out
             .to_dtype(DType::F32)
             .and_then(|o| o.flatten_all())
             .and_then(|o| o.to_vec1())
-            .map_err(internal("reading BERT output"))?;
+            .map_err(internal("reading encoder output"))?;
         let h = self.hidden;
         Ok(starts
             .iter()

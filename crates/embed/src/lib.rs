@@ -3,6 +3,11 @@
 //! and BERTScore precision/recall/F1 over the last layer's token vectors,
 //! both from one forward pass per distinct text.
 //!
+//! The model's architecture is a *family* (`family/`: one module per
+//! `config.json` `model_type`, behind one trait); BERT is the one family so
+//! far. Everything else here (tokenising, batching, pooling, the store, the
+//! metrics) is written once for every family.
+//!
 //! Distinct texts are found per batch and remembered across batches in a
 //! bounded cache, so a reference repeated across thousands of rows is
 //! embedded once. Texts are tokenised in parallel, sorted by length and run
@@ -21,8 +26,8 @@
 //!   AMD EPYC Zen 5, where all run). See
 //!   [`KernelPath`].
 
-mod bert;
 mod encoder;
+mod family;
 mod kernels;
 mod math;
 mod model;
@@ -169,7 +174,7 @@ pub struct EmbeddingStage {
     bounds: Bounds,
     encoder: Encoder,
     max_len: usize,
-    cls_sep: [u32; 2],
+    special: Vec<u32>,
     options: EmbedOptions,
     cache: LruCache<String, Arc<Embedded>>,
     cache_bytes: usize,
@@ -198,15 +203,7 @@ impl EmbeddingStage {
             None => files.max_seq_length,
         };
         let tokenizer = encoder::load_tokenizer(&files, max_len)?;
-        let special = |name: &str| {
-            tokenizer.token_to_id(name).ok_or_else(|| {
-                Error::config(format!(
-                    "{}: tokenizer has no {name} token",
-                    files.dir.join("tokenizer.json").display()
-                ))
-            })
-        };
-        let cls_sep = [special("[CLS]")?, special("[SEP]")?];
+        let special = tokens::special_ids(&tokenizer)?;
         let encoder = Encoder::load(&files, &options.device, options.precision)?;
         let store = match &options.store {
             Some(root) => Some(EmbeddingStore::open(
@@ -224,7 +221,7 @@ impl EmbeddingStage {
             tokenizer,
             encoder,
             max_len,
-            cls_sep,
+            special,
             options,
             cache: LruCache::unbounded(),
             cache_bytes: 0,
@@ -358,7 +355,7 @@ impl EmbeddingStage {
     fn weights(&self, ids: &[u32]) -> Vec<f32> {
         ids.iter()
             .map(|&id| {
-                if self.cls_sep.contains(&id) {
+                if self.special.contains(&id) {
                     0.0
                 } else {
                     self.idf.as_ref().map_or(1.0, |idf| idf.weight(id))

@@ -194,17 +194,18 @@ pub fn read_settings(dir: &Path) -> Result<ModelFiles, Error> {
     for f in &FILES[..3] {
         if !dir.join(f).is_file() {
             return Err(Error::config(format!(
-                "{}: not a usable model folder: {f} is missing (a BERT sentence-transformers folder needs config.json, tokenizer.json and model.safetensors)",
+                "{}: not a usable model folder: {f} is missing (a sentence-transformers folder needs config.json, tokenizer.json and model.safetensors)",
                 dir.display()
             )));
         }
     }
     let head: BertConfigHead = read_json(&dir.join("config.json"))?;
     if let Some(t) = &head.model_type {
-        if t != "bert" {
+        if !crate::family::has(t) {
             return Err(Error::config(format!(
-                "{}: model_type is '{t}'; refscore runs BERT-architecture models",
-                dir.join("config.json").display()
+                "{}: model_type is '{t}'; refscore has model families for: {}",
+                dir.join("config.json").display(),
+                crate::family::supported().join(", ")
             )));
         }
     }

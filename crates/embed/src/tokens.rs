@@ -93,6 +93,17 @@ impl Bounds {
 
 /// The tokens of a whole text; truncated when the tokenizer put pieces
 /// past the limit into overflowing encodings.
+/// The ids the tokenizer's own post-processor adds around every text
+/// (`[CLS]` and `[SEP]` for BERT, `<s>` and `</s>` for RoBERTa), found by
+/// encoding an empty text rather than by name: BERTScore gives them no
+/// weight, whatever the family calls them.
+pub(crate) fn special_ids(tokenizer: &Tokenizer) -> Result<Vec<u32>, Error> {
+    let empty = tokenizer
+        .encode("", true)
+        .map_err(|e| Error::config(format!("tokenizer: cannot encode an empty text: {e}")))?;
+    Ok(empty.get_ids().to_vec())
+}
+
 fn encode_whole(tokenizer: &Tokenizer, text: &str) -> Result<Tokens, Error> {
     let enc = tokenizer
         .encode_fast(text, true)

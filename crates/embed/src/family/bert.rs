@@ -17,6 +17,7 @@ use candle_nn::{Embedding, Linear, VarBuilder};
 use candle_transformers::models::bert::{Config, HiddenAct};
 use rayon::prelude::*;
 
+use super::EncoderModel;
 use crate::kernels::{self, AddNormParams, AttentionShape};
 use crate::precision::{Precision, Projection};
 
@@ -346,6 +347,36 @@ impl Bert {
             x = layer.forward(&x, b, t, mask.as_ref())?;
         }
         Ok(x)
+    }
+}
+
+/// The `bert` family's loader: `config.json` as Candle's BERT config.
+pub(super) fn load(
+    config: &str,
+    weights: VarBuilder,
+    precision: Precision,
+) -> std::result::Result<Box<dyn EncoderModel>, String> {
+    let config: Config = serde_json::from_str(config).map_err(|e| format!("config.json: {e}"))?;
+    Ok(Box::new(
+        Bert::load(weights, &config, precision).map_err(|e| e.to_string())?,
+    ))
+}
+
+impl EncoderModel for Bert {
+    fn hidden(&self) -> usize {
+        self.hidden
+    }
+
+    fn packs(&self) -> bool {
+        Bert::packs(self)
+    }
+
+    fn forward_packed(&self, ids: &[u32], lengths: &[usize]) -> Result<Tensor> {
+        Bert::forward_packed(self, ids, lengths)
+    }
+
+    fn forward_padded(&self, ids: &Tensor, lengths: &[usize]) -> Result<Tensor> {
+        Bert::forward(self, ids, lengths)
     }
 }
 

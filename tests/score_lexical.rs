@@ -357,7 +357,7 @@ fn metrics_flag_selects_columns() {
             &dir.path().join("o2.parquet"),
             &["--metrics", "exact,token_f1"],
         ),
-        78,
+        64,
     );
     assert!(err.contains("unknown metric 'exact'"), "{err}");
 }

@@ -4,40 +4,44 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use refscore_batch::ErrorClass;
 
 /// Score LLM outputs against reference answers, in bulk, offline.
 #[derive(Debug, Parser)]
-#[command(name = "refscore", version, about, long_about = None, after_help = EXIT_CODES)]
+#[command(name = "refscore", version, about, long_about = None, after_help = exit_codes())]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
-/// The exit codes, shown in `--help` of `refscore` and of `refscore score`.
-macro_rules! exit_codes {
-    () => {
-        "\
-Exit codes:
-  0   success (rows that could not be scored are marked status=error in the output)
-  64  bad command line (unknown flag, malformed or out-of-range value)
-  65  bad input data (not Parquet, corrupt page or page checksum, missing or non-string
-      column)
-  70  internal error (a bug: please report it)
-  74  I/O error (path missing or unreadable, output directory missing, disk full)
-  75  temporary failure, try again later: the judge is unreachable, or rows still lack
-      judge metrics (the output holds everything else; re-run with --resume)
-  78  bad configuration (ambiguous columns, unknown metric, output exists, output is an
-      input, an interrupted run is left (use --resume or --overwrite), --resume with
-      changed inputs or settings, judge refused the key or model, bad config file)"
-    };
+/// The exit codes, shown in `--help` of `refscore` and of `refscore score`:
+/// made from [`ErrorClass`], the one table of codes.
+pub(crate) fn exit_codes() -> String {
+    let mut text = String::from(
+        "Exit codes:\n  0   success (rows that could not be scored are marked status=error in the output)\n",
+    );
+    for class in ErrorClass::ALL {
+        // Wrapped here, with an indent clap's own wrapping would drop.
+        let mut line = format!("  {:<3}", class.exit_code());
+        for word in class.meaning().split(' ') {
+            if line.len() + 1 + word.len() > 88 {
+                text.push_str(&line);
+                text.push('\n');
+                line = String::from("     ");
+            }
+            line.push(' ');
+            line.push_str(word);
+        }
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text
 }
-
-const EXIT_CODES: &str = exit_codes!();
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Score a Parquet dataset and write one result row per input row.
-    #[command(after_help = SCORE_HELP)]
+    #[command(after_help = format!("{SCORE_HELP}{}", exit_codes()))]
     Score(Box<ScoreArgs>),
     /// Show a dataset's files, schema, row count and how its columns would be mapped.
     Inspect(InspectArgs),
@@ -46,12 +50,11 @@ pub enum Command {
     MergeSummaries(MergeArgs),
     /// Write one self-contained HTML page (and optionally JSON) about a result: per
     /// metric distribution, pass rate, lowest rows; with --baseline, what changed.
-    #[command(after_help = REPORT_HELP)]
+    #[command(after_help = format!("{REPORT_HELP}{}", exit_codes()))]
     Report(Box<ReportArgs>),
 }
 
-const REPORT_HELP: &str = concat!(
-    "\
+const REPORT_HELP: &str = "\
 With --baseline, rows are paired by id; each metric gets the mean difference with a
 95% paired bootstrap interval (fixed seed), the rows that flipped pass -> fail and
 fail -> pass, and a verdict: worse (interval below 0), better (above 0) or no clear
@@ -64,9 +67,7 @@ Example (a nightly CI gate):
 Exit codes: as for `score`, and
   1   a metric named in --fail-on-regression regressed (the report is written)
 
-",
-    exit_codes!()
-);
+";
 
 /// `refscore report`.
 #[derive(Debug, Args)]
@@ -150,7 +151,7 @@ pub struct MergeArgs {
     pub quiet: bool,
 }
 
-const SCORE_HELP: &str = concat!(
+const SCORE_HELP: &str =
     "\
 Metrics (--metrics, comma-separated; groups expand to their members):
   lexical    exact_match, contains_match, exact_match_norm, contains_match_norm, token_f1
@@ -177,9 +178,7 @@ reported (exit 78) and never reused or deleted silently.
 Example:
   refscore score examples/qa.parquet -o scores.parquet --input-col question
 
-",
-    exit_codes!()
-);
+";
 
 /// Which input columns play which role.
 #[derive(Debug, Args, Default, Clone)]

@@ -26,16 +26,9 @@ pub use refscore_batch::{Error, ErrorClass};
 use crate::args::{Cli, Command};
 pub use crate::scorer::{plan, score_parquet, Scorer};
 
-/// The documented exit code of an error class (README, `--help`).
+/// The documented exit code of an error class ([`ErrorClass::exit_code`]).
 pub fn exit_code(class: ErrorClass) -> u8 {
-    match class {
-        ErrorClass::Usage => 64,
-        ErrorClass::BadInput => 65,
-        ErrorClass::Io => 74,
-        ErrorClass::Temporary => 75,
-        ErrorClass::Config => 78,
-        ErrorClass::Internal => 70,
-    }
+    class.exit_code()
 }
 
 /// The whole command line: parses `args` (the program name first), runs the
@@ -48,7 +41,11 @@ where
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if e.use_stderr() { 64 } else { 0 };
+            let code = if e.use_stderr() {
+                ErrorClass::Usage.exit_code()
+            } else {
+                0
+            };
             let _ = e.print();
             return code;
         }
@@ -62,7 +59,7 @@ where
         }
         // The panic message is already on stderr; temporary files were
         // removed while unwinding.
-        Err(_) => 70,
+        Err(_) => ErrorClass::Internal.exit_code(),
     }
 }
 

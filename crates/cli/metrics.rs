@@ -84,8 +84,9 @@ pub fn check_known(name: &str) -> Result<(), Error> {
     }
 }
 
+/// A metric name nothing knows: a malformed flag value (64).
 fn unknown(name: &str) -> Error {
-    Error::config(format!(
+    Error::usage(format!(
         "unknown metric '{name}'; known metrics and groups: {}",
         all_names().join(", ")
     ))
@@ -133,7 +134,7 @@ pub fn plan(names: Option<&[String]>, judge_configured: bool) -> Result<MetricPl
         }
     }
     if lexical.is_empty() && !embedding.iter().any(|&b| b) && !judge.iter().any(|&b| b) {
-        return Err(Error::config("--metrics selects no metric"));
+        return Err(Error::usage("--metrics selects no metric"));
     }
     if judge.iter().any(|&b| b) && !judge_configured {
         return Err(Error::config(

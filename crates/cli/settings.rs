@@ -228,15 +228,27 @@ impl Settings {
             reference: args.mapping.reference_col.or(file.reference_col),
             output: args.mapping.output_col.or(file.output_col),
         };
+        let names_from_file = args.metrics.is_none() && file.metrics.is_some();
         let metric_names = args.metrics.or(file.metrics);
-        let judge_url = args.judge_url.or(file.judge_url);
-        let metrics = metrics::plan(metric_names.as_deref(), judge_url.is_some())?;
+        let judge_url = parsed(args.judge_url, file.judge_url, "judge_url", |url| {
+            refscore_judge::check_url(url).map(|()| url.to_string())
+        })?;
+        // A bad --metrics value is a usage error (64); the same in the
+        // config file is a configuration error (78).
+        let metrics = metrics::plan(metric_names.as_deref(), judge_url.is_some()).map_err(|e| {
+            if names_from_file && e.class == refscore_batch::ErrorClass::Usage {
+                Error::config(format!("config file: metrics: {}", e.message))
+            } else {
+                e
+            }
+        })?;
         let mut thresholds: BTreeMap<String, f64> = metrics::DEFAULT_THRESHOLDS
             .iter()
             .map(|(k, v)| (k.to_string(), *v))
             .collect();
         for (k, v) in file.thresholds.unwrap_or_default() {
-            metrics::check_known(&k)?;
+            metrics::check_known(&k)
+                .map_err(|e| Error::config(format!("config file: threshold {k}: {}", e.message)))?;
             if !v.is_finite() {
                 return Err(Error::config(format!(
                     "config file: threshold {k} = {v}: expected a finite number"

@@ -75,7 +75,18 @@ def test_bad_column_raises_the_cli_message(tmp_path):
     assert e.value.exit_code == 65
     with pytest.raises(refscore.RefscoreError) as e:
         refscore.Scorer(metrics=["no_such_metric"])
-    assert e.value.exit_code == 78 and "unknown metric 'no_such_metric'" in str(e.value)
+    assert e.value.exit_code == 64 and "unknown metric 'no_such_metric'" in str(e.value)
+
+
+def test_exit_code_constants_are_the_clis():
+    """The package's constants come from the Rust table the CLI's --help is
+    made from: the same codes, and the ones raised are among them."""
+    from refscore import _errors
+    run = subprocess.run([BIN, "--help"], capture_output=True, text=True, check=True)
+    section = run.stdout.split("Exit codes:")[1]
+    listed = {int(line.split()[0]) for line in section.splitlines() if line[:4].strip().isdigit()}
+    assert listed == {0, *_errors.EXIT_CODES.values()}
+    assert (_errors.USAGE, _errors.CONFIG) == (64, 78)
 
 
 def test_score_parquet_runs_the_cli_job(tmp_path):

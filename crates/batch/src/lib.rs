@@ -261,11 +261,13 @@ pub fn score_stages(
 /// documented exit code without knowing each crate's error types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorClass {
-    /// The command line is wrong: a value out of range.
+    /// The command line is wrong: an unknown flag, a malformed or out-of-range value.
     Usage,
     /// The input data is wrong: not Parquet, corrupt, missing or mistyped column.
     BadInput,
-    /// The settings are wrong: ambiguous mapping, unknown metric, output exists.
+    /// The settings are inconsistent, or the environment cannot serve them:
+    /// ambiguous mapping, output exists, no CUDA for `--device cuda`, a bad
+    /// config file.
     Config,
     /// The operating system refused: missing path, permissions, disk full.
     Io,
@@ -273,6 +275,72 @@ pub enum ErrorClass {
     Temporary,
     /// A bug or an unexpected failure inside refscore or a library it uses.
     Internal,
+}
+
+impl ErrorClass {
+    /// Every class, in the order of their exit codes.
+    pub const ALL: [ErrorClass; 6] = [
+        ErrorClass::Usage,
+        ErrorClass::BadInput,
+        ErrorClass::Internal,
+        ErrorClass::Io,
+        ErrorClass::Temporary,
+        ErrorClass::Config,
+    ];
+
+    /// The process exit code of this class (sysexits.h values). The one
+    /// table of exit codes: `--help`, the README's table (checked by a
+    /// test) and the Python package's constants are made from it.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            ErrorClass::Usage => 64,
+            ErrorClass::BadInput => 65,
+            ErrorClass::Internal => 70,
+            ErrorClass::Io => 74,
+            ErrorClass::Temporary => 75,
+            ErrorClass::Config => 78,
+        }
+    }
+
+    /// A short name, for the Python package's constants.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorClass::Usage => "usage",
+            ErrorClass::BadInput => "bad_input",
+            ErrorClass::Internal => "internal",
+            ErrorClass::Io => "io",
+            ErrorClass::Temporary => "temporary",
+            ErrorClass::Config => "config",
+        }
+    }
+
+    /// What the code means, for `--help`.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            ErrorClass::Usage => {
+                "bad command line (unknown flag, malformed or out-of-range value: an unknown \
+                 metric, --device tpu, a --max-seq-length past the model's limit)"
+            }
+            ErrorClass::BadInput => {
+                "bad input data (not Parquet, corrupt page or page checksum, missing or \
+                 non-string column)"
+            }
+            ErrorClass::Internal => "internal error (a bug: please report it)",
+            ErrorClass::Io => {
+                "I/O error (path missing or unreadable, output directory missing, disk full)"
+            }
+            ErrorClass::Temporary => {
+                "temporary failure, try again later: the judge is unreachable, or rows still \
+                 lack judge metrics (the output holds everything else; re-run with --resume)"
+            }
+            ErrorClass::Config => {
+                "bad configuration (ambiguous columns, output exists, output is an input, an \
+                 interrupted run is left (use --resume or --overwrite), --resume with changed \
+                 inputs or settings, judge refused the key or model, a device this build or \
+                 machine cannot serve, bad config file)"
+            }
+        }
+    }
 }
 
 /// An error that knows its [`ErrorClass`] and carries a one-line message

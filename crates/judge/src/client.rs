@@ -267,22 +267,30 @@ enum Failure {
     NoLogprobs,
 }
 
+/// `text` as an http(s) base URL; the error names the (redacted) URL.
+fn base_url(text: &str) -> Result<Url, String> {
+    let base = Url::parse(text.trim())
+        .map_err(|e| format!("'{}' is not a valid URL: {e}", redact_text_url(text)))?;
+    if !matches!(base.scheme(), "http" | "https") {
+        return Err(format!(
+            "'{}': expected an http:// or https:// URL",
+            redact_url(&base)
+        ));
+    }
+    Ok(base)
+}
+
+/// Checks a judge URL before anything runs: `Err` says what is wrong with
+/// it (the caller names where it came from).
+pub fn check_url(text: &str) -> Result<(), String> {
+    base_url(text).map(|_| ())
+}
+
 impl Client {
     /// A client for `endpoint`; the error names the (redacted) URL when it
     /// does not parse as an http(s) base URL.
     pub(crate) fn new(endpoint: Endpoint) -> Result<Client, Error> {
-        let base = Url::parse(endpoint.url.trim()).map_err(|e| {
-            Error::config(format!(
-                "--judge-url '{}' is not a valid URL: {e}",
-                redact_text_url(&endpoint.url)
-            ))
-        })?;
-        if !matches!(base.scheme(), "http" | "https") {
-            return Err(Error::config(format!(
-                "--judge-url '{}': expected an http:// or https:// URL",
-                redact_url(&base)
-            )));
-        }
+        let base = base_url(&endpoint.url).map_err(|e| Error::usage(format!("--judge-url {e}")))?;
         let chat = chat_url(&base).map_err(Error::config)?;
         let timeout = endpoint.timeout.clamp(MIN_TIMEOUT, MAX_TIMEOUT);
         let agent = ureq::AgentBuilder::new()
@@ -904,7 +912,9 @@ mod tests {
         let bad = Client::new(endpoint("not a url with pw@host"))
             .err()
             .unwrap();
-        assert_eq!(bad.class, ErrorClass::Config);
+        // A malformed URL is a usage error (64), like any bad flag value.
+        assert_eq!(bad.class, ErrorClass::Usage);
+        assert!(!bad.message.contains("pw@"), "{}", bad.message);
     }
 
     #[test]

@@ -33,7 +33,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-pub use client::{probe, Endpoint, Usage, MAX_RETRY_AFTER, MAX_TIMEOUT, MIN_TIMEOUT};
+pub use client::{check_url, probe, Endpoint, Usage, MAX_RETRY_AFTER, MAX_TIMEOUT, MIN_TIMEOUT};
 pub use columns::fields;
 pub use route::{check_requests, requested_by};
 pub use stage::JudgeStage;

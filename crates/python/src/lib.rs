@@ -9,7 +9,7 @@ use arrow::error::ArrowError;
 use arrow_pyarrow::{FromPyArrow, IntoPyArrow, Table};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use refscore_batch::Error;
+use refscore_batch::{Error, ErrorClass};
 
 /// A `refscore.RefscoreError` carrying the CLI's message and exit code.
 fn to_py(py: Python<'_>, e: Error) -> PyErr {
@@ -98,5 +98,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(score_parquet, m)?)?;
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_class::<Scorer>()?;
+    // The CLI's exit codes by class name, from the one table in Rust.
+    let codes = pyo3::types::PyDict::new(m.py());
+    for class in ErrorClass::ALL {
+        codes.set_item(class.name(), class.exit_code())?;
+    }
+    m.add("EXIT_CODES", codes)?;
     Ok(())
 }

@@ -18,7 +18,7 @@ import os
 from typing import Any, Dict
 
 from . import _native
-from ._errors import RefscoreError
+from ._errors import USAGE, RefscoreError
 from ._options import flags as _flags
 
 __all__ = ["Scorer", "score_parquet", "RefscoreError"]
@@ -39,7 +39,7 @@ class Scorer:
         job_only = sorted(set(options) & set(_JOB_ONLY))
         if job_only:
             raise RefscoreError(
-                f"{', '.join(job_only)}: options of a job over files; use refscore.score_parquet", 64)
+                f"{', '.join(job_only)}: options of a job over files; use refscore.score_parquet", USAGE)
         self.options = dict(options)
         self._native = _native.Scorer(_flags(options))
 

@@ -1,10 +1,22 @@
-"""The one exception refscore raises."""
+"""The one exception refscore raises, and the CLI's exit codes."""
+
+from . import _native
+
+#: Exit codes by class, from the Rust table the CLI uses (``refscore --help``).
+EXIT_CODES = dict(_native.EXIT_CODES)
+USAGE = EXIT_CODES["usage"]
+BAD_INPUT = EXIT_CODES["bad_input"]
+INTERNAL = EXIT_CODES["internal"]
+IO = EXIT_CODES["io"]
+TEMPORARY = EXIT_CODES["temporary"]
+CONFIG = EXIT_CODES["config"]
 
 
 class RefscoreError(Exception):
     """A refscore error: ``message`` is the CLI's one-line message and
-    ``exit_code`` the exit code the CLI would have returned (64 usage,
-    65 bad input, 70 internal, 74 I/O, 75 temporary, 78 configuration)."""
+    ``exit_code`` the exit code the CLI would have returned (see
+    :data:`EXIT_CODES`: usage 64, bad input 65, internal 70, I/O 74,
+    temporary 75, configuration 78)."""
 
     def __init__(self, message: str, exit_code: int):
         super().__init__(message)

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 import ray
 
 from . import Scorer, _native, score_parquet
-from ._errors import RefscoreError
+from ._errors import CONFIG, USAGE, RefscoreError
 from ._options import flags as _flags
 
 __all__ = ["score", "main"]
@@ -34,7 +34,7 @@ def _actor_cpus(workers: int, cpus_per_worker: float) -> float:
     share = (total - 1) / workers
     if share <= 0:
         raise RefscoreError(
-            f"workers={workers}: the cluster has {total:g} CPUs; Ray Data needs one besides the workers", 78)
+            f"workers={workers}: the cluster has {total:g} CPUs; Ray Data needs one besides the workers", CONFIG)
     return min(cpus_per_worker, share)
 
 
@@ -66,7 +66,7 @@ def score(ds: "ray.data.Dataset", *, workers: int, cpus_per_worker: float = 1, g
     default name/alias). Options and the column mapping are checked here, in
     the driver, before any actor starts."""
     if workers < 1:
-        raise RefscoreError(f"workers={workers}: expected at least 1", 64)
+        raise RefscoreError(f"workers={workers}: expected at least 1", USAGE)
     schema = ds.schema()
     base = getattr(schema, "base_schema", schema)
     worker = _worker_options(options, cpus_per_worker, gpus_per_worker)
@@ -74,7 +74,7 @@ def score(ds: "ray.data.Dataset", *, workers: int, cpus_per_worker: float = 1, g
     if id_column is None:
         raise RefscoreError(
             "data: no id column: Ray Data does not keep a global row order, so rows are told apart by an id; "
-            "name one with id_col", 78)
+            "name one with id_col", CONFIG)
     return ds.map_batches(
         _ScoreBatches,
         fn_constructor_kwargs={"options": worker},
@@ -130,10 +130,10 @@ def run(input: str, outdir: str, *, workers: int, flags: List[str], shards: Opti
         if shards is not None and shards != before["shards"]:
             raise RefscoreError(
                 f"{outdir}: an earlier run cut the input into {before['shards']} shards; a re-run keeps them "
-                f"(drop --shards, or use a new OUTDIR)", 78)
+                f"(drop --shards, or use a new OUTDIR)", CONFIG)
         if {k: before.get(k) for k in state} != state:
             raise RefscoreError(
-                f"{outdir}: holds a run with another input or options; use a new OUTDIR", 78)
+                f"{outdir}: holds a run with another input or options; use a new OUTDIR", CONFIG)
         shards = before["shards"]
     else:
         shards = shards or workers

@@ -1,0 +1,144 @@
+//! Every value-taking flag of `refscore score`, given a bad value, exits
+//! with the code the rule says: a malformed or out-of-range value is 64; a
+//! value the data, the settings or the environment cannot serve is 65, 74
+//! or 78 (README, `--help`). The list of flags comes from `--help`, so a new
+//! flag without an entry here fails the test.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use common::*;
+
+const JUDGE: [&str; 2] = ["--judge-url", "http://127.0.0.1:9/v1"];
+
+/// (flag, bad value, the other arguments it needs, expected code). Flags
+/// whose every value is accepted until it is used (a model name, a variable
+/// name, a cache folder) are listed with `None` and why.
+fn cases(model: &str) -> Vec<(&'static str, Option<&'static str>, Vec<&str>, i32)> {
+    let lexical = vec!["--metrics", "lexical"];
+    let embedding = vec!["--metrics", "embedding", "--model", model];
+    let judge = vec![JUDGE[0], JUDGE[1], "--metrics", "lexical"];
+    vec![
+        (
+            "--output",
+            Some("/nonexistent-folder/o.parquet"),
+            lexical.clone(),
+            74,
+        ),
+        ("--shard", Some("4/3"), lexical.clone(), 64),
+        ("--max-judge-failures", Some("many"), lexical.clone(), 64),
+        ("--id-col", Some("no_such_column"), lexical.clone(), 65),
+        ("--input-col", Some("no_such_column"), lexical.clone(), 65),
+        (
+            "--reference-col",
+            Some("no_such_column"),
+            lexical.clone(),
+            65,
+        ),
+        ("--output-col", Some("no_such_column"), lexical.clone(), 65),
+        ("--keep", Some("no_such_column"), lexical.clone(), 65),
+        ("--metrics", Some("no_such_metric"), vec![], 64),
+        (
+            "--model",
+            Some("/nonexistent-model"),
+            vec!["--metrics", "embedding"],
+            78,
+        ),
+        ("--device", Some("tpu"), embedding.clone(), 64),
+        ("--precision", Some("fp64"), embedding.clone(), 64),
+        ("--rescale-baseline", Some("1,2"), embedding.clone(), 64),
+        ("--max-seq-length", Some("100000"), embedding.clone(), 64),
+        ("--embed-cache-mb", Some("-1"), embedding.clone(), 64),
+        (
+            "--embed-cache",
+            Some("/proc/no-such/cache"),
+            embedding.clone(),
+            74,
+        ),
+        (
+            "--judge-url",
+            Some("not a url"),
+            vec!["--metrics", "lexical"],
+            64,
+        ),
+        // Accepted as given; the judge refuses an unknown model (78, with a
+        // real server: tests/judge.rs).
+        ("--judge-model", None, vec![], 0),
+        // A variable name; an unset one means no key.
+        ("--judge-api-key-env", None, vec![], 0),
+        ("--judge-timeout", Some("soon"), judge.clone(), 64),
+        ("--judge-retries", Some("-1"), judge.clone(), 64),
+        ("--judge-concurrency", Some("0"), judge.clone(), 64),
+        ("--judge-rpm", Some("0"), judge.clone(), 64),
+        ("--judge-tpm", Some("0"), judge.clone(), 64),
+        ("--judge-where", Some("no_such_column"), judge.clone(), 65),
+        ("--judge-band", Some("cosine:0.9..0.1"), judge.clone(), 64),
+        // A folder, created when the judge first answers.
+        ("--judge-cache", None, vec![], 0),
+        ("--judge-reasons", Some("sometimes"), judge.clone(), 64),
+        ("--judge-threshold", Some("2"), judge.clone(), 64),
+        ("--threshold", Some("no_such_metric=1"), lexical.clone(), 64),
+        ("--batch-size", Some("0"), lexical.clone(), 64),
+        ("--threads", Some("0"), lexical.clone(), 64),
+        (
+            "--config",
+            Some("/nonexistent-config.toml"),
+            lexical.clone(),
+            74,
+        ),
+    ]
+}
+
+/// The value-taking flags `refscore score --help` lists.
+fn value_flags() -> BTreeSet<String> {
+    let help = ok(&refscore(&["score", "--help"]));
+    help.lines()
+        .filter_map(|line| {
+            let line = line.trim_start();
+            let line = line.split_once(", ").map_or(line, |(short, long)| {
+                if short.len() == 2 && short.starts_with('-') {
+                    long
+                } else {
+                    line
+                }
+            });
+            let (flag, rest) = line.split_once(' ')?;
+            (flag.starts_with("--") && rest.starts_with('<')).then(|| flag.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn every_flag_with_a_bad_value_exits_with_its_code() {
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2");
+    let model = model.to_str().unwrap();
+    let cases = cases(model);
+    let listed: BTreeSet<String> = cases.iter().map(|c| c.0.to_string()).collect();
+    assert_eq!(
+        listed,
+        value_flags(),
+        "every value-taking flag needs a case here"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let input = example();
+    for (flag, value, context, code) in &cases {
+        let Some(value) = value else { continue };
+        let out = dir.path().join("o.parquet");
+        let mut args = vec!["score", input.to_str().unwrap(), "--quiet", flag, value];
+        if *flag != "--output" {
+            args.extend(["-o", out.to_str().unwrap()]);
+        }
+        args.extend(context.iter().copied());
+        let err = fails(&refscore(&args), *code);
+        // One line naming the problem; clap's own parse errors add a hint
+        // to try --help.
+        let first = err.lines().next().unwrap_or("");
+        assert!(first.contains("error"), "{flag} {value}: {err}");
+        if first.starts_with("refscore: error:") {
+            assert_eq!(err.trim().lines().count(), 1, "{flag} {value}: {err}");
+        }
+        assert!(!out.exists(), "{flag} {value}: wrote an output");
+    }
+}

@@ -990,8 +990,3 @@ impl Iterator for TextColumns<'_> {
         }))
     }
 }
-
-/// Reads just the schema and row count of one Parquet file (for `inspect`).
-pub fn inspect_file(path: &Path) -> Result<InputFile, Error> {
-    files::read_footer(path)
-}

@@ -6,13 +6,13 @@
 //! request/token rate limits shared by all workers.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 use refscore_batch::Error;
 use serde_json::{json, Value};
 use url::Url;
 
+use crate::limiter::{self, Limiter};
 use crate::parse::{extract_object, snippet};
 use crate::prompts::Template;
 use crate::redact::{chat_url, key_url, redact_text_url, redact_url, scrub, secrets};
@@ -385,7 +385,6 @@ impl Client {
         let mut downgrades = 0;
         let mut last: String;
         let mut transient = false;
-        let mut rng = seed();
         let text_len = ask.user.len();
         loop {
             let mode = if ask.template.structured {
@@ -467,7 +466,7 @@ impl Client {
                     self.counters.retries.fetch_add(1, Ordering::Relaxed);
                     let backoff =
                         self.endpoint.backoff.as_secs_f64() * 2f64.powi(attempt.min(64) as i32 - 1);
-                    let jitter = 0.5 + next_unit(&mut rng);
+                    let jitter = limiter::jitter();
                     let delay = wait
                         .unwrap_or_else(|| wait_secs(backoff * jitter, Duration::from_secs(30)));
                     std::thread::sleep(delay);
@@ -680,78 +679,6 @@ pub fn probe(endpoint: &Endpoint) -> Result<(), Error> {
             client.transport_message(&t)
         ))),
     }
-}
-
-/// Token buckets for requests and tokens per minute, shared by all workers.
-struct Limiter {
-    rpm: Option<f64>,
-    tpm: Option<f64>,
-    state: Mutex<(Instant, f64, f64)>,
-}
-
-impl Limiter {
-    fn new(rpm: Option<u32>, tpm: Option<u32>) -> Limiter {
-        let (r, t) = (rpm.map(|v| v as f64), tpm.map(|v| v as f64));
-        Limiter {
-            rpm: r,
-            tpm: t,
-            state: Mutex::new((Instant::now(), r.unwrap_or(0.0), t.unwrap_or(0.0))),
-        }
-    }
-
-    fn acquire(&self, tokens: u32) {
-        if self.rpm.is_none() && self.tpm.is_none() {
-            return;
-        }
-        loop {
-            let wait = {
-                let mut s = self.state.lock().expect("limiter lock");
-                let now = Instant::now();
-                let minutes = now.duration_since(s.0).as_secs_f64() / 60.0;
-                s.0 = now;
-                if let Some(r) = self.rpm {
-                    s.1 = (s.1 + r * minutes).min(r);
-                }
-                if let Some(t) = self.tpm {
-                    s.2 = (s.2 + t * minutes).min(t);
-                }
-                let need_t = (tokens as f64).min(self.tpm.unwrap_or(f64::MAX));
-                let r_ok = self.rpm.is_none_or(|_| s.1 >= 1.0);
-                let t_ok = self.tpm.is_none_or(|_| s.2 >= need_t);
-                if r_ok && t_ok {
-                    if self.rpm.is_some() {
-                        s.1 -= 1.0;
-                    }
-                    if self.tpm.is_some() {
-                        s.2 -= need_t;
-                    }
-                    return;
-                }
-                let r_wait = self.rpm.map_or(0.0, |r| ((1.0 - s.1) / r * 60.0).max(0.0));
-                let t_wait = self
-                    .tpm
-                    .map_or(0.0, |t| ((need_t - s.2) / t * 60.0).max(0.0));
-                r_wait.max(t_wait).max(0.001)
-            };
-            std::thread::sleep(wait_secs(wait, Duration::from_secs(60)));
-        }
-    }
-}
-
-fn seed() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(1);
-    let addr = &t as *const u64 as u64;
-    (t ^ addr.rotate_left(32)) | 1
-}
-
-fn next_unit(state: &mut u64) -> f64 {
-    *state ^= *state << 13;
-    *state ^= *state >> 7;
-    *state ^= *state << 17;
-    (*state >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@
 mod cache;
 mod client;
 mod columns;
+mod limiter;
 mod parse;
 mod probs;
 mod prompts;

@@ -15,7 +15,6 @@ mod report;
 mod score;
 mod scorer;
 mod settings;
-mod stages;
 
 use std::ffi::OsString;
 use std::io::Write;

@@ -10,6 +10,7 @@ use refscore_batch::{Error, Stage};
 use refscore_embed::{EmbedOptions, EmbeddingStage};
 use refscore_job::{Job, JobSpec, Prepared};
 use refscore_judge::{Endpoint, JudgeOptions, JudgeStage};
+use refscore_lexical::LexicalStage;
 use refscore_read::Role;
 use refscore_read::{Dataset, ReadOptions};
 use refscore_write::{result_schema, summary_path, write_atomically, Summary};
@@ -17,7 +18,6 @@ use serde_json::{json, Value};
 
 use crate::progress::Progress;
 use crate::settings::{Rescale, Settings};
-use crate::stages;
 
 /// How a `score` run ended.
 pub enum Outcome {
@@ -60,7 +60,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         Prepared::Run(job) => job,
     };
     let to_do = job.rows_to_do();
-    let mut lexical = stages::Lexical(settings.metrics.lexical);
+    let mut lexical = LexicalStage(settings.metrics.lexical);
     let loaded = (|| -> Result<_, Error> {
         if let (Some(endpoint), true) = (&endpoint, to_do > 0) {
             // Fail loudly before any work when the judge cannot answer.
@@ -80,15 +80,14 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
                     },
                     || refscore_job::fit::mismatched_pairs(&dataset, 1000),
                 )?;
-                Some(stages::Embedding(stage))
+                Some(stage)
             }
             _ => None,
         };
         let judge = match (&endpoint, to_do > 0) {
-            (Some(endpoint), true) => Some(stages::Judge {
-                stage: load_judge(settings, endpoint.clone(), job.journal_dir())?,
-                where_column: settings.judge_where.clone(),
-            }),
+            (Some(endpoint), true) => {
+                Some(load_judge(settings, endpoint.clone(), job.journal_dir())?)
+            }
             _ => None,
         };
         Ok((embed, judge))
@@ -128,19 +127,16 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     if finished.resumed_rows > 0 {
         extra.insert("rows_resumed".into(), finished.resumed_rows.into());
     }
-    if let Some(stage) = &embed {
-        extra.insert("embedding".into(), embedding_report(&stage.0));
+    let done: [Option<&dyn Stage>; 2] = [
+        embed.as_ref().map(|s| s as &dyn Stage),
+        judge.as_ref().map(|s| s as &dyn Stage),
+    ];
+    for (key, value) in done.into_iter().flatten().filter_map(Stage::summary) {
+        extra.insert(key.into(), value);
     }
-    if let Some(stage) = &judge {
-        let r = stage.stage.report();
-        let mut v = refscore_judge::report_json(&r);
-        v["seconds_per_judged_row"] = json!(if r.rows_judged > 0 {
-            r.call_seconds / r.rows_judged as f64
-        } else {
-            0.0
-        });
-        v["rows_lacking_judge_metrics"] = json!(finished.retryable_rows);
-        extra.insert("judge".into(), v);
+    if let Some(judge) = extra.get_mut("judge") {
+        // A fact of the job (rows a resumed run would judge again).
+        judge["rows_lacking_judge_metrics"] = json!(finished.retryable_rows);
     }
     if let Some(rss) = peak_rss_bytes() {
         extra.insert("peak_rss_bytes".into(), rss.into());
@@ -159,7 +155,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         )));
     }
     if let (Some(stage), false) = (&judge, settings.quiet) {
-        let r = stage.stage.report();
+        let r = stage.report();
         if r.replies_without_logprobs > 0 {
             eprintln!(
                 "refscore: note: the judge sent no token probabilities for {} of {} replies; there, meaning_match_p is null and similarity is the sampled score",
@@ -375,11 +371,13 @@ pub(crate) fn new_judge(settings: &Settings, endpoint: Endpoint) -> Result<Judge
         .judge
         .as_ref()
         .expect("endpoint implies judge settings");
+    // The run's thresholds hold every default, similarity's included.
     let similarity_pass = settings
         .thresholds
         .iter()
         .find(|(m, _)| m == "similarity")
-        .map_or(0.7, |(_, t)| *t as f32);
+        .map(|(_, t)| *t as f32)
+        .expect("the thresholds hold every metric's default");
     JudgeStage::new(JudgeOptions {
         endpoint,
         selection: settings.metrics.judge,
@@ -388,6 +386,7 @@ pub(crate) fn new_judge(settings: &Settings, endpoint: Endpoint) -> Result<Judge
         reasons: j.reasons,
         threshold: j.threshold,
         similarity_pass,
+        where_column: settings.judge_where.clone(),
     })
 }
 
@@ -422,35 +421,6 @@ where
         None => {}
     }
     Ok(())
-}
-
-pub(crate) fn embedding_report(stage: &EmbeddingStage) -> serde_json::Value {
-    let r = stage.report();
-    let files = stage.model_files();
-    let forward = r.forward.as_secs_f64();
-    json!({
-        "model": files.dir.display().to_string(),
-        "pooling": format!("{:?}", files.pooling).to_lowercase(),
-        "max_seq_length": stage.max_seq_length(),
-        "idf_rows": stage.idf().map(|i| i.rows()),
-        "baseline": stage.baseline(),
-        "texts_embedded": r.texts_embedded,
-        "texts_reused": r.texts_reused,
-        "texts_truncated": r.texts_truncated,
-        "tokenized_bytes": r.tokenized_bytes,
-        "kernels": stage.kernel_path().name(),
-        "precision": stage.precision().name(),
-        "tokens": r.tokens,
-        "padded_tokens": r.padded_tokens,
-        "tokenize_seconds": r.tokenize.as_secs_f64(),
-        "forward_seconds": forward,
-        "tokens_per_second": if forward > 0.0 { r.tokens as f64 / forward } else { 0.0 },
-        "embed_cache": stage.store_dir().map(|d| json!({
-            "dir": d.display().to_string(),
-            "hits": r.store_hits,
-            "writes": r.store_writes,
-        })),
-    })
 }
 
 /// Peak resident memory of this process so far (Linux: VmHWM).

@@ -10,13 +10,15 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::{Schema, SchemaRef};
 use clap::Parser;
 use refscore_batch::{Error, RowBatch, Stage};
+use refscore_embed::EmbeddingStage;
+use refscore_judge::JudgeStage;
+use refscore_lexical::LexicalStage;
 use refscore_read::Layout;
 use refscore_write::{result_record, result_schema};
 
 use crate::args::{Cli, Command};
 use crate::score::{self, Outcome};
 use crate::settings::Settings;
-use crate::stages;
 
 /// How in-memory data is named in messages, where a run over files names
 /// the file.
@@ -117,9 +119,9 @@ pub fn plan(flags: &[String], schema: &Schema) -> Result<(usize, Option<String>)
 /// client) and used for any number of in-memory datasets.
 pub struct Scorer {
     settings: Settings,
-    lexical: stages::Lexical,
-    embed: Option<stages::Embedding>,
-    judge: Option<stages::Judge>,
+    lexical: LexicalStage,
+    embed: Option<EmbeddingStage>,
+    judge: Option<JudgeStage>,
 }
 
 impl Scorer {
@@ -141,18 +143,15 @@ impl Scorer {
             refscore_judge::probe(endpoint)?;
         }
         let embed = match model {
-            Some(_) => Some(stages::Embedding(score::load_embedding(&settings)?)),
+            Some(_) => Some(score::load_embedding(&settings)?),
             None => None,
         };
         let judge = match endpoint {
-            Some(endpoint) => Some(stages::Judge {
-                stage: score::new_judge(&settings, endpoint)?,
-                where_column: settings.judge_where.clone(),
-            }),
+            Some(endpoint) => Some(score::new_judge(&settings, endpoint)?),
             None => None,
         };
         Ok(Scorer {
-            lexical: stages::Lexical(settings.metrics.lexical),
+            lexical: LexicalStage(settings.metrics.lexical),
             settings,
             embed,
             judge,
@@ -238,7 +237,7 @@ impl Scorer {
         }
         if let Some(stage) = self.embed.as_mut() {
             score::prepare_embedding(
-                &mut stage.0,
+                stage,
                 &self.settings,
                 DATA_NAME,
                 || Ok(rows.iter().map(|b| Ok(b.reference.clone()))),

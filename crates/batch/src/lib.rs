@@ -240,6 +240,12 @@ pub trait Stage: Send {
     /// Scores one batch. `earlier` holds the columns of the stages that ran
     /// before this one on the same batch (the judge's cascade reads cosine).
     fn score(&mut self, batch: &RowBatch, earlier: &ScoreColumns) -> Result<ScoreColumns, Error>;
+
+    /// What the stage adds to the run summary, under its key (its model,
+    /// counters, timings), once the run is done; `None` adds nothing.
+    fn summary(&self) -> Option<(&'static str, serde_json::Value)> {
+        None
+    }
 }
 
 /// Runs `stages` in order over one batch, each seeing the columns of the

@@ -633,3 +633,47 @@ pub fn fields(selection: [bool; 4]) -> Vec<Field> {
         .map(|(n, _)| Field::new(*n, DataType::Float32, true))
         .collect()
 }
+
+/// The embedding metrics as a pipeline stage.
+impl refscore_batch::Stage for EmbeddingStage {
+    fn fields(&self) -> Vec<Field> {
+        EmbeddingStage::fields(self)
+    }
+
+    fn score(&mut self, batch: &RowBatch, _: &ScoreColumns) -> Result<ScoreColumns, Error> {
+        self.score_batch(batch)
+    }
+
+    /// The model, its settings and the run's counters and timings.
+    fn summary(&self) -> Option<(&'static str, serde_json::Value)> {
+        let r = &self.report;
+        let files = &self.files;
+        let forward = r.forward.as_secs_f64();
+        Some((
+            "embedding",
+            serde_json::json!({
+                "model": files.dir.display().to_string(),
+                "pooling": format!("{:?}", files.pooling).to_lowercase(),
+                "max_seq_length": self.max_len,
+                "idf_rows": self.idf().map(|i| i.rows()),
+                "baseline": self.baseline(),
+                "texts_embedded": r.texts_embedded,
+                "texts_reused": r.texts_reused,
+                "texts_truncated": r.texts_truncated,
+                "tokenized_bytes": r.tokenized_bytes,
+                "kernels": self.kernel_path().name(),
+                "precision": self.precision().name(),
+                "tokens": r.tokens,
+                "padded_tokens": r.padded_tokens,
+                "tokenize_seconds": r.tokenize.as_secs_f64(),
+                "forward_seconds": forward,
+                "tokens_per_second": if forward > 0.0 { r.tokens as f64 / forward } else { 0.0 },
+                "embed_cache": self.store_dir().map(|d| serde_json::json!({
+                    "dir": d.display().to_string(),
+                    "hits": r.store_hits,
+                    "writes": r.store_writes,
+                })),
+            }),
+        ))
+    }
+}

@@ -21,6 +21,7 @@ mod client;
 mod columns;
 mod limiter;
 mod parse;
+mod pipeline;
 mod probs;
 mod prompts;
 mod redact;
@@ -105,6 +106,10 @@ pub struct JudgeOptions {
     /// The similarity pass threshold (0..=1): with [`Reasons::Failures`] a
     /// similarity below it gets a rationale.
     pub similarity_pass: f32,
+    /// `--judge-where`: the column that says which rows ask for which
+    /// metrics (named in messages; its values arrive as the batch's row
+    /// filter).
+    pub where_column: Option<String>,
 }
 
 /// Run totals, for the summary.

@@ -6,6 +6,31 @@ use refscore_batch::Error;
 
 use crate::METRICS;
 
+/// Which judge metrics each row of `batch` asks for: all of them without a
+/// `--judge-where` column (`where_column`, for messages), else what that
+/// column's value says ([`requested_by`]).
+pub(crate) fn requested_rows(
+    batch: &refscore_batch::RowBatch,
+    where_column: Option<&str>,
+) -> Result<Vec<[bool; 3]>, Error> {
+    let n = batch.len();
+    let Some(col) = &batch.row_filter else {
+        return Ok(vec![[true; 3]; n]);
+    };
+    let column = where_column.unwrap_or("");
+    (0..n)
+        .map(|i| {
+            requested_by(col, i, &|| {
+                format!(
+                    "{}: column '{column}', row {}",
+                    batch.source,
+                    batch.first_row_in_source + i as u64
+                )
+            })
+        })
+        .collect()
+}
+
 /// Reads a `--judge-where` column's value for row `i` into per-metric
 /// requests: a boolean (true = every selected judge metric), a string of
 /// comma-separated metric names, or a list of names. Unknown names are an

@@ -143,6 +143,11 @@ impl JudgeStage {
         self.last_rows_retryable
     }
 
+    /// `--judge-where`, for messages.
+    pub(crate) fn where_column(&self) -> Option<&str> {
+        self.options.where_column.as_deref()
+    }
+
     /// Starts the client in the output mode an earlier run negotiated with
     /// this endpoint, as recorded in the journal or cache folder.
     fn resume_mode(&mut self) {
@@ -894,6 +899,7 @@ mod tests {
             reasons: Reasons::Always,
             threshold: 0.5,
             similarity_pass: 0.7,
+            where_column: None,
         }
     }
 

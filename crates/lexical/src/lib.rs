@@ -369,3 +369,21 @@ mod tests {
         assert_eq!(x.token_f1, 0.0);
     }
 }
+
+/// The lexical metrics as a pipeline stage: the selected ones, per batch.
+#[derive(Debug, Clone, Copy)]
+pub struct LexicalStage(pub Selection);
+
+impl refscore_batch::Stage for LexicalStage {
+    fn fields(&self) -> Vec<Field> {
+        fields(self.0)
+    }
+
+    fn score(
+        &mut self,
+        batch: &RowBatch,
+        _: &ScoreColumns,
+    ) -> Result<ScoreColumns, refscore_batch::Error> {
+        Ok(score_batch(batch, self.0))
+    }
+}

@@ -1,0 +1,40 @@
+//! The judge metrics as a pipeline stage: which rows ask for which metric
+//! (`--judge-where`), the cascade's cosine from the embedding stage before
+//! it, and the judge's accounting for the run summary.
+
+use arrow::array::{AsArray, Float32Array};
+use arrow::datatypes::{Field, Float32Type};
+use refscore_batch::{Error, RowBatch, ScoreColumns, Stage};
+use serde_json::json;
+
+use crate::{report_json, route, JudgeStage};
+
+impl Stage for JudgeStage {
+    fn fields(&self) -> Vec<Field> {
+        JudgeStage::fields(self)
+    }
+
+    fn score(&mut self, batch: &RowBatch, earlier: &ScoreColumns) -> Result<ScoreColumns, Error> {
+        let requested = route::requested_rows(batch, self.where_column())?;
+        let cosine: Option<Float32Array> = earlier
+            .column("cosine")
+            .map(|c| c.as_primitive::<Float32Type>().clone());
+        let mut scores = self.score_batch(batch, &requested, cosine.as_ref())?;
+        // Rows whose judge endpoint failed (down, timing out, 429, 5xx): a
+        // resumed run tries them again. Bad answers would only fail again.
+        scores.retryable_rows = self.last_batch_rows_retryable();
+        Ok(scores)
+    }
+
+    /// The judge's report, with the seconds of calls per judged row.
+    fn summary(&self) -> Option<(&'static str, serde_json::Value)> {
+        let r = self.report();
+        let mut v = report_json(&r);
+        v["seconds_per_judged_row"] = json!(if r.rows_judged > 0 {
+            r.call_seconds / r.rows_judged as f64
+        } else {
+            0.0
+        });
+        Some(("judge", v))
+    }
+}

@@ -240,7 +240,14 @@ fn fingerprint(
 ) -> Result<BTreeMap<String, Value>, Error> {
     let mut f = BTreeMap::new();
     let plan = &settings.metrics;
-    f.insert("lexical".into(), json!(format!("{:?}", plan.lexical)));
+    // Explicit text, not a type's Debug form, so that changing a Debug
+    // impl never breaks --resume; it is the text that form gave, so runs
+    // started by earlier versions still resume.
+    let flags = |b: &[bool]| b.iter().map(bool::to_string).collect::<Vec<_>>().join(", ");
+    f.insert(
+        "lexical".into(),
+        json!(format!("Selection([{}])", flags(&plan.lexical.0))),
+    );
     let cols = dataset.columns();
     f.insert(
         "columns".into(),
@@ -252,8 +259,8 @@ fn fingerprint(
         let e = &settings.embed;
         f.insert("embedding".into(), json!(plan.embedding));
         f.insert("model_files".into(), json!(files.content_sha256()?));
-        // Kernel paths agree to 1e-6, not bit for bit: a run resumed on
-        // another CPU would mix them.
+        // Kernel paths give the same bits (tests/precision.rs); the path is
+        // kept so that a run resumes only as it started.
         f.insert(
             "kernels".into(),
             json!(refscore_embed::kernel_path()?.name()),
@@ -264,7 +271,11 @@ fn fingerprint(
                 "device": e.device,
                 "precision": e.precision.name(),
                 "idf": e.idf,
-                "rescale": format!("{:?}", e.rescale),
+                "rescale": match &e.rescale {
+                    None => "None".to_string(),
+                    Some(Rescale::Auto) => "Some(Auto)".to_string(),
+                    Some(Rescale::Given([p, r, f])) => format!("Some(Given([{p:?}, {r:?}, {f:?}]))"),
+                },
                 "max_seq_length": e.max_seq_length,
             }),
         );

@@ -49,7 +49,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         thresholds: settings.thresholds.clone(),
         footer: match &model {
             Some(_) => vec![(
-                "refscore.precision".into(),
+                refscore_batch::schema::footer::PRECISION.into(),
                 settings.embed.precision.name().into(),
             )],
             None => Vec::new(),

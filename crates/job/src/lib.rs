@@ -61,7 +61,7 @@ fn commit_intervals() -> (Duration, Duration) {
 
 /// Footer key of the result file holding the run's fingerprint hash, so a
 /// later `--resume` can tell a finished run from another one.
-pub const RUN_KEY: &str = "refscore.run";
+pub const RUN_KEY: &str = refscore_batch::schema::footer::RUN;
 
 /// What the caller decides about a job.
 #[derive(Debug, Clone)]
@@ -378,7 +378,7 @@ impl Job {
             .filter_map(|m| Some((m.name.clone(), m.threshold?)))
             .collect();
         extra.push(KeyValue::new(
-            refscore_stats::THRESHOLDS_KEY.to_string(),
+            refscore_batch::schema::footer::THRESHOLDS.to_string(),
             refscore_stats::thresholds_to_json(&thresholds),
         ));
         for (key, value) in &self.spec.footer {
@@ -386,7 +386,7 @@ impl Job {
         }
         if let Some(shard) = self.spec.shard {
             extra.push(KeyValue::new(
-                "refscore.shard".to_string(),
+                refscore_batch::schema::footer::SHARD.to_string(),
                 shard.to_string(),
             ));
         }

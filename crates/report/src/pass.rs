@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use arrow::array::{Array, ArrayRef, RecordBatch};
 use rayon::prelude::*;
+use refscore_batch::schema::{ERROR, ID, STATUS};
 use refscore_batch::{Error, TextColumn};
 use refscore_read::{Dataset, ReadOptions, Table, TableBatches};
 
@@ -344,7 +345,7 @@ fn check_gates(options: &Options, metrics: &[String], baseline: bool) -> Result<
 fn slice_source(options: &Options, cur: &Run, by: &str) -> Result<SliceSource, Error> {
     let schema = cur.table.schema();
     if schema.index_of(by).is_ok() {
-        if cur.metrics.iter().any(|m| m == by) || by == "id" {
+        if cur.metrics.iter().any(|m| m == by) || by == ID {
             return Err(Error::config(format!(
                 "--by {by}: that is the result's id or a metric, not a category column"
             )));
@@ -414,11 +415,11 @@ fn new_agg(ctx: &Ctx) -> Agg {
 /// The result's columns read in the pass.
 fn cur_columns(ctx: &Ctx) -> Vec<String> {
     let r = ctx.cur;
-    let mut names = vec!["id".to_string()];
+    let mut names = vec![ID.to_string()];
     names.extend(ctx.metrics.iter().cloned());
-    names.push("status".into());
+    names.push(STATUS.into());
     if r.has_error {
-        names.push("error".into());
+        names.push(ERROR.into());
     }
     names.extend(r.judge_cols.iter().cloned());
     names.extend(r.source_cols.iter().cloned());
@@ -431,11 +432,11 @@ fn cur_columns(ctx: &Ctx) -> Vec<String> {
 }
 
 fn base_columns(ctx: &Ctx, base: &Run) -> Vec<String> {
-    let mut names = vec!["id".to_string()];
+    let mut names = vec![ID.to_string()];
     names.extend(ctx.metrics.iter().cloned());
-    names.push("status".into());
+    names.push(STATUS.into());
     if base.has_error {
-        names.push("error".into());
+        names.push(ERROR.into());
     }
     names
 }
@@ -506,7 +507,7 @@ fn single(ctx: &Ctx, store: Option<(&mut BaseStore, Agg)>) -> Result<Box<Agg>, E
         let base = match store.as_deref_mut() {
             None => None,
             Some(s) => {
-                run::id_keys(col(&batch, "id"), &mut agg.keys);
+                run::id_keys(col(&batch, ID), &mut agg.keys);
                 base_chunk.rows.clear();
                 base_chunk.status.clear();
                 for v in base_chunk.vals.iter_mut() {
@@ -572,20 +573,20 @@ fn aligned(ctx: &Ctx) -> Result<Outcome, Error> {
         }
         let batch = cur.take(n);
         let bbatch = bas.take(n);
-        run::id_keys(col(&batch, "id"), &mut agg.keys);
-        run::id_keys(col(&bbatch, "id"), &mut bkeys);
+        run::id_keys(col(&batch, ID), &mut agg.keys);
+        run::id_keys(col(&bbatch, ID), &mut bkeys);
         if agg.keys != bkeys {
             return Ok(Outcome::Misaligned);
         }
         for (k, name) in ctx.metrics.iter().enumerate() {
             run::metric_values(col(&bbatch, name), &mut bc.vals[k]);
         }
-        agg.status_ids(col(&bbatch, "status"), &mut bstatus);
+        agg.status_ids(col(&bbatch, STATUS), &mut bstatus);
         bc.status.clone_from(&bstatus);
         bc.rows.clear();
         bc.rows.extend(agg.base_rows..agg.base_rows + n as u64);
         if base.has_error {
-            count_errors(&mut agg.base_errors, col(&bbatch, "error"));
+            count_errors(&mut agg.base_errors, col(&bbatch, ERROR));
         }
         agg.base_stats(&bc.vals, &bc.status);
         let input = inp
@@ -615,13 +616,13 @@ fn hashed(ctx: &Ctx) -> Result<Box<Agg>, Error> {
     let mut status = Vec::new();
     for batch in base.table.batches(&strs(&bnames), BATCH)? {
         let batch = batch?;
-        run::id_keys(col(&batch, "id"), &mut keys);
+        run::id_keys(col(&batch, ID), &mut keys);
         for (k, name) in ctx.metrics.iter().enumerate() {
             run::metric_values(col(&batch, name), &mut vals[k]);
         }
-        agg.status_ids(col(&batch, "status"), &mut status);
+        agg.status_ids(col(&batch, STATUS), &mut status);
         if base.has_error {
-            count_errors(&mut agg.base_errors, col(&batch, "error"));
+            count_errors(&mut agg.base_errors, col(&batch, ERROR));
         }
         agg.base_stats(&vals, &status);
         for (i, key) in keys.iter().enumerate() {
@@ -670,14 +671,14 @@ fn chunk(
     let first_row = agg.rows;
     agg.rows += n as u64;
     let mut status = std::mem::take(&mut agg.status);
-    agg.status_ids(col(batch, "status"), &mut status);
+    agg.status_ids(col(batch, STATUS), &mut status);
     for &s in &status {
         if s != NO_STATUS {
             agg.statuses[s as usize] += 1;
         }
     }
     if ctx.cur.has_error {
-        count_errors(&mut agg.errors, col(batch, "error"));
+        count_errors(&mut agg.errors, col(batch, ERROR));
     }
     judge(ctx, agg, batch);
     // Slices.
@@ -695,7 +696,7 @@ fn chunk(
                 keys.extend((first_row..first_row + n as u64).map(|r| r as u128));
             }
             let mut ck = Vec::new();
-            run::id_keys(col(batch, "id"), &mut ck);
+            run::id_keys(col(batch, ID), &mut ck);
             if let Some(i) = (0..n).find(|&i| keys[i] != ck[i]) {
                 return Err(Error::bad_input(format!(
                     "--by {by} from --input: row {} of the input has another id than row {} of {}; pass the input the result was scored from, or keep the column with `score --keep {by}`",

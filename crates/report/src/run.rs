@@ -9,6 +9,7 @@ use arrow::datatypes::{
     DataType, Field, Float32Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type,
     UInt32Type, UInt64Type, UInt8Type,
 };
+use refscore_batch::schema::{footer, ERROR, ID, STATUS};
 use refscore_batch::{Error, TextColumn};
 use refscore_read::{Role, Table, ALIASES};
 
@@ -49,11 +50,11 @@ impl Run {
                 "{shown}: not a refscore result file ({why}); pass the output of `refscore score`"
             ))
         };
-        if schema.fields().is_empty() || schema.field(0).name() != "id" {
+        if schema.fields().is_empty() || schema.field(0).name() != ID {
             return Err(not_result("its first column is not 'id'"));
         }
         let status_at = schema
-            .index_of("status")
+            .index_of(STATUS)
             .map_err(|_| not_result("no 'status' column"))?;
         let metrics: Vec<String> = schema.fields()[1..status_at]
             .iter()
@@ -67,7 +68,7 @@ impl Run {
         let after: Vec<&str> = schema.fields()[status_at + 1..]
             .iter()
             .map(|f| f.name().as_str())
-            .filter(|n| *n != "error")
+            .filter(|n| *n != ERROR)
             .collect();
         let text_cols = [Role::Input, Role::Reference, Role::Output].map(|role| {
             let names = ALIASES.iter().find(|(r, _)| *r == role).expect("role").1;
@@ -76,17 +77,18 @@ impl Run {
                 .find(|n| after.contains(n))
                 .map(|n| n.to_string())
         });
-        let id_field = table.field("id")?;
-        let thresholds = match table.footer_value(refscore_stats::THRESHOLDS_KEY) {
-            Some(text) => refscore_stats::thresholds_from_json(text)
-                .map_err(|e| Error::bad_input(format!("{shown}: footer {e}")))?,
+        let id_field = table.field(ID)?;
+        let thresholds = match table.footer_value(footer::THRESHOLDS) {
+            Some(text) => refscore_stats::thresholds_from_json(text).map_err(|e| {
+                Error::bad_input(format!("{shown}: footer {}: {e}", footer::THRESHOLDS))
+            })?,
             None => Vec::new(),
         };
         Ok(Run {
             shown,
             metrics,
             id_field,
-            has_error: has("error"),
+            has_error: has(ERROR),
             judge_cols: JUDGE_COLUMNS
                 .iter()
                 .filter(|n| has(n))

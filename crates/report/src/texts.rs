@@ -65,7 +65,7 @@ fn from_run(run: &Run, rows: &[u64]) -> Result<HashMap<u64, RowTexts>, Error> {
     if rows.is_empty() {
         return Ok(out);
     }
-    let mut names: Vec<&str> = vec!["id"];
+    let mut names: Vec<&str> = vec![refscore_batch::schema::ID];
     names.extend(run.text_cols.iter().flatten().map(String::as_str));
     names.extend(run.reason_cols.iter().map(String::as_str));
     let mut next = rows.iter();

@@ -53,11 +53,9 @@ pub fn bin_centre(bin: i64) -> f64 {
     bin as f64 / BINS_PER_UNIT
 }
 
-/// The footer key under which a result file records the pass thresholds
-/// its summary used, so that `report` computes the same pass rates.
-pub const THRESHOLDS_KEY: &str = "refscore.thresholds";
-
-/// Thresholds as the footer stores them: a JSON object, metric → threshold.
+/// Thresholds as a result file's footer stores them (the key is
+/// `refscore_batch::schema::footer::THRESHOLDS`), so that `report` computes
+/// the pass rates the summary did: a JSON object, metric → threshold.
 pub fn thresholds_to_json(thresholds: &[(String, f64)]) -> String {
     let map: serde_json::Map<String, serde_json::Value> = thresholds
         .iter()
@@ -69,11 +67,11 @@ pub fn thresholds_to_json(thresholds: &[(String, f64)]) -> String {
 /// Reads what [`thresholds_to_json`] wrote.
 pub fn thresholds_from_json(text: &str) -> Result<Vec<(String, f64)>, String> {
     let map: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(text).map_err(|e| format!("{THRESHOLDS_KEY}: {e}"))?;
+        serde_json::from_str(text).map_err(|e| e.to_string())?;
     map.into_iter()
         .map(|(name, v)| match v.as_f64() {
             Some(t) => Ok((name, t)),
-            None => Err(format!("{THRESHOLDS_KEY}: {name} = {v} is not a number")),
+            None => Err(format!("{name} = {v} is not a number")),
         })
         .collect()
 }

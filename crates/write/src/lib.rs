@@ -31,18 +31,7 @@ pub use summary::{
     MetricState, MetricSummary, Summary, SummaryBuilder, SummaryState, MEDIAN_RESOLUTION,
 };
 
-/// The `status` values of a result row.
-pub mod status {
-    /// Every requested metric was computed.
-    pub const OK: &str = "ok";
-    /// Some metrics were computed, some failed (`error` says which and why).
-    pub const PARTIAL: &str = "partial";
-    /// The row could not be scored at all (e.g. null reference).
-    pub const ERROR: &str = "error";
-}
-
-/// Key of the part description in a part file's footer metadata.
-const PART_KEY: &str = "refscore.part";
+use refscore_batch::schema::{self, footer::PART as PART_KEY, status};
 
 /// Builds the result schema from the id field, the metric stages' fields
 /// and the passed-through input fields. Fails when names collide.
@@ -50,8 +39,8 @@ pub fn result_schema(id: Field, metrics: &[Field], keep: &[Field]) -> Result<Sch
     let mut fields: Vec<Field> = Vec::with_capacity(metrics.len() + keep.len() + 3);
     fields.push(id);
     fields.extend(metrics.iter().cloned());
-    fields.push(Field::new("status", DataType::Utf8, false));
-    fields.push(Field::new("error", DataType::Utf8, true));
+    fields.push(Field::new(schema::STATUS, DataType::Utf8, false));
+    fields.push(Field::new(schema::ERROR, DataType::Utf8, true));
     let mut seen: Vec<String> = Vec::new();
     for f in &fields {
         if seen.contains(f.name()) {

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Float32Type, Schema, UInt8Type};
+use refscore_batch::schema::{self, status};
 use refscore_stats::{Histogram, Tally};
 use serde::{Deserialize, Serialize};
 
@@ -141,7 +142,7 @@ impl SummaryBuilder {
     pub fn new(schema: &Schema, thresholds: &[(String, f64)]) -> SummaryBuilder {
         let mut metrics = Vec::new();
         for (idx, field) in schema.fields().iter().enumerate().skip(1) {
-            if field.name() == "status" {
+            if field.name() == schema::STATUS {
                 break;
             }
             if !matches!(
@@ -187,7 +188,7 @@ impl SummaryBuilder {
                 _ => {}
             }
         }
-        if let Some(status) = batch.column_by_name("status") {
+        if let Some(status) = batch.column_by_name(schema::STATUS) {
             let status = status.as_string::<i32>();
             for s in status.iter().flatten() {
                 match self.statuses.get_mut(s) {
@@ -253,9 +254,9 @@ impl SummaryBuilder {
     pub fn finish(&self, seconds: f64, rows_this_session: u64) -> Summary {
         Summary {
             rows: self.rows,
-            rows_ok: self.statuses.get("ok").copied().unwrap_or(0),
-            rows_partial: self.statuses.get("partial").copied().unwrap_or(0),
-            rows_error: self.statuses.get("error").copied().unwrap_or(0),
+            rows_ok: self.statuses.get(status::OK).copied().unwrap_or(0),
+            rows_partial: self.statuses.get(status::PARTIAL).copied().unwrap_or(0),
+            rows_error: self.statuses.get(status::ERROR).copied().unwrap_or(0),
             seconds,
             rows_per_second: if seconds > 0.0 {
                 rows_this_session as f64 / seconds

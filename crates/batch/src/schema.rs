@@ -1,0 +1,37 @@
+//! The result file's layout, in one place: its fixed column names, the
+//! values of `status`, and the keys refscore writes into the Parquet footer.
+//! The writer, the job, the report and the Python package read these names
+//! from here, so a rename cannot leave one of them behind.
+
+/// The row id column: always the first column of a result.
+pub const ID: &str = "id";
+/// The row status column ([`status`]): after the metric columns.
+pub const STATUS: &str = "status";
+/// Why a row is not `ok`, null where it is: right after [`STATUS`].
+pub const ERROR: &str = "error";
+
+/// The values of the [`STATUS`] column.
+pub mod status {
+    /// Every requested metric was computed.
+    pub const OK: &str = "ok";
+    /// Some metrics were computed, some failed (`error` says which and why).
+    pub const PARTIAL: &str = "partial";
+    /// The row could not be scored at all (e.g. null reference).
+    pub const ERROR: &str = "error";
+}
+
+/// Keys of the result file's footer metadata.
+pub mod footer {
+    /// The run's fingerprint hash: present when the run finished complete,
+    /// so that an unchanged rerun has nothing to do.
+    pub const RUN: &str = "refscore.run";
+    /// `K/N` of a sharded run's output.
+    pub const SHARD: &str = "refscore.shard";
+    /// The precision of the embedding products (`fp32`, `bf16`, `int8`).
+    pub const PRECISION: &str = "refscore.precision";
+    /// The pass thresholds the summary used (a JSON object), read back by
+    /// `report`.
+    pub const THRESHOLDS: &str = "refscore.thresholds";
+    /// A part file's description (part files of a run folder only).
+    pub const PART: &str = "refscore.part";
+}

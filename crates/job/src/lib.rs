@@ -43,14 +43,12 @@ pub const MAX_UNCOMMITTED: Duration = Duration::from_secs(30);
 /// row groups do not pay for a commit per row group.
 pub const MIN_COMMIT_INTERVAL: Duration = Duration::from_secs(2);
 
-/// Environment variable overriding the two commit intervals, as
-/// `MIN,MAX` seconds (e.g. `0.05,5`): for tests that kill runs of a second,
-/// and for operators who trade commit overhead against what a crash loses.
-pub const COMMIT_SECONDS_ENV: &str = "REFSCORE_COMMIT_SECONDS";
-
-/// The commit intervals in force: (row-group minimum, maximum).
-fn commit_intervals() -> (Duration, Duration) {
-    let parsed = std::env::var(COMMIT_SECONDS_ENV).ok().and_then(|v| {
+/// Commit intervals from `MIN,MAX` seconds (e.g. `0.05,5`, the binary's
+/// `REFSCORE_COMMIT_SECONDS`): for tests that kill runs of a second, and for
+/// operators who trade commit overhead against what a crash loses. Anything
+/// else gives the defaults ([`MIN_COMMIT_INTERVAL`], [`MAX_UNCOMMITTED`]).
+pub fn commit_intervals(spec: Option<&str>) -> (Duration, Duration) {
+    let parsed = spec.and_then(|v| {
         let (a, b) = v.split_once(',')?;
         let (a, b): (f64, f64) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
         (a.is_finite() && b.is_finite() && a >= 0.0 && b > 0.0 && b < 1e6)
@@ -83,6 +81,9 @@ pub struct JobSpec {
     /// Footer metadata of the result file beyond the run hash, so a reader
     /// of the file alone can tell how it was made (e.g. `refscore.precision`).
     pub footer: Vec<(String, String)>,
+    /// (row-group minimum, maximum) time between commits
+    /// ([`commit_intervals`]).
+    pub commit_intervals: (Duration, Duration),
 }
 
 /// The outcome of [`Job::prepare`].
@@ -212,7 +213,7 @@ impl Job {
         let ranges = std::mem::take(&mut self.ranges);
         let dir = self.dir.path().to_path_buf();
         let thresholds = self.spec.thresholds.clone();
-        let (min_commit, max_uncommitted) = commit_intervals();
+        let (min_commit, max_uncommitted) = self.spec.commit_intervals;
         let (read_tx, read_rx) = bounded::<Result<(RowBatch, bool), Error>>(2);
         let (score_tx, score_rx) = bounded::<(RowBatch, ScoreColumns, bool)>(2);
         let outcome = std::thread::scope(|s| {

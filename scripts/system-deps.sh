@@ -84,15 +84,15 @@ for try in $(seq 1 60); do
   fi
   if ! grep -q 'Could not get lock' "$out" || [ "$try" = 60 ]; then
     cat "$out" >&2
-    die "apt-get update failed"
+    die "updating the package lists failed"
   fi
   sleep 10
 done
 if ! DEBIAN_FRONTEND=noninteractive "${apt_get[@]}" -o DPkg::Lock::Timeout=600 \
     install -y -qq "${missing[@]}" >"$out" 2>&1; then
   cat "$out" >&2
-  die "apt-get install ${missing[*]} failed"
+  die "installing ${missing[*]} failed"
 fi
 mapfile -t still < <(missing_of "${missing[@]}")
-[ ${#still[@]} -eq 0 ] || die "apt-get reported success but ${still[*]} is not installed"
+[ ${#still[@]} -eq 0 ] || die "the installer reported success but ${still[*]} is not installed"
 log "installed ${missing[*]}"

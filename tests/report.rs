@@ -239,41 +239,32 @@ fn summary_and_report_agree_on_every_figure() {
         &["--metrics", "lexical", "--threshold", "token_f1=0.6"],
     ));
     let json = d.path().join("r.json");
-    ok(&refscore(&["report", p(&scored), "--json", p(&json)]));
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    // `report` on the result (with extra flags) as JSON: its metrics.
+    let metrics = |extra: &[&str]| -> Vec<serde_json::Value> {
+        let mut args = vec!["report", p(&scored), "--json", p(&json)];
+        args.extend_from_slice(extra);
+        ok(&refscore(&args));
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        r["metrics"].as_array().unwrap().clone()
+    };
+    let named = |metrics: &[serde_json::Value], name: &str| {
+        metrics.iter().find(|m| m["name"] == name).cloned()
+    };
     let summary = summary(&scored);
-    let metrics = r["metrics"].as_array().unwrap();
-    assert!(metrics.len() >= 5, "{r}");
-    for m in metrics {
-        let s = summary["metrics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["name"] == m["name"])
-            .unwrap_or_else(|| panic!("{} not in the summary", m["name"]));
+    let summarised = summary["metrics"].as_array().unwrap();
+    let reported = metrics(&[]);
+    assert!(reported.len() >= 5, "{reported:?}");
+    for m in &reported {
+        let name = m["name"].as_str().unwrap();
+        let s = named(summarised, name).unwrap_or_else(|| panic!("{name} not in the summary"));
         for figure in ["count", "mean", "median", "pass_rate"] {
-            assert_eq!(m["result"][figure], s[figure], "{} {figure}", m["name"]);
+            assert_eq!(m["result"][figure], s[figure], "{name} {figure}");
         }
     }
-    let token_f1 = metrics.iter().find(|m| m["name"] == "token_f1").unwrap();
+    let token_f1 = named(&reported, "token_f1").unwrap();
     assert!(token_f1["result"]["pass_rate"].as_f64().is_some());
     // A threshold given to the report wins over the recorded one.
-    ok(&refscore(&[
-        "report",
-        p(&scored),
-        "--threshold",
-        "token_f1=0.0",
-        "--json",
-        p(&json),
-    ]));
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let t = r["metrics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == "token_f1")
-        .unwrap();
-    assert_eq!(t["result"]["pass_rate"], 1.0);
+    let token_f1 = named(&metrics(&["--threshold", "token_f1=0.0"]), "token_f1").unwrap();
+    assert_eq!(token_f1["result"]["pass_rate"], 1.0);
 }

@@ -372,15 +372,9 @@ impl Job {
         if retryable_rows <= allowed_retryable {
             extra.push(KeyValue::new(RUN_KEY.to_string(), self.hash.clone()));
         }
-        let thresholds: Vec<(String, f64)> = stats
-            .state()
-            .metrics
-            .iter()
-            .filter_map(|m| Some((m.name.clone(), m.threshold?)))
-            .collect();
         extra.push(KeyValue::new(
             refscore_batch::schema::footer::THRESHOLDS.to_string(),
-            refscore_stats::thresholds_to_json(&thresholds),
+            refscore_stats::thresholds_to_json(&stats.thresholds()),
         ));
         for (key, value) in &self.spec.footer {
             extra.push(KeyValue::new(key.clone(), value.clone()));

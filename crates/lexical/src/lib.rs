@@ -264,6 +264,24 @@ pub fn score_batch(batch: &RowBatch, sel: Selection) -> ScoreColumns {
     out
 }
 
+/// The lexical metrics as a pipeline stage: the selected ones, per batch.
+#[derive(Debug, Clone, Copy)]
+pub struct LexicalStage(pub Selection);
+
+impl refscore_batch::Stage for LexicalStage {
+    fn fields(&self) -> Vec<Field> {
+        fields(self.0)
+    }
+
+    fn score(
+        &mut self,
+        batch: &RowBatch,
+        _: &ScoreColumns,
+    ) -> Result<ScoreColumns, refscore_batch::Error> {
+        Ok(score_batch(batch, self.0))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -367,23 +385,5 @@ mod tests {
         assert!((x.token_f1 - 2.0 / 3.0).abs() < 1e-6);
         let x = s("apples", "");
         assert_eq!(x.token_f1, 0.0);
-    }
-}
-
-/// The lexical metrics as a pipeline stage: the selected ones, per batch.
-#[derive(Debug, Clone, Copy)]
-pub struct LexicalStage(pub Selection);
-
-impl refscore_batch::Stage for LexicalStage {
-    fn fields(&self) -> Vec<Field> {
-        fields(self.0)
-    }
-
-    fn score(
-        &mut self,
-        batch: &RowBatch,
-        _: &ScoreColumns,
-    ) -> Result<ScoreColumns, refscore_batch::Error> {
-        Ok(score_batch(batch, self.0))
     }
 }

@@ -201,6 +201,15 @@ impl SummaryBuilder {
         }
     }
 
+    /// The pass threshold of each tracked metric that has one, in column
+    /// order: what the result file records for `report`.
+    pub fn thresholds(&self) -> Vec<(String, f64)> {
+        self.metrics
+            .iter()
+            .filter_map(|(_, m)| Some((m.name.clone(), m.stats.threshold()?)))
+            .collect()
+    }
+
     /// The statistics so far, in storable form.
     pub fn state(&self) -> SummaryState {
         SummaryState {

@@ -158,8 +158,10 @@ start() {
   stop_quietly
   local port
   port="$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  # Without the build lock (fd 8): a server holding it would make the next
+  # `start` wait for it forever, at the lock, before it could stop it.
   nohup "$server_bin" -m "$home/model.gguf" --host 127.0.0.1 --port "$port" \
-    --parallel 2 -t "${REFSCORE_JUDGE_THREADS:-2}" -c 8192 >"$home/server.log" 2>&1 &
+    --parallel 2 -t "${REFSCORE_JUDGE_THREADS:-2}" -c 8192 >"$home/server.log" 2>&1 8>&- &
   echo $! >"$home/server.pid"
   for _ in $(seq 1 300); do
     if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then

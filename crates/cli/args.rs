@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use refscore_batch::ErrorClass;
+use refscore_batch::{metric, ErrorClass};
 
 /// Score LLM outputs against reference answers, in bulk, offline.
 #[derive(Debug, Parser)]
@@ -21,27 +21,65 @@ pub(crate) fn exit_codes() -> String {
         "Exit codes:\n  0   success (rows that could not be scored are marked status=error in the output)\n",
     );
     for class in ErrorClass::ALL {
-        // Wrapped here, with an indent clap's own wrapping would drop.
-        let mut line = format!("  {:<3}", class.exit_code());
-        for word in class.meaning().split(' ') {
-            if line.len() + 1 + word.len() > 88 {
-                text.push_str(&line);
-                text.push('\n');
-                line = String::from("     ");
-            }
-            line.push(' ');
-            line.push_str(word);
-        }
-        text.push_str(&line);
-        text.push('\n');
+        let head = format!("  {:<3}", class.exit_code());
+        text.push_str(&wrapped(&head, class.meaning(), 5));
     }
+    text
+}
+
+/// `head` then `words`, wrapped at 88 columns with later lines indented by
+/// `indent` (wrapped here: clap's own wrapping would drop the indent).
+fn wrapped(head: &str, words: &str, indent: usize) -> String {
+    let mut text = String::new();
+    let mut line = head.to_string();
+    for word in words.split(' ') {
+        if line.len() + 1 + word.len() > 88 {
+            text.push_str(&line);
+            text.push('\n');
+            line = " ".repeat(indent);
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    text.push_str(&line);
+    text.push('\n');
+    text
+}
+
+/// The `--metrics` table of `score --help`, made from the metric registry:
+/// each group and family with its members and what it needs.
+fn metrics_help() -> String {
+    let mut text =
+        String::from("Metrics (--metrics, comma-separated; groups expand to their members):\n");
+    for name in metric::group_names() {
+        let members = metric::named(name).expect("a group has members");
+        let group = members[0].group;
+        let names: Vec<&str> = members.iter().map(|m| m.name).collect();
+        let mut words = names.join(", ");
+        if group.name() == name && !group.needs().is_empty() {
+            words.push_str(&format!(" ({})", group.needs()));
+        }
+        if name == "judge" {
+            words.push_str(
+                "; each metric adds its value, explanation and _source columns, plus judge_* accounting",
+            );
+        }
+        text.push_str(&wrapped(&format!("  {name:<9} "), &words, 12));
+    }
+    text.push_str(&wrapped(
+        "  all       ",
+        "every metric that can run (the default; embedding metrics are skipped with a \
+         warning when no model is found and none was asked for by name; judge metrics run \
+         only when --judge-url is given)",
+        12,
+    ));
     text
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Score a Parquet dataset and write one result row per input row.
-    #[command(after_help = format!("{SCORE_HELP}{}", exit_codes()))]
+    #[command(after_help = format!("{}{SCORE_HELP}{}", metrics_help(), exit_codes()))]
     Score(Box<ScoreArgs>),
     /// Show a dataset's files, schema, row count and how its columns would be mapped.
     Inspect(InspectArgs),
@@ -151,18 +189,7 @@ pub struct MergeArgs {
     pub quiet: bool,
 }
 
-const SCORE_HELP: &str =
-    "\
-Metrics (--metrics, comma-separated; groups expand to their members):
-  lexical    exact_match, contains_match, exact_match_norm, contains_match_norm, token_f1
-  embedding  cosine, bertscore_precision, bertscore_recall, bertscore_f1 (needs the model)
-  bertscore  bertscore_precision, bertscore_recall, bertscore_f1
-  judge      meaning_match, similarity, fact_similarity (needs --judge-url; each metric
-             adds its value, explanation and _source columns, plus judge_* accounting)
-  all        every metric that can run (the default; embedding metrics are skipped with a
-             warning when no model is found and none was asked for by name; judge
-             metrics run only when --judge-url is given)
-
+const SCORE_HELP: &str = "
 Output: Parquet (zstd) with `id`, the metric columns, `status` (ok | partial | error),
 `error`, then any --keep columns; plus <OUTPUT>.summary.json. The file appears only
 when complete. Metric definitions: docs/metrics.md in the refscore repository.

@@ -27,10 +27,6 @@ pub fn run(args: ReportArgs) -> Result<bool, Error> {
     for path in args.output.iter().chain(args.json.iter()) {
         check_writable(path)?;
     }
-    let default_thresholds: Vec<(String, f64)> = metrics::DEFAULT_THRESHOLDS
-        .iter()
-        .map(|(k, v)| (k.to_string(), *v))
-        .collect();
     let thresholds = args
         .threshold
         .iter()
@@ -54,7 +50,6 @@ pub fn run(args: ReportArgs) -> Result<bool, Error> {
         },
         by: args.by,
         thresholds,
-        default_thresholds,
         gates,
         lowest: args.lowest,
         flips: args.flips,

@@ -1,40 +1,27 @@
-//! Metric names, groups and default pass thresholds: what `--metrics`
-//! accepts and which stages a run needs.
+//! What `--metrics` and `--threshold` accept, read against the metric
+//! registry (`refscore_batch::metric`), and which stages a run needs.
 
+use refscore_batch::metric::{self, Group, MetricSet};
 use refscore_batch::Error;
-use refscore_embed::METRICS as EMBEDDING;
-use refscore_judge::METRICS as JUDGE;
-use refscore_lexical::{Selection, METRICS as LEXICAL};
 
-/// Which metrics a run computes, per stage.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Which metrics a run computes.
+#[derive(Debug, Clone, PartialEq)]
 pub struct MetricPlan {
-    /// Lexical metrics.
-    pub lexical: Selection,
-    /// Embedding metrics, indexed like `refscore_embed::METRICS`.
-    pub embedding: [bool; 4],
-    /// Judge metrics, indexed like `refscore_judge::METRICS`.
-    pub judge: [bool; 3],
+    /// The metrics, in output order.
+    pub metrics: MetricSet,
     /// True when the user named the metrics (so a metric that cannot run is
     /// an error, not a silent skip).
     pub explicit: bool,
 }
 
-/// Pass thresholds used in the summary unless `--threshold` says otherwise.
-pub const DEFAULT_THRESHOLDS: &[(&str, f64)] = &[
-    ("exact_match", 1.0),
-    ("contains_match", 1.0),
-    ("exact_match_norm", 1.0),
-    ("contains_match_norm", 1.0),
-    ("token_f1", 0.5),
-    ("cosine", 0.7),
-    ("bertscore_precision", 0.8),
-    ("bertscore_recall", 0.8),
-    ("bertscore_f1", 0.8),
-    ("meaning_match", 1.0),
-    ("similarity", 0.7),
-    ("fact_similarity", 0.5),
-];
+/// Pass thresholds used in the summary unless `--threshold` says otherwise:
+/// every metric's default, from the registry.
+pub fn default_thresholds() -> Vec<(String, f64)> {
+    metric::BUILTIN
+        .iter()
+        .map(|m| (m.name.to_string(), m.default_threshold))
+        .collect()
+}
 
 /// Reads one `--threshold METRIC=VALUE` (`score` and `report` take the same
 /// flag): a known metric and a finite number.
@@ -52,35 +39,35 @@ pub fn parse_threshold(t: &str) -> Result<(String, f64), Error> {
     Ok((k.to_string(), v))
 }
 
-const GROUPS: &[&str] = &["all", "lexical", "embedding", "bertscore", "judge"];
-
+/// Every name `--metrics` takes: the metrics', then "all" and the groups'.
 fn all_names() -> Vec<&'static str> {
-    LEXICAL
+    let mut names: Vec<&'static str> = metric::BUILTIN
         .iter()
-        .chain(EMBEDDING.iter())
-        .chain(GROUPS.iter())
-        .copied()
-        .collect()
+        .filter(|m| m.group != Group::Judge)
+        .map(|m| m.name)
+        .collect();
+    names.push("all");
+    names.extend(metric::group_names());
+    names
 }
 
 impl MetricPlan {
     /// True when any embedding metric is selected.
     pub fn wants_embedding(&self) -> bool {
-        self.embedding.iter().any(|&b| b)
+        self.metrics.has_group(Group::Embedding)
     }
 
     /// True when any judge metric is selected.
     pub fn wants_judge(&self) -> bool {
-        self.judge.iter().any(|&b| b)
+        self.metrics.has_group(Group::Judge)
     }
 }
 
-/// Fails unless `name` is a metric column name.
+/// Fails unless `name` is a metric name.
 pub fn check_known(name: &str) -> Result<(), Error> {
-    if LEXICAL.contains(&name) || EMBEDDING.contains(&name) || JUDGE.contains(&name) {
-        Ok(())
-    } else {
-        Err(unknown(name))
+    match metric::find(name) {
+        Some(_) => Ok(()),
+        None => Err(unknown(name)),
     }
 }
 
@@ -92,59 +79,49 @@ fn unknown(name: &str) -> Error {
     ))
 }
 
+/// The groups a run computes by default: every group, the judge's only
+/// where an endpoint is configured.
+fn default_groups(judge_configured: bool) -> Vec<Group> {
+    Group::ALL
+        .into_iter()
+        .filter(|g| *g != Group::Judge || judge_configured)
+        .collect()
+}
+
 /// Turns the `--metrics` list (None = default) into a plan; `judge_configured`
 /// says whether a judge endpoint is set (the default includes judge metrics
 /// only then, and naming one without an endpoint is an error).
 pub fn plan(names: Option<&[String]>, judge_configured: bool) -> Result<MetricPlan, Error> {
     let Some(names) = names else {
         return Ok(MetricPlan {
-            lexical: Selection::ALL,
-            embedding: [true; 4],
-            judge: [judge_configured; 3],
+            metrics: MetricSet::of_groups(&default_groups(judge_configured)),
             explicit: false,
         });
     };
-    let mut judge = [false; 3];
-    let mut lexical = Selection::NONE;
-    let mut embedding = [false; 4];
+    let mut metrics = MetricSet::new();
     for raw in names {
         let name = raw.trim();
-        match name {
+        let chosen = match name {
             "" => continue,
-            "all" => {
-                lexical = Selection::ALL;
-                embedding = [true; 4];
-                judge = [judge_configured; 3];
-            }
-            "judge" => judge = [true; 3],
-            "lexical" => lexical = Selection::ALL,
-            "embedding" => embedding = [true; 4],
-            "bertscore" => embedding[1..].iter_mut().for_each(|b| *b = true),
-            _ => {
-                if let Some(k) = LEXICAL.iter().position(|m| *m == name) {
-                    lexical.0[k] = true;
-                } else if let Some(k) = EMBEDDING.iter().position(|m| *m == name) {
-                    embedding[k] = true;
-                } else if let Some(k) = JUDGE.iter().position(|m| *m == name) {
-                    judge[k] = true;
-                } else {
-                    return Err(unknown(name));
-                }
-            }
+            "all" => MetricSet::of_groups(&default_groups(judge_configured))
+                .iter()
+                .collect(),
+            _ => metric::named(name).ok_or_else(|| unknown(name))?,
+        };
+        for m in chosen {
+            metrics.insert(m);
         }
     }
-    if lexical.is_empty() && !embedding.iter().any(|&b| b) && !judge.iter().any(|&b| b) {
+    if metrics.is_empty() {
         return Err(Error::usage("--metrics selects no metric"));
     }
-    if judge.iter().any(|&b| b) && !judge_configured {
+    if metrics.has_group(Group::Judge) && !judge_configured {
         return Err(Error::config(
             "judge metrics need a judge endpoint: pass --judge-url URL (and --judge-model NAME)",
         ));
     }
     Ok(MetricPlan {
-        lexical,
-        embedding,
-        judge,
+        metrics,
         explicit: true,
     })
 }

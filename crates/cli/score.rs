@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use refscore_batch::metric::Group;
 use refscore_batch::{Error, Stage};
 use refscore_embed::{EmbedOptions, EmbeddingStage};
 use refscore_job::{Job, JobSpec, Prepared};
 use refscore_judge::{Endpoint, JudgeOptions, JudgeStage};
-use refscore_lexical::LexicalStage;
+use refscore_lexical::{LexicalStage, Selection};
 use refscore_read::Role;
 use refscore_read::{Dataset, ReadOptions};
 use refscore_write::{result_schema, summary_path, write_atomically, Summary};
@@ -65,7 +66,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         Prepared::Run(job) => job,
     };
     let to_do = job.rows_to_do();
-    let mut lexical = LexicalStage(settings.metrics.lexical);
+    let mut lexical = LexicalStage(Selection::of(&settings.metrics.metrics));
     let loaded = (|| -> Result<_, Error> {
         if let (Some(endpoint), true) = (&endpoint, to_do > 0) {
             // Fail loudly before any work when the judge cannot answer.
@@ -195,12 +196,13 @@ pub(crate) fn metric_fields(
     embedding: bool,
     judge: bool,
 ) -> Vec<arrow::datatypes::Field> {
-    let mut fields = refscore_lexical::fields(settings.metrics.lexical);
+    let metrics = &settings.metrics.metrics;
+    let mut fields = refscore_lexical::fields(Selection::of(metrics));
     if embedding {
-        fields.extend(refscore_embed::fields(settings.metrics.embedding));
+        fields.extend(refscore_embed::fields(metrics));
     }
     if judge {
-        fields.extend(refscore_judge::fields(settings.metrics.judge));
+        fields.extend(refscore_judge::fields(metrics));
     }
     fields
 }
@@ -248,10 +250,15 @@ fn fingerprint(
     // Explicit text, not a type's Debug form, so that changing a Debug
     // impl never breaks --resume; it is the text that form gave, so runs
     // started by earlier versions still resume.
-    let flags = |b: &[bool]| b.iter().map(bool::to_string).collect::<Vec<_>>().join(", ");
+    // Selections as the flags per registry metric of each group that
+    // earlier versions stored.
+    let flags = |g: Group| {
+        let b = plan.metrics.flags(g);
+        b.iter().map(bool::to_string).collect::<Vec<_>>().join(", ")
+    };
     f.insert(
         "lexical".into(),
-        json!(format!("Selection([{}])", flags(&plan.lexical.0))),
+        json!(format!("Selection([{}])", flags(Group::Lexical))),
     );
     let cols = dataset.columns();
     f.insert(
@@ -262,7 +269,10 @@ fn fingerprint(
     f.insert("batch_size".into(), json!(settings.batch_size));
     if let Some(files) = model {
         let e = &settings.embed;
-        f.insert("embedding".into(), json!(plan.embedding));
+        f.insert(
+            "embedding".into(),
+            json!(plan.metrics.flags(Group::Embedding)),
+        );
         f.insert("model_files".into(), json!(files.content_sha256()?));
         // Kernel paths give the same bits (tests/precision.rs); the path is
         // kept so that a run resumes only as it started.
@@ -287,7 +297,7 @@ fn fingerprint(
     }
     if let (Some(url), Some(j)) = (judge_url, &settings.judge) {
         // The URL as shown (credentials redacted): the fingerprint is stored.
-        f.insert("judge".into(), json!(plan.judge));
+        f.insert("judge".into(), json!(plan.metrics.flags(Group::Judge)));
         f.insert(
             "judge_endpoint".into(),
             json!({"url": url, "model": j.model, "band": j.band, "where": settings.judge_where,
@@ -339,7 +349,7 @@ pub(crate) fn load_embedding(settings: &Settings) -> Result<EmbeddingStage, Erro
     let options = EmbedOptions {
         model: settings.embed.model.clone(),
         device: refscore_embed::parse_device(&settings.embed.device)?,
-        selection: settings.metrics.embedding,
+        metrics: settings.metrics.metrics.clone(),
         max_seq_length: settings.embed.max_seq_length,
         cache_bytes: settings.embed.cache_mb << 20,
         store: settings.embed.store.clone(),
@@ -396,7 +406,7 @@ pub(crate) fn new_judge(settings: &Settings, endpoint: Endpoint) -> Result<Judge
         .expect("the thresholds hold every metric's default");
     JudgeStage::new(JudgeOptions {
         endpoint,
-        selection: settings.metrics.judge,
+        metrics: settings.metrics.metrics.clone(),
         band: j.band,
         cache_dir: j.cache.clone(),
         reasons: j.reasons,

@@ -12,7 +12,7 @@ use clap::Parser;
 use refscore_batch::{Error, RowBatch, Stage};
 use refscore_embed::EmbeddingStage;
 use refscore_judge::JudgeStage;
-use refscore_lexical::LexicalStage;
+use refscore_lexical::{LexicalStage, Selection};
 use refscore_read::Layout;
 use refscore_write::{result_record, result_schema};
 
@@ -151,7 +151,7 @@ impl Scorer {
             None => None,
         };
         Ok(Scorer {
-            lexical: LexicalStage(settings.metrics.lexical),
+            lexical: LexicalStage(Selection::of(&settings.metrics.metrics)),
             settings,
             embed,
             judge,

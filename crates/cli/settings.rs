@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use crate::args::ScoreArgs;
 use crate::metrics::{self, MetricPlan};
+use refscore_batch::metric;
 
 /// The `--config` file: the same settings as the flags, by the flags' names
 /// with `_` for `-`. Relative paths are taken from the file's directory.
@@ -242,10 +243,8 @@ impl Settings {
                 e
             }
         })?;
-        let mut thresholds: BTreeMap<String, f64> = metrics::DEFAULT_THRESHOLDS
-            .iter()
-            .map(|(k, v)| (k.to_string(), *v))
-            .collect();
+        let mut thresholds: BTreeMap<String, f64> =
+            metrics::default_thresholds().into_iter().collect();
         for (k, v) in file.thresholds.unwrap_or_default() {
             metrics::check_known(&k)
                 .map_err(|e| Error::config(format!("config file: threshold {k}: {}", e.message)))?;
@@ -340,7 +339,10 @@ impl Settings {
             store_outputs: args.embed_cache_outputs || file.embed_cache_outputs.unwrap_or(false),
         };
         let band = parsed(args.judge_band, file.judge_band, "judge_band", parse_band)?;
-        if band.is_some() && !(metrics.judge[0] && metrics.embedding[0] && judge_url.is_some()) {
+        let in_run = |m| metrics.metrics.contains(m);
+        if band.is_some()
+            && !(in_run(&metric::MEANING_MATCH) && in_run(&metric::COSINE) && judge_url.is_some())
+        {
             return Err(Error::config(
                 "--judge-band needs the meaning_match and cosine metrics in the run",
             ));

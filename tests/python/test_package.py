@@ -89,6 +89,21 @@ def test_exit_code_constants_are_the_clis():
     assert (_errors.USAGE, _errors.CONFIG) == (64, 78)
 
 
+def test_metric_registry_names_the_columns_a_run_writes(scorer):
+    """refscore.METRICS is the registry the CLI reads: the metric columns of
+    a lexical + embedding run are exactly its members' columns, in order,
+    and every default threshold is the one `score` records."""
+    got = scorer.score(pq.read_table(EXAMPLE))
+    names = got.column_names
+    metric_columns = names[1:names.index("status")]
+    wanted = [c for m in refscore.METRICS if m["group"] in ("lexical", "embedding") for c in m["columns"]]
+    assert metric_columns == wanted
+    assert {m["group"] for m in refscore.METRICS} == {"lexical", "embedding", "judge"}
+    judge = {m["name"]: m for m in refscore.METRICS if m["group"] == "judge"}
+    assert judge["similarity"]["reason_column"] == "similarity_rationale"
+    assert all(m["kind"] in ("binary", "score") for m in refscore.METRICS)
+
+
 def test_score_parquet_runs_the_cli_job(tmp_path):
     out = tmp_path / "lexical.parquet"
     summary = refscore.score_parquet(EXAMPLE, out, metrics="lexical", input_col="question",

@@ -7,6 +7,7 @@
 //! each other and of how Parquet is read or written.
 
 pub mod files;
+pub mod metric;
 pub mod schema;
 
 use std::sync::Arc;

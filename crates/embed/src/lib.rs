@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 
 use arrow::array::{ArrayRef, Float32Array};
 use arrow::datatypes::{DataType, Field};
+use refscore_batch::metric::{self, Group, Metric, MetricSet};
 use candle_core::Device;
 use lru::LruCache;
 use rayon::prelude::*;
@@ -65,12 +66,13 @@ use tokens::{Bounds, Tokens};
 /// texts without padding and fills `batch_tokens` instead.
 const MAX_BATCH_TEXTS: usize = 64;
 
-/// The embedding metrics by output column name, in output order.
-pub const METRICS: [&str; 4] = [
-    "cosine",
-    "bertscore_precision",
-    "bertscore_recall",
-    "bertscore_f1",
+/// The embedding metrics, in the order of a row's scores (cosine, then
+/// BERTScore precision, recall, F1) and of the output columns.
+static OUTPUTS: [&Metric; 4] = [
+    &metric::COSINE,
+    &metric::BERTSCORE_PRECISION,
+    &metric::BERTSCORE_RECALL,
+    &metric::BERTSCORE_F1,
 ];
 
 /// Settings of the embedding stage.
@@ -80,8 +82,8 @@ pub struct EmbedOptions {
     pub model: Option<String>,
     /// Where the forward runs.
     pub device: Device,
-    /// Which of [`METRICS`] to output.
-    pub selection: [bool; 4],
+    /// The embedding metrics to output (others in the set are ignored).
+    pub metrics: MetricSet,
     /// Truncation length override (default: the model's max_seq_length).
     pub max_seq_length: Option<usize>,
     /// Byte budget of the cross-batch embedding cache.
@@ -105,7 +107,7 @@ impl Default for EmbedOptions {
         EmbedOptions {
             model: None,
             device: Device::Cpu,
-            selection: [true; 4],
+            metrics: MetricSet::of_groups(&[Group::Embedding]),
             max_seq_length: None,
             cache_bytes: 256 << 20,
             batch_tokens: 2048,
@@ -265,7 +267,7 @@ impl EmbeddingStage {
 
     /// The output fields of the selected metrics (Float32, nullable).
     pub fn fields(&self) -> Vec<Field> {
-        fields(self.options.selection)
+        fields(&self.options.metrics)
     }
 
     /// Word-piece ids of a text, truncated like the model input.
@@ -573,13 +575,13 @@ impl EmbeddingStage {
             }
         }
         let mut out = ScoreColumns::default();
-        for (m, name) in METRICS.iter().enumerate() {
-            if !self.options.selection[m] {
+        for (k, m) in OUTPUTS.iter().enumerate() {
+            if !self.options.metrics.contains(m) {
                 continue;
             }
-            let array: Float32Array = scores.iter().map(|s| s.map(|v| v[m])).collect();
+            let array: Float32Array = scores.iter().map(|s| s.map(|v| v[k])).collect();
             out.push(
-                Field::new(*name, DataType::Float32, true),
+                Field::new(m.name, DataType::Float32, true),
                 Arc::new(array) as ArrayRef,
             );
         }
@@ -592,7 +594,9 @@ impl EmbeddingStage {
         slots: &[Option<Arc<Embedded>>],
         out: &mut [Option<[f32; 4]>],
     ) {
-        let want_bert = self.options.selection[1..].iter().any(|&b| b);
+        let want_bert = OUTPUTS[1..]
+            .iter()
+            .any(|m| self.options.metrics.contains(m));
         out.par_iter_mut().zip(pairs.par_iter()).for_each(|(o, p)| {
             let Some((ri, oi)) = *p else { return };
             let (r, c) = (
@@ -625,12 +629,11 @@ fn ids_subset(ids: &mut [Option<Tokens>], which: &[usize]) -> Vec<Option<Tokens>
 }
 
 /// The output fields of the selected embedding metrics.
-pub fn fields(selection: [bool; 4]) -> Vec<Field> {
-    METRICS
+pub fn fields(metrics: &MetricSet) -> Vec<Field> {
+    OUTPUTS
         .iter()
-        .zip(selection)
-        .filter(|(_, on)| *on)
-        .map(|(n, _)| Field::new(*n, DataType::Float32, true))
+        .filter(|m| metrics.contains(m))
+        .map(|m| Field::new(m.name, DataType::Float32, true))
         .collect()
 }
 

@@ -7,14 +7,16 @@ use arrow::array::{
     ArrayRef, BooleanArray, Float32Array, StringArray, StructArray, UInt32Array, UInt8Array,
 };
 use arrow::datatypes::{DataType, Field, Fields};
+use refscore_batch::metric::MetricSet;
 use refscore_batch::ScoreColumns;
 
 use crate::client::Usage;
+use crate::metric::{self, Answer, Asking, JudgeMetric};
 
-/// The `similarity` column: the expected score where the judge gave
-/// probabilities, else the sampled one, on 0..=1.
-pub(crate) fn similarity_value(score: u8, expected: Option<f32>) -> f32 {
-    expected.unwrap_or(f32::from(score)) / 10.0
+/// A score answer's value on 0..=1: the expected score where the judge
+/// gave probabilities, else the sampled one, placed on the rubric's scale.
+pub(crate) fn normalised(score: u8, expected: Option<f32>, (min, max): (u8, u8)) -> f32 {
+    (expected.unwrap_or(f32::from(score)) - f32::from(min)) / f32::from(max - min)
 }
 
 /// How a judge metric was decided, as written to `<metric>_source`.
@@ -39,162 +41,53 @@ impl Source {
 
 /// The result of one metric for one row.
 #[derive(Debug, Clone)]
-pub(crate) enum Verdict {
-    /// The verdict, P(true) where the judge gave probabilities, the reason
-    /// where one was asked for.
-    Meaning {
+pub(crate) enum Outcome {
+    /// A verdict rubric's answer: the verdict, P(true) where the judge gave
+    /// probabilities, the reason where one was asked for.
+    Verdict {
         verdict: bool,
         p_true: Option<f32>,
         reason: Option<String>,
     },
-    /// The sampled score, the expected score (0..=10) where the judge gave
-    /// probabilities, the rationale where one was asked for.
-    Similarity {
+    /// A score rubric's answer: the sampled score, the expected score where
+    /// the judge gave probabilities, the reason where one was asked for.
+    Score {
         score: u8,
         expected: Option<f32>,
-        rationale: Option<String>,
+        reason: Option<String>,
     },
     /// (matched, reference facts, output facts); counts unknown when decided by rule.
     Facts(Option<(u32, u32, u32)>),
 }
 
-/// Builds the output columns of a batch from its verdicts, usage and errors;
-/// `templates[m]` lists the prompt versions metric m's answers come from.
+/// One metric's decisions for the rows of a batch.
+pub(crate) type Decisions = Vec<Option<(Outcome, Source)>>;
+
+/// Builds the output columns of a batch: per metric of `metrics` (in
+/// order) its columns from `verdicts[m][row]`, then the per-row usage and
+/// templates, and the rows' errors.
 pub(crate) fn build(
-    sel: [bool; 3],
-    templates: &[String; 3],
+    metrics: &[&JudgeMetric],
     n: usize,
-    verdicts: &[[Option<(Verdict, Source)>; 3]],
+    verdicts: &[Decisions],
     usage: &[Usage],
     errors: Vec<Option<String>>,
 ) -> ScoreColumns {
     let mut out = ScoreColumns::default();
-    let source = |m: usize| -> ArrayRef {
-        Arc::new(
-            verdicts
-                .iter()
-                .map(|v| v[m].as_ref().map(|(_, s)| s.name()))
-                .collect::<StringArray>(),
-        )
-    };
-    let mut all = fields(sel).into_iter();
+    let mut all = fields_of(metrics).into_iter();
     let mut push = |out: &mut ScoreColumns, a: ArrayRef| out.push(all.next().expect("field"), a);
-    if sel[0] {
-        let get = |i: usize| match &verdicts[i][0] {
-            Some((
-                Verdict::Meaning {
-                    verdict,
-                    p_true,
-                    reason,
-                },
-                _,
-            )) => (Some(*verdict), *p_true, reason.clone()),
-            _ => (None, None, None),
-        };
-        push(
-            &mut out,
-            Arc::new((0..n).map(|i| get(i).0).collect::<BooleanArray>()),
-        );
-        push(
-            &mut out,
-            Arc::new((0..n).map(|i| get(i).1).collect::<Float32Array>()),
-        );
-        push(
-            &mut out,
-            Arc::new((0..n).map(|i| get(i).2).collect::<StringArray>()),
-        );
-        push(&mut out, source(0));
+    for (jm, decided) in metrics.iter().zip(verdicts) {
+        for array in metric_arrays(jm, n, decided) {
+            push(&mut out, array);
+        }
     }
-    if sel[1] {
-        let get = |i: usize| match &verdicts[i][1] {
-            Some((
-                Verdict::Similarity {
-                    score,
-                    expected,
-                    rationale,
-                },
-                _,
-            )) => (
-                Some(*score),
-                Some(similarity_value(*score, *expected)),
-                rationale.clone(),
-            ),
-            _ => (None, None, None),
-        };
-        push(
-            &mut out,
-            Arc::new((0..n).map(|i| get(i).0).collect::<UInt8Array>()),
-        );
-        push(
-            &mut out,
-            Arc::new((0..n).map(|i| get(i).1).collect::<Float32Array>()),
-        );
-        push(
-            &mut out,
-            Arc::new((0..n).map(|i| get(i).2).collect::<StringArray>()),
-        );
-        push(&mut out, source(1));
-    }
-    if sel[2] {
-        let counts: Vec<Option<Option<(u32, u32, u32)>>> = (0..n)
-            .map(|i| match &verdicts[i][2] {
-                Some((Verdict::Facts(c), _)) => Some(*c),
-                _ => None,
-            })
-            .collect();
-        let ratio = |f: fn(u32, u32, u32) -> f32| -> ArrayRef {
-            Arc::new(
-                counts
-                    .iter()
-                    .map(|c| c.map(|c| c.map_or(0.0, |(m, r, o)| f(m, r, o))))
-                    .collect::<Float32Array>(),
-            )
-        };
-        push(
-            &mut out,
-            ratio(|m, r, o| {
-                if r.max(o) == 0 {
-                    0.0
-                } else {
-                    m as f32 / r.max(o) as f32
-                }
-            }),
-        );
-        push(
-            &mut out,
-            ratio(move |m, r, _| if r == 0 { 0.0 } else { m as f32 / r as f32 }),
-        );
-        push(
-            &mut out,
-            ratio(move |m, _, o| if o == 0 { 0.0 } else { m as f32 / o as f32 }),
-        );
-        let part = |k: usize| -> ArrayRef {
-            Arc::new(
-                counts
-                    .iter()
-                    .map(|c| c.flatten().map(|t| [t.0, t.1, t.2][k]))
-                    .collect::<UInt32Array>(),
-            )
-        };
-        let valid: Vec<bool> = counts.iter().map(|c| c.flatten().is_some()).collect();
-        let struct_array = StructArray::new(
-            count_fields(),
-            vec![part(0), part(1), part(2)],
-            Some(valid.into()),
-        );
-        push(&mut out, Arc::new(struct_array));
-        push(&mut out, source(2));
-    }
-    let any = |i: usize| {
-        verdicts[i]
-            .iter()
-            .any(|v| matches!(v, Some((_, Source::Judge | Source::Cache))))
-    };
+    let decided_by_judge =
+        |i: usize, m: usize| matches!(verdicts[m][i], Some((_, Source::Judge | Source::Cache)));
     let acc = |f: fn(&Usage) -> u32| -> ArrayRef {
         Arc::new(
             (0..n)
                 .map(|i| {
-                    (verdicts[i].iter().any(Option::is_some) || errors[i].is_some())
+                    (verdicts.iter().any(|v| v[i].is_some()) || errors[i].is_some())
                         .then(|| f(&usage[i]))
                 })
                 .collect::<UInt32Array>(),
@@ -203,15 +96,14 @@ pub(crate) fn build(
     push(&mut out, acc(|u| u.prompt_tokens));
     push(&mut out, acc(|u| u.completion_tokens));
     push(&mut out, acc(|u| u.latency_ms));
+    let versions: Vec<String> = metrics.iter().map(|j| j.template_versions()).collect();
     let templates: Vec<Option<String>> = (0..n)
         .map(|i| {
-            any(i).then(|| {
-                (0..3)
-                    .filter(|m| matches!(verdicts[i][*m], Some((_, Source::Judge | Source::Cache))))
-                    .map(|m| templates[m].as_str())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            })
+            let used: Vec<&str> = (0..metrics.len())
+                .filter(|&m| decided_by_judge(i, m))
+                .map(|m| versions[m].as_str())
+                .collect();
+            (!used.is_empty()).then(|| used.join(","))
         })
         .collect();
     push(&mut out, Arc::new(StringArray::from(templates)));
@@ -223,6 +115,104 @@ pub(crate) fn build(
     out
 }
 
+/// One metric's columns, in the order of [`metric_fields`].
+fn metric_arrays(jm: &JudgeMetric, n: usize, decided: &Decisions) -> Vec<ArrayRef> {
+    let source: ArrayRef = Arc::new(
+        decided
+            .iter()
+            .map(|v| v.as_ref().map(|(_, s)| s.name()))
+            .collect::<StringArray>(),
+    );
+    let verdict = |i: usize| decided[i].as_ref().map(|(v, _)| v);
+    match &jm.asking {
+        Asking::Rubric {
+            answer: Answer::Verdict,
+            ..
+        } => {
+            let get = |i: usize| match verdict(i) {
+                Some(Outcome::Verdict {
+                    verdict,
+                    p_true,
+                    reason,
+                }) => (Some(*verdict), *p_true, reason.clone()),
+                _ => (None, None, None),
+            };
+            vec![
+                Arc::new((0..n).map(|i| get(i).0).collect::<BooleanArray>()),
+                Arc::new((0..n).map(|i| get(i).1).collect::<Float32Array>()),
+                Arc::new((0..n).map(|i| get(i).2).collect::<StringArray>()),
+                source,
+            ]
+        }
+        Asking::Rubric {
+            answer: Answer::Score { min, max },
+            ..
+        } => {
+            let get = |i: usize| match verdict(i) {
+                Some(Outcome::Score {
+                    score,
+                    expected,
+                    reason,
+                }) => (
+                    Some(*score),
+                    Some(normalised(*score, *expected, (*min, *max))),
+                    reason.clone(),
+                ),
+                _ => (None, None, None),
+            };
+            vec![
+                Arc::new((0..n).map(|i| get(i).0).collect::<UInt8Array>()),
+                Arc::new((0..n).map(|i| get(i).1).collect::<Float32Array>()),
+                Arc::new((0..n).map(|i| get(i).2).collect::<StringArray>()),
+                source,
+            ]
+        }
+        Asking::Facts => {
+            let counts: Vec<Option<Option<(u32, u32, u32)>>> = (0..n)
+                .map(|i| match verdict(i) {
+                    Some(Outcome::Facts(c)) => Some(*c),
+                    _ => None,
+                })
+                .collect();
+            let ratio = |f: fn(u32, u32, u32) -> f32| -> ArrayRef {
+                Arc::new(
+                    counts
+                        .iter()
+                        .map(|c| c.map(|c| c.map_or(0.0, |(m, r, o)| f(m, r, o))))
+                        .collect::<Float32Array>(),
+                )
+            };
+            let part = |k: usize| -> ArrayRef {
+                Arc::new(
+                    counts
+                        .iter()
+                        .map(|c| c.flatten().map(|t| [t.0, t.1, t.2][k]))
+                        .collect::<UInt32Array>(),
+                )
+            };
+            let valid: Vec<bool> = counts.iter().map(|c| c.flatten().is_some()).collect();
+            let struct_array = StructArray::new(
+                count_fields(),
+                vec![part(0), part(1), part(2)],
+                Some(valid.into()),
+            );
+            vec![
+                ratio(|m, r, o| {
+                    if r.max(o) == 0 {
+                        0.0
+                    } else {
+                        m as f32 / r.max(o) as f32
+                    }
+                }),
+                ratio(|m, r, _| if r == 0 { 0.0 } else { m as f32 / r as f32 }),
+                ratio(|m, _, o| if o == 0 { 0.0 } else { m as f32 / o as f32 }),
+                Arc::new(struct_array),
+                source,
+            ]
+        }
+    }
+}
+
 fn count_fields() -> Fields {
     Fields::from(vec![
         Field::new("matched", DataType::UInt32, true),
@@ -231,33 +221,54 @@ fn count_fields() -> Fields {
     ])
 }
 
-/// The output fields for a selection of judge metrics.
-pub fn fields(selection: [bool; 3]) -> Vec<Field> {
-    let mut f = Vec::new();
-    let text = |n: &str| Field::new(n, DataType::Utf8, true);
-    if selection[0] {
-        f.push(Field::new("meaning_match", DataType::Boolean, true));
-        f.push(Field::new("meaning_match_p", DataType::Float32, true));
-        f.push(text("meaning_match_reason"));
-        f.push(text("meaning_match_source"));
-    }
-    if selection[1] {
-        f.push(Field::new("similarity_score", DataType::UInt8, true));
-        f.push(Field::new("similarity", DataType::Float32, true));
-        f.push(text("similarity_rationale"));
-        f.push(text("similarity_source"));
-    }
-    if selection[2] {
-        f.push(Field::new("fact_similarity", DataType::Float32, true));
-        f.push(Field::new("fact_recall", DataType::Float32, true));
-        f.push(Field::new("fact_precision", DataType::Float32, true));
-        f.push(Field::new(
-            "fact_counts",
+/// One metric's output fields: the names from its registry entry, the
+/// types from its kind of answer.
+fn metric_fields(jm: &JudgeMetric) -> Vec<Field> {
+    let types = match &jm.asking {
+        Asking::Rubric {
+            answer: Answer::Verdict,
+            ..
+        } => vec![
+            DataType::Boolean,
+            DataType::Float32,
+            DataType::Utf8,
+            DataType::Utf8,
+        ],
+        Asking::Rubric {
+            answer: Answer::Score { .. },
+            ..
+        } => vec![
+            DataType::UInt8,
+            DataType::Float32,
+            DataType::Utf8,
+            DataType::Utf8,
+        ],
+        Asking::Facts => vec![
+            DataType::Float32,
+            DataType::Float32,
+            DataType::Float32,
             DataType::Struct(count_fields()),
-            true,
-        ));
-        f.push(text("fact_similarity_source"));
-    }
+            DataType::Utf8,
+        ],
+    };
+    let names = jm.metric.output_columns();
+    assert_eq!(names.len(), types.len(), "{}: columns", jm.name());
+    names
+        .iter()
+        .zip(types)
+        .map(|(name, t)| Field::new(*name, t, true))
+        .collect()
+}
+
+/// The output fields of the judge metrics of a run, in output order, then
+/// the per-row accounting columns.
+pub fn fields(set: &MetricSet) -> Vec<Field> {
+    fields_of(&metric::selected(set))
+}
+
+pub(crate) fn fields_of(metrics: &[&JudgeMetric]) -> Vec<Field> {
+    let text = |n: &str| Field::new(n, DataType::Utf8, true);
+    let mut f: Vec<Field> = metrics.iter().flat_map(|j| metric_fields(j)).collect();
     f.push(Field::new("judge_prompt_tokens", DataType::UInt32, true));
     f.push(Field::new(
         "judge_completion_tokens",

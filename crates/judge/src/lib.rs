@@ -20,6 +20,7 @@ mod cache;
 mod client;
 mod columns;
 mod limiter;
+mod metric;
 mod parse;
 mod pipeline;
 mod probs;
@@ -33,11 +34,12 @@ mod test_server;
 
 use std::path::PathBuf;
 
+use refscore_batch::metric::MetricSet;
 use serde_json::{json, Value};
 
 pub use client::{check_url, probe, Endpoint, Usage, MAX_RETRY_AFTER, MAX_TIMEOUT, MIN_TIMEOUT};
 pub use columns::fields;
-pub use route::{check_requests, requested_by};
+pub use route::check_requests;
 pub use stage::JudgeStage;
 
 /// The versions (content hashes) of every prompt template, so a run's
@@ -83,16 +85,13 @@ impl Reasons {
     }
 }
 
-/// The judge metrics, by the name `--metrics` uses.
-pub const METRICS: [&str; 3] = ["meaning_match", "similarity", "fact_similarity"];
-
 /// Settings of the judge stage.
 #[derive(Debug, Clone)]
 pub struct JudgeOptions {
     /// The endpoint.
     pub endpoint: Endpoint,
-    /// Which of [`METRICS`] the run computes.
-    pub selection: [bool; 3],
+    /// The run's metrics (those of the judge group are this stage's).
+    pub metrics: MetricSet,
     /// `--judge-band cosine:LO..HI`: only rows with cosine in [LO, HI] go to
     /// the judge for Meaning Match.
     pub band: Option<(f32, f32)>,

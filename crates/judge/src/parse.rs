@@ -242,56 +242,66 @@ fn probability(v: &Value, name: &str) -> Option<f32> {
         .map(|p| p.clamp(0.0, 1.0) as f32)
 }
 
-/// A Meaning Match answer: the sampled verdict, P(true) where the server
-/// gave probabilities, and the reason where one was asked for.
+/// A verdict answer: the sampled verdict, P(true) where the server gave
+/// probabilities, and the reason where one was asked for.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct MeaningAnswer {
+pub(crate) struct VerdictAnswer {
     pub sampled: bool,
     pub p_true: Option<f32>,
     pub reason: Option<String>,
 }
 
-/// `{"meaning_match": bool, "reason": str, "p_true": number}` (the last
-/// added by refscore from the token probabilities).
-pub(crate) fn meaning_match(v: &Value) -> Result<MeaningAnswer, String> {
-    let verdict =
-        field(v, &["meaning_match", "match"]).ok_or("reply has no \"meaning_match\" field")?;
+/// `{"<key>": bool, "<reason>": str, "p_true": number}` (the last added by
+/// refscore from the token probabilities); `keys` and `reason_keys` list
+/// the accepted spellings, the first being the one the prompt asks for.
+pub(crate) fn verdict(
+    v: &Value,
+    keys: &[&str],
+    reason_keys: &[&str],
+) -> Result<VerdictAnswer, String> {
+    let key = keys[0];
+    let verdict = field(v, keys).ok_or_else(|| format!("reply has no \"{key}\" field"))?;
     let sampled =
-        as_bool(verdict).ok_or_else(|| format!("\"meaning_match\" is not a boolean: {verdict}"))?;
-    Ok(MeaningAnswer {
+        as_bool(verdict).ok_or_else(|| format!("\"{key}\" is not a boolean: {verdict}"))?;
+    Ok(VerdictAnswer {
         sampled,
         p_true: probability(v, "p_true"),
-        reason: reason(v, &["reason", "reasons", "explanation"]),
+        reason: reason(v, reason_keys),
     })
 }
 
-/// A similarity answer: the sampled score, the expected score (0..=10)
-/// where the server gave probabilities, and the rationale where asked.
+/// A score answer: the sampled score, the expected score where the server
+/// gave probabilities, and the reason where one was asked for.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct SimilarityAnswer {
+pub(crate) struct ScoreAnswer {
     pub score: u8,
     pub expected: Option<f32>,
-    pub rationale: Option<String>,
+    pub reason: Option<String>,
 }
 
-/// `{"score": 0..=10, "rationale": str, "expected": number}` (the last
+/// `{"<key>": min..=max, "<reason>": str, "expected": number}` (the last
 /// added by refscore from the token probabilities).
-pub(crate) fn similarity(v: &Value) -> Result<SimilarityAnswer, String> {
-    let score = field(v, &["score", "similarity_score", "similarity"])
-        .ok_or("reply has no \"score\" field")?;
-    let n = as_integer(score).ok_or_else(|| format!("\"score\" is not an integer: {score}"))?;
-    if !(0..=10).contains(&n) {
-        return Err(format!("\"score\" {n} is outside 0..10"));
+pub(crate) fn score(
+    v: &Value,
+    keys: &[&str],
+    reason_keys: &[&str],
+    (min, max): (u8, u8),
+) -> Result<ScoreAnswer, String> {
+    let key = keys[0];
+    let score = field(v, keys).ok_or_else(|| format!("reply has no \"{key}\" field"))?;
+    let n = as_integer(score).ok_or_else(|| format!("\"{key}\" is not an integer: {score}"))?;
+    if !(i64::from(min)..=i64::from(max)).contains(&n) {
+        return Err(format!("\"{key}\" {n} is outside {min}..{max}"));
     }
     let expected = v
         .get("expected")
         .and_then(Value::as_f64)
         .filter(|e| e.is_finite())
-        .map(|e| e.clamp(0.0, 10.0) as f32);
-    Ok(SimilarityAnswer {
+        .map(|e| e.clamp(f64::from(min), f64::from(max)) as f32);
+    Ok(ScoreAnswer {
         score: n as u8,
         expected,
-        rationale: reason(v, &["rationale", "reason", "explanation"]),
+        reason: reason(v, reason_keys),
     })
 }
 
@@ -328,9 +338,7 @@ mod tests {
         let cut = extract_object("{\"output_facts\": [\"a\", \"b").unwrap();
         assert_eq!(cut["output_facts"].as_array().unwrap().len(), 2);
         // Cut off inside the verdict: still an error.
-        assert!(
-            meaning_match(&extract_object("{\"meaning_match\": tr").unwrap_or_default()).is_err()
-        );
+        assert!(verdict_of(&extract_object("{\"meaning_match\": tr").unwrap_or_default()).is_err());
         assert!(extract_object("[1, 2]").is_err());
     }
 
@@ -362,29 +370,38 @@ mod tests {
         assert_eq!(extract_object(&reply).unwrap(), serde_json::json!({}));
     }
 
+    /// Meaning Match's and similarity's spellings.
+    fn verdict_of(v: &Value) -> Result<VerdictAnswer, String> {
+        verdict(v, &["meaning_match", "match"], &["reason"])
+    }
+
+    fn score_of(v: &Value) -> Result<ScoreAnswer, String> {
+        score(v, &["score"], &["rationale", "reason"], (0, 10))
+    }
+
     #[test]
     fn coerces_loose_types() {
-        let mm = meaning_match(&json!({"meaning_match": "true", "reason": ["a", "b"]})).unwrap();
+        let mm = verdict_of(&json!({"meaning_match": "true", "reason": ["a", "b"]})).unwrap();
         assert_eq!(
             (mm.sampled, mm.reason, mm.p_true),
             (true, Some("a b".into()), None)
         );
-        let mm = meaning_match(&json!({"meaning_match": "False", "p_true": 0.25})).unwrap();
+        let mm = verdict_of(&json!({"meaning_match": "False", "p_true": 0.25})).unwrap();
         assert_eq!(
             (mm.sampled, mm.reason, mm.p_true),
             (false, None, Some(0.25))
         );
-        assert!(meaning_match(&json!({"meaning_match": "maybe"})).is_err());
-        let s = similarity(&json!({"score": "8", "rationale": "ok"})).unwrap();
+        assert!(verdict_of(&json!({"meaning_match": "maybe"})).is_err());
+        let s = score_of(&json!({"score": "8", "rationale": "ok"})).unwrap();
         assert_eq!(
-            (s.score, s.rationale, s.expected),
+            (s.score, s.reason, s.expected),
             (8, Some("ok".into()), None)
         );
-        let s = similarity(&json!({"score": 10.0, "rationale": null, "expected": 9.5})).unwrap();
-        assert_eq!((s.score, s.rationale, s.expected), (10, None, Some(9.5)));
-        assert!(similarity(&json!({"score": 11})).is_err());
-        assert!(similarity(&json!({"score": -1})).is_err());
-        assert!(similarity(&json!({"score": 7.5})).is_err());
-        assert!(similarity(&json!({"score": "high"})).is_err());
+        let s = score_of(&json!({"score": 10.0, "rationale": null, "expected": 9.5})).unwrap();
+        assert_eq!((s.score, s.reason, s.expected), (10, None, Some(9.5)));
+        assert!(score_of(&json!({"score": 11})).is_err());
+        assert!(score_of(&json!({"score": -1})).is_err());
+        assert!(score_of(&json!({"score": 7.5})).is_err());
+        assert!(score_of(&json!({"score": "high"})).is_err());
     }
 }

@@ -7,6 +7,7 @@ use sha2::{Digest, Sha256};
 
 /// One prompt template: a system message and a user message with `{name}`
 /// slots, plus the JSON schema the reply must follow.
+#[derive(Debug)]
 pub(crate) struct Template {
     pub name: &'static str,
     pub version: &'static str,

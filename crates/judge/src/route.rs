@@ -2,9 +2,29 @@
 
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::DataType;
+use refscore_batch::metric::Metric;
 use refscore_batch::Error;
 
-use crate::METRICS;
+use crate::metric;
+
+/// Which judge metrics one row asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Wanted {
+    /// Every judge metric of the run.
+    Every,
+    /// These (none for a null or false value).
+    These(Vec<&'static Metric>),
+}
+
+impl Wanted {
+    /// Whether the row asks for `m`.
+    pub(crate) fn asks(&self, m: &Metric) -> bool {
+        match self {
+            Wanted::Every => true,
+            Wanted::These(list) => list.iter().any(|x| x.name == m.name),
+        }
+    }
+}
 
 /// Which judge metrics each row of `batch` asks for: all of them without a
 /// `--judge-where` column (`where_column`, for messages), else what that
@@ -12,10 +32,10 @@ use crate::METRICS;
 pub(crate) fn requested_rows(
     batch: &refscore_batch::RowBatch,
     where_column: Option<&str>,
-) -> Result<Vec<[bool; 3]>, Error> {
+) -> Result<Vec<Wanted>, Error> {
     let n = batch.len();
     let Some(col) = &batch.row_filter else {
-        return Ok(vec![[true; 3]; n]);
+        return Ok(vec![Wanted::Every; n]);
     };
     let column = where_column.unwrap_or("");
     (0..n)
@@ -35,16 +55,17 @@ pub(crate) fn requested_rows(
 /// requests: a boolean (true = every selected judge metric), a string of
 /// comma-separated metric names, or a list of names. Unknown names are an
 /// error naming the column and row.
-pub fn requested_by(
+pub(crate) fn requested_by(
     column: &ArrayRef,
     i: usize,
     describe: &dyn Fn() -> String,
-) -> Result<[bool; 3], Error> {
+) -> Result<Wanted, Error> {
     if column.is_null(i) {
-        return Ok([false; 3]);
+        return Ok(Wanted::These(Vec::new()));
     }
     let names: Vec<String> = match column.data_type() {
-        DataType::Boolean => return Ok([column.as_boolean().value(i); 3]),
+        DataType::Boolean if column.as_boolean().value(i) => return Ok(Wanted::Every),
+        DataType::Boolean => return Ok(Wanted::These(Vec::new())),
         DataType::Utf8 => split(column.as_string::<i32>().value(i)),
         DataType::LargeUtf8 => split(column.as_string::<i64>().value(i)),
         DataType::Utf8View => split(column.as_string_view().value(i)),
@@ -70,25 +91,21 @@ pub fn requested_by(
             )))
         }
     };
-    let mut out = [false; 3];
+    let mut out = Vec::new();
     for name in names {
-        let name = if name == "similarity_score" {
-            "similarity".to_string()
-        } else {
-            name
-        };
-        match METRICS.iter().position(|m| *m == name) {
-            Some(k) => out[k] = true,
+        match metric::named(&name) {
+            Some(jm) => out.push(jm.metric),
             None => {
+                let known: Vec<&str> = metric::BUILTIN.iter().map(|j| j.name()).collect();
                 return Err(Error::bad_input(format!(
                     "{}: unknown judge metric '{name}' (expected {})",
                     describe(),
-                    METRICS.join(", ")
-                )))
+                    known.join(", ")
+                )));
             }
         }
     }
-    Ok(out)
+    Ok(Wanted::These(out))
 }
 
 fn split(s: &str) -> Vec<String> {

@@ -3,7 +3,8 @@
 
 use unicode_normalization::UnicodeNormalization;
 
-use crate::columns::Verdict;
+use crate::columns::Outcome;
+use crate::metric::{Answer, Asking, JudgeMetric};
 
 /// True when the output gives the reference's answer so plainly that no
 /// judge is needed for Meaning Match: equal after a normalisation that only
@@ -68,26 +69,34 @@ pub(crate) fn conservative(text: &str) -> String {
     words(text).join(" ")
 }
 
-/// The verdict a rule gives metric `metric` (indexed like [`crate::METRICS`]),
-/// if one does: an empty output fails every metric; an output that is the
-/// same answer as the reference passes Meaning Match.
-pub(crate) fn by_rule(metric: usize, empty: bool, same: bool) -> Option<Verdict> {
+/// The value a rule gives `jm`, if one does: an empty output fails every
+/// judge metric (verdict false, the scale's lowest score, a fact ratio of
+/// 0); an output that is the same answer as the reference passes where the
+/// metric's rules say so.
+pub(crate) fn by_rule(jm: &JudgeMetric, empty: bool, same: bool) -> Option<Outcome> {
     if empty {
-        return Some(match metric {
-            0 => Verdict::Meaning {
+        let reason = Some("the output is empty".to_string());
+        return Some(match &jm.asking {
+            Asking::Rubric {
+                answer: Answer::Verdict,
+                ..
+            } => Outcome::Verdict {
                 verdict: false,
                 p_true: None,
-                reason: Some("the output is empty".into()),
+                reason,
             },
-            1 => Verdict::Similarity {
-                score: 0,
+            Asking::Rubric {
+                answer: Answer::Score { min, .. },
+                ..
+            } => Outcome::Score {
+                score: *min,
                 expected: None,
-                rationale: Some("the output is empty".into()),
+                reason,
             },
-            _ => Verdict::Facts(None),
+            Asking::Facts => Outcome::Facts(None),
         });
     }
-    (metric == 0 && same).then(|| Verdict::Meaning {
+    (jm.rules.same_answer_passes && same).then(|| Outcome::Verdict {
         verdict: true,
         p_true: None,
         reason: Some("normalised exact match".into()),
@@ -96,7 +105,7 @@ pub(crate) fn by_rule(metric: usize, empty: bool, same: bool) -> Option<Verdict>
 
 /// The Meaning Match verdict of `--judge-band cosine:LO..HI` for a row whose
 /// cosine is `c`: decided by the side when outside the band, else `None`.
-pub(crate) fn by_band(c: f32, (lo, hi): (f32, f32)) -> Option<Verdict> {
+pub(crate) fn by_band(c: f32, (lo, hi): (f32, f32)) -> Option<Outcome> {
     if !(c < lo || c > hi) {
         return None; // inside the band, or NaN: the judge decides
     }
@@ -105,7 +114,7 @@ pub(crate) fn by_band(c: f32, (lo, hi): (f32, f32)) -> Option<Verdict> {
         "cosine {c:.3} is {} the band {lo}..{hi}",
         if side { "above" } else { "below" }
     );
-    Some(Verdict::Meaning {
+    Some(Outcome::Verdict {
         verdict: side,
         p_true: None,
         reason: Some(why),

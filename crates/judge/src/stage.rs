@@ -21,17 +21,19 @@ use serde_json::{json, Value};
 
 use crate::cache::DiskCache;
 use crate::client::{Ask, AskFailure, Client, Reply, Usage};
-use crate::columns::{self, similarity_value, Source, Verdict};
+use crate::columns::{self, normalised, Decisions, Outcome, Source};
+use crate::metric::{self, Answer, Asking, JudgeMetric};
 use crate::parse::{self, extract_object, snippet};
 use crate::probs::{expected_score, value_token, verdict_p, verdict_word};
-use crate::prompts::{Template, ALL, FACT_CHECK, FACT_EXTRACT, MEANING_MATCH, SIMILARITY};
-use crate::{rules, JudgeOptions, JudgeReport, Reasons, METRICS};
+use crate::prompts::{Template, ALL, FACT_CHECK, FACT_EXTRACT};
+use crate::route::Wanted;
+use crate::{rules, JudgeOptions, JudgeReport, Reasons};
 
 /// One piece of work for the model. `texts` is the hash of the texts the
 /// prompt is made of; with the request's other parameters it makes the
 /// cache and journal key (see [`JudgeStage::key`]).
 enum Job {
-    /// Meaning Match (metric 0) or similarity (metric 1) of one row.
+    /// One rubric of one row; `metric` indexes the stage's metrics.
     Ask {
         row: usize,
         metric: usize,
@@ -52,6 +54,8 @@ enum Job {
 pub struct JudgeStage {
     client: Client,
     options: JudgeOptions,
+    /// The run's judge metrics, in output order.
+    metrics: Vec<&'static JudgeMetric>,
     disk: Option<DiskCache>,
     journal: Option<DiskCache>,
     /// Facts of answers already extracted, by the hash of the answer.
@@ -99,6 +103,7 @@ impl JudgeStage {
         };
         let mut stage = JudgeStage {
             client,
+            metrics: metric::selected(&options.metrics),
             options,
             disk,
             journal: None,
@@ -176,28 +181,7 @@ impl JudgeStage {
         self.recorded_mode = mode.to_string();
     }
 
-    /// The template whose answers decide metric 0 or 1 (the same in every
-    /// mode: the modes differ in where the answer is cut, see
-    /// [`Self::ask_metric`]).
-    fn template(&self, metric: usize) -> &'static Template {
-        if metric == 0 {
-            &MEANING_MATCH
-        } else {
-            &SIMILARITY
-        }
-    }
-
-    /// The prompt versions behind each metric's answers, for the
-    /// `judge_templates` column.
-    fn templates_in_use(&self) -> [String; 3] {
-        [
-            MEANING_MATCH.hash(),
-            SIMILARITY.hash(),
-            format!("{},{}", FACT_EXTRACT.hash(), FACT_CHECK.hash()),
-        ]
-    }
-
-    /// The hash of a row's texts for metric 0 or 1, with what else decides
+    /// The hash of a row's texts for a rubric, with what else decides
     /// the stored answer: with `failures`, whether a reason was asked
     /// depends on the thresholds.
     fn ask_texts(&self, input: &str, reference: &str, output: &str) -> String {
@@ -307,49 +291,65 @@ impl JudgeStage {
     /// The output fields: per selected metric its value, explanation and
     /// source columns, then the judge accounting and template columns.
     pub fn fields(&self) -> Vec<Field> {
-        columns::fields(self.options.selection)
+        columns::fields_of(&self.metrics)
     }
 
-    /// A stored or fresh answer to metric 0 or 1 as the row's verdict.
-    fn verdict(&self, metric: usize, v: &Value) -> Result<Verdict, String> {
-        match metric {
-            0 => parse::meaning_match(v).map(|a| Verdict::Meaning {
-                verdict: a.p_true.map_or(a.sampled, |p| p >= self.options.threshold),
-                p_true: a.p_true,
-                reason: a.reason,
-            }),
-            _ => parse::similarity(v).map(|a| Verdict::Similarity {
-                score: a.score,
-                expected: a.expected,
-                rationale: a.rationale,
-            }),
+    /// A stored or fresh answer to a rubric as the row's verdict.
+    fn verdict(&self, jm: &JudgeMetric, v: &Value) -> Result<Outcome, String> {
+        let Asking::Rubric {
+            answer,
+            value_keys,
+            reason_keys,
+            ..
+        } = &jm.asking
+        else {
+            unreachable!("the fact ratio is not asked as one question")
+        };
+        match *answer {
+            Answer::Verdict => {
+                parse::verdict(v, value_keys, reason_keys).map(|a| Outcome::Verdict {
+                    verdict: a.p_true.map_or(a.sampled, |p| p >= self.options.threshold),
+                    p_true: a.p_true,
+                    reason: a.reason,
+                })
+            }
+            Answer::Score { min, max } => {
+                parse::score(v, value_keys, reason_keys, (min, max)).map(|a| Outcome::Score {
+                    score: a.score,
+                    expected: a.expected,
+                    reason: a.reason,
+                })
+            }
         }
     }
 
-    /// Judges one batch. `requested[i][m]` says whether row i asks for metric
-    /// m; `cosine` (when a band is set) holds the rows' cosine scores.
-    pub fn score_batch(
+    /// Judges one batch. `requested[i]` says which metrics row i asks for;
+    /// `cosine` (when a band is set) holds the rows' cosine scores.
+    pub(crate) fn score_batch(
         &mut self,
         batch: &RowBatch,
-        requested: &[[bool; 3]],
+        requested: &[Wanted],
         cosine: Option<&Float32Array>,
     ) -> Result<ScoreColumns, Error> {
         let n = batch.len();
-        let sel = self.options.selection;
-        let mut verdicts: Vec<[Option<(Verdict, Source)>; 3]> = vec![[None, None, None]; n];
+        let metrics = self.metrics.clone();
+        // verdicts[m][row], m indexing `metrics`.
+        let mut verdicts: Vec<Decisions> = vec![vec![None; n]; metrics.len()];
         let mut usage: Vec<Usage> = vec![Usage::default(); n];
         let mut errors: Vec<Option<String>> = vec![None; n];
         // Rows with a failure of the endpoint itself (see last_batch_rows_retryable).
         let mut transient: Vec<bool> = vec![false; n];
         let mut extraction_down: HashSet<String> = HashSet::new();
         let mut jobs: Vec<Job> = Vec::new();
-        // Fact-ratio rows: (row, hash of its reference's texts, of its output's).
-        let mut fact_rows: Vec<(usize, String, String)> = Vec::new();
+        // Fact-ratio rows: (row, metric, hash of its reference's texts, of
+        // its output's).
+        let mut fact_rows: Vec<(usize, usize, String, String)> = Vec::new();
         let mut extracting: HashSet<String> = HashSet::new();
         let mut judged = vec![false; n];
 
         for i in 0..n {
-            if batch.unscorable(i).is_some() || !(0..3).any(|m| sel[m] && requested[i][m]) {
+            if batch.unscorable(i).is_some() || !metrics.iter().any(|j| requested[i].asks(j.metric))
+            {
                 continue;
             }
             self.report.rows_requested += 1;
@@ -360,25 +360,27 @@ impl JudgeStage {
             let input = batch.input.as_ref().and_then(|c| c.get(i)).unwrap_or("");
             let empty = output.trim().is_empty();
             let same = !empty && rules::same_answer(reference, output);
-            for m in 0..3 {
-                if !(sel[m] && requested[i][m]) {
+            for (m, jm) in metrics.iter().enumerate() {
+                if !requested[i].asks(jm.metric) {
                     continue;
                 }
-                if let Some(verdict) = rules::by_rule(m, empty, same) {
+                if let Some(verdict) = rules::by_rule(jm, empty, same) {
                     self.report.decided_by_rule += 1;
-                    verdicts[i][m] = Some((verdict, Source::Rule));
+                    verdicts[m][i] = Some((verdict, Source::Rule));
                     continue;
                 }
-                if let (0, Some(band), Some(cos)) = (m, self.options.band, cosine) {
+                if let (true, Some(band), Some(cos)) =
+                    (jm.rules.cosine_band, self.options.band, cosine)
+                {
                     if cos.is_valid(i) {
                         if let Some(verdict) = rules::by_band(cos.value(i), band) {
                             self.report.decided_by_band += 1;
-                            verdicts[i][m] = Some((verdict, Source::Band));
+                            verdicts[m][i] = Some((verdict, Source::Band));
                             continue;
                         }
                     }
                 }
-                if m == 2 {
+                let Some(template) = jm.template() else {
                     let mut keys = Vec::with_capacity(2);
                     for answer in [reference, output] {
                         let texts = DiskCache::key(&[answer]);
@@ -387,13 +389,12 @@ impl JudgeStage {
                     }
                     let out_key = keys.pop().expect("two keys");
                     let ref_key = keys.pop().expect("two keys");
-                    fact_rows.push((i, ref_key, out_key));
+                    fact_rows.push((i, m, ref_key, out_key));
                     continue;
-                }
-                let template = self.template(m);
+                };
                 let texts = self.ask_texts(input, reference, output);
                 if let Some((v, u, source)) = self.lookup(template, &texts) {
-                    if let Ok(verdict) = self.verdict(m, &v) {
+                    if let Ok(verdict) = self.verdict(jm, &v) {
                         if source == Source::Judge {
                             self.count_replay(u);
                             add_usage(&mut usage[i], u);
@@ -401,7 +402,7 @@ impl JudgeStage {
                         } else {
                             self.report.cached += 1;
                         }
-                        verdicts[i][m] = Some((verdict, source));
+                        verdicts[m][i] = Some((verdict, source));
                         continue;
                     }
                 }
@@ -413,18 +414,23 @@ impl JudgeStage {
             }
         }
 
-        // Phase 1: Meaning Match, similarity and fact extraction.
+        // Phase 1: rubrics and fact extraction.
         let results = self.run_jobs(&jobs, batch);
         for (job, result) in jobs.iter().zip(results) {
             match (job, result) {
                 (Job::Ask { row, metric, .. }, Ok((v, u, _))) => {
                     add_usage(&mut usage[*row], u);
                     judged[*row] = true;
-                    match self.verdict(*metric, &v) {
+                    match self.verdict(metrics[*metric], &v) {
                         Ok(verdict) => {
-                            verdicts[*row][*metric] = Some((verdict, Source::Judge));
+                            verdicts[*metric][*row] = Some((verdict, Source::Judge));
                         }
-                        Err(e) => fail(&mut errors[*row], &mut self.report, METRICS[*metric], &e),
+                        Err(e) => fail(
+                            &mut errors[*row],
+                            &mut self.report,
+                            metrics[*metric].name(),
+                            &e,
+                        ),
                     }
                 }
                 (Job::Ask { row, metric, .. }, Err(e)) => {
@@ -433,7 +439,7 @@ impl JudgeStage {
                     fail(
                         &mut errors[*row],
                         &mut self.report,
-                        METRICS[*metric],
+                        metrics[*metric].name(),
                         &e.message,
                     );
                 }
@@ -462,8 +468,11 @@ impl JudgeStage {
         // reference facts, supported output facts).
         let mut tallies: Vec<(usize, usize, usize, usize, usize)> = Vec::new();
         let mut tally_of: HashMap<usize, usize> = HashMap::new();
-        for (i, ref_key, out_key) in &fact_rows {
+        // The fact ratio's index in `metrics` (one metric, whatever the row).
+        let mut fact_metric = 0;
+        for (i, m, ref_key, out_key) in &fact_rows {
             let i = *i;
+            fact_metric = *m;
             let (Some(ref_facts), Some(out_facts)) = (
                 self.facts.get(ref_key).cloned(),
                 self.facts.get(out_key).cloned(),
@@ -567,8 +576,8 @@ impl JudgeStage {
             // One-to-one pairs: no more than the facts supported on the
             // side with fewer (docs/metrics.md#fact-ratio).
             let matched = ref_held.min(out_held) as u32;
-            verdicts[row][2] = Some((
-                Verdict::Facts(Some((matched, n_ref as u32, n_out as u32))),
+            verdicts[fact_metric][row] = Some((
+                Outcome::Facts(Some((matched, n_ref as u32, n_out as u32))),
                 Source::Judge,
             ));
         }
@@ -582,14 +591,7 @@ impl JudgeStage {
             .filter(|(e, t)| e.is_some() && **t)
             .count() as u64;
         self.report.rows_failed += self.last_rows_failed;
-        Ok(columns::build(
-            self.options.selection,
-            &self.templates_in_use(),
-            n,
-            &verdicts,
-            &usage,
-            errors,
-        ))
+        Ok(columns::build(&metrics, n, &verdicts, &usage, errors))
     }
 
     /// Makes sure the facts of `answer` are known or asked for:
@@ -658,8 +660,9 @@ impl JudgeStage {
     fn record_valid(&self, job: &Job, v: &Value, u: Usage, mode: &str) {
         match job {
             Job::Ask { metric, texts, .. } => {
-                if self.verdict(*metric, v).is_ok() {
-                    self.record(self.template(*metric), mode, texts, v, u);
+                let jm = self.metrics[*metric];
+                if let (Ok(_), Some(template)) = (self.verdict(jm, v), jm.template()) {
+                    self.record(template, mode, texts, v, u);
                 }
             }
             Job::Extract { texts, .. } => {
@@ -716,17 +719,19 @@ impl JudgeStage {
                 );
                 // The metric's own template: similarity's user text equals
                 // Meaning Match's today, but nothing kept the two equal.
-                let user = self.template(*metric).render(&[
+                let jm = self.metrics[*metric];
+                let template = jm.template().expect("a rubric");
+                let user = template.render(&[
                     ("input", input),
                     ("reference", reference),
                     ("output", output),
                 ]);
-                self.ask_metric(*metric, user)
+                self.ask_metric(jm, user)
             }
         }
     }
 
-    /// Asks Meaning Match (0) or similarity (1) about one row as
+    /// Asks a rubric about one row as
     /// `--judge-reasons` says. Every mode sends the same prompt (the JSON
     /// question, verdict before reason): `always` lets the judge write the
     /// whole answer; `failures` and `never` cut it after the verdict
@@ -734,34 +739,40 @@ impl JudgeStage {
     /// again only where the verdict fails: the prompt is byte for byte the
     /// first one, so the server's prompt cache covers all of it, and the
     /// judge repeats its verdict and goes on to the reason.
-    fn ask_metric(&self, metric: usize, user: String) -> JobResult {
+    fn ask_metric(&self, jm: &JudgeMetric, user: String) -> JobResult {
         if self.options.reasons == Reasons::Always {
-            return self.ask_json(metric, &user, None);
+            return self.ask_json(jm, &user, None);
         }
-        let (mut v, mut usage, mode) = self.ask_json(metric, &user, Some(VERDICT_TOKENS))?;
-        if self.options.reasons == Reasons::Failures && self.fails(metric, &v)? {
+        let (mut v, mut usage, mode) = self.ask_json(jm, &user, Some(VERDICT_TOKENS))?;
+        if self.options.reasons == Reasons::Failures && self.fails(jm, &v)? {
             self.reasons_asked.fetch_add(1, Ordering::Relaxed);
-            let (full, u, _) = self.ask_json(metric, &user, None)?;
+            let (full, u, _) = self.ask_json(jm, &user, None)?;
             add_usage(&mut usage, u);
-            let key = if metric == 0 { "reason" } else { "rationale" };
+            let key = keys(jm).1;
             v[key] = full.get(key).cloned().unwrap_or(Value::Null);
         }
         Ok((v, usage, mode))
     }
 
-    /// Whether an answer fails: Meaning Match false, or a similarity below
-    /// its pass threshold.
-    fn fails(&self, metric: usize, v: &Value) -> Result<bool, AskFailure> {
+    /// Whether an answer fails: a verdict false, or a score below its pass
+    /// threshold (the similarity rubric's: the one score rubric).
+    fn fails(&self, jm: &JudgeMetric, v: &Value) -> Result<bool, AskFailure> {
         let bad = |message: String| AskFailure {
             message,
             transient: false,
         };
-        Ok(match self.verdict(metric, v).map_err(bad)? {
-            Verdict::Meaning { verdict, .. } => !verdict,
-            Verdict::Similarity {
-                score, expected, ..
-            } => similarity_value(score, expected) < self.options.similarity_pass,
-            Verdict::Facts(_) => false,
+        Ok(match (self.verdict(jm, v).map_err(bad)?, &jm.asking) {
+            (Outcome::Verdict { verdict, .. }, _) => !verdict,
+            (
+                Outcome::Score {
+                    score, expected, ..
+                },
+                Asking::Rubric {
+                    answer: Answer::Score { min, max },
+                    ..
+                },
+            ) => normalised(score, expected, (*min, *max)) < self.options.similarity_pass,
+            _ => false,
         })
     }
 
@@ -769,8 +780,8 @@ impl JudgeStage {
     /// `cut` tokens, and reads the verdict's token probabilities where the
     /// server gives them. A cut answer keeps only the verdict (what it began
     /// of the reason is dropped).
-    fn ask_json(&self, metric: usize, user: &str, cut: Option<u32>) -> JobResult {
-        let template = self.template(metric);
+    fn ask_json(&self, jm: &JudgeMetric, user: &str, cut: Option<u32>) -> JobResult {
+        let template = jm.template().expect("a rubric");
         let ask = Ask {
             template,
             user: user.to_string(),
@@ -779,18 +790,14 @@ impl JudgeStage {
         };
         self.client.send_ask(&ask, |reply| {
             let mut v = extract_object(&reply.content)?;
-            self.verdict(metric, &v)?;
-            let (key, why) = if metric == 0 {
-                ("meaning_match", "reason")
-            } else {
-                ("score", "rationale")
-            };
+            self.verdict(jm, &v)?;
+            let (key, why) = keys(jm);
             if cut.is_some() {
                 v[why] = Value::Null;
             }
             if let Some(tokens) = &reply.tokens {
                 let at = value_token(tokens, key);
-                if metric == 0 {
+                if matches!(verdict_of(jm), Some(Answer::Verdict)) {
                     v["p_true"] = json!(at.and_then(|k| verdict_p(&tokens[k])));
                 } else {
                     v["expected"] = json!(at.and_then(|k| expected_score(tokens, k)));
@@ -798,6 +805,26 @@ impl JudgeStage {
             }
             Ok(v)
         })
+    }
+}
+
+/// The JSON keys a rubric's prompt asks for: its value's and its reason's.
+fn keys(jm: &JudgeMetric) -> (&'static str, &'static str) {
+    match &jm.asking {
+        Asking::Rubric {
+            value_keys,
+            reason_keys,
+            ..
+        } => (value_keys[0], reason_keys[0]),
+        Asking::Facts => unreachable!("the fact ratio is not asked as one question"),
+    }
+}
+
+/// A rubric's kind of answer.
+fn verdict_of(jm: &JudgeMetric) -> Option<Answer> {
+    match &jm.asking {
+        Asking::Rubric { answer, .. } => Some(*answer),
+        Asking::Facts => None,
     }
 }
 
@@ -880,7 +907,11 @@ mod tests {
         }
     }
 
-    fn options(url: &str, selection: [bool; 3], cache: Option<PathBuf>) -> JudgeOptions {
+    fn options(url: &str, names: &[&str], cache: Option<PathBuf>) -> JudgeOptions {
+        let mut metrics = refscore_batch::metric::MetricSet::new();
+        for name in names {
+            metrics.insert(refscore_batch::metric::find(name).expect("a metric"));
+        }
         JudgeOptions {
             endpoint: Endpoint {
                 url: url.into(),
@@ -893,7 +924,7 @@ mod tests {
                 tokens_per_minute: None,
                 backoff: Duration::from_millis(5),
             },
-            selection,
+            metrics,
             band: None,
             cache_dir: cache,
             reasons: Reasons::Always,
@@ -933,11 +964,13 @@ mod tests {
     fn the_cache_is_keyed_by_the_endpoint() {
         let dir = tempfile::tempdir().unwrap();
         let (a, b) = (judge(true), judge(false));
-        let sel = [true, false, false];
+        let sel = &["meaning_match"];
         let run = |url: &str| {
             let mut stage =
                 JudgeStage::new(options(url, sel, Some(dir.path().to_path_buf()))).unwrap();
-            let cols = stage.score_batch(&batch(), &[[true; 3]; 2], None).unwrap();
+            let cols = stage
+                .score_batch(&batch(), &[Wanted::Every, Wanted::Every], None)
+                .unwrap();
             (cols, stage.report())
         };
         let (cols, _) = run(&a.url);
@@ -990,11 +1023,13 @@ mod tests {
         let run = || {
             let mut stage = JudgeStage::new(options(
                 &server.url,
-                [true, false, false],
+                &["meaning_match"],
                 Some(dir.path().to_path_buf()),
             ))
             .unwrap();
-            let cols = stage.score_batch(&batch(), &[[true; 3]; 2], None).unwrap();
+            let cols = stage
+                .score_batch(&batch(), &[Wanted::Every, Wanted::Every], None)
+                .unwrap();
             (strings(&cols, "meaning_match_source"), stage.report())
         };
         let (sources, report) = run();
@@ -1016,18 +1051,27 @@ mod tests {
             "meaning_match" => Reply::Status(400, vec![], "no".into()),
             _ => chat(r#"{"score": 3, "rationale": "x"}"#),
         });
-        let mut stage = JudgeStage::new(options(&server.url, [true, true, false], None)).unwrap();
+        let mut stage =
+            JudgeStage::new(options(&server.url, &["meaning_match", "similarity"], None)).unwrap();
         let mut b = batch();
         b.output = text(&["Lyon", "Water boils at 100 C."]); // row 1: decided by rule
-        stage.score_batch(&b, &[[true; 3]; 2], None).unwrap();
+        stage
+            .score_batch(&b, &[Wanted::Every, Wanted::Every], None)
+            .unwrap();
         assert_eq!(stage.last_batch_rows_failed(), 1);
         let r = stage.report();
         assert_eq!((r.rows_failed, r.failures), (1, 1));
-        stage.score_batch(&batch(), &[[true; 3]; 2], None).unwrap();
+        stage
+            .score_batch(&batch(), &[Wanted::Every, Wanted::Every], None)
+            .unwrap();
         assert_eq!(stage.last_batch_rows_failed(), 2);
         assert_eq!(stage.report().rows_failed, 3);
         stage
-            .score_batch(&batch(), &[[false, true, false]; 2], None)
+            .score_batch(
+                &batch(),
+                &vec![Wanted::These(vec![&refscore_batch::metric::SIMILARITY]); 2],
+                None,
+            )
             .unwrap();
         assert_eq!(stage.last_batch_rows_failed(), 0);
     }
@@ -1037,7 +1081,7 @@ mod tests {
         use std::sync::atomic::AtomicBool;
         let dir = tempfile::tempdir().unwrap();
         let journal = dir.path().join("journal");
-        let sel = [true, true, true];
+        let sel = &["meaning_match", "similarity", "fact_similarity"];
         // One endpoint (the key holds its URL) that answers, then, like a
         // judge gone down after a crash, fails every request.
         let down = Arc::new(AtomicBool::new(false));
@@ -1056,7 +1100,9 @@ mod tests {
         let run = || {
             let mut stage = JudgeStage::new(options(&server.url, sel, None)).unwrap();
             stage.set_journal_dir(journal.clone()).unwrap();
-            let cols = stage.score_batch(&batch(), &[[true; 3]; 2], None).unwrap();
+            let cols = stage
+                .score_batch(&batch(), &[Wanted::Every, Wanted::Every], None)
+                .unwrap();
             (cols, stage.report())
         };
         let (first, paid) = run();
@@ -1122,10 +1168,10 @@ mod tests {
         column(cols, name).as_boolean().iter().collect()
     }
 
-    fn verdict_first(url: &str, selection: [bool; 3], reasons: Reasons) -> JudgeStage {
+    fn verdict_first(url: &str, names: &[&str], reasons: Reasons) -> JudgeStage {
         JudgeStage::new(JudgeOptions {
             reasons,
-            ..options(url, selection, None)
+            ..options(url, names, None)
         })
         .unwrap()
     }
@@ -1169,8 +1215,10 @@ mod tests {
                 chat(r#"{"meaning_match": false, "reason": "Lyon is not the capital."}"#)
             }
         });
-        let mut stage = verdict_first(&server.url, [true, false, false], Reasons::Failures);
-        let cols = stage.score_batch(&batch(), &[[true; 3]; 2], None).unwrap();
+        let mut stage = verdict_first(&server.url, &["meaning_match"], Reasons::Failures);
+        let cols = stage
+            .score_batch(&batch(), &[Wanted::Every, Wanted::Every], None)
+            .unwrap();
         assert_eq!(bools(&cols, "meaning_match"), [Some(false), Some(true)]);
         let p = floats(&cols, "meaning_match_p");
         assert!(
@@ -1212,8 +1260,10 @@ mod tests {
         );
 
         // `never`: the same verdicts, no reasons.
-        let mut stage = verdict_first(&server.url, [true, false, false], Reasons::Never);
-        let cols = stage.score_batch(&batch(), &[[true; 3]; 2], None).unwrap();
+        let mut stage = verdict_first(&server.url, &["meaning_match"], Reasons::Never);
+        let cols = stage
+            .score_batch(&batch(), &[Wanted::Every, Wanted::Every], None)
+            .unwrap();
         assert_eq!(bools(&cols, "meaning_match"), [Some(false), Some(true)]);
         assert_eq!(strings(&cols, "meaning_match_reason"), [None, None]);
         assert_eq!(server.requests().len(), 5);
@@ -1235,8 +1285,10 @@ mod tests {
                 ],
             )
         });
-        let mut stage = verdict_first(&server.url, [false, true, false], Reasons::Failures);
-        let cols = stage.score_batch(&batch(), &[[true; 3]; 2], None).unwrap();
+        let mut stage = verdict_first(&server.url, &["similarity"], Reasons::Failures);
+        let cols = stage
+            .score_batch(&batch(), &[Wanted::Every, Wanted::Every], None)
+            .unwrap();
         use arrow::array::AsArray;
         use arrow::datatypes::UInt8Type;
         let scores: Vec<Option<u8>> = column(&cols, "similarity_score")
@@ -1265,8 +1317,10 @@ mod tests {
                 (false, _) => chat(r#"{"meaning_match": false, "reason": "Different city."}"#),
             }
         });
-        let mut stage = verdict_first(&server.url, [true, false, false], Reasons::Failures);
-        let cols = stage.score_batch(&batch(), &[[true; 3]; 2], None).unwrap();
+        let mut stage = verdict_first(&server.url, &["meaning_match"], Reasons::Failures);
+        let cols = stage
+            .score_batch(&batch(), &[Wanted::Every, Wanted::Every], None)
+            .unwrap();
         assert_eq!(bools(&cols, "meaning_match"), [Some(false), Some(true)]);
         assert_eq!(floats(&cols, "meaning_match_p"), [None, None]);
         assert_eq!(
@@ -1298,8 +1352,10 @@ mod tests {
                 ],
             )
         });
-        let mut stage = verdict_first(&server.url, [true, false, false], Reasons::Always);
-        let cols = stage.score_batch(&batch(), &[[true; 3]; 2], None).unwrap();
+        let mut stage = verdict_first(&server.url, &["meaning_match"], Reasons::Always);
+        let cols = stage
+            .score_batch(&batch(), &[Wanted::Every, Wanted::Every], None)
+            .unwrap();
         assert!(cols.row_errors.is_empty(), "{:?}", cols.row_errors);
         assert_eq!(
             bools(&cols, "meaning_match"),
@@ -1344,8 +1400,10 @@ mod tests {
             "Amy likes apples, berries and plums",
             "Amy likes apples, berries and plums",
         ]);
-        let mut stage = verdict_first(&server.url, [false, false, true], Reasons::Failures);
-        let cols = stage.score_batch(&b, &[[true; 3]; 2], None).unwrap();
+        let mut stage = verdict_first(&server.url, &["fact_similarity"], Reasons::Failures);
+        let cols = stage
+            .score_batch(&b, &[Wanted::Every, Wanted::Every], None)
+            .unwrap();
         assert!(cols.row_errors.is_empty(), "{:?}", cols.row_errors);
         let f = floats(&cols, "fact_similarity");
         assert!((f[0].unwrap() - 1.0 / 3.0).abs() < 1e-6, "{f:?}");

@@ -12,37 +12,72 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, Float32Array};
 use arrow::datatypes::{DataType, Field};
 use rayon::prelude::*;
+use refscore_batch::metric::{self, Metric, MetricSet};
 use refscore_batch::{RowBatch, ScoreColumns};
 
 pub use normalize::normalize;
 use normalize::Normalized;
 
-/// The lexical metrics by output column name, in output order.
-pub const METRICS: [&str; 5] = [
-    "exact_match",
-    "contains_match",
-    "exact_match_norm",
-    "contains_match_norm",
-    "token_f1",
-];
-
-/// Which lexical metrics a run computes (indexed like [`METRICS`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Selection(pub [bool; 5]);
+/// Which lexical metrics a run computes. The scorer skips the work of
+/// those not asked for (a run wanting `token_f1` alone does no contains
+/// search).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Selection {
+    exact_match: bool,
+    contains_match: bool,
+    exact_match_norm: bool,
+    contains_match_norm: bool,
+    token_f1: bool,
+}
 
 impl Selection {
     /// Every lexical metric.
-    pub const ALL: Selection = Selection([true; 5]);
-    /// No lexical metric.
-    pub const NONE: Selection = Selection([false; 5]);
+    pub const ALL: Selection = Selection {
+        exact_match: true,
+        contains_match: true,
+        exact_match_norm: true,
+        contains_match_norm: true,
+        token_f1: true,
+    };
 
-    /// True when no lexical metric is selected.
-    pub fn is_empty(&self) -> bool {
-        !self.0.iter().any(|&b| b)
+    /// The lexical metrics of a run's metric set.
+    pub fn of(set: &MetricSet) -> Selection {
+        Selection {
+            exact_match: set.contains(&metric::EXACT_MATCH),
+            contains_match: set.contains(&metric::CONTAINS_MATCH),
+            exact_match_norm: set.contains(&metric::EXACT_MATCH_NORM),
+            contains_match_norm: set.contains(&metric::CONTAINS_MATCH_NORM),
+            token_f1: set.contains(&metric::TOKEN_F1),
+        }
+    }
+
+    /// The selected metrics with their values in `s`, in output order.
+    fn values(&self, s: &LexicalScores) -> impl Iterator<Item = (&'static Metric, f32)> {
+        [
+            (self.exact_match, &metric::EXACT_MATCH, s.exact_match),
+            (
+                self.contains_match,
+                &metric::CONTAINS_MATCH,
+                s.contains_match,
+            ),
+            (
+                self.exact_match_norm,
+                &metric::EXACT_MATCH_NORM,
+                s.exact_match_norm,
+            ),
+            (
+                self.contains_match_norm,
+                &metric::CONTAINS_MATCH_NORM,
+                s.contains_match_norm,
+            ),
+            (self.token_f1, &metric::TOKEN_F1, s.token_f1),
+        ]
+        .into_iter()
+        .filter_map(|(on, m, v)| on.then_some((m, v)))
     }
 
     fn needs_normalization(&self) -> bool {
-        self.0[2] || self.0[3] || self.0[4]
+        self.exact_match_norm || self.contains_match_norm || self.token_f1
     }
 }
 
@@ -60,18 +95,6 @@ pub struct LexicalScores {
     pub contains_match_norm: f32,
     /// SQuAD-style token F1 of N(reference) against N(output).
     pub token_f1: f32,
-}
-
-impl LexicalScores {
-    fn get(&self, k: usize) -> f32 {
-        [
-            self.exact_match,
-            self.contains_match,
-            self.exact_match_norm,
-            self.contains_match_norm,
-            self.token_f1,
-        ][k]
-    }
 }
 
 /// Scores pairs while reusing its buffers, so scoring millions of rows does
@@ -101,10 +124,10 @@ impl Scorer {
     fn score_selected(&mut self, reference: &str, output: &str, sel: Selection) -> LexicalScores {
         let (r, o) = (reference.trim(), output.trim());
         let mut s = LexicalScores::default();
-        if sel.0[0] {
+        if sel.exact_match {
             s.exact_match = f(r == o);
         }
-        if sel.0[1] {
+        if sel.contains_match {
             // `str::contains` uses the two-way algorithm: linear time.
             s.contains_match = f(o.contains(r));
         }
@@ -113,15 +136,15 @@ impl Scorer {
         }
         self.reference.run(r);
         self.output.run(o);
-        if sel.0[4] {
+        if sel.token_f1 {
             s.token_f1 = self.token_f1();
         }
-        if sel.0[2] || sel.0[3] {
+        if sel.exact_match_norm || sel.contains_match_norm {
             let rt = self.reference.tokens();
             let ot = self.output.tokens();
             let equal = rt.len() == ot.len() && rt.eq(ot);
             s.exact_match_norm = f(equal);
-            if sel.0[3] {
+            if sel.contains_match_norm {
                 s.contains_match_norm = f(if self.reference.token_count() == 0 {
                     equal
                 } else {
@@ -225,11 +248,8 @@ fn f(b: bool) -> f32 {
 
 /// The output fields of the selected lexical metrics (all Float32, nullable).
 pub fn fields(sel: Selection) -> Vec<Field> {
-    METRICS
-        .iter()
-        .zip(sel.0)
-        .filter(|(_, on)| *on)
-        .map(|(name, _)| Field::new(*name, DataType::Float32, true))
+    sel.values(&LexicalScores::default())
+        .map(|(m, _)| Field::new(m.name, DataType::Float32, true))
         .collect()
 }
 
@@ -249,17 +269,12 @@ pub fn score_batch(batch: &RowBatch, sel: Selection) -> ScoreColumns {
         })
         .collect();
     let mut out = ScoreColumns::default();
-    for (k, field) in METRICS
-        .iter()
-        .zip(sel.0)
-        .enumerate()
-        .filter_map(|(k, (f, on))| on.then_some((k, f)))
-    {
-        let array: Float32Array = rows.iter().map(|r| r.map(|s| s.get(k))).collect();
-        out.push(
-            Field::new(*field, DataType::Float32, true),
-            Arc::new(array) as ArrayRef,
-        );
+    for (k, field) in fields(sel).into_iter().enumerate() {
+        let array: Float32Array = rows
+            .iter()
+            .map(|r| r.map(|s| sel.values(&s).nth(k).map_or(0.0, |(_, v)| v)))
+            .collect();
+        out.push(field, Arc::new(array) as ArrayRef);
     }
     out
 }
@@ -352,9 +367,12 @@ mod tests {
 
     #[test]
     fn only_the_selected_metrics_are_computed() {
-        let mut sel = [false; 5];
-        sel[4] = true;
-        let x = Scorer::new().score_selected("a b c", "a b c", Selection(sel));
+        let only = |m: &'static Metric| {
+            let mut set = MetricSet::new();
+            set.insert(m);
+            Selection::of(&set)
+        };
+        let x = Scorer::new().score_selected("a b c", "a b c", only(&metric::TOKEN_F1));
         assert_eq!(x.token_f1, 1.0);
         assert_eq!(
             (
@@ -366,11 +384,7 @@ mod tests {
             (0.0, 0.0, 0.0, 0.0),
             "metrics not asked for are not computed"
         );
-        let x = Scorer::new().score_selected(
-            "b",
-            "a b c",
-            Selection([false, false, false, true, false]),
-        );
+        let x = Scorer::new().score_selected("b", "a b c", only(&metric::CONTAINS_MATCH_NORM));
         assert_eq!((x.contains_match_norm, x.token_f1), (1.0, 0.0));
     }
 

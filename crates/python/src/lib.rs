@@ -104,5 +104,26 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         codes.set_item(class.name(), class.exit_code())?;
     }
     m.add("EXIT_CODES", codes)?;
+    // The metric registry, so Python code reads metrics as the CLI does.
+    let metrics = pyo3::types::PyList::empty(m.py());
+    for metric in refscore_batch::metric::BUILTIN {
+        let d = pyo3::types::PyDict::new(m.py());
+        d.set_item("name", metric.name)?;
+        d.set_item("group", metric.group.name())?;
+        d.set_item("family", metric.family)?;
+        d.set_item(
+            "kind",
+            match metric.kind {
+                refscore_batch::metric::Kind::Binary => "binary",
+                refscore_batch::metric::Kind::Score => "score",
+            },
+        )?;
+        d.set_item("default_threshold", metric.default_threshold)?;
+        d.set_item("columns", metric.output_columns().to_vec())?;
+        d.set_item("reason_column", metric.reason_column)?;
+        d.set_item("source_column", metric.source_column)?;
+        metrics.append(d)?;
+    }
+    m.add("METRICS", metrics)?;
     Ok(())
 }

@@ -38,10 +38,9 @@ pub struct Options {
     /// Slice column (in the result or the input).
     pub by: Option<String>,
     /// Pass thresholds given for this report (`--threshold`); they win over
-    /// the thresholds the result records, which win over the defaults.
+    /// the thresholds the result records, which win over the registry's
+    /// defaults.
     pub thresholds: Vec<(String, f64)>,
-    /// Pass thresholds for metrics neither of the above sets.
-    pub default_thresholds: Vec<(String, f64)>,
     /// Regression checks.
     pub gates: Vec<Gate>,
     /// Lowest rows listed per metric.

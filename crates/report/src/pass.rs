@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use arrow::array::{Array, ArrayRef, RecordBatch};
 use rayon::prelude::*;
+use refscore_batch::metric;
 use refscore_batch::schema::{ERROR, ID, STATUS};
 use refscore_batch::{Error, TextColumn};
 use refscore_read::{Dataset, ReadOptions, Table, TableBatches};
@@ -385,7 +386,7 @@ fn slice_source(options: &Options, cur: &Run, by: &str) -> Result<SliceSource, E
 }
 
 /// Each metric's pass threshold: the report's `--threshold`, else the one
-/// the result records (what its summary used), else the default.
+/// the result records (what its summary used), else the registry's default.
 fn thresholds(ctx: &Ctx) -> Vec<Option<f64>> {
     let find =
         |list: &[(String, f64)], m: &str| list.iter().rev().find(|(n, _)| n == m).map(|(_, t)| *t);
@@ -394,7 +395,7 @@ fn thresholds(ctx: &Ctx) -> Vec<Option<f64>> {
         .map(|m| {
             find(&ctx.options.thresholds, m)
                 .or_else(|| find(&ctx.cur.thresholds, m))
-                .or_else(|| find(&ctx.options.default_thresholds, m))
+                .or_else(|| metric::find(m).map(|d| d.default_threshold))
         })
         .collect()
 }

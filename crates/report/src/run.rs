@@ -9,6 +9,7 @@ use arrow::datatypes::{
     DataType, Field, Float32Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type,
     UInt32Type, UInt64Type, UInt8Type,
 };
+use refscore_batch::metric::{self, Metric};
 use refscore_batch::schema::{footer, ERROR, ID, STATUS};
 use refscore_batch::{Error, TextColumn};
 use refscore_read::{Role, Table, ALIASES};
@@ -19,8 +20,6 @@ pub(crate) const JUDGE_COLUMNS: [&str; 3] = [
     "judge_completion_tokens",
     "judge_latency_ms",
 ];
-/// Judge explanation columns shown beside the lowest rows and flips.
-pub(crate) const REASON_COLUMNS: [&str; 2] = ["meaning_match_reason", "similarity_rationale"];
 
 /// A result written by `refscore score`, opened and checked.
 pub(crate) struct Run {
@@ -94,22 +93,27 @@ impl Run {
                 .filter(|n| has(n))
                 .map(|n| n.to_string())
                 .collect(),
-            source_cols: schema.fields()[1..status_at]
-                .iter()
-                .map(|f| f.name())
-                .filter(|n| n.ends_with("_source"))
-                .cloned()
-                .collect(),
+            source_cols: registry_columns(|m| m.source_column, &has),
             text_cols,
-            reason_cols: REASON_COLUMNS
-                .iter()
-                .filter(|n| has(n))
-                .map(|n| n.to_string())
-                .collect(),
+            reason_cols: registry_columns(|m| m.reason_column, &has),
             thresholds,
             table,
         })
     }
+}
+
+/// The columns of one role (judge sources, judge reasons) that the
+/// registry's metrics write and the result has, in output order.
+fn registry_columns(
+    role: fn(&Metric) -> Option<&'static str>,
+    has: &dyn Fn(&str) -> bool,
+) -> Vec<String> {
+    metric::BUILTIN
+        .iter()
+        .filter_map(|m| role(m))
+        .filter(|n| has(n))
+        .map(String::from)
+        .collect()
 }
 
 /// Which ids can be joined with which: integer ids by value, string ids by

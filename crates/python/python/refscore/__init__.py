@@ -21,7 +21,12 @@ from . import _native
 from ._errors import USAGE, RefscoreError
 from ._options import flags as _flags
 
-__all__ = ["Scorer", "score_parquet", "RefscoreError"]
+__all__ = ["Scorer", "score_parquet", "RefscoreError", "METRICS"]
+
+#: Every metric refscore computes, from the Rust registry the CLI reads:
+#: name, group, family, kind ("binary" or "score"), default_threshold,
+#: columns, reason_column and source_column.
+METRICS = [dict(m) for m in _native.METRICS]
 
 # Options of a job over files; a Scorer gets its data per call.
 _JOB_ONLY = ("input", "output", "overwrite", "resume", "shard", "max_judge_failures", "quiet")

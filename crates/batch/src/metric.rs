@@ -1,0 +1,362 @@
+//! The metric registry: every metric refscore computes, as a value that
+//! says what it is (name, group, kind, output columns, default pass
+//! threshold, what it needs). The CLI validates `--metrics` and
+//! `--threshold` against it and prints its help from it, the stages name
+//! their columns from it, the summary and the report read the kinds and
+//! judge columns from it, so adding a metric is one entry here plus the
+//! code that computes it.
+
+/// The stage that computes a metric, which is also a `--metrics` group name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Group {
+    /// Text comparisons; no model.
+    Lexical,
+    /// Scores from the embedding model's forward pass.
+    Embedding,
+    /// Answers of an LLM judge.
+    Judge,
+}
+
+impl Group {
+    /// Every group, in output order.
+    pub const ALL: [Group; 3] = [Group::Lexical, Group::Embedding, Group::Judge];
+
+    /// The name `--metrics` takes for the whole group.
+    pub fn name(self) -> &'static str {
+        match self {
+            Group::Lexical => "lexical",
+            Group::Embedding => "embedding",
+            Group::Judge => "judge",
+        }
+    }
+
+    /// What the group's metrics need beyond the reference and output texts,
+    /// for `--help` and messages.
+    pub fn needs(self) -> &'static str {
+        match self {
+            Group::Lexical => "",
+            Group::Embedding => "needs the model",
+            Group::Judge => "needs --judge-url",
+        }
+    }
+}
+
+/// What a metric's value means, which decides how it is summarised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A pass/fail value (0/1 or a boolean column): its mean is a rate.
+    Binary,
+    /// A graded score on 0..=1.
+    Score,
+}
+
+/// One metric: what `--metrics` calls it and everything downstream needs to
+/// know about its output without running it.
+#[derive(Debug, PartialEq)]
+pub struct Metric {
+    /// The name `--metrics`, `--threshold` and `--judge-where` use; also the
+    /// column holding the metric's value.
+    pub name: &'static str,
+    /// The stage that computes it.
+    pub group: Group,
+    /// A second name that selects it with its siblings ("bertscore").
+    pub family: Option<&'static str>,
+    /// Pass/fail or graded.
+    pub kind: Kind,
+    /// The pass threshold the summary uses unless `--threshold` says otherwise.
+    pub default_threshold: f64,
+    /// Every column the metric writes, in output order (its value column
+    /// among them).
+    pub columns: &'static [&'static str],
+    /// The column with the judge's explanation, for judge metrics.
+    pub reason_column: Option<&'static str>,
+    /// The column saying how each value was decided (rule, band, cache, judge).
+    pub source_column: Option<&'static str>,
+    /// Whether the input (question) column is part of what it reads.
+    pub reads_input: bool,
+}
+
+impl Metric {
+    const fn lexical(name: &'static str, kind: Kind, default_threshold: f64) -> Metric {
+        Metric {
+            name,
+            group: Group::Lexical,
+            family: None,
+            kind,
+            default_threshold,
+            columns: &[],
+            reason_column: None,
+            source_column: None,
+            reads_input: false,
+        }
+    }
+
+    const fn embedding(name: &'static str, family: Option<&'static str>) -> Metric {
+        Metric {
+            name,
+            group: Group::Embedding,
+            family,
+            kind: Kind::Score,
+            default_threshold: 0.8,
+            columns: &[],
+            reason_column: None,
+            source_column: None,
+            reads_input: false,
+        }
+    }
+
+    /// The columns it writes: [`Metric::columns`], or its name alone.
+    pub fn output_columns(&'static self) -> &'static [&'static str] {
+        if self.columns.is_empty() {
+            std::slice::from_ref(&self.name)
+        } else {
+            self.columns
+        }
+    }
+}
+
+/// strip(reference) == strip(output).
+pub static EXACT_MATCH: Metric = Metric::lexical("exact_match", Kind::Binary, 1.0);
+/// strip(reference) is a substring of strip(output).
+pub static CONTAINS_MATCH: Metric = Metric::lexical("contains_match", Kind::Binary, 1.0);
+/// Normalised texts equal.
+pub static EXACT_MATCH_NORM: Metric = Metric::lexical("exact_match_norm", Kind::Binary, 1.0);
+/// Normalised reference tokens a contiguous run of the output's.
+pub static CONTAINS_MATCH_NORM: Metric = Metric::lexical("contains_match_norm", Kind::Binary, 1.0);
+/// SQuAD-style token F1.
+pub static TOKEN_F1: Metric = Metric::lexical("token_f1", Kind::Score, 0.5);
+/// Cosine of the pooled embeddings.
+pub static COSINE: Metric = Metric {
+    default_threshold: 0.7,
+    ..Metric::embedding("cosine", None)
+};
+/// BERTScore precision.
+pub static BERTSCORE_PRECISION: Metric =
+    Metric::embedding("bertscore_precision", Some("bertscore"));
+/// BERTScore recall.
+pub static BERTSCORE_RECALL: Metric = Metric::embedding("bertscore_recall", Some("bertscore"));
+/// BERTScore F1.
+pub static BERTSCORE_F1: Metric = Metric::embedding("bertscore_f1", Some("bertscore"));
+/// The judge's verdict: same meaning as the reference.
+pub static MEANING_MATCH: Metric = Metric {
+    name: "meaning_match",
+    group: Group::Judge,
+    family: None,
+    kind: Kind::Binary,
+    default_threshold: 1.0,
+    columns: &[
+        "meaning_match",
+        "meaning_match_p",
+        "meaning_match_reason",
+        "meaning_match_source",
+    ],
+    reason_column: Some("meaning_match_reason"),
+    source_column: Some("meaning_match_source"),
+    reads_input: true,
+};
+/// The judge's 0–10 similarity rubric, on 0..=1.
+pub static SIMILARITY: Metric = Metric {
+    name: "similarity",
+    group: Group::Judge,
+    family: None,
+    kind: Kind::Score,
+    default_threshold: 0.7,
+    columns: &[
+        "similarity_score",
+        "similarity",
+        "similarity_rationale",
+        "similarity_source",
+    ],
+    reason_column: Some("similarity_rationale"),
+    source_column: Some("similarity_source"),
+    reads_input: true,
+};
+/// The fact ratio: facts the two answers share.
+pub static FACT_SIMILARITY: Metric = Metric {
+    name: "fact_similarity",
+    group: Group::Judge,
+    family: None,
+    kind: Kind::Score,
+    default_threshold: 0.5,
+    columns: &[
+        "fact_similarity",
+        "fact_recall",
+        "fact_precision",
+        "fact_counts",
+        "fact_similarity_source",
+    ],
+    reason_column: None,
+    source_column: Some("fact_similarity_source"),
+    reads_input: true,
+};
+
+/// Every built-in metric, in output order.
+pub static BUILTIN: [&Metric; 12] = [
+    &EXACT_MATCH,
+    &CONTAINS_MATCH,
+    &EXACT_MATCH_NORM,
+    &CONTAINS_MATCH_NORM,
+    &TOKEN_F1,
+    &COSINE,
+    &BERTSCORE_PRECISION,
+    &BERTSCORE_RECALL,
+    &BERTSCORE_F1,
+    &MEANING_MATCH,
+    &SIMILARITY,
+    &FACT_SIMILARITY,
+];
+
+/// The metric named `name`, if refscore has one.
+pub fn find(name: &str) -> Option<&'static Metric> {
+    BUILTIN.iter().copied().find(|m| m.name == name)
+}
+
+/// The metric whose columns include `column` (a judge metric's reason or
+/// source column, a value column).
+pub fn owning(column: &str) -> Option<&'static Metric> {
+    BUILTIN
+        .iter()
+        .copied()
+        .find(|m| m.output_columns().contains(&column))
+}
+
+/// The metrics a `--metrics` word names, a metric or a group ("lexical",
+/// "bertscore", …), in registry order; `None` for a word nothing knows.
+/// ("all" is the caller's: it depends on whether a judge is configured.)
+pub fn named(word: &str) -> Option<Vec<&'static Metric>> {
+    let members: Vec<&'static Metric> = BUILTIN
+        .iter()
+        .copied()
+        .filter(|m| m.name == word || m.group.name() == word || m.family == Some(word))
+        .collect();
+    (!members.is_empty()).then_some(members)
+}
+
+/// The names `--metrics` takes besides the metrics': each group, followed
+/// by the families within it.
+pub fn group_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = Vec::new();
+    for g in Group::ALL {
+        names.push(g.name());
+        for m in BUILTIN.iter().filter(|m| m.group == g) {
+            if let Some(f) = m.family {
+                if !names.contains(&f) {
+                    names.push(f);
+                }
+            }
+        }
+    }
+    names
+}
+
+/// A run's chosen metrics, kept in registry order whatever order they were
+/// named in, so output columns never depend on how the flag was spelt.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetricSet(Vec<&'static Metric>);
+
+impl MetricSet {
+    /// No metric.
+    pub fn new() -> MetricSet {
+        MetricSet(Vec::new())
+    }
+
+    /// The built-in metrics of the given groups.
+    pub fn of_groups(groups: &[Group]) -> MetricSet {
+        MetricSet(
+            BUILTIN
+                .iter()
+                .copied()
+                .filter(|m| groups.contains(&m.group))
+                .collect(),
+        )
+    }
+
+    /// Adds a metric (a no-op when present).
+    pub fn insert(&mut self, metric: &'static Metric) {
+        if !self.contains(metric) {
+            self.0.push(metric);
+            let rank = |m: &&Metric| BUILTIN.iter().position(|b| b.name == m.name);
+            self.0.sort_by_key(rank);
+        }
+    }
+
+    /// Whether the set holds `metric`.
+    pub fn contains(&self, metric: &Metric) -> bool {
+        self.0.iter().any(|m| m.name == metric.name)
+    }
+
+    /// Whether the set holds any metric of `group`.
+    pub fn has_group(&self, group: Group) -> bool {
+        self.0.iter().any(|m| m.group == group)
+    }
+
+    /// The set's metrics of `group`, in order.
+    pub fn of_group(&self, group: Group) -> MetricSet {
+        MetricSet(
+            self.0
+                .iter()
+                .copied()
+                .filter(|m| m.group == group)
+                .collect(),
+        )
+    }
+
+    /// True when the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The metrics, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &'static Metric> + '_ {
+        self.0.iter().copied()
+    }
+
+    /// For each built-in metric of `group`, in registry order, whether the
+    /// set holds it: the form earlier run fingerprints recorded a selection
+    /// in, kept so that `--resume` still recognises their runs.
+    pub fn flags(&self, group: Group) -> Vec<bool> {
+        BUILTIN
+            .iter()
+            .filter(|m| m.group == group)
+            .map(|m| self.contains(m))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_columns_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for m in BUILTIN {
+            assert!(seen.insert(m.name), "{} twice", m.name);
+            assert!(m.output_columns().contains(&m.name), "{}", m.name);
+            for c in m.output_columns().iter().filter(|c| **c != m.name) {
+                assert!(seen.insert(c), "{c} twice");
+            }
+        }
+        for g in group_names() {
+            assert!(find(g).is_none(), "{g} is a group and a metric");
+        }
+    }
+
+    #[test]
+    fn a_set_keeps_registry_order() {
+        let mut s = MetricSet::new();
+        s.insert(&FACT_SIMILARITY);
+        s.insert(&TOKEN_F1);
+        s.insert(&MEANING_MATCH);
+        s.insert(&TOKEN_F1);
+        let names: Vec<_> = s.iter().map(|m| m.name).collect();
+        assert_eq!(names, ["token_f1", "meaning_match", "fact_similarity"]);
+        assert_eq!(s.flags(Group::Judge), [true, false, true]);
+        assert_eq!(
+            named("bertscore").unwrap().len(),
+            3,
+            "the bertscore family has three members"
+        );
+        assert_eq!(owning("similarity_rationale"), Some(&SIMILARITY));
+    }
+}

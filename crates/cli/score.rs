@@ -18,7 +18,7 @@ use refscore_write::{result_schema, summary_path, write_atomically, Summary};
 use serde_json::{json, Value};
 
 use crate::progress::Progress;
-use crate::settings::{Rescale, Settings};
+use crate::settings::{Rescale, Settings, KERNELS_ENV};
 
 /// How a `score` run ended.
 pub enum Outcome {
@@ -278,7 +278,7 @@ fn fingerprint(
         // kept so that a run resumes only as it started.
         f.insert(
             "kernels".into(),
-            json!(refscore_embed::kernel_path()?.name()),
+            json!(refscore_embed::kernel_path().name()),
         );
         f.insert(
             "embed".into(),
@@ -323,11 +323,14 @@ pub(crate) fn resolve_embedding(
     }
     let model = settings.embed.model.as_deref();
     // A model named by the environment is a model asked for, like --model.
-    let named =
-        model.is_some() || std::env::var_os("REFSCORE_MODEL_DIR").is_some_and(|v| !v.is_empty());
-    match refscore_embed::resolve(model) {
+    let named = model.is_some() || settings.embed.model_dir_named;
+    match refscore_embed::resolve(model, &settings.embed.lookup) {
         Ok(files) => {
             refscore_embed::parse_device(&settings.embed.device)?;
+            let kernels = settings.embed.kernels.as_deref();
+            refscore_embed::use_kernels(kernels).map_err(|e| {
+                Error::config(format!("{KERNELS_ENV}={}: {e}", kernels.unwrap_or("")))
+            })?;
             Ok(Some(files))
         }
         Err(e) if plan.explicit || named => Err(e),
@@ -355,6 +358,7 @@ pub(crate) fn load_embedding(settings: &Settings) -> Result<EmbeddingStage, Erro
         store: settings.embed.store.clone(),
         store_outputs: settings.embed.store_outputs,
         precision: settings.embed.precision,
+        lookup: settings.embed.lookup.clone(),
         ..EmbedOptions::default()
     };
     EmbeddingStage::load(options)

@@ -49,9 +49,10 @@ pub(crate) fn set_threads(threads: Option<usize>) -> Result<(), Error> {
     let Some(n) = threads else {
         return Ok(());
     };
-    // Candle's matrix kernels size their thread use from this variable; set
-    // it before any thread pool exists.
-    std::env::set_var("RAYON_NUM_THREADS", n.to_string());
+    // The global pool is the only one: refscore's own products split their
+    // work by its size, and Candle's (gemm's) run their chunks on it too, so
+    // no environment variable needs setting (which a library reached from
+    // Ray's threads must not do).
     match rayon::ThreadPoolBuilder::new().num_threads(n).build_global() {
         Ok(()) => Ok(()),
         Err(_) if rayon::current_num_threads() == n => Ok(()),

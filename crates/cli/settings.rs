@@ -116,6 +116,14 @@ pub struct EmbedSettings {
     pub store: Option<PathBuf>,
     /// `--embed-cache-outputs`.
     pub store_outputs: bool,
+    /// `REFSCORE_KERNELS`: the fused CPU kernels' path by name (None: auto).
+    pub kernels: Option<String>,
+    /// Where the model is looked for when none is named (`REFSCORE_MODEL_DIR`)
+    /// and whether the hub may be called (`HF_HUB_OFFLINE`).
+    pub lookup: refscore_embed::ModelLookup,
+    /// True when `REFSCORE_MODEL_DIR` named the model: a model asked for,
+    /// like `--model`, so its absence is an error.
+    pub model_dir_named: bool,
 }
 
 /// Everything a `score` run needs to know, resolved.
@@ -141,6 +149,21 @@ pub struct Settings {
     pub shard: Option<refscore_job::Shard>,
     /// `--max-judge-failures`.
     pub max_judge_failures: u64,
+}
+
+/// Forces the fused CPU kernels' path (`auto`, `avx512`, `avx2`, `portable`).
+pub(crate) const KERNELS_ENV: &str = "REFSCORE_KERNELS";
+/// The model folder used when `--model` is not given.
+const MODEL_DIR_ENV: &str = "REFSCORE_MODEL_DIR";
+
+/// An environment variable's value, when set and not blank. The settings
+/// are the one place refscore reads the environment; the library crates
+/// take what it says as typed settings.
+fn env_text(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
 }
 
 /// Takes a flag's value over the config file's, and fails when the value is
@@ -337,6 +360,13 @@ impl Settings {
             .unwrap_or(256),
             store: args.embed_cache.or(file.embed_cache),
             store_outputs: args.embed_cache_outputs || file.embed_cache_outputs.unwrap_or(false),
+            kernels: env_text(KERNELS_ENV),
+            lookup: refscore_embed::ModelLookup {
+                default_dir: env_text(MODEL_DIR_ENV)
+                    .map_or_else(|| refscore_embed::DEFAULT_MODEL_DIR.into(), PathBuf::from),
+                offline: env_text("HF_HUB_OFFLINE").is_some_and(|v| v != "0"),
+            },
+            model_dir_named: env_text(MODEL_DIR_ENV).is_some(),
         };
         let band = parsed(args.judge_band, file.judge_band, "judge_band", parse_band)?;
         let in_run = |m| metrics.metrics.contains(m);

@@ -13,18 +13,15 @@
 //! embedded once. Texts are tokenised in parallel, sorted by length and run
 //! in token-budget batches so little work goes into padding.
 //!
-//! # Environment
+//! # Settings, not environment
 //!
-//! - `REFSCORE_KERNELS` = `auto` (default), `avx512`, `avx2` or `portable`:
-//!   forces the compiled form of the fused CPU kernels (attention, bias +
-//!   GELU, add + layer norm) instead of the widest the CPU supports, e.g. to
-//!   test the AVX2 or portable path on an AVX-512 machine. Read once, when
-//!   the first [`EmbeddingStage`] loads. An unknown name or a path the CPU
-//!   cannot run (it lacks one of the features that path is compiled for) is
-//!   a configuration error naming the missing features; there is no silent
-//!   fallback. All paths give the same bits, in every precision (checked on
-//!   AMD EPYC Zen 5, where all run). See
-//!   [`KernelPath`].
+//! This crate reads no environment variable: the CLI turns
+//! `REFSCORE_KERNELS`, `REFSCORE_MODEL_DIR` and `HF_HUB_OFFLINE` into
+//! [`use_kernels`] and [`ModelLookup`]. The kernel path (`auto`, `avx512`,
+//! `avx2`, `portable`) picks the compiled form of the fused CPU kernels
+//! (attention, bias + GELU, add + layer norm); all paths give the same bits,
+//! in every precision (checked on AMD EPYC Zen 5, where all run). See
+//! [`KernelPath`].
 
 mod encoder;
 mod family;
@@ -42,17 +39,17 @@ use std::time::{Duration, Instant};
 
 use arrow::array::{ArrayRef, Float32Array};
 use arrow::datatypes::{DataType, Field};
-use refscore_batch::metric::{self, Group, Metric, MetricSet};
 use candle_core::Device;
 use lru::LruCache;
 use rayon::prelude::*;
+use refscore_batch::metric::{self, Group, Metric, MetricSet};
 use refscore_batch::{Error, RowBatch, ScoreColumns, TextColumn};
 use tokenizers::Tokenizer;
 
 pub use encoder::parse_device;
-pub use kernels::{kernel_path, KernelPath, KERNELS_ENV};
+pub use kernels::{kernel_path, use_kernels, KernelPath};
 pub use math::{bertscore, cosine, Embedded};
-pub use model::{read_settings, resolve, ModelFiles, Pooling, DEFAULT_MODEL_DIR};
+pub use model::{read_settings, resolve, ModelFiles, ModelLookup, Pooling, DEFAULT_MODEL_DIR};
 pub use precision::Precision;
 
 use encoder::Encoder;
@@ -100,6 +97,9 @@ pub struct EmbedOptions {
     pub store_outputs: bool,
     /// `--precision`: the number format of the encoder's matrix products.
     pub precision: Precision,
+    /// Where the model is looked for when `model` is `None`, and whether
+    /// the hub may be called.
+    pub lookup: ModelLookup,
 }
 
 impl Default for EmbedOptions {
@@ -114,6 +114,7 @@ impl Default for EmbedOptions {
             store: None,
             store_outputs: false,
             precision: Precision::Fp32,
+            lookup: ModelLookup::default(),
         }
     }
 }
@@ -190,8 +191,8 @@ pub struct EmbeddingStage {
 impl EmbeddingStage {
     /// Finds and loads the model and tokenizer.
     pub fn load(options: EmbedOptions) -> Result<EmbeddingStage, Error> {
-        let kernels = kernels::kernel_path()?;
-        let files = model::resolve(options.model.as_deref())?;
+        let kernels = kernels::kernel_path();
+        let files = model::resolve(options.model.as_deref(), &options.lookup)?;
         let max_len = match options.max_seq_length {
             // Out of range for this model: a usage error (64), like any
             // out-of-range flag value.

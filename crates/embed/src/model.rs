@@ -106,23 +106,40 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, Error> {
     serde_json::from_str(&text).map_err(|e| Error::config(format!("{}: {e}", path.display())))
 }
 
+/// Where a model is looked for when none is named, and whether the Hugging
+/// Face hub may be called: settings the caller decides (the CLI reads them
+/// from `REFSCORE_MODEL_DIR` and `HF_HUB_OFFLINE`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelLookup {
+    /// The folder used when no model is named.
+    pub default_dir: PathBuf,
+    /// Never call the hub: a hub id must be in the local cache.
+    pub offline: bool,
+}
+
+impl Default for ModelLookup {
+    fn default() -> Self {
+        ModelLookup {
+            default_dir: PathBuf::from(DEFAULT_MODEL_DIR),
+            offline: false,
+        }
+    }
+}
+
 /// Finds the model: `spec` is a folder path or a Hugging Face id
-/// (`ORG/NAME`, looked up in the local HF cache, and on the hub only when
-/// `HF_HUB_OFFLINE` is not set); `None` means `REFSCORE_MODEL_DIR` or
-/// [`DEFAULT_MODEL_DIR`].
-pub fn resolve(spec: Option<&str>) -> Result<ModelFiles, Error> {
+/// (`ORG/NAME`, looked up in the local HF cache, and on the hub unless
+/// `lookup.offline`); `None` means `lookup.default_dir`.
+pub fn resolve(spec: Option<&str>, lookup: &ModelLookup) -> Result<ModelFiles, Error> {
     let dir = match spec {
         Some(s) if Path::new(s).is_dir() => PathBuf::from(s),
-        Some(s) if looks_like_hub_id(s) => from_hub(s)?,
+        Some(s) if looks_like_hub_id(s) => from_hub(s, lookup.offline)?,
         Some(s) => {
             return Err(Error::config(format!(
                 "--model {s}: no such folder, and not a Hugging Face id (ORG/NAME)"
             )))
         }
         None => {
-            let dir = std::env::var_os("REFSCORE_MODEL_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_MODEL_DIR));
+            let dir = lookup.default_dir.clone();
             if !dir.join("config.json").is_file() {
                 return Err(Error::config(format!(
                     "no embedding model at {}: run scripts/fetch-model.sh to fetch the default \
@@ -142,9 +159,9 @@ fn looks_like_hub_id(s: &str) -> bool {
 }
 
 /// Resolves a hub id to a snapshot folder in the local Hugging Face cache
-/// (`HF_HOME`), downloading the files only when not offline.
-fn from_hub(id: &str) -> Result<PathBuf, Error> {
-    let offline = std::env::var("HF_HUB_OFFLINE").is_ok_and(|v| !v.is_empty() && v != "0");
+/// (hf-hub finds it from `HF_HOME`), downloading the files only when not
+/// offline.
+fn from_hub(id: &str, offline: bool) -> Result<PathBuf, Error> {
     let cache = hf_hub::Cache::from_env();
     let repo = cache.model(id.to_string());
     let mut found = Vec::new();
@@ -160,7 +177,7 @@ fn from_hub(id: &str) -> Result<PathBuf, Error> {
     }
     if offline {
         return Err(Error::config(format!(
-            "--model {id}: not in the local Hugging Face cache ({}) and HF_HUB_OFFLINE is set",
+            "--model {id}: not in the local Hugging Face cache ({}) and offline (HF_HUB_OFFLINE)",
             cache.path().display()
         )));
     }

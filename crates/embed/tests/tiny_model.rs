@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use candle_core::{Device, Tensor};
-use refscore_embed::{read_settings, resolve, EmbedOptions, EmbeddingStage, Pooling};
+use refscore_embed::{read_settings, resolve, EmbedOptions, EmbeddingStage, ModelLookup, Pooling};
 use tokenizers::models::wordpiece::WordPiece;
 use tokenizers::normalizers::BertNormalizer;
 use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
@@ -237,7 +237,7 @@ fn broken_folders_and_missing_models_are_explained() {
         .unwrap_err()
         .message
         .contains("not supported"));
-    let err = resolve(Some("/definitely/not/here")).unwrap_err();
+    let err = resolve(Some("/definitely/not/here"), &ModelLookup::default()).unwrap_err();
     assert!(err.message.contains("no such folder"), "{}", err.message);
 }
 
@@ -250,13 +250,16 @@ fn hub_ids_resolve_from_the_local_hugging_face_cache_offline() {
     write_model(&snap, "cls", 16);
     std::fs::create_dir_all(repo.join("refs")).unwrap();
     std::fs::write(repo.join("refs/main"), "0123abcd").unwrap();
-    // This test binary's only test touching these variables.
+    // This test binary's only test touching the variable (hf-hub's own).
     std::env::set_var("HF_HOME", home.path());
-    std::env::set_var("HF_HUB_OFFLINE", "1");
-    let files = resolve(Some("acme/tiny-bert")).unwrap();
+    let offline = ModelLookup {
+        offline: true,
+        ..ModelLookup::default()
+    };
+    let files = resolve(Some("acme/tiny-bert"), &offline).unwrap();
     assert_eq!(files.dir, snap);
     assert_eq!(files.pooling, Pooling::Cls);
-    let err = resolve(Some("acme/absent")).unwrap_err();
+    let err = resolve(Some("acme/absent"), &offline).unwrap_err();
     assert!(err.message.contains("HF_HUB_OFFLINE"), "{}", err.message);
 }
 

@@ -295,7 +295,7 @@ pub(crate) fn product<C: Conversions>(
         static SCRATCH: std::cell::RefCell<(Vec<u32>, Vec<u32>)> = Default::default();
     }
     let (groups, width) = (w.groups, w.width());
-    assert!(inp > 0 && out > 0 && out <= width && x.len() % inp == 0);
+    assert!(inp > 0 && out > 0 && out <= width && x.len().is_multiple_of(inp));
     let n = x.len() / inp;
     let mut y = vec![0f32; n * out];
     let path = super::active();

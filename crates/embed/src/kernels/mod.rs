@@ -14,21 +14,19 @@
 //! which names its target features exactly once: the same list compiles its
 //! functions and decides whether the running CPU can use it.
 //!
-//! # Choosing the path: `REFSCORE_KERNELS`
+//! # Choosing the path
 //!
-//! By default the widest path the CPU supports is used. The environment
-//! variable `REFSCORE_KERNELS` (`auto`, `avx512`, `avx2` or `portable`) forces
-//! one, e.g. to test the AVX2 or portable path on an AVX-512 machine. It is
-//! read once, the first time a kernel path is needed (loading an
-//! [`crate::EmbeddingStage`]). A forced path the CPU cannot run, or an
-//! unknown name, is a configuration error naming the missing CPU features;
-//! it never falls back silently, so a forced test run tests what it says.
+//! By default the widest path the CPU supports is used. [`use_kernels`]
+//! forces one by name (`auto`, `avx512`, `avx2` or `portable`), e.g. to test
+//! the AVX2 or portable path on an AVX-512 machine; the CLI passes the
+//! `REFSCORE_KERNELS` environment variable to it. The path is fixed for the
+//! process once chosen or once a kernel ran. A forced path the CPU cannot
+//! run, or an unknown name, is an error naming the missing CPU features; it
+//! never falls back silently, so a forced test run tests what it says.
 //! The variable governs these kernels only: the matrix products are Candle's
 //! (gemm), which picks its own SIMD level.
 
 use std::sync::OnceLock;
-
-use refscore_batch::Error;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -41,9 +39,6 @@ mod portable;
 mod products;
 #[cfg(test)]
 mod speed;
-
-/// The environment variable that forces a kernel path (see the module docs).
-pub const KERNELS_ENV: &str = "REFSCORE_KERNELS";
 
 /// One compiled form of the fused CPU kernels (see the module docs). Exists
 /// so that every form can be chosen, forced and tested by name.
@@ -126,37 +121,44 @@ impl KernelPath {
     }
 }
 
-/// The kernel path in use: `REFSCORE_KERNELS` when set (read once, on the
-/// first call), else the widest the CPU supports. An unknown name or a path
-/// this CPU cannot run is a configuration error.
-pub fn kernel_path() -> Result<KernelPath, Error> {
-    static SELECTED: OnceLock<Result<KernelPath, String>> = OnceLock::new();
-    SELECTED
-        .get_or_init(|| select(std::env::var_os(KERNELS_ENV).as_deref()))
-        .clone()
-        .map_err(Error::config)
+/// The kernel path of this process, fixed on first use.
+static SELECTED: OnceLock<KernelPath> = OnceLock::new();
+
+/// The kernel path in use: the one [`use_kernels`] chose, else the widest
+/// the CPU supports (fixed from then on).
+pub fn kernel_path() -> KernelPath {
+    *SELECTED.get_or_init(KernelPath::best)
 }
 
-/// The path a `REFSCORE_KERNELS` value asks for, checked against the CPU.
-fn select(value: Option<&std::ffi::OsStr>) -> Result<KernelPath, String> {
-    let Some(value) = value else {
-        return Ok(KernelPath::best());
-    };
-    let text = value.to_string_lossy();
-    let name = text.trim();
+/// Chooses the kernel path by name (`None`, empty or `auto`: the widest the
+/// CPU supports), checked against the CPU. The path is chosen once per
+/// process: asking for another after that is an error, since kernels may
+/// already have run on the first.
+pub fn use_kernels(name: Option<&str>) -> Result<KernelPath, String> {
+    let path = choose(name)?;
+    let chosen = *SELECTED.get_or_init(|| path);
+    if chosen != path {
+        return Err(format!(
+            "this process already runs the {} kernels (the kernel path is chosen once per process)",
+            chosen.name()
+        ));
+    }
+    Ok(path)
+}
+
+/// The path a name asks for, checked against the CPU.
+fn choose(name: Option<&str>) -> Result<KernelPath, String> {
+    let name = name.map(str::trim).unwrap_or("");
     if name.is_empty() || name == "auto" {
         return Ok(KernelPath::best());
     }
     let path = KernelPath::from_name(name).ok_or_else(|| {
-        format!(
-            "{KERNELS_ENV}={text}: unknown kernel path (expected auto, avx512, avx2 or portable)"
-        )
+        "unknown kernel path (expected auto, avx512, avx2 or portable)".to_string()
     })?;
     let missing = path.missing_features();
     if !missing.is_empty() {
         return Err(format!(
-            "{KERNELS_ENV}={name}: this CPU cannot run the {name} kernels: it lacks {} \
-             (they need {}); unset it or use {}",
+            "this CPU cannot run the {name} kernels: it lacks {} (they need {}); use {} or auto",
             missing.join(", "),
             path.features().join(", "),
             KernelPath::best().name()
@@ -165,11 +167,9 @@ fn select(value: Option<&std::ffi::OsStr>) -> Result<KernelPath, String> {
     Ok(path)
 }
 
-/// The path the dispatching kernels below run. [`crate::EmbeddingStage`]
-/// checks [`kernel_path`] when it loads, so a bad `REFSCORE_KERNELS` is
-/// reported there, as a configuration error, before any kernel runs.
+/// The path the dispatching kernels below run.
 fn active() -> KernelPath {
-    kernel_path().unwrap_or_else(|e| panic!("{}", e.message))
+    kernel_path()
 }
 
 /// Runs `$kernel` from the module of `$path` (checked to be supported: the
@@ -673,20 +673,13 @@ mod tests {
 
     #[test]
     fn forcing_a_path_is_checked_against_the_cpu() {
-        use std::ffi::OsStr;
-        assert_eq!(select(None), Ok(KernelPath::best()));
-        assert_eq!(select(Some(OsStr::new("auto"))), Ok(KernelPath::best()));
-        assert_eq!(
-            select(Some(OsStr::new("portable"))),
-            Ok(KernelPath::Portable)
-        );
-        let err = select(Some(OsStr::new("sse9"))).unwrap_err();
-        assert!(
-            err.contains("REFSCORE_KERNELS=sse9: unknown kernel path"),
-            "{err}"
-        );
+        assert_eq!(choose(None), Ok(KernelPath::best()));
+        assert_eq!(choose(Some(" auto ")), Ok(KernelPath::best()));
+        assert_eq!(choose(Some("portable")), Ok(KernelPath::Portable));
+        let err = choose(Some("sse9")).unwrap_err();
+        assert!(err.starts_with("unknown kernel path"), "{err}");
         for path in KernelPath::ALL {
-            match select(Some(OsStr::new(path.name()))) {
+            match choose(Some(path.name())) {
                 Ok(p) => assert!(p == path && path.supported()),
                 Err(e) => {
                     assert!(!path.supported());

@@ -142,3 +142,56 @@ fn every_flag_with_a_bad_value_exits_with_its_code() {
         assert!(!out.exists(), "{flag} {value}: wrote an output");
     }
 }
+
+/// The config file is read as more arguments by the same parser: each
+/// flag's bad value, given as the file's key, fails as the flag does, except
+/// that a malformed value is the file's configuration error (78, naming the
+/// file or "config file") instead of a usage error (64).
+#[test]
+fn every_flag_in_the_config_file_gets_the_same_checks() {
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2");
+    let model = model.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let input = example();
+    let config = dir.path().join("refscore.toml");
+    for (flag, value, context, code) in cases(model) {
+        let Some(value) = value else { continue };
+        if flag == "--config" {
+            continue; // a config file names no other config file
+        }
+        let key = flag.trim_start_matches("--").replace('-', "_");
+        std::fs::write(&config, format!("{key} = {value:?}\n")).unwrap();
+        let out = dir.path().join("o.parquet");
+        let mut args = vec!["score", input.to_str().unwrap(), "--quiet"];
+        args.extend(["--config", config.to_str().unwrap()]);
+        if flag != "--output" {
+            args.extend(["-o", out.to_str().unwrap()]);
+        }
+        args.extend(context.iter().copied());
+        let want = if code == 64 { 78 } else { code };
+        let err = fails(&refscore(&args), want);
+        if code == 64 {
+            assert!(
+                err.contains("config file") || err.contains("refscore.toml"),
+                "{key} = {value:?}: {err}"
+            );
+        }
+        assert_eq!(err.trim().lines().count(), 1, "{key} = {value:?}: {err}");
+        assert!(!out.exists(), "{key} = {value:?}: wrote an output");
+    }
+    // Keys are the flags' names; anything else is refused with its line.
+    std::fs::write(&config, "quiet = true\nthreshholds = 1\n").unwrap();
+    let err = fails(
+        &refscore(&[
+            "score",
+            input.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ]),
+        78,
+    );
+    assert!(
+        err.contains("refscore.toml:2") && err.contains("threshholds"),
+        "{err}"
+    );
+}

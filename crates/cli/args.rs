@@ -1,5 +1,6 @@
 //! Command-line arguments (clap). Every `score` setting is optional here so
-//! that a `--config` file can supply it; `settings.rs` merges the two.
+//! that a `--config` file can supply it: `config.rs` turns the file into
+//! more words for this same parser, and `settings.rs` checks the result.
 
 use std::path::PathBuf;
 

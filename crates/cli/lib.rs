@@ -6,6 +6,7 @@
 //! [`Scorer`] for Python.
 
 mod args;
+mod config;
 mod html_report;
 mod inspect;
 mod merge;
@@ -37,7 +38,8 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let argv: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let cli = match Cli::try_parse_from(&argv) {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() {
@@ -49,7 +51,14 @@ where
             return code;
         }
     };
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli)));
+    // The words after `score`: its settings are read from them (and its
+    // config file) by the one parser they share.
+    let score_words = argv
+        .iter()
+        .skip(1)
+        .position(|a| a == "score")
+        .map_or(&[][..], |at| &argv[at + 2..]);
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli, score_words)));
     match outcome {
         Ok(Ok(code)) => code,
         Ok(Err(e)) => {
@@ -64,16 +73,16 @@ where
 
 /// Runs a command; `Ok` holds the exit code (0, or 1 for a failed
 /// regression gate of `report`).
-fn run(cli: Cli) -> Result<u8, Error> {
+fn run(cli: Cli, score_words: &[OsString]) -> Result<u8, Error> {
     match cli.command {
         Command::Report(args) => html_report::run(*args).map(u8::from),
-        command => run_other(command).map(|()| 0),
+        command => run_other(command, score_words).map(|()| 0),
     }
 }
 
-fn run_other(command: Command) -> Result<(), Error> {
+fn run_other(command: Command, score_words: &[OsString]) -> Result<(), Error> {
     match command {
-        Command::Score(args) => settings::Settings::resolve(*args).and_then(|s| {
+        Command::Score(_) => settings::Settings::from_words(score_words).and_then(|s| {
             scorer::set_threads(s.threads)?;
             match score::run(&s)? {
                 score::Outcome::Scored(summary) if !s.quiet => print_out(&format!(

@@ -326,6 +326,18 @@ pub(crate) fn resolve_embedding(
     let named = model.is_some() || settings.embed.model_dir_named;
     match refscore_embed::resolve(model, &settings.embed.lookup) {
         Ok(files) => {
+            if let Some(n) = settings.embed.max_seq_length {
+                if n < 2 || n > files.max_positions {
+                    return Err(settings.bad_value(
+                        "max_seq_length",
+                        &n.to_string(),
+                        &format!(
+                            "must be between 2 and the model's position limit {}",
+                            files.max_positions
+                        ),
+                    ));
+                }
+            }
             refscore_embed::parse_device(&settings.embed.device)?;
             let kernels = settings.embed.kernels.as_deref();
             refscore_embed::use_kernels(kernels).map_err(|e| {

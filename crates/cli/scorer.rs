@@ -38,7 +38,10 @@ fn parse(flags: &[String]) -> Result<Settings, Error> {
         Error::usage(first.strip_prefix("error: ").unwrap_or(first).to_string())
     })?;
     match cli.command {
-        Command::Score(args) => Settings::resolve(*args),
+        Command::Score(_) => {
+            let words: Vec<std::ffi::OsString> = flags.iter().map(Into::into).collect();
+            Settings::from_words(&words)
+        }
         _ => Err(Error::internal("parsed a score command as another")),
     }
 }

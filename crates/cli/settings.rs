@@ -2,60 +2,17 @@
 //! optional TOML config file, then checked.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::ffi::OsString;
+use std::path::PathBuf;
 
+use clap::{Args, FromArgMatches};
 use refscore_batch::Error;
 use refscore_read::ColumnMapping;
-use serde::Deserialize;
 
 use crate::args::ScoreArgs;
+use crate::config::{self, ConfigWords};
 use crate::metrics::{self, MetricPlan};
 use refscore_batch::metric;
-
-/// The `--config` file: the same settings as the flags, by the flags' names
-/// with `_` for `-`. Relative paths are taken from the file's directory.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ConfigFile {
-    input: Option<String>,
-    output: Option<PathBuf>,
-    overwrite: Option<bool>,
-    id_col: Option<String>,
-    input_col: Option<String>,
-    reference_col: Option<String>,
-    output_col: Option<String>,
-    keep: Option<Vec<String>>,
-    metrics: Option<Vec<String>>,
-    thresholds: Option<BTreeMap<String, f64>>,
-    batch_size: Option<usize>,
-    threads: Option<usize>,
-    quiet: Option<bool>,
-    model: Option<String>,
-    device: Option<String>,
-    precision: Option<String>,
-    idf: Option<bool>,
-    rescale_baseline: Option<String>,
-    max_seq_length: Option<usize>,
-    embed_cache_mb: Option<usize>,
-    embed_cache: Option<PathBuf>,
-    embed_cache_outputs: Option<bool>,
-    judge_url: Option<String>,
-    judge_model: Option<String>,
-    judge_api_key_env: Option<String>,
-    judge_timeout: Option<f64>,
-    judge_retries: Option<u32>,
-    judge_concurrency: Option<usize>,
-    judge_rpm: Option<u32>,
-    judge_tpm: Option<u32>,
-    judge_where: Option<String>,
-    judge_band: Option<String>,
-    judge_cache: Option<PathBuf>,
-    judge_reasons: Option<String>,
-    judge_threshold: Option<f64>,
-    resume: Option<bool>,
-    shard: Option<String>,
-    max_judge_failures: Option<u64>,
-}
 
 /// Settings of the judge stage (present when a judge URL is given).
 #[derive(Debug, Clone)]
@@ -149,6 +106,9 @@ pub struct Settings {
     pub shard: Option<refscore_job::Shard>,
     /// `--max-judge-failures`.
     pub max_judge_failures: u64,
+    /// Which values came from the config file, for checks made later
+    /// against the data or the model (see [`Settings::bad_value`]).
+    origin: Origin,
 }
 
 /// Forces the fused CPU kernels' path (`auto`, `avx512`, `avx2`, `portable`).
@@ -166,95 +126,146 @@ fn env_text(name: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
-/// Takes a flag's value over the config file's, and fails when the value is
-/// outside `ok`: exit 64 for a flag, 78 for a config-file entry.
-fn ranged<T: Copy + std::fmt::Display>(
-    flag: Option<T>,
-    file: Option<T>,
-    name: &str,
-    ok: impl Fn(T) -> bool,
-    expected: &str,
-) -> Result<Option<T>, Error> {
-    match (flag, file) {
-        (Some(v), _) if !ok(v) => Err(Error::usage(format!(
-            "--{} {v}: expected {expected}",
-            name.replace('_', "-")
-        ))),
-        (None, Some(v)) if !ok(v) => Err(Error::config(format!(
-            "config file: {name} = {v}: expected {expected}"
-        ))),
-        (f, g) => Ok(f.or(g)),
-    }
+/// Where each setting's value came from: the `--config` file (whose
+/// words come before the command line's) or the command line. A bad value
+/// is a usage error (64) on the command line and a configuration error (78)
+/// in the file, and the message names whichever was given.
+#[derive(Debug, Clone)]
+struct Origin {
+    file: Option<ConfigWords>,
 }
 
-/// A text setting from the flag or else the config file, parsed; a bad
-/// flag is a usage error, a bad file value a configuration error, and the
-/// message names whichever was given.
-fn parsed<T>(
-    flag: Option<String>,
-    file: Option<String>,
-    name: &str,
-    parse: impl Fn(&str) -> Result<T, String>,
-) -> Result<Option<T>, Error> {
-    match (flag, file) {
-        (Some(v), _) => parse(&v)
-            .map(Some)
-            .map_err(|e| Error::usage(format!("--{} {e}", name.replace('_', "-")))),
-        (None, Some(v)) => parse(&v)
-            .map(Some)
-            .map_err(|e| Error::config(format!("config file: {name} = {e}"))),
-        (None, None) => Ok(None),
+impl Origin {
+    /// Whether the value of argument `id` came from the file.
+    fn in_file(&self, id: &str) -> bool {
+        self.file.as_ref().is_some_and(|f| f.given.contains_key(id))
     }
-}
 
-fn read_config(path: &Path) -> Result<ConfigFile, Error> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::io(format!("{}: cannot read config file: {e}", path.display())))?;
-    toml::from_str(&text).map_err(|e| {
-        let msg = e.message().to_string();
-        let line = e.span().map(|s| text[..s.start].matches('\n').count() + 1);
-        match line {
-            Some(l) => Error::config(format!("{}:{l}: {msg}", path.display())),
-            None => Error::config(format!("{}: {msg}", path.display())),
+    /// How many of argument `id`'s values came from the file (they come
+    /// first).
+    fn file_values(&self, id: &str) -> usize {
+        self.file
+            .as_ref()
+            .and_then(|f| f.given.get(id).copied())
+            .unwrap_or(0)
+    }
+
+    /// The error for a bad value of `id`: the flag's or the file's.
+    fn bad(&self, id: &str, shown: &str, why: &str) -> Error {
+        if self.in_file(id) {
+            Error::config(format!("config file: {id} = {shown}: {why}"))
+        } else {
+            Error::usage(format!("--{} {shown}: {why}", id.replace('_', "-")))
         }
-    })
+    }
+
+    /// Checks a value against `ok` (see [`Origin::bad`]).
+    fn ranged<T: Copy + std::fmt::Display>(
+        &self,
+        value: Option<T>,
+        id: &str,
+        ok: impl Fn(T) -> bool,
+        expected: &str,
+    ) -> Result<Option<T>, Error> {
+        match value {
+            Some(v) if !ok(v) => Err(self.bad(id, &v.to_string(), &format!("expected {expected}"))),
+            v => Ok(v),
+        }
+    }
+
+    /// Parses a text value (see [`Origin::bad`]; `parse`'s message starts
+    /// with the value).
+    fn parsed<T>(
+        &self,
+        value: Option<String>,
+        id: &str,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Result<Option<T>, Error> {
+        let Some(v) = value else { return Ok(None) };
+        parse(&v).map(Some).map_err(|e| {
+            if self.in_file(id) {
+                Error::config(format!("config file: {id} = {e}"))
+            } else {
+                Error::usage(format!("--{} {e}", id.replace('_', "-")))
+            }
+        })
+    }
+}
+
+/// The `score` arguments alone, as the parser the command line and the
+/// config file share.
+fn score_command() -> clap::Command {
+    ScoreArgs::augment_args(clap::Command::new("score").no_binary_name(true))
+}
+
+/// clap's first line, as refscore's message.
+fn first_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let first = text.lines().next().unwrap_or("bad options").trim();
+    first.strip_prefix("error: ").unwrap_or(first).to_string()
 }
 
 impl Settings {
-    /// Merges flags over the config file (flags win) and fills defaults.
-    pub fn resolve(args: ScoreArgs) -> Result<Settings, Error> {
-        let (file, base) = match &args.config {
-            Some(p) => (
-                read_config(p)?,
-                p.parent().map(Path::to_path_buf).unwrap_or_default(),
-            ),
-            None => (ConfigFile::default(), PathBuf::new()),
-        };
-        let rel = |p: String| -> String {
-            if Path::new(&p).is_absolute() || base.as_os_str().is_empty() {
-                p
-            } else {
-                base.join(p).to_string_lossy().into_owned()
+    /// The error for a value found bad after the settings were read (out of
+    /// the model's range, say): a usage error for a flag, a configuration
+    /// error for a config-file key, as when the settings are read.
+    pub(crate) fn bad_value(&self, id: &str, shown: &str, why: &str) -> Error {
+        self.origin.bad(id, shown, why)
+    }
+
+    /// Reads the words after `score`, with the `--config` file's keys as
+    /// more words before them (the command line wins), through one parser,
+    /// then checks the values and fills defaults.
+    pub fn from_words(words: &[OsString]) -> Result<Settings, Error> {
+        let cmd = score_command();
+        let cli = cmd
+            .clone()
+            .try_get_matches_from(words)
+            .map_err(|e| Error::usage(first_line(&e)))?;
+        let file = match cli.get_one::<PathBuf>("config") {
+            None => None,
+            Some(path) => {
+                let on_command_line =
+                    |id: &str| cli.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+                let file = config::read(path, &cmd, &on_command_line)?;
+                // The file's words alone first: a value no flag accepts is
+                // the file's fault.
+                cmd.clone().try_get_matches_from(&file.words).map_err(|e| {
+                    Error::config(format!("{}: {}", file.path.display(), first_line(&e)))
+                })?;
+                Some(file)
             }
         };
-        let input = args.input.or(file.input.map(rel)).ok_or_else(|| {
+        let all: Vec<OsString> = file
+            .iter()
+            .flat_map(|f| f.words.iter().cloned())
+            .chain(words.iter().cloned())
+            .collect();
+        let matches = cmd
+            .try_get_matches_from(all)
+            .map_err(|e| Error::usage(first_line(&e)))?;
+        let args =
+            ScoreArgs::from_arg_matches(&matches).map_err(|e| Error::usage(first_line(&e)))?;
+        Settings::resolve(args, &Origin { file })
+    }
+
+    /// Checks the parsed arguments and fills defaults.
+    fn resolve(args: ScoreArgs, origin: &Origin) -> Result<Settings, Error> {
+        let input = args.input.ok_or_else(|| {
             Error::config("no input given: name a Parquet file, directory or glob (see --help)")
         })?;
         let output = args
             .output
-            .or(file
-                .output
-                .map(|p| PathBuf::from(rel(p.to_string_lossy().into_owned()))))
             .ok_or_else(|| Error::config("no output given: pass -o FILE.parquet"))?;
         let mapping = ColumnMapping {
-            id: args.mapping.id_col.or(file.id_col),
-            input: args.mapping.input_col.or(file.input_col),
-            reference: args.mapping.reference_col.or(file.reference_col),
-            output: args.mapping.output_col.or(file.output_col),
+            id: args.mapping.id_col,
+            input: args.mapping.input_col,
+            reference: args.mapping.reference_col,
+            output: args.mapping.output_col,
         };
-        let names_from_file = args.metrics.is_none() && file.metrics.is_some();
-        let metric_names = args.metrics.or(file.metrics);
-        let judge_url = parsed(args.judge_url, file.judge_url, "judge_url", |url| {
+        let names_from_file = origin.in_file("metrics");
+        let metric_names = args.metrics;
+        let judge_url = origin.parsed(args.judge_url, "judge_url", |url| {
             refscore_judge::check_url(url).map(|()| url.to_string())
         })?;
         // A bad --metrics value is a usage error (64); the same in the
@@ -268,18 +279,16 @@ impl Settings {
         })?;
         let mut thresholds: BTreeMap<String, f64> =
             metrics::default_thresholds().into_iter().collect();
-        for (k, v) in file.thresholds.unwrap_or_default() {
-            metrics::check_known(&k)
-                .map_err(|e| Error::config(format!("config file: threshold {k}: {}", e.message)))?;
-            if !v.is_finite() {
-                return Err(Error::config(format!(
-                    "config file: threshold {k} = {v}: expected a finite number"
-                )));
-            }
-            thresholds.insert(k, v);
-        }
-        for t in &args.threshold {
-            let (k, v) = metrics::parse_threshold(t)?;
+        // The file's thresholds come first; the command line's add to them.
+        let from_file = origin.file_values("threshold");
+        for (i, t) in args.threshold.iter().enumerate() {
+            let (k, v) = metrics::parse_threshold(t).map_err(|e| {
+                if i < from_file {
+                    Error::config(format!("config file: thresholds: {}", e.message))
+                } else {
+                    e
+                }
+            })?;
             thresholds.insert(k, v);
         }
         // Judged rows take seconds each: smaller batches keep progress and
@@ -294,23 +303,21 @@ impl Settings {
         } else {
             32 * 1024
         };
-        let batch_size = ranged(
-            args.batch_size,
-            file.batch_size,
-            "batch_size",
-            |n| (1..=10_000_000).contains(&n),
-            "1 to 10000000 rows",
-        )?
-        .unwrap_or(default_batch);
-        let threads = ranged(
+        let batch_size = origin
+            .ranged(
+                args.batch_size,
+                "batch_size",
+                |n| (1..=10_000_000).contains(&n),
+                "1 to 10000000 rows",
+            )?
+            .unwrap_or(default_batch);
+        let threads = origin.ranged(
             args.threads,
-            file.threads,
             "threads",
             |n| (1..=1024).contains(&n),
             "1 to 1024",
         )?;
-        let rescale_from_flag = args.rescale_baseline.is_some();
-        let rescale = match args.rescale_baseline.or(file.rescale_baseline) {
+        let rescale = match args.rescale_baseline {
             None => None,
             Some(r) if r == "auto" => Some(Rescale::Auto),
             Some(r) => {
@@ -323,43 +330,44 @@ impl Settings {
                         Some(Rescale::Given([*p, *rr, *f]))
                     }
                     _ => {
-                        let msg = format!(
-                            "--rescale-baseline {r}: expected auto or three finite numbers below 1, as P,R,F"
-                        );
-                        return Err(if rescale_from_flag {
-                            Error::usage(msg)
-                        } else {
-                            Error::config(msg)
-                        });
+                        return Err(origin.bad(
+                            "rescale_baseline",
+                            &r,
+                            "expected auto or three finite numbers below 1, as P,R,F",
+                        ))
                     }
                 }
             }
         };
-        let precision = parsed(args.precision, file.precision, "precision", parse_precision)?
+        let precision = origin
+            .parsed(args.precision, "precision", parse_precision)?
             .unwrap_or_default();
         let embed = EmbedSettings {
-            model: args.model.or(file.model),
-            device: args.device.or(file.device).unwrap_or_else(|| "cpu".into()),
+            model: args.model,
+            device: origin
+                .parsed(args.device, "device", |d| {
+                    refscore_embed::device_ordinal(d).map(|_| d.to_string())
+                })?
+                .unwrap_or_else(|| "cpu".into()),
             precision,
-            idf: args.idf || file.idf.unwrap_or(false),
+            idf: args.idf,
             rescale,
-            max_seq_length: ranged(
+            max_seq_length: origin.ranged(
                 args.max_seq_length,
-                file.max_seq_length,
                 "max_seq_length",
                 |n| (2..=1_000_000).contains(&n),
                 "2 or more word-pieces (at most the model's position limit)",
             )?,
-            cache_mb: ranged(
-                args.embed_cache_mb,
-                file.embed_cache_mb,
-                "embed_cache_mb",
-                |n| n <= 1 << 20,
-                "0 to 1048576 MiB",
-            )?
-            .unwrap_or(256),
-            store: args.embed_cache.or(file.embed_cache),
-            store_outputs: args.embed_cache_outputs || file.embed_cache_outputs.unwrap_or(false),
+            cache_mb: origin
+                .ranged(
+                    args.embed_cache_mb,
+                    "embed_cache_mb",
+                    |n| n <= 1 << 20,
+                    "0 to 1048576 MiB",
+                )?
+                .unwrap_or(256),
+            store: args.embed_cache,
+            store_outputs: args.embed_cache_outputs,
             kernels: env_text(KERNELS_ENV),
             lookup: refscore_embed::ModelLookup {
                 default_dir: env_text(MODEL_DIR_ENV)
@@ -368,7 +376,7 @@ impl Settings {
             },
             model_dir_named: env_text(MODEL_DIR_ENV).is_some(),
         };
-        let band = parsed(args.judge_band, file.judge_band, "judge_band", parse_band)?;
+        let band = origin.parsed(args.judge_band, "judge_band", parse_band)?;
         let in_run = |m| metrics.metrics.contains(m);
         if band.is_some()
             && !(in_run(&metric::MEANING_MATCH) && in_run(&metric::COSINE) && judge_url.is_some())
@@ -377,71 +385,65 @@ impl Settings {
                 "--judge-band needs the meaning_match and cosine metrics in the run",
             ));
         }
-        let reasons = parsed(
-            args.judge_reasons,
-            file.judge_reasons,
-            "judge_reasons",
-            refscore_judge::Reasons::parse,
-        )?
-        .unwrap_or_default();
-        let judge_threshold = ranged(
-            args.judge_threshold,
-            file.judge_threshold,
-            "judge_threshold",
-            |p| (0.0..=1.0).contains(&p),
-            "a probability from 0 to 1",
-        )?
-        .unwrap_or(0.5) as f32;
+        let reasons = origin
+            .parsed(
+                args.judge_reasons,
+                "judge_reasons",
+                refscore_judge::Reasons::parse,
+            )?
+            .unwrap_or_default();
+        let judge_threshold = origin
+            .ranged(
+                args.judge_threshold,
+                "judge_threshold",
+                |p| (0.0..=1.0).contains(&p),
+                "a probability from 0 to 1",
+            )?
+            .unwrap_or(0.5) as f32;
         let judge = match judge_url {
             None => None,
             Some(url) => {
-                let timeout = ranged(
-                    args.judge_timeout,
-                    file.judge_timeout,
-                    "judge_timeout",
-                    |t| t > 0.0 && t <= 86_400.0,
-                    "seconds above 0 and at most 86400",
-                )?
-                .unwrap_or(60.0);
-                let concurrency = ranged(
-                    args.judge_concurrency,
-                    file.judge_concurrency,
-                    "judge_concurrency",
-                    |n| (1..=256).contains(&n),
-                    "1 to 256",
-                )?
-                .unwrap_or(4);
-                let retries = ranged(
-                    args.judge_retries,
-                    file.judge_retries,
-                    "judge_retries",
-                    |n| n <= 100,
-                    "0 to 100",
-                )?
-                .unwrap_or(4);
-                let rpm = ranged(
+                let timeout = origin
+                    .ranged(
+                        args.judge_timeout,
+                        "judge_timeout",
+                        |t| t > 0.0 && t <= 86_400.0,
+                        "seconds above 0 and at most 86400",
+                    )?
+                    .unwrap_or(60.0);
+                let concurrency = origin
+                    .ranged(
+                        args.judge_concurrency,
+                        "judge_concurrency",
+                        |n| (1..=256).contains(&n),
+                        "1 to 256",
+                    )?
+                    .unwrap_or(4);
+                let retries = origin
+                    .ranged(
+                        args.judge_retries,
+                        "judge_retries",
+                        |n| n <= 100,
+                        "0 to 100",
+                    )?
+                    .unwrap_or(4);
+                let rpm = origin.ranged(
                     args.judge_rpm,
-                    file.judge_rpm,
                     "judge_rpm",
                     |n| n >= 1,
                     "at least 1 request per minute",
                 )?;
-                let tpm = ranged(
+                let tpm = origin.ranged(
                     args.judge_tpm,
-                    file.judge_tpm,
                     "judge_tpm",
                     |n| n >= 1,
                     "at least 1 token per minute",
                 )?;
                 Some(JudgeSettings {
                     url,
-                    model: args
-                        .judge_model
-                        .or(file.judge_model)
-                        .unwrap_or_else(|| "default".into()),
+                    model: args.judge_model.unwrap_or_else(|| "default".into()),
                     api_key_env: args
                         .judge_api_key_env
-                        .or(file.judge_api_key_env)
                         .unwrap_or_else(|| "OPENAI_API_KEY".into()),
                     timeout,
                     retries,
@@ -451,37 +453,40 @@ impl Settings {
                     band,
                     reasons,
                     threshold: judge_threshold,
-                    cache: args.judge_cache.or(file
-                        .judge_cache
-                        .map(|p| PathBuf::from(rel(p.to_string_lossy().into_owned())))),
+                    cache: args.judge_cache,
                 })
             }
         };
         let shard = args
             .shard
-            .or(file.shard)
-            .map(|s| s.parse::<refscore_job::Shard>().map_err(Error::usage))
+            .map(|s| {
+                s.parse::<refscore_job::Shard>().map_err(|e| {
+                    if origin.in_file("shard") {
+                        Error::config(format!("config file: {e}"))
+                    } else {
+                        Error::usage(e)
+                    }
+                })
+            })
             .transpose()?;
         Ok(Settings {
-            resume: args.resume || file.resume.unwrap_or(false),
+            origin: origin.clone(),
+            resume: args.resume,
             shard,
-            max_judge_failures: args
-                .max_judge_failures
-                .or(file.max_judge_failures)
-                .unwrap_or(0),
+            max_judge_failures: args.max_judge_failures.unwrap_or(0),
             judge,
-            judge_where: args.judge_where.or(file.judge_where),
+            judge_where: args.judge_where,
             embed,
             input,
             output,
-            overwrite: args.overwrite || file.overwrite.unwrap_or(false),
+            overwrite: args.overwrite,
             mapping,
-            keep: args.keep.or(file.keep).unwrap_or_default(),
+            keep: args.keep.unwrap_or_default(),
             metrics,
             thresholds: thresholds.into_iter().collect(),
             batch_size,
             threads,
-            quiet: args.quiet || file.quiet.unwrap_or(false),
+            quiet: args.quiet,
         })
     }
 }

@@ -132,32 +132,38 @@ impl Encoder {
     }
 }
 
+/// A `--device` value's form: `cpu`, `cuda`, `cuda:N` or `auto`. Whether
+/// this build and machine can serve it is [`parse_device`]'s question.
+pub fn device_ordinal(spec: &str) -> Result<Option<usize>, String> {
+    let bad = || format!("{spec}: expected cpu, cuda, cuda:N or auto");
+    match spec {
+        "cpu" | "auto" => Ok(None),
+        _ => match spec.strip_prefix("cuda") {
+            Some("") => Ok(Some(0)),
+            Some(rest) => rest
+                .strip_prefix(':')
+                .and_then(|n| n.parse().ok())
+                .map(Some)
+                .ok_or_else(bad),
+            None => Err(bad()),
+        },
+    }
+}
+
 /// Parses `--device`: `cpu`, `cuda`, `cuda:N` or `auto` (CUDA when compiled
 /// in and available, else CPU).
 pub fn parse_device(spec: &str) -> Result<Device, Error> {
     // A malformed value is a usage error (64); a well-formed one this build
     // or machine cannot serve is an environment error (78).
-    let bad = || {
-        Error::usage(format!(
-            "--device {spec}: expected cpu, cuda, cuda:N or auto"
-        ))
-    };
-    match spec {
-        "cpu" => Ok(Device::Cpu),
-        "auto" => Ok(if candle_core::utils::cuda_is_available() {
+    let ordinal = device_ordinal(spec).map_err(|e| Error::usage(format!("--device {e}")))?;
+    match (spec, ordinal) {
+        ("auto", _) => Ok(if candle_core::utils::cuda_is_available() {
             Device::new_cuda(0).unwrap_or(Device::Cpu)
         } else {
             Device::Cpu
         }),
-        _ => {
-            let ordinal = match spec.strip_prefix("cuda") {
-                Some("") => 0,
-                Some(rest) => rest
-                    .strip_prefix(':')
-                    .and_then(|n| n.parse().ok())
-                    .ok_or_else(bad)?,
-                None => return Err(bad()),
-            };
+        (_, None) => Ok(Device::Cpu),
+        (_, Some(ordinal)) => {
             if !candle_core::utils::cuda_is_available() {
                 return Err(Error::config(format!(
                     "--device {spec}: this build has no CUDA support (rebuild with `--features cuda`) or no GPU is visible"

@@ -46,7 +46,7 @@ use refscore_batch::metric::{self, Group, Metric, MetricSet};
 use refscore_batch::{Error, RowBatch, ScoreColumns, TextColumn};
 use tokenizers::Tokenizer;
 
-pub use encoder::parse_device;
+pub use encoder::{device_ordinal, parse_device};
 pub use kernels::{kernel_path, use_kernels, KernelPath};
 pub use math::{bertscore, cosine, Embedded};
 pub use model::{read_settings, resolve, ModelFiles, ModelLookup, Pooling, DEFAULT_MODEL_DIR};

@@ -450,7 +450,8 @@ impl CustomOp1 for Attention<'_> {
         tasks.sort_by_key(|t| std::cmp::Reverse(t.2));
         tasks.into_par_iter().for_each_init(
             kernels::AttentionScratch::default,
-            |scratch, (q, o, len)| kernels::attend_sequence(q, len, o, &self.shape, scratch),
+            // BERT's attention has no score bias.
+            |scratch, (q, o, len)| kernels::attend_sequence(q, len, o, &self.shape, None, scratch),
         );
         Ok((CpuStorage::F32(out), Shape::from((n, h))))
     }

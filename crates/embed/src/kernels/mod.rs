@@ -252,11 +252,12 @@ macro_rules! kernel_path_module {
             len: usize,
             out: &mut [f32],
             s: &AttentionShape<'_>,
+            bias: Option<&[f32]>,
             scratch: &mut AttentionScratch,
         ) {
             // SAFETY: `$products` needs at most this module's features,
             // which the caller guarantees.
-            unsafe { super::attend_body::<$products>(qkv, len, out, s, scratch) }
+            unsafe { super::attend_body::<$products>(qkv, len, out, s, bias, scratch) }
         }
     };
 }
@@ -412,15 +413,18 @@ fn zeroed(buf: &mut Vec<f32>, n: usize) -> &mut [f32] {
 /// Self-attention of one sequence, on the active [`KernelPath`]. `qkv`:
 /// `len × 3h` rows `[q | k | v]`, each `heads × head_dim`, biases not yet
 /// added (the query part already carries the 1/√d scale); `out`: `len × h`.
-/// Only real tokens come in, so no mask is needed.
+/// Only real tokens come in, so no mask is needed. `bias`, where a family
+/// has one (MPNet's relative positions), is added to the scores before the
+/// softmax: `heads × len × len`, by head, query, key.
 pub(crate) fn attend_sequence(
     qkv: &[f32],
     len: usize,
     out: &mut [f32],
     s: &AttentionShape<'_>,
+    bias: Option<&[f32]>,
     scratch: &mut AttentionScratch,
 ) {
-    attend_sequence_on(active(), qkv, len, out, s, scratch)
+    attend_sequence_on(active(), qkv, len, out, s, bias, scratch)
 }
 
 /// [`attend_sequence`] on a given path (panics if the CPU cannot run it).
@@ -430,9 +434,17 @@ pub(crate) fn attend_sequence_on(
     len: usize,
     out: &mut [f32],
     s: &AttentionShape<'_>,
+    bias: Option<&[f32]>,
     scratch: &mut AttentionScratch,
 ) {
-    dispatch!(path, attend(qkv, len, out, s, scratch))
+    if let Some(b) = bias {
+        assert_eq!(
+            b.len(),
+            s.heads * len * len,
+            "attention bias: heads × len × len"
+        );
+    }
+    dispatch!(path, attend(qkv, len, out, s, bias, scratch))
 }
 
 /// The two products of attention, as one kernel path computes them.
@@ -460,6 +472,7 @@ unsafe fn attend_body<P: AttentionProducts>(
     len: usize,
     out: &mut [f32],
     s: &AttentionShape<'_>,
+    bias: Option<&[f32]>,
     scratch: &mut AttentionScratch,
 ) {
     const R: usize = QUERY_BLOCK;
@@ -497,12 +510,14 @@ unsafe fn attend_body<P: AttentionProducts>(
                 add(qr, &qkv[(i + k) * 3 * h + qo..][..d], qb);
             }
             let (q, scores, o) = (&q[..r * d], &mut scores[..r * lp], &mut o[..r * dp]);
+            // This head's bias rows for queries i..i + r.
+            let b = bias.map(|b| &b[(head * len + i) * len..][..r * len]);
             // SAFETY: the caller guarantees the features `P` needs.
             unsafe {
                 match r {
-                    8 => query_block::<8, P>(&keys, q, scores, o),
-                    4 => query_block::<4, P>(&keys, q, scores, o),
-                    _ => query_block::<1, P>(&keys, q, scores, o),
+                    8 => query_block::<8, P>(&keys, q, b, scores, o),
+                    4 => query_block::<4, P>(&keys, q, b, scores, o),
+                    _ => query_block::<1, P>(&keys, q, b, scores, o),
                 }
             }
             for k in 0..r {
@@ -521,6 +536,14 @@ fn add(dst: &mut [f32], a: &[f32], b: &[f32]) {
     }
 }
 
+/// `dst += b`, element-wise.
+#[inline(always)]
+fn add_in_place(dst: &mut [f32], b: &[f32]) {
+    for (d, &y) in dst.iter_mut().zip(b) {
+        *d += y;
+    }
+}
+
 /// One head's keys (transposed) and values, ready for query blocks.
 #[derive(Clone, Copy)]
 struct Keys<'a> {
@@ -532,8 +555,8 @@ struct Keys<'a> {
 }
 
 /// Attention of `R` queries (`q`: `R × head_dim`) against one head's keys:
-/// scores into `scores` (`R × lp`), softmax in place, then `o` (`R × dp`)
-/// = P·V.
+/// scores into `scores` (`R × lp`), plus `bias` (`R × len`) where given,
+/// softmax in place, then `o` (`R × dp`) = P·V.
 ///
 /// # Safety
 /// The CPU must have the features `P` needs.
@@ -541,12 +564,18 @@ struct Keys<'a> {
 unsafe fn query_block<const R: usize, P: AttentionProducts>(
     keys: &Keys<'_>,
     q: &[f32],
+    bias: Option<&[f32]>,
     scores: &mut [f32],
     o: &mut [f32],
 ) {
     // SAFETY: the caller guarantees the features `P` needs.
     unsafe { P::scores::<R>(keys, q, scores) };
     let Keys { len, lp, .. } = *keys;
+    if let Some(bias) = bias {
+        for (row, b) in scores.chunks_exact_mut(lp).zip(bias.chunks_exact(len)) {
+            add_in_place(&mut row[..len], b);
+        }
+    }
     for row in scores.chunks_exact_mut(lp) {
         let (real, pad) = row.split_at_mut(len);
         let m = max(real);
@@ -792,15 +821,26 @@ mod tests {
             (4, 32, 13, 13),
         ] {
             for path in runnable_paths() {
-                check_attention(path, heads, d, t, len);
+                check_attention(path, heads, d, t, len, false);
+                check_attention(path, heads, d, t, len, true);
             }
         }
     }
 
-    fn check_attention(path: KernelPath, heads: usize, d: usize, t: usize, len: usize) {
+    /// The fused attention against f64 arithmetic, with or without a
+    /// score bias (`heads × len × len`).
+    fn check_attention(
+        path: KernelPath,
+        heads: usize,
+        d: usize,
+        t: usize,
+        len: usize,
+        with_bias: bool,
+    ) {
         let h = heads * d;
         let qkv = values(t * 3 * h, 7, 1.5);
         let bias = values(3 * h, 8, 0.3);
+        let score_bias = with_bias.then(|| values(heads * len * len, 9, 2.0));
         let mut out = vec![f32::NAN; len * h];
         let shape = AttentionShape {
             heads,
@@ -813,6 +853,7 @@ mod tests {
             len,
             &mut out,
             &shape,
+            score_bias.as_deref(),
             &mut AttentionScratch::default(),
         );
         let at = |i: usize, part: usize, head: usize, c: usize| {
@@ -821,8 +862,18 @@ mod tests {
         };
         for head in 0..heads {
             for i in 0..len {
+                let added = |j: usize| {
+                    score_bias
+                        .as_ref()
+                        .map_or(0.0, |b| b[(head * len + i) * len + j] as f64)
+                };
                 let scores: Vec<f64> = (0..len)
-                    .map(|j| (0..d).map(|c| at(i, 0, head, c) * at(j, 1, head, c)).sum())
+                    .map(|j| {
+                        (0..d)
+                            .map(|c| at(i, 0, head, c) * at(j, 1, head, c))
+                            .sum::<f64>()
+                            + added(j)
+                    })
                     .collect();
                 let m = scores.iter().cloned().fold(f64::MIN, f64::max);
                 let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();

@@ -13,6 +13,7 @@
 
 mod agg;
 pub mod bootstrap;
+mod finish;
 mod model;
 mod pass;
 mod render;

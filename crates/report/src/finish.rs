@@ -1,0 +1,380 @@
+//! From the pass's totals to the report: intervals, distributions, the
+//! judge's figures, the rows shown and the regression gates.
+
+use std::collections::{BTreeMap, HashMap};
+
+use rayon::prelude::*;
+use refscore_batch::Error;
+use refscore_stats::{bin_centre, Histogram as ValueHistogram, Tally};
+
+use crate::agg::{FlipEntry, LowEntry};
+use crate::bootstrap::{self, Method};
+use crate::model::*;
+use crate::pass::{Agg, Ctx, SliceSource};
+use crate::texts::{self, Wanted};
+use crate::{signed, Options};
+
+fn verdict(lo: Option<f64>, hi: Option<f64>) -> &'static str {
+    match (lo, hi) {
+        (_, Some(h)) if h < 0.0 => "worse",
+        (Some(l), _) if l > 0.0 => "better",
+        _ => "no clear change",
+    }
+}
+
+/// "token_f1 −0.031 [−0.040, −0.022]: worse".
+fn line(metric: &str, diff: Option<f64>, lo: Option<f64>, hi: Option<f64>, v: &str) -> String {
+    match (diff, lo, hi) {
+        (Some(d), Some(l), Some(h)) => {
+            let dec = if d.abs().max(l.abs()).max(h.abs()) >= 0.01 {
+                3
+            } else {
+                4
+            };
+            format!(
+                "{metric} {} [{}, {}]: {v}",
+                signed(d, dec),
+                signed(l, dec),
+                signed(h, dec)
+            )
+        }
+        _ => format!("{metric}: no paired rows"),
+    }
+}
+
+const CHART_BINS: usize = 20;
+
+/// An interval to compute: (metric, slice or None for all rows).
+type Task = (usize, Option<usize>);
+
+fn chart_hist(hists: &[&ValueHistogram]) -> (f64, f64) {
+    let mut lo: f64 = 0.0;
+    let mut hi: f64 = 1.0;
+    for h in hists {
+        let b = h.bins();
+        if let (Some(first), Some(last)) = (b.first(), b.last()) {
+            lo = lo.min(bin_centre(first.0));
+            hi = hi.max(bin_centre(last.0));
+        }
+    }
+    (lo, hi)
+}
+
+fn rebin(h: &ValueHistogram, lo: f64, hi: f64) -> Histogram {
+    let mut counts = vec![0u64; CHART_BINS];
+    let width = (hi - lo) / CHART_BINS as f64;
+    for (b, c) in h.bins() {
+        let v = bin_centre(b);
+        let k = (((v - lo) / width).floor().max(0.0) as usize).min(CHART_BINS - 1);
+        counts[k] += c;
+    }
+    Histogram { lo, hi, counts }
+}
+
+fn distribution(m: &Tally, h: &ValueHistogram, t: Option<f64>, range: (f64, f64)) -> Distribution {
+    Distribution {
+        count: m.count(),
+        mean: m.mean(),
+        median: h.median(),
+        pass_rate: m.pass_rate(t),
+        histogram: rebin(h, range.0, range.1),
+    }
+}
+
+fn sorted_errors(map: HashMap<String, u64>) -> Vec<ErrorGroup> {
+    let mut v: Vec<ErrorGroup> = map
+        .into_iter()
+        .map(|(reason, rows)| ErrorGroup { reason, rows })
+        .collect();
+    v.sort_by(|a, b| b.rows.cmp(&a.rows).then(a.reason.cmp(&b.reason)));
+    v
+}
+
+pub(crate) fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Result<Report, Error> {
+    let o = ctx.options;
+    let m = ctx.metrics.len();
+    let has_base = ctx.base.is_some();
+    // Intervals: every (metric, slice) is independent; run them in parallel.
+    let mut tasks: Vec<Task> = Vec::new();
+    if has_base {
+        for k in 0..m {
+            tasks.push((k, None));
+            for s in 0..agg.slices.len() {
+                tasks.push((k, Some(s)));
+            }
+        }
+    }
+    let intervals: HashMap<Task, Option<(f64, f64)>> = tasks
+        .par_iter()
+        .map(|&(k, s)| {
+            let p = match s {
+                None => &agg.paired[k],
+                Some(s) => &agg.slices[s].paired[k],
+            };
+            let seed = bootstrap::stream_seed(
+                o.seed,
+                &ctx.metrics[k],
+                s.map(|s| agg.slicer.names[s].as_str()),
+            );
+            let ci = p
+                .mean_diff()
+                .and_then(|d| bootstrap::interval(&p.diff.bins(), d, seed, o.replicates));
+            ((k, s), ci)
+        })
+        .collect();
+    // Rows to show, then their texts.
+    let mut wanted = Wanted::default();
+    let lowest: Vec<Vec<LowEntry>> = agg.lowest.into_iter().map(|l| l.into_sorted()).collect();
+    let down: Vec<Vec<FlipEntry>> = agg.down.into_iter().map(|l| l.into_sorted()).collect();
+    let up: Vec<Vec<FlipEntry>> = agg.up.into_iter().map(|l| l.into_sorted()).collect();
+    for e in lowest.iter().flatten() {
+        wanted.cur.push(e.1);
+    }
+    for e in down.iter().chain(up.iter()).flatten() {
+        wanted.cur.push(e.1);
+        wanted.base.push(e.2);
+    }
+    wanted.cur.extend(&agg.only_cur_examples);
+    wanted.base.extend(&agg.only_base_examples);
+    let fetched = texts::fetch(o, ctx.cur, ctx.base, &wanted)?;
+    let view = |row: u64, value: f32, base: Option<(u64, f32)>| -> RowView {
+        let t = fetched.cur.get(&row).cloned().unwrap_or_default();
+        let b = base.and_then(|(r, _)| fetched.base.get(&r).cloned());
+        RowView {
+            row,
+            id: t.id,
+            value: value as f64,
+            baseline_value: base.map(|(_, v)| v as f64),
+            input: t.input,
+            reference: t.reference,
+            output: t.output,
+            baseline_output: b.as_ref().and_then(|b| b.output.clone()),
+            reason: t.reason,
+            baseline_reason: b.and_then(|b| b.reason),
+        }
+    };
+    let flips = |entries: &[FlipEntry]| -> Vec<RowView> {
+        entries
+            .iter()
+            .map(|e| view(e.1, f32::from_bits(e.3), Some((e.2, f32::from_bits(e.4)))))
+            .collect()
+    };
+    let mut metrics = Vec::with_capacity(m);
+    for k in 0..m {
+        let name = &ctx.metrics[k];
+        let t = agg.thresholds[k];
+        let range = if has_base {
+            chart_hist(&[&agg.cur_hist[k], &agg.base_hist[k]])
+        } else {
+            chart_hist(&[&agg.cur_hist[k]])
+        };
+        let change = has_base.then(|| {
+            let p = &agg.paired[k];
+            let ci = intervals.get(&(k, None)).copied().flatten();
+            let (lo, hi) = (ci.map(|c| c.0), ci.map(|c| c.1));
+            let v = verdict(lo, hi);
+            let pr =
+                |passed: u64| (t.is_some() && p.pairs > 0).then(|| passed as f64 / p.pairs as f64);
+            Change {
+                pairs: p.pairs,
+                mean_baseline: (p.pairs > 0).then(|| p.sum_base / p.pairs as f64),
+                mean_result: (p.pairs > 0).then(|| p.sum_cur / p.pairs as f64),
+                diff: p.mean_diff(),
+                ci_low: lo,
+                ci_high: hi,
+                verdict: v,
+                line: line(name, p.mean_diff(), lo, hi, v),
+                pass_rate_baseline: pr(p.pass_base),
+                pass_rate_result: pr(p.pass_cur),
+                pass_to_fail: p.pass_to_fail,
+                fail_to_pass: p.fail_to_pass,
+                pass_to_fail_rows: flips(&down[k]),
+                fail_to_pass_rows: flips(&up[k]),
+            }
+        });
+        metrics.push(MetricReport {
+            name: name.clone(),
+            threshold: t,
+            result: distribution(&agg.cur[k], &agg.cur_hist[k], t, range),
+            baseline: has_base.then(|| distribution(&agg.base[k], &agg.base_hist[k], t, range)),
+            lowest: lowest[k]
+                .iter()
+                .map(|e| view(e.1, crate::agg::unsortable(e.0), None))
+                .collect(),
+            change,
+        });
+    }
+    let slices = ctx.slices.as_ref().map(|src| {
+        let (column, source) = match src {
+            SliceSource::Result(c) => (c.clone(), "result"),
+            SliceSource::Input(_, _, c) => (c.clone(), "input"),
+        };
+        let per_metric = (0..m)
+            .map(|k| {
+                let t = agg.thresholds[k];
+                let mut rows: Vec<SliceRow> = agg
+                    .slices
+                    .iter()
+                    .enumerate()
+                    .map(|(s, acc)| {
+                        let c = &acc.cur[k];
+                        let change = has_base.then(|| {
+                            let p = &acc.paired[k];
+                            let ci = intervals.get(&(k, Some(s))).copied().flatten();
+                            let (lo, hi) = (ci.map(|c| c.0), ci.map(|c| c.1));
+                            SliceChange {
+                                pairs: p.pairs,
+                                mean_baseline: (p.pairs > 0).then(|| p.sum_base / p.pairs as f64),
+                                mean_result: (p.pairs > 0).then(|| p.sum_cur / p.pairs as f64),
+                                diff: p.mean_diff(),
+                                ci_low: lo,
+                                ci_high: hi,
+                                verdict: verdict(lo, hi),
+                                pass_to_fail: p.pass_to_fail,
+                                fail_to_pass: p.fail_to_pass,
+                            }
+                        });
+                        SliceRow {
+                            slice: agg.slicer.names[s].clone(),
+                            rows: acc.rows,
+                            count: c.count(),
+                            mean: c.mean(),
+                            pass_rate: c.pass_rate(t),
+                            change,
+                        }
+                    })
+                    .collect();
+                if has_base {
+                    let key = |r: &SliceRow| {
+                        r.change
+                            .as_ref()
+                            .and_then(|c| c.diff)
+                            .map_or(-1.0, f64::abs)
+                    };
+                    rows.sort_by(|a, b| key(b).total_cmp(&key(a)).then(a.slice.cmp(&b.slice)));
+                } else {
+                    let key = |r: &SliceRow| r.mean.unwrap_or(f64::INFINITY);
+                    rows.sort_by(|a, b| key(a).total_cmp(&key(b)).then(a.slice.cmp(&b.slice)));
+                }
+                SliceMetric {
+                    name: ctx.metrics[k].clone(),
+                    slices: rows,
+                }
+            })
+            .collect();
+        Slices {
+            column,
+            source,
+            count: agg.slicer.names.len(),
+            metrics: per_metric,
+        }
+    });
+    let status_map = |counts: &[u64]| -> BTreeMap<String, u64> {
+        agg.status_names
+            .iter()
+            .zip(counts)
+            .filter(|(_, c)| **c > 0)
+            .map(|(n, c)| (n.clone(), *c))
+            .collect()
+    };
+    let name_of = |s: u8| {
+        agg.status_names
+            .get(s as usize)
+            .cloned()
+            .unwrap_or_else(|| "(unknown)".into())
+    };
+    let join = method.map(|method| {
+        let mut changes: Vec<StatusChange> = agg
+            .status_changes
+            .iter()
+            .map(|((f, t), rows)| StatusChange {
+                from: name_of(*f),
+                to: name_of(*t),
+                rows: *rows,
+            })
+            .collect();
+        changes.sort_by(|a, b| (&a.from, &a.to).cmp(&(&b.from, &b.to)));
+        let ids = |rows: &[u64], map: &HashMap<u64, texts::RowTexts>| {
+            rows.iter()
+                .map(|r| map.get(r).map(|t| t.id.clone()).unwrap_or_default())
+                .collect()
+        };
+        Join {
+            method,
+            rows_matched: agg.matched,
+            only_in_result: agg.only_cur,
+            only_in_baseline: agg.only_base,
+            only_in_result_examples: ids(&agg.only_cur_examples, &fetched.cur),
+            only_in_baseline_examples: ids(&agg.only_base_examples, &fetched.base),
+            duplicate_baseline_ids: agg.duplicates,
+            status_changes: changes,
+        }
+    });
+    let judge =
+        (!ctx.cur.judge_cols.is_empty() || !ctx.cur.source_cols.is_empty()).then(|| Judge {
+            rows_requested: agg.judge.requested,
+            rows_judged: agg.judge.judged,
+            prompt_tokens: agg.judge.sums[0],
+            completion_tokens: agg.judge.sums[1],
+            call_seconds: agg.judge.sums[2] as f64 / 1000.0,
+            sources: agg.judge.sources.clone(),
+            summary: texts::summary_judge(&o.result),
+        });
+    let gates = gate_results(o, &metrics);
+    Ok(Report {
+        refscore_version: env!("CARGO_PKG_VERSION"),
+        result: RunSummary {
+            path: o.result.clone(),
+            rows: agg.rows,
+            statuses: status_map(&agg.statuses),
+            errors: sorted_errors(agg.errors),
+        },
+        baseline: ctx.base.map(|b| RunSummary {
+            path: b.shown.clone(),
+            rows: agg.base_rows,
+            statuses: status_map(&agg.base_statuses),
+            errors: sorted_errors(agg.base_errors.clone()),
+        }),
+        join,
+        metrics,
+        slices,
+        judge,
+        bootstrap: has_base.then_some(Method {
+            description: bootstrap::DESCRIPTION,
+            replicates: o.replicates,
+            seed: o.seed,
+            confidence: 0.95,
+            bin_width: refscore_stats::BIN_WIDTH,
+        }),
+        gates,
+        texts_from: fetched.from,
+    })
+}
+
+fn gate_results(o: &Options, metrics: &[MetricReport]) -> Vec<GateResult> {
+    let mut out = Vec::new();
+    for g in &o.gates {
+        for m in metrics
+            .iter()
+            .filter(|m| g.metric == "all" || g.metric == m.name)
+        {
+            let Some(c) = &m.change else { continue };
+            let failed = c.ci_high.is_some_and(|h| h < -g.delta);
+            let line = if failed {
+                format!(
+                    "{}: regression: the interval lies wholly below −{}",
+                    c.line, g.delta
+                )
+            } else {
+                format!("{}: within −{}", c.line, g.delta)
+            };
+            out.push(GateResult {
+                metric: m.name.clone(),
+                delta: g.delta,
+                failed,
+                line,
+            });
+        }
+    }
+    out
+}

@@ -1,0 +1,485 @@
+//! The judge stage: decides each requested metric by rule, band, cache or a
+//! call, runs the calls on worker threads and builds the output columns.
+//!
+//! Meaning Match and similarity are asked verdict first (one word or one
+//! number, read with its token probabilities), with a reason as a follow-up
+//! turn only where `--judge-reasons` wants one; `always` asks for verdict and
+//! reason in one JSON answer. The fact ratio extracts the facts of each
+//! distinct reference and output once, then asks one yes/no check per fact
+//! and counts in refscore.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use arrow::array::{Array, Float32Array};
+use arrow::datatypes::Field;
+use lru::LruCache;
+use refscore_batch::{Error, RowBatch, ScoreColumns};
+use serde_json::{json, Value};
+
+use crate::cache::DiskCache;
+use crate::client::{Ask, AskFailure, Client, Reply, Usage};
+use crate::columns::{self, normalised, Decisions, Outcome, Source};
+use crate::metric::{self, Answer, Asking, JudgeMetric};
+use crate::parse::{self, extract_object, snippet};
+use crate::probs::{expected_score, value_token, verdict_p, verdict_word};
+use crate::prompts::{Template, ALL, FACT_CHECK, FACT_EXTRACT};
+use crate::route::Wanted;
+use crate::{rules, JudgeOptions, JudgeReport, Reasons};
+
+mod answers;
+mod facts;
+mod rubric;
+
+use facts::{parse_check, read_word_verdict};
+
+/// One piece of work for the model. `texts` is the hash of the texts the
+/// prompt is made of; with the request's other parameters it makes the
+/// cache and journal key (see [`JudgeStage::key`]).
+enum Job {
+    /// One rubric of one row; `metric` indexes the stage's metrics.
+    Ask {
+        row: usize,
+        metric: usize,
+        texts: String,
+    },
+    /// The atomic facts of one answer (a reference or an output).
+    Extract { texts: String, answer: String },
+    /// Does `answer` state `fact`? One check of the fact ratio.
+    Check {
+        texts: String,
+        input: String,
+        answer: String,
+        fact: String,
+    },
+}
+
+/// What the judging of one batch has decided so far.
+struct Decided {
+    /// `verdicts[m][row]`, m indexing the stage's metrics.
+    verdicts: Vec<Decisions>,
+    /// What each row's answers cost.
+    usage: Vec<Usage>,
+    /// Why each row's failed metrics failed.
+    errors: Vec<Option<String>>,
+    /// Rows with a failure of the endpoint itself (see
+    /// [`JudgeStage::last_batch_rows_retryable`]).
+    transient: Vec<bool>,
+    /// Rows where at least one metric went to the model.
+    judged: Vec<bool>,
+}
+
+impl Decided {
+    fn new(metrics: usize, rows: usize) -> Decided {
+        Decided {
+            verdicts: vec![vec![None; rows]; metrics],
+            usage: vec![Usage::default(); rows],
+            errors: vec![None; rows],
+            transient: vec![false; rows],
+            judged: vec![false; rows],
+        }
+    }
+}
+
+/// A row wanting the fact ratio: its row, the metric's index, and the
+/// hashes of its reference's and its output's texts.
+type FactRow = (usize, usize, String, String);
+
+/// The judge stage: endpoint client, caches and counters.
+pub struct JudgeStage {
+    client: Client,
+    options: JudgeOptions,
+    /// The run's judge metrics, in output order.
+    metrics: Vec<&'static JudgeMetric>,
+    disk: Option<DiskCache>,
+    journal: Option<DiskCache>,
+    /// Facts of answers already extracted, by the hash of the answer.
+    facts: LruCache<String, Arc<Vec<String>>>,
+    report: JudgeReport,
+    /// Tokens of answers replayed from the journal, added to the totals so
+    /// that a resumed run reports what a clean run would.
+    replayed_tokens: (u64, u64, u64),
+    /// Follow-up calls for a reason, and fact checks asked of the model.
+    reasons_asked: AtomicU64,
+    fact_checks: AtomicU64,
+    /// Rows of the last batch with a judge failure.
+    last_rows_failed: u64,
+    last_rows_retryable: u64,
+    /// The output mode last recorded in the cache and journal folders.
+    recorded_mode: String,
+}
+
+/// A parsed reply, what it cost and the output mode that produced it.
+type JobResult = Result<(Value, Usage, &'static str), AskFailure>;
+
+/// The output mode under which answers to one-word and free-text requests
+/// are stored (they ask for no format).
+const NO_FORMAT: &str = "none";
+
+impl JudgeStage {
+    /// Sets up the client and opens the cache folder. The error is a
+    /// configuration error when the URL is not a usable base URL.
+    pub fn new(options: JudgeOptions) -> Result<JudgeStage, Error> {
+        let client = Client::new(options.endpoint.clone())?;
+        let disk = match &options.cache_dir {
+            Some(d) => Some(DiskCache::open(d.clone()).map_err(Error::io)?),
+            None => None,
+        };
+        let report = JudgeReport {
+            templates: ALL.iter().map(|t| t.hash()).collect(),
+            reasons: options.reasons.name().to_string(),
+            ..JudgeReport::default()
+        };
+        let mut stage = JudgeStage {
+            client,
+            metrics: metric::selected(&options.metrics),
+            options,
+            disk,
+            journal: None,
+            facts: LruCache::new(std::num::NonZeroUsize::new(100_000).expect("non-zero")),
+            report,
+            replayed_tokens: (0, 0, 0),
+            reasons_asked: AtomicU64::new(0),
+            fact_checks: AtomicU64::new(0),
+            last_rows_failed: 0,
+            last_rows_retryable: 0,
+            recorded_mode: String::new(),
+        };
+        stage.resume_mode();
+        Ok(stage)
+    }
+
+    /// Turns on the "paid answers" journal in `dir`: every successful judge
+    /// answer is written there with what it cost, and a later run with the
+    /// same journal replays it as a judge answer (source `judge`, the same
+    /// tokens and latency) instead of paying again, so a crashed run can
+    /// redo a batch and produce exactly what a clean run would. Checked
+    /// before the cache. (A setter rather than a [`JudgeOptions`] field so
+    /// that code building the options with a struct literal keeps working.)
+    pub fn set_journal_dir(&mut self, dir: PathBuf) -> Result<(), Error> {
+        self.journal = Some(DiskCache::open(dir).map_err(Error::io)?);
+        self.resume_mode();
+        Ok(())
+    }
+
+    /// Rows of the last [`score_batch`](Self::score_batch) call where at
+    /// least one requested judge metric was left null because the judge
+    /// failed (the caller's signal for "finished, but incomplete").
+    pub fn last_batch_rows_failed(&self) -> u64 {
+        self.last_rows_failed
+    }
+
+    /// Of those, the rows where the endpoint itself failed (unreachable,
+    /// timing out, 429, 5xx) rather than answering badly: a later try may
+    /// succeed, so a resumed run scores them again. An answer that does not
+    /// parse, or a 4xx, would fail the same way again.
+    pub fn last_batch_rows_retryable(&self) -> u64 {
+        self.last_rows_retryable
+    }
+
+    /// `--judge-where`, for messages.
+    pub(crate) fn where_column(&self) -> Option<&str> {
+        self.options.where_column.as_deref()
+    }
+
+    /// Totals so far.
+    pub fn report(&self) -> JudgeReport {
+        let c = &self.client.counters;
+        JudgeReport {
+            calls: c.calls.load(Ordering::Relaxed),
+            retries: c.retries.load(Ordering::Relaxed),
+            parse_failures: c.parse_failures.load(Ordering::Relaxed),
+            prompt_tokens: c.prompt_tokens.load(Ordering::Relaxed) + self.replayed_tokens.0,
+            completion_tokens: c.completion_tokens.load(Ordering::Relaxed) + self.replayed_tokens.1,
+            prompt_tokens_cached: c.cached_tokens.load(Ordering::Relaxed) + self.replayed_tokens.2,
+            replies_with_logprobs: c.with_logprobs.load(Ordering::Relaxed),
+            replies_without_logprobs: c.without_logprobs.load(Ordering::Relaxed),
+            reasons_asked: self.reasons_asked.load(Ordering::Relaxed),
+            fact_checks: self.fact_checks.load(Ordering::Relaxed),
+            call_seconds: c.busy_ms.load(Ordering::Relaxed) as f64 / 1000.0,
+            response_format: self.client.mode_name().to_string(),
+            ..self.report.clone()
+        }
+    }
+
+    /// The output fields: per selected metric its value, explanation and
+    /// source columns, then the judge accounting and template columns.
+    pub fn fields(&self) -> Vec<Field> {
+        columns::fields_of(&self.metrics)
+    }
+
+    /// Judges one batch. `requested[i]` says which metrics row i asks for;
+    /// `cosine` (when a band is set) holds the rows' cosine scores.
+    pub(crate) fn score_batch(
+        &mut self,
+        batch: &RowBatch,
+        requested: &[Wanted],
+        cosine: Option<&Float32Array>,
+    ) -> Result<ScoreColumns, Error> {
+        let n = batch.len();
+        let metrics = self.metrics.clone();
+        let mut d = Decided::new(metrics.len(), n);
+        let mut extraction_down: HashSet<String> = HashSet::new();
+        let mut jobs: Vec<Job> = Vec::new();
+        // Fact-ratio rows: (row, metric, hash of its reference's texts, of
+        // its output's).
+        let mut fact_rows: Vec<FactRow> = Vec::new();
+        let mut extracting: HashSet<String> = HashSet::new();
+
+        for (i, wanted) in requested.iter().enumerate().take(n) {
+            if batch.unscorable(i).is_some() || !metrics.iter().any(|j| wanted.asks(j.metric)) {
+                continue;
+            }
+            self.report.rows_requested += 1;
+            let (reference, output) = (
+                batch.reference.get(i).unwrap_or(""),
+                batch.output.get(i).unwrap_or(""),
+            );
+            let input = batch.input.as_ref().and_then(|c| c.get(i)).unwrap_or("");
+            let empty = output.trim().is_empty();
+            let same = !empty && rules::same_answer(reference, output);
+            for (m, jm) in metrics.iter().enumerate() {
+                if !wanted.asks(jm.metric) {
+                    continue;
+                }
+                if let Some(verdict) = rules::by_rule(jm, empty, same) {
+                    self.report.decided_by_rule += 1;
+                    d.verdicts[m][i] = Some((verdict, Source::Rule));
+                    continue;
+                }
+                if let (true, Some(band), Some(cos)) =
+                    (jm.rules.cosine_band, self.options.band, cosine)
+                {
+                    if cos.is_valid(i) {
+                        if let Some(verdict) = rules::by_band(cos.value(i), band) {
+                            self.report.decided_by_band += 1;
+                            d.verdicts[m][i] = Some((verdict, Source::Band));
+                            continue;
+                        }
+                    }
+                }
+                let Some(template) = jm.template() else {
+                    let mut keys = Vec::with_capacity(2);
+                    for answer in [reference, output] {
+                        let texts = DiskCache::key(&[answer]);
+                        self.want_facts(&texts, answer, &mut extracting, &mut jobs);
+                        keys.push(texts);
+                    }
+                    let out_key = keys.pop().expect("two keys");
+                    let ref_key = keys.pop().expect("two keys");
+                    fact_rows.push((i, m, ref_key, out_key));
+                    continue;
+                };
+                let texts = self.ask_texts(input, reference, output);
+                if let Some((v, u, source)) = self.lookup(template, &texts) {
+                    if let Ok(verdict) = self.verdict(jm, &v) {
+                        if source == Source::Judge {
+                            self.count_replay(u);
+                            add_usage(&mut d.usage[i], u);
+                            d.judged[i] = true;
+                        } else {
+                            self.report.cached += 1;
+                        }
+                        d.verdicts[m][i] = Some((verdict, source));
+                        continue;
+                    }
+                }
+                jobs.push(Job::Ask {
+                    row: i,
+                    metric: m,
+                    texts,
+                });
+            }
+        }
+
+        // Phase 1: rubrics and fact extraction.
+        let results = self.run_jobs(&jobs, batch);
+        for (job, result) in jobs.iter().zip(results) {
+            match (job, result) {
+                (Job::Ask { row, metric, .. }, Ok((v, u, _))) => {
+                    add_usage(&mut d.usage[*row], u);
+                    d.judged[*row] = true;
+                    match self.verdict(metrics[*metric], &v) {
+                        Ok(verdict) => {
+                            d.verdicts[*metric][*row] = Some((verdict, Source::Judge));
+                        }
+                        Err(e) => fail(
+                            &mut d.errors[*row],
+                            &mut self.report,
+                            metrics[*metric].name(),
+                            &e,
+                        ),
+                    }
+                }
+                (Job::Ask { row, metric, .. }, Err(e)) => {
+                    d.judged[*row] = true;
+                    d.transient[*row] |= e.transient;
+                    fail(
+                        &mut d.errors[*row],
+                        &mut self.report,
+                        metrics[*metric].name(),
+                        &e.message,
+                    );
+                }
+                (Job::Extract { texts, .. }, Ok((v, _, _))) => {
+                    if let Ok(f) = parse::facts(&v) {
+                        self.facts.put(texts.clone(), Arc::new(f));
+                    }
+                }
+                (Job::Extract { texts, .. }, Err(e)) => {
+                    if e.transient {
+                        extraction_down.insert(texts.clone());
+                    }
+                }
+                (Job::Check { .. }, _) => unreachable!("checks run in phase 2"),
+            }
+        }
+
+        // Phase 2: the fact checks.
+        self.check_facts(batch, &fact_rows, &extraction_down, &mut d);
+
+        self.record_mode();
+        self.report.rows_judged += d.judged.iter().filter(|j| **j).count() as u64;
+        self.last_rows_failed = d.errors.iter().filter(|e| e.is_some()).count() as u64;
+        self.last_rows_retryable = d
+            .errors
+            .iter()
+            .zip(&d.transient)
+            .filter(|(e, t)| e.is_some() && **t)
+            .count() as u64;
+        self.report.rows_failed += self.last_rows_failed;
+        Ok(columns::build(&metrics, n, &d.verdicts, &d.usage, d.errors))
+    }
+
+    /// Runs jobs on `concurrency` worker threads; results in job order.
+    fn run_jobs(&self, jobs: &[Job], batch: &RowBatch) -> Vec<JobResult> {
+        let results: Vec<OnceLock<JobResult>> = (0..jobs.len()).map(|_| OnceLock::new()).collect();
+        let next = AtomicUsize::new(0);
+        let workers = self
+            .options
+            .endpoint
+            .concurrency
+            .clamp(1, jobs.len().max(1));
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                s.spawn(|| loop {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    if k >= jobs.len() {
+                        break;
+                    }
+                    let result = self.run_job(&jobs[k], batch);
+                    if let Ok((v, u, mode)) = &result {
+                        // Journal a paid answer the moment it arrives: a
+                        // crash later in the batch must not lose it.
+                        self.record_valid(&jobs[k], v, *u, mode);
+                    }
+                    let _ = results[k].set(result);
+                });
+            }
+        });
+        results
+            .into_iter()
+            .map(|r| r.into_inner().expect("every job ran"))
+            .collect()
+    }
+
+    /// Records an answer in the cache and journal when it parses as the
+    /// job's kind of answer (a reply that will be retried is not kept).
+    fn record_valid(&self, job: &Job, v: &Value, u: Usage, mode: &str) {
+        match job {
+            Job::Ask { metric, texts, .. } => {
+                let jm = self.metrics[*metric];
+                if let (Ok(_), Some(template)) = (self.verdict(jm, v), jm.template()) {
+                    self.record(template, mode, texts, v, u);
+                }
+            }
+            Job::Extract { texts, .. } => {
+                if parse::facts(v).is_ok() {
+                    self.record(&FACT_EXTRACT, mode, texts, v, u);
+                }
+            }
+            Job::Check { texts, .. } => {
+                if parse_check(v).is_ok() {
+                    self.record(&FACT_CHECK, mode, texts, v, u);
+                }
+            }
+        }
+    }
+
+    fn run_job(&self, job: &Job, batch: &RowBatch) -> JobResult {
+        match job {
+            Job::Extract { answer, .. } => self.client.ask(
+                &FACT_EXTRACT,
+                &FACT_EXTRACT.render(&[("answer", answer)]),
+                |v| parse::facts(v).map(|_| v.clone()),
+            ),
+            Job::Check {
+                input,
+                answer,
+                fact,
+                ..
+            } => {
+                self.fact_checks.fetch_add(1, Ordering::Relaxed);
+                let ask = Ask {
+                    template: &FACT_CHECK,
+                    user: FACT_CHECK.render(&[
+                        ("input", input),
+                        ("answer", answer),
+                        ("fact", fact),
+                    ]),
+                    max_tokens: FACT_CHECK.max_tokens,
+                    logprobs: true,
+                };
+                self.client
+                    .send_ask(&ask, read_word_verdict)
+                    .map(|(v, u, _)| (v, u, NO_FORMAT))
+            }
+            Job::Ask { row, metric, .. } => {
+                let i = *row;
+                let input = batch
+                    .input
+                    .as_ref()
+                    .and_then(|c| c.get(i))
+                    .unwrap_or("(no question given)");
+                let (reference, output) = (
+                    batch.reference.get(i).unwrap_or(""),
+                    batch.output.get(i).unwrap_or(""),
+                );
+                // The metric's own template: similarity's user text equals
+                // Meaning Match's today, but nothing kept the two equal.
+                let jm = self.metrics[*metric];
+                let template = jm.template().expect("a rubric");
+                let user = template.render(&[
+                    ("input", input),
+                    ("reference", reference),
+                    ("output", output),
+                ]);
+                self.ask_metric(jm, user)
+            }
+        }
+    }
+}
+
+fn add_usage(total: &mut Usage, u: Usage) {
+    total.prompt_tokens += u.prompt_tokens;
+    total.completion_tokens += u.completion_tokens;
+    total.cached_tokens += u.cached_tokens;
+    total.latency_ms += u.latency_ms;
+}
+
+fn fail(slot: &mut Option<String>, report: &mut JudgeReport, metric: &str, why: &str) {
+    report.failures += 1;
+    let msg = format!("{metric}: judge failed: {why}");
+    match slot {
+        Some(s) => {
+            s.push_str("; ");
+            s.push_str(&msg);
+        }
+        None => *slot = Some(msg),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,136 @@
+//! Asking a rubric about one row: verdict first, read with its token
+//! probabilities, and the reason only where `--judge-reasons` wants it.
+
+use super::*;
+
+impl JudgeStage {
+    /// A stored or fresh answer to a rubric as the row's verdict.
+    pub(super) fn verdict(&self, jm: &JudgeMetric, v: &Value) -> Result<Outcome, String> {
+        let Asking::Rubric {
+            answer,
+            value_keys,
+            reason_keys,
+            ..
+        } = &jm.asking
+        else {
+            unreachable!("the fact ratio is not asked as one question")
+        };
+        match *answer {
+            Answer::Verdict => {
+                parse::verdict(v, value_keys, reason_keys).map(|a| Outcome::Verdict {
+                    verdict: a.p_true.map_or(a.sampled, |p| p >= self.options.threshold),
+                    p_true: a.p_true,
+                    reason: a.reason,
+                })
+            }
+            Answer::Score { min, max } => {
+                parse::score(v, value_keys, reason_keys, (min, max)).map(|a| Outcome::Score {
+                    score: a.score,
+                    expected: a.expected,
+                    reason: a.reason,
+                })
+            }
+        }
+    }
+
+    /// Asks a rubric about one row as
+    /// `--judge-reasons` says. Every mode sends the same prompt (the JSON
+    /// question, verdict before reason): `always` lets the judge write the
+    /// whole answer; `failures` and `never` cut it after the verdict
+    /// ([`VERDICT_TOKENS`]), and `failures` then asks the whole question
+    /// again only where the verdict fails: the prompt is byte for byte the
+    /// first one, so the server's prompt cache covers all of it, and the
+    /// judge repeats its verdict and goes on to the reason.
+    pub(super) fn ask_metric(&self, jm: &JudgeMetric, user: String) -> JobResult {
+        if self.options.reasons == Reasons::Always {
+            return self.ask_json(jm, &user, None);
+        }
+        let (mut v, mut usage, mode) = self.ask_json(jm, &user, Some(VERDICT_TOKENS))?;
+        if self.options.reasons == Reasons::Failures && self.fails(jm, &v)? {
+            self.reasons_asked.fetch_add(1, Ordering::Relaxed);
+            let (full, u, _) = self.ask_json(jm, &user, None)?;
+            add_usage(&mut usage, u);
+            let key = keys(jm).1;
+            v[key] = full.get(key).cloned().unwrap_or(Value::Null);
+        }
+        Ok((v, usage, mode))
+    }
+
+    /// Whether an answer fails: a verdict false, or a score below its pass
+    /// threshold (the similarity rubric's: the one score rubric).
+    pub(super) fn fails(&self, jm: &JudgeMetric, v: &Value) -> Result<bool, AskFailure> {
+        let bad = |message: String| AskFailure {
+            message,
+            transient: false,
+        };
+        Ok(match (self.verdict(jm, v).map_err(bad)?, &jm.asking) {
+            (Outcome::Verdict { verdict, .. }, _) => !verdict,
+            (
+                Outcome::Score {
+                    score, expected, ..
+                },
+                Asking::Rubric {
+                    answer: Answer::Score { min, max },
+                    ..
+                },
+            ) => normalised(score, expected, (*min, *max)) < self.options.similarity_pass,
+            _ => false,
+        })
+    }
+
+    /// Asks the JSON question (verdict, then reason), whole or cut after
+    /// `cut` tokens, and reads the verdict's token probabilities where the
+    /// server gives them. A cut answer keeps only the verdict (what it began
+    /// of the reason is dropped).
+    pub(super) fn ask_json(&self, jm: &JudgeMetric, user: &str, cut: Option<u32>) -> JobResult {
+        let template = jm.template().expect("a rubric");
+        let ask = Ask {
+            template,
+            user: user.to_string(),
+            max_tokens: cut.unwrap_or(template.max_tokens),
+            logprobs: true,
+        };
+        self.client.send_ask(&ask, |reply| {
+            let mut v = extract_object(&reply.content)?;
+            self.verdict(jm, &v)?;
+            let (key, why) = keys(jm);
+            if cut.is_some() {
+                v[why] = Value::Null;
+            }
+            if let Some(tokens) = &reply.tokens {
+                let at = value_token(tokens, key);
+                if matches!(verdict_of(jm), Some(Answer::Verdict)) {
+                    v["p_true"] = json!(at.and_then(|k| verdict_p(&tokens[k])));
+                } else {
+                    v["expected"] = json!(at.and_then(|k| expected_score(tokens, k)));
+                }
+            }
+            Ok(v)
+        })
+    }
+}
+
+/// The JSON keys a rubric's prompt asks for: its value's and its reason's.
+fn keys(jm: &JudgeMetric) -> (&'static str, &'static str) {
+    match &jm.asking {
+        Asking::Rubric {
+            value_keys,
+            reason_keys,
+            ..
+        } => (value_keys[0], reason_keys[0]),
+        Asking::Facts => unreachable!("the fact ratio is not asked as one question"),
+    }
+}
+
+/// A rubric's kind of answer.
+fn verdict_of(jm: &JudgeMetric) -> Option<Answer> {
+    match &jm.asking {
+        Asking::Rubric { answer, .. } => Some(*answer),
+        Asking::Facts => None,
+    }
+}
+
+/// Generated tokens that hold a JSON answer's verdict or score: `{"`,
+/// `meaning`, `_match`, `":`, ` true` (or the score's digits, "10" being two
+/// for some tokenisers), with room for a space or two.
+pub(super) const VERDICT_TOKENS: u32 = 10;

@@ -7,6 +7,7 @@
 
 mod args;
 mod config;
+mod fingerprint;
 mod html_report;
 mod inspect;
 mod merge;
@@ -16,6 +17,7 @@ mod report;
 mod score;
 mod scorer;
 mod settings;
+mod stages;
 
 use std::ffi::OsString;
 use std::io::Write;

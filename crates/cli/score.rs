@@ -2,23 +2,23 @@
 //! stages → run → assemble → summary. The job crate owns the threads,
 //! checkpoints and parts; this file only wires the pieces together.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Instant;
 
-use refscore_batch::metric::Group;
 use refscore_batch::{Error, Stage};
-use refscore_embed::{EmbedOptions, EmbeddingStage};
 use refscore_job::{Job, JobSpec, Prepared};
-use refscore_judge::{Endpoint, JudgeOptions, JudgeStage};
+use refscore_judge::Endpoint;
 use refscore_lexical::{LexicalStage, Selection};
 use refscore_read::Role;
 use refscore_read::{Dataset, ReadOptions};
 use refscore_write::{result_schema, summary_path, write_atomically, Summary};
-use serde_json::{json, Value};
+use serde_json::json;
 
+use crate::fingerprint::fingerprint;
 use crate::progress::Progress;
-use crate::settings::{Rescale, Settings, KERNELS_ENV};
+use crate::settings::Settings;
+use crate::stages::{
+    judge_endpoint, load_embedding, load_judge, metric_fields, prepare_embedding, resolve_embedding,
+};
 
 /// How a `score` run ended.
 pub enum Outcome {
@@ -190,23 +190,6 @@ pub(crate) fn read_options(settings: &Settings) -> ReadOptions {
     }
 }
 
-/// The metric columns of the result, in order, for the stages that run.
-pub(crate) fn metric_fields(
-    settings: &Settings,
-    embedding: bool,
-    judge: bool,
-) -> Vec<arrow::datatypes::Field> {
-    let metrics = &settings.metrics.metrics;
-    let mut fields = refscore_lexical::fields(Selection::of(metrics));
-    if embedding {
-        fields.extend(refscore_embed::fields(metrics));
-    }
-    if judge {
-        fields.extend(refscore_judge::fields(metrics));
-    }
-    fields
-}
-
 /// Reads every value of the `--judge-where` column before the first paid
 /// call, so a bad value in the last row cannot end a run that already paid.
 fn check_judge_where(dataset: &Dataset, column: &str) -> Result<(), Error> {
@@ -235,234 +218,6 @@ pub(crate) fn check_row_filter(
             first_row_in_source + i as u64
         )
     })
-}
-
-/// Everything that changes a result value, for the run's fingerprint: a
-/// resumed run must match it.
-fn fingerprint(
-    settings: &Settings,
-    dataset: &Dataset,
-    model: Option<&refscore_embed::ModelFiles>,
-    judge_url: Option<&str>,
-) -> Result<BTreeMap<String, Value>, Error> {
-    let mut f = BTreeMap::new();
-    let plan = &settings.metrics;
-    // Explicit text, not a type's Debug form, so that changing a Debug
-    // impl never breaks --resume; it is the text that form gave, so runs
-    // started by earlier versions still resume.
-    // Selections as the flags per registry metric of each group that
-    // earlier versions stored.
-    let flags = |g: Group| {
-        let b = plan.metrics.flags(g);
-        b.iter().map(bool::to_string).collect::<Vec<_>>().join(", ")
-    };
-    f.insert(
-        "lexical".into(),
-        json!(format!("Selection([{}])", flags(Group::Lexical))),
-    );
-    let cols = dataset.columns();
-    f.insert(
-        "columns".into(),
-        json!([cols.id, cols.input, cols.reference, cols.output]),
-    );
-    f.insert("keep".into(), json!(settings.keep));
-    f.insert("batch_size".into(), json!(settings.batch_size));
-    if let Some(files) = model {
-        let e = &settings.embed;
-        f.insert(
-            "embedding".into(),
-            json!(plan.metrics.flags(Group::Embedding)),
-        );
-        f.insert("model_files".into(), json!(files.content_sha256()?));
-        // Kernel paths give the same bits (tests/precision.rs); the path is
-        // kept so that a run resumes only as it started.
-        f.insert(
-            "kernels".into(),
-            json!(refscore_embed::kernel_path().name()),
-        );
-        f.insert(
-            "embed".into(),
-            json!({
-                "device": e.device,
-                "precision": e.precision.name(),
-                "idf": e.idf,
-                "rescale": match &e.rescale {
-                    None => "None".to_string(),
-                    Some(Rescale::Auto) => "Some(Auto)".to_string(),
-                    Some(Rescale::Given([p, r, f])) => format!("Some(Given([{p:?}, {r:?}, {f:?}]))"),
-                },
-                "max_seq_length": e.max_seq_length,
-            }),
-        );
-    }
-    if let (Some(url), Some(j)) = (judge_url, &settings.judge) {
-        // The URL as shown (credentials redacted): the fingerprint is stored.
-        f.insert("judge".into(), json!(plan.metrics.flags(Group::Judge)));
-        f.insert(
-            "judge_endpoint".into(),
-            json!({"url": url, "model": j.model, "band": j.band, "where": settings.judge_where,
-                   "reasons": j.reasons.name(), "threshold": j.threshold}),
-        );
-        f.insert(
-            "judge_templates".into(),
-            json!(refscore_judge::template_versions()),
-        );
-    }
-    Ok(f)
-}
-
-/// The embedding model when embedding metrics are wanted. When the user
-/// asked for none by name (and named no model) and none is found, the run
-/// goes on without them, with a warning.
-pub(crate) fn resolve_embedding(
-    settings: &Settings,
-) -> Result<Option<refscore_embed::ModelFiles>, Error> {
-    let plan = &settings.metrics;
-    if !plan.wants_embedding() {
-        return Ok(None);
-    }
-    let model = settings.embed.model.as_deref();
-    // A model named by the environment is a model asked for, like --model.
-    let named = model.is_some() || settings.embed.model_dir_named;
-    match refscore_embed::resolve(model, &settings.embed.lookup) {
-        Ok(files) => {
-            if let Some(n) = settings.embed.max_seq_length {
-                if n < 2 || n > files.max_positions {
-                    return Err(settings.bad_value(
-                        "max_seq_length",
-                        &n.to_string(),
-                        &format!(
-                            "must be between 2 and the model's position limit {}",
-                            files.max_positions
-                        ),
-                    ));
-                }
-            }
-            refscore_embed::parse_device(&settings.embed.device)?;
-            let kernels = settings.embed.kernels.as_deref();
-            refscore_embed::use_kernels(kernels).map_err(|e| {
-                Error::config(format!("{KERNELS_ENV}={}: {e}", kernels.unwrap_or("")))
-            })?;
-            Ok(Some(files))
-        }
-        Err(e) if plan.explicit || named => Err(e),
-        Err(e) => {
-            if settings.judge.as_ref().is_some_and(|j| j.band.is_some()) {
-                return Err(Error::config(format!(
-                    "--judge-band needs cosine, but the embedding model is missing: {e}"
-                )));
-            }
-            if !settings.quiet {
-                eprintln!("refscore: warning: embedding metrics skipped: {e}");
-            }
-            Ok(None)
-        }
-    }
-}
-
-pub(crate) fn load_embedding(settings: &Settings) -> Result<EmbeddingStage, Error> {
-    let options = EmbedOptions {
-        model: settings.embed.model.clone(),
-        device: refscore_embed::parse_device(&settings.embed.device)?,
-        metrics: settings.metrics.metrics.clone(),
-        max_seq_length: settings.embed.max_seq_length,
-        cache_bytes: settings.embed.cache_mb << 20,
-        store: settings.embed.store.clone(),
-        store_outputs: settings.embed.store_outputs,
-        precision: settings.embed.precision,
-        lookup: settings.embed.lookup.clone(),
-        ..EmbedOptions::default()
-    };
-    EmbeddingStage::load(options)
-}
-
-/// The judge endpoint when judge metrics are wanted.
-pub(crate) fn judge_endpoint(settings: &Settings) -> Result<Option<Endpoint>, Error> {
-    let (Some(j), true) = (&settings.judge, settings.metrics.wants_judge()) else {
-        return Ok(None);
-    };
-    let api_key = std::env::var(&j.api_key_env).ok().filter(|k| !k.is_empty());
-    Ok(Some(Endpoint {
-        url: j.url.clone(),
-        model: j.model.clone(),
-        api_key,
-        timeout: Endpoint::timeout_from_secs(j.timeout)?,
-        retries: j.retries,
-        concurrency: j.concurrency,
-        requests_per_minute: j.rpm,
-        tokens_per_minute: j.tpm,
-        backoff: std::time::Duration::from_millis(500),
-    }))
-}
-
-fn load_judge(
-    settings: &Settings,
-    endpoint: Endpoint,
-    journal: PathBuf,
-) -> Result<JudgeStage, Error> {
-    let mut stage = new_judge(settings, endpoint)?;
-    // Answers paid for in this job, kept with its progress: a part scored
-    // again after a crash or a judge failure never pays twice.
-    stage.set_journal_dir(journal)?;
-    Ok(stage)
-}
-
-/// The judge stage for `endpoint` with the run's metrics, band and cache.
-pub(crate) fn new_judge(settings: &Settings, endpoint: Endpoint) -> Result<JudgeStage, Error> {
-    let j = settings
-        .judge
-        .as_ref()
-        .expect("endpoint implies judge settings");
-    // The run's thresholds hold every default, similarity's included.
-    let similarity_pass = settings
-        .thresholds
-        .iter()
-        .find(|(m, _)| m == "similarity")
-        .map(|(_, t)| *t as f32)
-        .expect("the thresholds hold every metric's default");
-    JudgeStage::new(JudgeOptions {
-        endpoint,
-        metrics: settings.metrics.metrics.clone(),
-        band: j.band,
-        cache_dir: j.cache.clone(),
-        reasons: j.reasons,
-        threshold: j.threshold,
-        similarity_pass,
-        where_column: settings.judge_where.clone(),
-    })
-}
-
-/// The passes some embedding settings need before scoring: IDF over the
-/// input's references, and an automatic rescaling baseline from mismatched
-/// pairs of its rows. `input` names the input in messages.
-pub(crate) fn prepare_embedding<R>(
-    stage: &mut EmbeddingStage,
-    settings: &Settings,
-    input: &str,
-    references: impl FnOnce() -> Result<R, Error>,
-    pairs: impl FnOnce() -> Result<Vec<(String, String)>, Error>,
-) -> Result<(), Error>
-where
-    R: Iterator<Item = Result<refscore_batch::TextColumn, Error>>,
-{
-    if settings.embed.idf {
-        stage.fit_idf(references()?)?;
-    }
-    match settings.embed.rescale {
-        Some(Rescale::Given(b)) => stage.set_baseline(b),
-        Some(Rescale::Auto) => {
-            let pairs = pairs()?;
-            if pairs.len() < 2 {
-                return Err(Error::bad_input(format!(
-                    "{input}: --rescale-baseline auto needs at least 2 scorable rows with different texts"
-                )));
-            }
-            let b = stage.fit_baseline(&pairs)?;
-            stage.set_baseline(b);
-        }
-        None => {}
-    }
-    Ok(())
 }
 
 /// Peak resident memory of this process so far (Linux: VmHWM).

@@ -19,6 +19,7 @@ use refscore_write::{result_record, result_schema};
 use crate::args::{Cli, Command};
 use crate::score::{self, Outcome};
 use crate::settings::Settings;
+use crate::stages;
 
 /// How in-memory data is named in messages, where a run over files names
 /// the file.
@@ -140,18 +141,18 @@ impl Scorer {
             ));
         }
         set_threads(settings.threads)?;
-        let endpoint = score::judge_endpoint(&settings)?;
-        let model = score::resolve_embedding(&settings)?;
+        let endpoint = stages::judge_endpoint(&settings)?;
+        let model = stages::resolve_embedding(&settings)?;
         if let Some(endpoint) = &endpoint {
             // Fail loudly before any work when the judge cannot answer.
             refscore_judge::probe(endpoint)?;
         }
         let embed = match model {
-            Some(_) => Some(score::load_embedding(&settings)?),
+            Some(_) => Some(stages::load_embedding(&settings)?),
             None => None,
         };
         let judge = match endpoint {
-            Some(endpoint) => Some(score::new_judge(&settings, endpoint)?),
+            Some(endpoint) => Some(stages::new_judge(&settings, endpoint)?),
             None => None,
         };
         Ok(Scorer {
@@ -176,7 +177,7 @@ impl Scorer {
 
     fn schema_for(&self, layout: &Layout) -> Result<SchemaRef, Error> {
         let fields =
-            score::metric_fields(&self.settings, self.embed.is_some(), self.judge.is_some());
+            stages::metric_fields(&self.settings, self.embed.is_some(), self.judge.is_some());
         result_schema(layout.id_field(), &fields, layout.keep_fields())
     }
 
@@ -240,7 +241,7 @@ impl Scorer {
             }
         }
         if let Some(stage) = self.embed.as_mut() {
-            score::prepare_embedding(
+            stages::prepare_embedding(
                 stage,
                 &self.settings,
                 DATA_NAME,

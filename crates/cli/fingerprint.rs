@@ -1,0 +1,86 @@
+//! The run's fingerprint: every setting that changes a result value,
+//! written as explicit text so that a resumed run is checked against the
+//! run it continues.
+
+use std::collections::BTreeMap;
+
+use refscore_batch::metric::Group;
+use refscore_batch::Error;
+use refscore_read::Dataset;
+use serde_json::{json, Value};
+
+use crate::settings::{Rescale, Settings};
+
+/// Everything that changes a result value, for the run's fingerprint: a
+/// resumed run must match it.
+pub(crate) fn fingerprint(
+    settings: &Settings,
+    dataset: &Dataset,
+    model: Option<&refscore_embed::ModelFiles>,
+    judge_url: Option<&str>,
+) -> Result<BTreeMap<String, Value>, Error> {
+    let mut f = BTreeMap::new();
+    let plan = &settings.metrics;
+    // Explicit text, not a type's Debug form, so that changing a Debug
+    // impl never breaks --resume; it is the text that form gave, so runs
+    // started by earlier versions still resume.
+    // Selections as the flags per registry metric of each group that
+    // earlier versions stored.
+    let flags = |g: Group| {
+        let b = plan.metrics.flags(g);
+        b.iter().map(bool::to_string).collect::<Vec<_>>().join(", ")
+    };
+    f.insert(
+        "lexical".into(),
+        json!(format!("Selection([{}])", flags(Group::Lexical))),
+    );
+    let cols = dataset.columns();
+    f.insert(
+        "columns".into(),
+        json!([cols.id, cols.input, cols.reference, cols.output]),
+    );
+    f.insert("keep".into(), json!(settings.keep));
+    f.insert("batch_size".into(), json!(settings.batch_size));
+    if let Some(files) = model {
+        let e = &settings.embed;
+        f.insert(
+            "embedding".into(),
+            json!(plan.metrics.flags(Group::Embedding)),
+        );
+        f.insert("model_files".into(), json!(files.content_sha256()?));
+        // Kernel paths give the same bits (tests/precision.rs); the path is
+        // kept so that a run resumes only as it started.
+        f.insert(
+            "kernels".into(),
+            json!(refscore_embed::kernel_path().name()),
+        );
+        f.insert(
+            "embed".into(),
+            json!({
+                "device": e.device,
+                "precision": e.precision.name(),
+                "idf": e.idf,
+                "rescale": match &e.rescale {
+                    None => "None".to_string(),
+                    Some(Rescale::Auto) => "Some(Auto)".to_string(),
+                    Some(Rescale::Given([p, r, f])) => format!("Some(Given([{p:?}, {r:?}, {f:?}]))"),
+                },
+                "max_seq_length": e.max_seq_length,
+            }),
+        );
+    }
+    if let (Some(url), Some(j)) = (judge_url, &settings.judge) {
+        // The URL as shown (credentials redacted): the fingerprint is stored.
+        f.insert("judge".into(), json!(plan.metrics.flags(Group::Judge)));
+        f.insert(
+            "judge_endpoint".into(),
+            json!({"url": url, "model": j.model, "band": j.band, "where": settings.judge_where,
+                   "reasons": j.reasons.name(), "threshold": j.threshold}),
+        );
+        f.insert(
+            "judge_templates".into(),
+            json!(refscore_judge::template_versions()),
+        );
+    }
+    Ok(f)
+}

@@ -154,25 +154,58 @@ pub(crate) struct Counters {
     pub busy_ms: AtomicU64,
 }
 
-const MODE_SCHEMA: u8 = 0;
-const MODE_JSON: u8 = 1;
-const MODE_PLAIN: u8 = 2;
-/// A request that asks for no output format at all (a one-word verdict or a
-/// free-text reason); never stored as the negotiated mode.
-const MODE_NONE: u8 = 3;
+/// The output format a structured request asks for, negotiated down when a
+/// server rejects one: a JSON schema, then JSON mode, then plain text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum OutputMode {
+    Schema = 0,
+    Json = 1,
+    Plain = 2,
+    /// A request that asks for no output format at all (a one-word verdict
+    /// or a free-text reason); never stored as the negotiated mode.
+    None = 3,
+}
+
+impl OutputMode {
+    /// The mode an atomic holds (see [`OutputMode::as_u8`]).
+    fn from_u8(v: u8) -> OutputMode {
+        match v {
+            0 => OutputMode::Schema,
+            1 => OutputMode::Json,
+            2 => OutputMode::Plain,
+            _ => OutputMode::None,
+        }
+    }
+
+    /// For the atomic that holds the negotiated mode.
+    fn as_u8(self) -> u8 {
+        self as u8
+    }
+
+    /// The name stored in cache and journal keys and in the summary.
+    fn name(self) -> &'static str {
+        match self {
+            OutputMode::Schema => "json_schema",
+            OutputMode::Json => "json_object",
+            OutputMode::Plain => "plain",
+            OutputMode::None => "none",
+        }
+    }
+
+    /// The mode to try after a server rejected this one.
+    fn downgraded(self) -> OutputMode {
+        match self {
+            OutputMode::Schema => OutputMode::Json,
+            OutputMode::Json | OutputMode::Plain => OutputMode::Plain,
+            OutputMode::None => OutputMode::None,
+        }
+    }
+}
 
 /// Alternatives asked for per generated token (OpenAI's maximum): enough to
 /// hold every spelling of a verdict or a score.
 const TOP_LOGPROBS: u32 = 20;
-
-fn mode_name(mode: u8) -> &'static str {
-    match mode {
-        MODE_SCHEMA => "json_schema",
-        MODE_JSON => "json_object",
-        MODE_PLAIN => "plain",
-        _ => "none",
-    }
-}
 
 /// The sampling temperature of every request (part of the cache key).
 const TEMPERATURE: u32 = 0;
@@ -304,7 +337,7 @@ impl Client {
             secrets: secrets(&base, endpoint.api_key.as_deref()),
             chat,
             endpoint,
-            mode: AtomicU8::new(MODE_SCHEMA),
+            mode: AtomicU8::new(OutputMode::Schema.as_u8()),
             logprobs: AtomicBool::new(true),
             limiter,
             counters: Counters::default(),
@@ -335,20 +368,25 @@ impl Client {
     /// endpoint (so its cached answers are found), by name.
     pub(crate) fn start_in_mode(&self, name: &str) {
         let mode = match name {
-            "json_object" => MODE_JSON,
-            "plain" => MODE_PLAIN,
-            _ => MODE_SCHEMA,
+            "json_object" => OutputMode::Json,
+            "plain" => OutputMode::Plain,
+            _ => OutputMode::Schema,
         };
-        self.mode.fetch_max(mode, Ordering::Relaxed);
+        self.mode.fetch_max(mode.as_u8(), Ordering::Relaxed);
     }
 
     pub(crate) fn model(&self) -> &str {
         &self.endpoint.model
     }
 
+    /// The negotiated output mode.
+    fn negotiated(&self) -> OutputMode {
+        OutputMode::from_u8(self.mode.load(Ordering::Relaxed))
+    }
+
     /// The output mode in use: "json_schema", "json_object" or "plain".
     pub(crate) fn mode_name(&self) -> &'static str {
-        mode_name(self.mode.load(Ordering::Relaxed))
+        self.negotiated().name()
     }
 
     /// Asks `template`'s question about `user` with its structured output
@@ -388,9 +426,9 @@ impl Client {
         let text_len = ask.user.len();
         loop {
             let mode = if ask.template.structured {
-                self.mode.load(Ordering::Relaxed)
+                self.negotiated()
             } else {
-                MODE_NONE
+                OutputMode::None
             };
             let logprobs = ask.logprobs && self.logprobs.load(Ordering::Relaxed);
             let body = self.body(ask, mode, logprobs);
@@ -432,17 +470,17 @@ impl Client {
                         .fetch_add(usage.cached_tokens as u64, Ordering::Relaxed);
                     c.busy_ms
                         .fetch_add(usage.latency_ms as u64, Ordering::Relaxed);
-                    return Ok((t, usage, mode_name(mode)));
+                    return Ok((t, usage, mode.name()));
                 }
                 Err(Failure::NoLogprobs) if logprobs => {
                     self.logprobs.store(false, Ordering::Relaxed);
                     continue;
                 }
-                Err(Failure::Downgrade) if mode != MODE_NONE && downgrades < 2 => {
+                Err(Failure::Downgrade) if mode != OutputMode::None && downgrades < 2 => {
                     downgrades += 1;
                     let _ = self.mode.compare_exchange(
-                        mode,
-                        (mode + 1).min(MODE_PLAIN),
+                        mode.as_u8(),
+                        mode.downgraded().as_u8(),
                         Ordering::Relaxed,
                         Ordering::Relaxed,
                     );
@@ -489,9 +527,9 @@ impl Client {
         })
     }
 
-    fn body(&self, ask: &Ask, mode: u8, logprobs: bool) -> Value {
+    fn body(&self, ask: &Ask, mode: OutputMode, logprobs: bool) -> Value {
         let template = ask.template;
-        let system = if mode == MODE_PLAIN {
+        let system = if mode == OutputMode::Plain {
             format!(
                 "{}\nAnswer with the JSON object only, no other text.",
                 template.system
@@ -514,12 +552,12 @@ impl Client {
             body["top_logprobs"] = json!(TOP_LOGPROBS);
         }
         match mode {
-            MODE_SCHEMA => {
+            OutputMode::Schema => {
                 body["response_format"] = json!({"type": "json_schema", "json_schema": {
                     "name": template.name, "strict": true, "schema": (template.schema)()}});
             }
-            MODE_JSON => body["response_format"] = json!({"type": "json_object"}),
-            _ => {}
+            OutputMode::Json => body["response_format"] = json!({"type": "json_object"}),
+            OutputMode::Plain | OutputMode::None => {}
         }
         body
     }

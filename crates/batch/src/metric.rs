@@ -211,15 +211,6 @@ pub fn find(name: &str) -> Option<&'static Metric> {
     BUILTIN.iter().copied().find(|m| m.name == name)
 }
 
-/// The metric whose columns include `column` (a judge metric's reason or
-/// source column, a value column).
-pub fn owning(column: &str) -> Option<&'static Metric> {
-    BUILTIN
-        .iter()
-        .copied()
-        .find(|m| m.output_columns().contains(&column))
-}
-
 /// The metrics a `--metrics` word names, a metric or a group ("lexical",
 /// "bertscore", …), in registry order; `None` for a word nothing knows.
 /// ("all" is the caller's: it depends on whether a judge is configured.)
@@ -290,17 +281,6 @@ impl MetricSet {
         self.0.iter().any(|m| m.group == group)
     }
 
-    /// The set's metrics of `group`, in order.
-    pub fn of_group(&self, group: Group) -> MetricSet {
-        MetricSet(
-            self.0
-                .iter()
-                .copied()
-                .filter(|m| m.group == group)
-                .collect(),
-        )
-    }
-
     /// True when the set is empty.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
@@ -357,6 +337,5 @@ mod tests {
             3,
             "the bertscore family has three members"
         );
-        assert_eq!(owning("similarity_rationale"), Some(&SIMILARITY));
     }
 }

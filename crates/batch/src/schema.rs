@@ -10,6 +10,17 @@ pub const STATUS: &str = "status";
 /// Why a row is not `ok`, null where it is: right after [`STATUS`].
 pub const ERROR: &str = "error";
 
+/// Per-row judge accounting, after the judge metrics' columns: prompt
+/// tokens, completion tokens, milliseconds of calls (null where the row
+/// asked the judge nothing). The report sums them per run.
+pub const JUDGE_USAGE: [&str; 3] = [
+    "judge_prompt_tokens",
+    "judge_completion_tokens",
+    "judge_latency_ms",
+];
+/// The prompt versions behind a row's judge answers, comma-separated.
+pub const JUDGE_TEMPLATES: &str = "judge_templates";
+
 /// The values of the [`STATUS`] column.
 pub mod status {
     /// Every requested metric was computed.

@@ -8,6 +8,7 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Field, Fields};
 use refscore_batch::metric::MetricSet;
+use refscore_batch::schema::{JUDGE_TEMPLATES, JUDGE_USAGE};
 use refscore_batch::ScoreColumns;
 
 use crate::client::Usage;
@@ -269,13 +270,9 @@ pub fn fields(set: &MetricSet) -> Vec<Field> {
 pub(crate) fn fields_of(metrics: &[&JudgeMetric]) -> Vec<Field> {
     let text = |n: &str| Field::new(n, DataType::Utf8, true);
     let mut f: Vec<Field> = metrics.iter().flat_map(|j| metric_fields(j)).collect();
-    f.push(Field::new("judge_prompt_tokens", DataType::UInt32, true));
-    f.push(Field::new(
-        "judge_completion_tokens",
-        DataType::UInt32,
-        true,
-    ));
-    f.push(Field::new("judge_latency_ms", DataType::UInt32, true));
-    f.push(text("judge_templates"));
+    for name in JUDGE_USAGE {
+        f.push(Field::new(name, DataType::UInt32, true));
+    }
+    f.push(text(JUDGE_TEMPLATES));
     f
 }

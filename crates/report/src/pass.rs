@@ -800,7 +800,7 @@ fn judge(ctx: &Ctx, agg: &mut Agg, batch: &RecordBatch) {
     let r = ctx.cur;
     for name in &r.judge_cols {
         let (sum, count) = run::sum_u32(col(batch, name));
-        let k = run::JUDGE_COLUMNS
+        let k = refscore_batch::schema::JUDGE_USAGE
             .iter()
             .position(|c| c == name)
             .expect("known");

@@ -10,16 +10,9 @@ use arrow::datatypes::{
     UInt32Type, UInt64Type, UInt8Type,
 };
 use refscore_batch::metric::{self, Metric};
-use refscore_batch::schema::{footer, ERROR, ID, STATUS};
+use refscore_batch::schema::{footer, ERROR, ID, JUDGE_USAGE, STATUS};
 use refscore_batch::{Error, TextColumn};
 use refscore_read::{Role, Table, ALIASES};
-
-/// Judge accounting columns summed per run (docs/metrics.md#output-columns).
-pub(crate) const JUDGE_COLUMNS: [&str; 3] = [
-    "judge_prompt_tokens",
-    "judge_completion_tokens",
-    "judge_latency_ms",
-];
 
 /// A result written by `refscore score`, opened and checked.
 pub(crate) struct Run {
@@ -88,7 +81,7 @@ impl Run {
             metrics,
             id_field,
             has_error: has(ERROR),
-            judge_cols: JUDGE_COLUMNS
+            judge_cols: JUDGE_USAGE
                 .iter()
                 .filter(|n| has(n))
                 .map(|n| n.to_string())

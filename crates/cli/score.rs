@@ -55,11 +55,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
             )],
             None => Vec::new(),
         },
-        // Read here, not in the job crate: only the binary's layer reads
-        // the environment.
-        commit_intervals: refscore_job::commit_intervals(
-            std::env::var("REFSCORE_COMMIT_SECONDS").ok().as_deref(),
-        ),
+        commit_intervals: refscore_job::commit_intervals(settings.commit_seconds.as_deref()),
     };
     let mut job = match Job::prepare(&dataset, spec)? {
         Prepared::AlreadyComplete => return Ok(Outcome::AlreadyComplete),

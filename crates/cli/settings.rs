@@ -33,6 +33,15 @@ pub struct JudgeSettings {
     pub threshold: f32,
 }
 
+impl JudgeSettings {
+    /// The API key, from the variable `--judge-api-key-env` names (none when
+    /// unset or blank). Read when the endpoint is built, never stored in
+    /// the settings, so no printout of them can show it.
+    pub(crate) fn api_key(&self) -> Option<String> {
+        env_text(&self.api_key_env)
+    }
+}
+
 /// Parses `cosine:LO..HI` (the message names the value; [`parsed`] names
 /// where it came from).
 fn parse_band(spec: &str) -> Result<(f32, f32), String> {
@@ -106,6 +115,9 @@ pub struct Settings {
     pub shard: Option<refscore_job::Shard>,
     /// `--max-judge-failures`.
     pub max_judge_failures: u64,
+    /// `REFSCORE_COMMIT_SECONDS`: how often progress is committed (a test
+    /// and benchmark knob; the job reads the text).
+    pub commit_seconds: Option<String>,
     /// Which values came from the config file, for checks made later
     /// against the data or the model (see [`Settings::bad_value`]).
     origin: Origin,
@@ -470,6 +482,7 @@ impl Settings {
             })
             .transpose()?;
         Ok(Settings {
+            commit_seconds: env_text("REFSCORE_COMMIT_SECONDS"),
             origin: origin.clone(),
             resume: args.resume,
             shard,

@@ -98,7 +98,7 @@ pub(crate) fn judge_endpoint(settings: &Settings) -> Result<Option<Endpoint>, Er
     let (Some(j), true) = (&settings.judge, settings.metrics.wants_judge()) else {
         return Ok(None);
     };
-    let api_key = std::env::var(&j.api_key_env).ok().filter(|k| !k.is_empty());
+    let api_key = j.api_key();
     Ok(Some(Endpoint {
         url: j.url.clone(),
         model: j.model.clone(),

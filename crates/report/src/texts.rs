@@ -10,7 +10,7 @@ use std::path::Path;
 use arrow::array::{Array, ArrayRef};
 use arrow::util::display::array_value_to_string;
 use refscore_batch::{Error, TextColumn};
-use refscore_read::{Dataset, ReadOptions, Table};
+use refscore_read::{Dataset, ReadOptions, Role, Table};
 
 use crate::run::{self, Run};
 use crate::Options;
@@ -109,12 +109,13 @@ fn from_run(run: &Run, rows: &[u64]) -> Result<HashMap<u64, RowTexts>, Error> {
     Ok(out)
 }
 
-/// Fills the texts the result lacks from the scoring input.
+/// Fills the texts of the roles in `need` (those the result lacks) from the
+/// scoring input.
 fn from_input(
     o: &Options,
     input: &str,
     rows: &mut HashMap<u64, RowTexts>,
-    need: [bool; 3],
+    need: &[Role],
 ) -> Result<(), Error> {
     let dataset = Dataset::open(
         input,
@@ -125,9 +126,9 @@ fn from_input(
     )?;
     let c = dataset.columns();
     let roles = [
-        c.input.clone(),
-        Some(c.reference.clone()),
-        Some(c.output.clone()),
+        (Role::Input, c.input.clone()),
+        (Role::Reference, Some(c.reference.clone())),
+        (Role::Output, Some(c.output.clone())),
     ];
     let table = Table::open(input)?;
     let mut ordinals: Vec<u64> = rows
@@ -137,16 +138,15 @@ fn from_input(
         .collect();
     ordinals.sort_unstable();
     let mut names: Vec<&str> = c.id.iter().map(String::as_str).collect();
-    let role_names: Vec<(usize, &str)> = roles
+    let role_names: Vec<(Role, &str)> = roles
         .iter()
-        .enumerate()
-        .filter(|(k, r)| need[*k] && r.is_some())
-        .map(|(k, r)| (k, r.as_deref().expect("some")))
+        .filter(|(role, _)| need.contains(role))
+        .filter_map(|(role, name)| Some((*role, name.as_deref()?)))
         .collect();
     names.extend(role_names.iter().map(|(_, n)| *n));
-    let set = |t: &mut RowTexts, k: usize, v: Option<String>| match k {
-        0 => t.input = v,
-        1 => t.reference = v,
+    let set = |t: &mut RowTexts, role: Role, v: Option<String>| match role {
+        Role::Input => t.input = v,
+        Role::Reference => t.reference = v,
         _ => t.output = v,
     };
     // The same ordinals first, checked by id.
@@ -168,8 +168,8 @@ fn from_input(
             if key != t.key {
                 continue;
             }
-            for (j, (k, _)) in role_names.iter().enumerate() {
-                set(t, *k, text_at(batch.column(off + j), i));
+            for (j, (role, _)) in role_names.iter().enumerate() {
+                set(t, *role, text_at(batch.column(off + j), i));
             }
             done.insert(row);
         }
@@ -193,13 +193,13 @@ fn from_input(
             };
             for row in targets {
                 let t = rows.get_mut(row).expect("wanted");
-                for (k, _) in &role_names {
-                    let col = match k {
-                        0 => batch.input.as_ref(),
-                        1 => Some(&batch.reference),
+                for (role, _) in &role_names {
+                    let col = match role {
+                        Role::Input => batch.input.as_ref(),
+                        Role::Reference => Some(&batch.reference),
                         _ => Some(&batch.output),
                     };
-                    set(t, *k, col.and_then(|c| c.get(i)).map(clip));
+                    set(t, *role, col.and_then(|c| c.get(i)).map(clip));
                 }
             }
             by_key.remove(key);
@@ -223,11 +223,17 @@ pub(crate) fn fetch(
         None => HashMap::new(),
     };
     let in_result = cur.text_cols.iter().any(Option::is_some);
-    let need = [0, 1, 2].map(|k| cur.text_cols[k].is_none());
+    // The text roles the result did not keep (text_cols is by role).
+    let need: Vec<Role> = [Role::Input, Role::Reference, Role::Output]
+        .into_iter()
+        .zip(&cur.text_cols)
+        .filter(|(_, kept)| kept.is_none())
+        .map(|(role, _)| role)
+        .collect();
     let mut from = in_result.then(|| "result".to_string());
     if let Some(input) = &o.input {
-        if need.iter().any(|n| *n) && !cur_rows.is_empty() {
-            from_input(o, input, &mut cur_rows, need)?;
+        if !need.is_empty() && !cur_rows.is_empty() {
+            from_input(o, input, &mut cur_rows, &need)?;
             from = Some(
                 if in_result {
                     "result and input"

@@ -110,3 +110,9 @@ cargo test --release --workspace --locked
 echo "== read-back with DuckDB and Polars; the Python package; Ray"
 REFSCORE_BIN="$target_dir/release/refscore" REFSCORE_REQUIRE_PACKAGE=1 \
   "$venv/bin/python" -m pytest -q tests/python
+
+echo "== the cuda feature still compiles (cargo check with CUDA 13.0 from PyPI; no GPU needed)"
+# Its own target folder: the feature changes Candle's build, and sharing the
+# CPU build's folder would mix the two. About 7 minutes the first time on 2
+# cores (the CUDA kernels are compiled by the build script), seconds after.
+CARGO_TARGET_DIR="$target_dir-cuda" scripts/build-cuda.sh --check

@@ -125,3 +125,59 @@ pub fn plan(names: Option<&[String]>, judge_configured: bool) -> Result<MetricPl
         explicit: true,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use refscore_lexical::Selection;
+
+    use super::*;
+
+    /// The stages name their metric columns from the registry: with every
+    /// metric chosen, the lexical, embedding and judge stages' fields before
+    /// the judge's accounting columns are exactly the registry's columns, in
+    /// registry order.
+    #[test]
+    fn the_stages_write_the_registrys_columns() {
+        let all = MetricSet::of_groups(&Group::ALL);
+        let mut written: Vec<String> = refscore_lexical::fields(Selection::of(&all))
+            .into_iter()
+            .chain(refscore_embed::fields(&all))
+            .chain(refscore_judge::fields(&all))
+            .map(|f| f.name().clone())
+            .collect();
+        let accounting = refscore_batch::schema::JUDGE_USAGE.len() + 1;
+        written.truncate(written.len() - accounting);
+        let registry: Vec<&str> = metric::BUILTIN
+            .iter()
+            .flat_map(|m| m.output_columns().iter().copied())
+            .collect();
+        assert_eq!(written, registry);
+    }
+
+    #[test]
+    fn groups_and_families_expand_and_the_judge_needs_an_endpoint() {
+        let names = |list: &[&str]| -> Vec<String> { list.iter().map(|s| s.to_string()).collect() };
+        let p = plan(Some(&names(&["bertscore", "token_f1"])), false).unwrap();
+        let chosen: Vec<&str> = p.metrics.iter().map(|m| m.name).collect();
+        assert_eq!(
+            chosen,
+            [
+                "token_f1",
+                "bertscore_precision",
+                "bertscore_recall",
+                "bertscore_f1"
+            ]
+        );
+        assert!(p.wants_embedding() && !p.wants_judge());
+        let all = plan(Some(&names(&["all"])), false).unwrap();
+        assert!(
+            !all.wants_judge(),
+            "all without an endpoint leaves the judge out"
+        );
+        let err = plan(Some(&names(&["similarity"])), false).unwrap_err();
+        assert_eq!(err.class, refscore_batch::ErrorClass::Config);
+        let err = plan(Some(&names(&["vibes"])), true).unwrap_err();
+        assert_eq!(err.class, refscore_batch::ErrorClass::Usage);
+        assert!(err.message.contains("bertscore"), "{}", err.message);
+    }
+}

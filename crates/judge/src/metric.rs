@@ -53,7 +53,9 @@ pub(crate) struct Rules {
 pub(crate) struct JudgeMetric {
     /// Its registry entry: name, columns, default threshold.
     pub metric: &'static Metric,
+    /// What is asked and how the answer is read.
     pub asking: Asking,
+    /// The rules that decide it without a call.
     pub rules: Rules,
 }
 

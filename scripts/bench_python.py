@@ -4,7 +4,8 @@ otherwise run to get the same scores (docs/metrics.md#embedding-metrics) with th
 
 Default mode, on an input Parquet with columns id, reference, output:
 
-(a) sentence-transformers: ``SentenceTransformer(model_dir, device="cpu")``,
+(a) sentence-transformers: ``SentenceTransformer(model_dir, device=DEVICE)``
+    (``--device``, default cpu),
     ``.encode(refs)`` and ``.encode(outs)`` (default batch size 32,
     ``normalize_embeddings=True``), cosine = max(0, dot product);
 (b) bert_score: ``bert_score.score(outs, refs, model_type=model_dir,
@@ -103,7 +104,7 @@ def run_scores(args, model_dir: str) -> dict:
 
     # (a) sentence-transformers cosine
     t0 = time.perf_counter()
-    st = SentenceTransformer(model_dir, device="cpu")
+    st = SentenceTransformer(model_dir, device=args.device)
     st_load_seconds = time.perf_counter() - t0
     ref_emb = st.encode(refs, batch_size=args.st_batch_size, normalize_embeddings=True,
                         convert_to_numpy=True, show_progress_bar=False)
@@ -122,7 +123,7 @@ def run_scores(args, model_dir: str) -> dict:
     # bert_score's, not refscore's.
     t0 = time.perf_counter()
     P, R, F = bert_score.score(outs, refs, model_type=model_dir, num_layers=6,
-                               batch_size=args.bs_batch_size, idf=False, device="cpu",
+                               batch_size=args.bs_batch_size, idf=False, device=args.device,
                                verbose=False)
     bertscore_seconds = time.perf_counter() - t0
     log(f"bert_score: {bertscore_seconds:.2f}s")
@@ -156,6 +157,7 @@ def run_scores(args, model_dir: str) -> dict:
         "st_load_seconds": st_load_seconds,
         "import_seconds": import_seconds,
         "threads": args.threads,
+        "device": args.device,
         "st_batch_size": args.st_batch_size,
         "bertscore_batch_size": args.bs_batch_size,
         "output": args.output,
@@ -169,7 +171,7 @@ def run_encoder_only(args, model_dir: str) -> dict:
 
     _, refs, outs = read_input(args.input)
     texts = list(dict.fromkeys(refs + outs))  # distinct, first-seen order
-    st = SentenceTransformer(model_dir, device="cpu")
+    st = SentenceTransformer(model_dir, device=args.device)
     tok = st.tokenizer
     max_len = st.max_seq_length
     model = st[0].auto_model.eval()
@@ -187,10 +189,16 @@ def run_encoder_only(args, model_dir: str) -> dict:
     log(f"encoder-only: {len(texts)} distinct texts, {tokens} word-pieces "
         f"({padded} with padding), {len(batches)} batches of <= {bs}, {args.threads} threads")
 
+    batches = [{k: v.to(args.device) for k, v in b.items()} for b in batches]
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     with torch.inference_mode():
+        if args.device.startswith("cuda"):
+            model(**batches[0])  # warm-up: CUDA context and kernels, not timed
+            sync()
         t0 = time.perf_counter()
         for b in batches:
             model(**b)
+        sync()
         seconds = time.perf_counter() - t0
     return {
         "texts": len(texts),
@@ -213,6 +221,8 @@ def main() -> int:
         help="sentence-transformers model folder (default: $REFSCORE_MODEL_DIR, "
              "else models/all-MiniLM-L6-v2)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    ap.add_argument("--device", default="cpu",
+                    help="torch device for both libraries (default cpu; cuda on a GPU machine)")
     ap.add_argument("--st-batch-size", type=int, default=32,
                     help="SentenceTransformer.encode batch size (default 32, its default)")
     ap.add_argument("--bs-batch-size", type=int, default=64,

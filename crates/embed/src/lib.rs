@@ -56,12 +56,21 @@ use encoder::Encoder;
 use store::EmbeddingStore;
 use tokens::{Bounds, Tokens};
 
-/// Most texts in one padded forward batch (devices other than the CPU):
-/// with texts sorted by length, a small group keeps the lengths in a batch
-/// close, so little work goes to padding, while 64 × tens of tokens still
-/// makes matrices large enough for the matrix products. The CPU path packs
-/// texts without padding and fills `batch_tokens` instead.
+/// Most texts in one padded forward batch on the CPU (a model the fused
+/// kernels do not cover): with texts sorted by length, a small group keeps
+/// the lengths in a batch close, so little work goes to padding, while 64 ×
+/// tens of tokens still makes matrices large enough for the matrix
+/// products. The fused CPU path packs texts without padding and fills
+/// `batch_tokens` instead.
 const MAX_BATCH_TEXTS: usize = 64;
+
+/// Tokens (padding included) and texts per forward batch on a GPU, at the
+/// least: a GPU needs matrices far larger than the CPU's cache-sized
+/// batches to be busy, and holds them easily (MiniLM's attention scores for
+/// 32,768 tokens of 512-token texts take 800 MB). Chosen, not yet measured
+/// on a GPU (docs/performance.md#gpu).
+const GPU_BATCH_TOKENS: usize = 32 * 1024;
+const GPU_MAX_BATCH_TEXTS: usize = 512;
 
 /// The embedding metrics, in the order of a row's scores (cosine, then
 /// BERTScore precision, recall, F1) and of the output columns.
@@ -86,7 +95,8 @@ pub struct EmbedOptions {
     /// Byte budget of the cross-batch embedding cache.
     pub cache_bytes: usize,
     /// Tokens (padding included, where a device pads) per forward batch
-    /// (at least one longest text). The default, 2,048, keeps a layer's
+    /// (at least one longest text; on a GPU at least 32,768). The default,
+    /// 2,048, keeps a layer's
     /// activations (12 MiB for the 1,536-wide feed-forward of MiniLM) within
     /// the CPU's caches between one op and the next: on the nightly bench set
     /// it ran the forward ~14-18% faster than 8,192, with no gain below it.
@@ -397,7 +407,16 @@ impl EmbeddingStage {
     ) -> Result<(), Error> {
         let mut order: Vec<usize> = which.to_vec();
         order.sort_by_key(|&k| std::cmp::Reverse(ids[k].as_ref().map_or(0, |v| v.ids.len())));
-        let budget = self.options.batch_tokens.max(self.max_len);
+        let on_cpu = self.options.device.is_cpu();
+        let (budget, max_texts) = if on_cpu {
+            (self.options.batch_tokens, MAX_BATCH_TEXTS)
+        } else {
+            (
+                self.options.batch_tokens.max(GPU_BATCH_TOKENS),
+                GPU_MAX_BATCH_TEXTS,
+            )
+        };
+        let budget = budget.max(self.max_len);
         let packs = self.encoder.packs();
         let mut start = 0;
         while start < order.len() {
@@ -416,7 +435,7 @@ impl EmbeddingStage {
                     .max(1)
             } else {
                 (budget / longest)
-                    .clamp(1, MAX_BATCH_TEXTS)
+                    .clamp(1, max_texts)
                     .min(order.len() - start)
             };
             let group = &order[start..start + count];

@@ -40,29 +40,34 @@ pub(crate) fn verdict_p(token: &Token) -> Option<f64> {
     (all > 0.0).then(|| (yes / all).clamp(0.0, 1.0))
 }
 
-/// The score 0..=10 a token spells, when it spells one.
-fn score_word(text: &str) -> Option<u8> {
+/// The score on `min..=max` a token spells, when it spells one.
+fn score_word(text: &str, (min, max): (u8, u8)) -> Option<u8> {
     let t = trimmed(text);
     if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    t.parse::<u8>().ok().filter(|s| *s <= 10)
+    t.parse::<u8>().ok().filter(|s| (min..=max).contains(s))
 }
 
-/// The expected score (0..=10) from the score's first token at `at` and,
-/// for tokenisers that write "10" as "1","0" (Qwen, Llama 2), the next one.
+/// The expected score on the scale `min..=max` (at most 10) from the
+/// score's first token at `at` and, where the scale reaches 10, for
+/// tokenisers that write "10" as "1","0" (Qwen, Llama 2), the next one.
 ///
-/// A listed "1" stands for 1 or for the start of 10. When "1" is the token
-/// the server generated, the next position tells them apart: its "0" is the
-/// share of 10, its non-digits the share of 1 (a "1" followed by another
-/// digit is no score). When another score was generated, the next position
-/// says nothing about "1", and its mass goes to the end of the scale nearer
-/// that score (10 for a generated 6..=10, else 1): a judge's distribution
-/// is close to unimodal around its answer.
-pub(crate) fn expected_score(tokens: &[Token], at: usize) -> Option<f64> {
+/// On such a scale a listed "1" stands for 1 or for the start of 10. When
+/// "1" is the token the server generated, the next position tells them
+/// apart: its "0" is the share of 10, its non-digits the share of 1 (a "1"
+/// followed by another digit is no score). When another score was
+/// generated, the next position says nothing about "1", and its mass goes to
+/// the end of the scale nearer that score (10 for a generated 6..=10, else
+/// 1): a judge's distribution is close to unimodal around its answer.
+pub(crate) fn expected_score(tokens: &[Token], at: usize, scale: (u8, u8)) -> Option<f64> {
+    let (min, max) = scale;
+    debug_assert!(min < max && max <= 10, "scales reach at most 10");
     let first = tokens.get(at)?;
-    let generated = score_word(&first.text);
-    let p_ten_given_one = if trimmed(&first.text) == "1" {
+    let generated = score_word(&first.text, scale);
+    let p_ten_given_one = if max < 10 {
+        0.0
+    } else if trimmed(&first.text) == "1" {
         match tokens.get(at + 1) {
             Some(next) => {
                 let (mut zero, mut digits) = (0.0, 0.0);
@@ -92,7 +97,7 @@ pub(crate) fn expected_score(tokens: &[Token], at: usize) -> Option<f64> {
     };
     let (mut weighted, mut mass) = (0.0, 0.0);
     for (text, logprob) in &first.alternatives {
-        let Some(score) = score_word(text) else {
+        let Some(score) = score_word(text, scale) else {
             continue;
         };
         let p = logprob.exp();
@@ -104,7 +109,7 @@ pub(crate) fn expected_score(tokens: &[Token], at: usize) -> Option<f64> {
         weighted += p * value;
         mass += p;
     }
-    (mass > 0.0).then(|| (weighted / mass).clamp(0.0, 10.0))
+    (mass > 0.0).then(|| (weighted / mass).clamp(f64::from(min), f64::from(max)))
 }
 
 /// The position of the token holding the first character of the value of
@@ -162,7 +167,7 @@ mod tests {
     #[test]
     fn expected_score_weights_the_listed_scores() {
         let t = [token("8", &[("8", 0.6), ("7", 0.3), ("9", 0.1)])];
-        let e = expected_score(&t, 0).unwrap();
+        let e = expected_score(&t, 0, (0, 10)).unwrap();
         assert!((e - 7.8).abs() < 1e-9, "{e}");
     }
 
@@ -173,18 +178,30 @@ mod tests {
             token("1", &[("1", 0.8), ("9", 0.2)]),
             token("0", &[("0", 0.75), ("<|im_end|>", 0.25)]),
         ];
-        let e = expected_score(&t, 0).unwrap();
+        let e = expected_score(&t, 0, (0, 10)).unwrap();
         // 0.8 * (0.75 * 10 + 0.25 * 1) + 0.2 * 9
         assert!((e - (0.8 * 7.75 + 1.8)).abs() < 1e-9, "{e}");
         // A lone "1" (the reply ended after it) is the score 1.
         let t = [token("1", &[("1", 0.9), ("2", 0.1)])];
-        assert!((expected_score(&t, 0).unwrap() - 1.1).abs() < 1e-9);
+        assert!((expected_score(&t, 0, (0, 10)).unwrap() - 1.1).abs() < 1e-9);
         // Generated 9: a listed "1" is taken as the start of 10.
         let t = [token("9", &[("9", 0.5), ("1", 0.5)])];
-        assert!((expected_score(&t, 0).unwrap() - 9.5).abs() < 1e-9);
+        assert!((expected_score(&t, 0, (0, 10)).unwrap() - 9.5).abs() < 1e-9);
         // Generated 2: a listed "1" is 1.
         let t = [token("2", &[("2", 0.5), ("1", 0.5)])];
-        assert!((expected_score(&t, 0).unwrap() - 1.5).abs() < 1e-9);
+        assert!((expected_score(&t, 0, (0, 10)).unwrap() - 1.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_scale_below_ten_reads_a_one_as_one() {
+        // 1-5: a listed "1" is the score 1 whatever was generated, and
+        // numbers off the scale do not count.
+        let t = [token("5", &[("5", 0.5), ("1", 0.25), ("7", 0.25)])];
+        let e = expected_score(&t, 0, (1, 5)).unwrap();
+        assert!((e - (0.5 * 5.0 + 0.25) / 0.75).abs() < 1e-9, "{e}");
+        // A "0" is no score on 1-5.
+        let t = [token("0", &[("0", 0.9), ("2", 0.1)])];
+        assert!((expected_score(&t, 0, (1, 5)).unwrap() - 2.0).abs() < 1e-9);
     }
 
     #[test]

@@ -99,10 +99,15 @@ impl JudgeStage {
             }
             if let Some(tokens) = &reply.tokens {
                 let at = value_token(tokens, key);
-                if matches!(verdict_of(jm), Some(Answer::Verdict)) {
-                    v["p_true"] = json!(at.and_then(|k| verdict_p(&tokens[k])));
-                } else {
-                    v["expected"] = json!(at.and_then(|k| expected_score(tokens, k)));
+                match verdict_of(jm) {
+                    Some(Answer::Verdict) => {
+                        v["p_true"] = json!(at.and_then(|k| verdict_p(&tokens[k])));
+                    }
+                    Some(Answer::Score { min, max }) => {
+                        v["expected"] =
+                            json!(at.and_then(|k| expected_score(tokens, k, (min, max))));
+                    }
+                    None => {}
                 }
             }
             Ok(v)

@@ -403,7 +403,9 @@ pub struct ScoreArgs {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
 
-    /// TOML file with any of these settings (flags win over the file)
+    /// TOML file of more arguments: keys are these flags' names with _ for - (input,
+    /// reference_col = "gold", metrics = ["lexical"], [thresholds] token_f1 = 0.6, ...);
+    /// flags win over the file
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 

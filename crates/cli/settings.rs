@@ -303,8 +303,6 @@ impl Settings {
             })?;
             thresholds.insert(k, v);
         }
-        // Judged rows take seconds each: smaller batches keep progress and
-        // the rows at risk in a crash small.
         // Slow stages get smaller batches, so that commits (every 30 s at
         // batch ends) bound what a crash loses: judged rows take seconds,
         // an embedded row milliseconds.
@@ -354,6 +352,7 @@ impl Settings {
         let precision = origin
             .parsed(args.precision, "precision", parse_precision)?
             .unwrap_or_default();
+        let model_dir = env_text(MODEL_DIR_ENV);
         let embed = EmbedSettings {
             model: args.model,
             device: origin
@@ -382,11 +381,12 @@ impl Settings {
             store_outputs: args.embed_cache_outputs,
             kernels: env_text(KERNELS_ENV),
             lookup: refscore_embed::ModelLookup {
-                default_dir: env_text(MODEL_DIR_ENV)
+                default_dir: model_dir
+                    .clone()
                     .map_or_else(|| refscore_embed::DEFAULT_MODEL_DIR.into(), PathBuf::from),
                 offline: env_text("HF_HUB_OFFLINE").is_some_and(|v| v != "0"),
             },
-            model_dir_named: env_text(MODEL_DIR_ENV).is_some(),
+            model_dir_named: model_dir.is_some(),
         };
         let band = origin.parsed(args.judge_band, "judge_band", parse_band)?;
         let in_run = |m| metrics.metrics.contains(m);

@@ -135,7 +135,7 @@ fn metric_arrays(jm: &JudgeMetric, n: usize, decided: &Decisions) -> Vec<ArrayRe
                     verdict,
                     p_true,
                     reason,
-                }) => (Some(*verdict), *p_true, reason.clone()),
+                }) => (Some(*verdict), *p_true, reason.as_deref()),
                 _ => (None, None, None),
             };
             vec![
@@ -157,7 +157,7 @@ fn metric_arrays(jm: &JudgeMetric, n: usize, decided: &Decisions) -> Vec<ArrayRe
                 }) => (
                     Some(*score),
                     Some(normalised(*score, *expected, (*min, *max))),
-                    reason.clone(),
+                    reason.as_deref(),
                 ),
                 _ => (None, None, None),
             };

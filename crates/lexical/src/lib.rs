@@ -51,35 +51,36 @@ impl Selection {
         }
     }
 
-    /// The selected metrics with their values in `s`, in output order.
-    fn values(&self, s: &LexicalScores) -> impl Iterator<Item = (&'static Metric, f32)> {
-        [
-            (self.exact_match, &metric::EXACT_MATCH, s.exact_match),
-            (
-                self.contains_match,
-                &metric::CONTAINS_MATCH,
-                s.contains_match,
-            ),
-            (
-                self.exact_match_norm,
-                &metric::EXACT_MATCH_NORM,
-                s.exact_match_norm,
-            ),
+    /// The selected metrics, in output order, each with the field of
+    /// [`LexicalScores`] that holds its value.
+    fn columns(&self) -> Vec<(&'static Metric, ScoreOf)> {
+        let all: [(bool, &'static Metric, ScoreOf); 5] = [
+            (self.exact_match, &metric::EXACT_MATCH, |s| s.exact_match),
+            (self.contains_match, &metric::CONTAINS_MATCH, |s| {
+                s.contains_match
+            }),
+            (self.exact_match_norm, &metric::EXACT_MATCH_NORM, |s| {
+                s.exact_match_norm
+            }),
             (
                 self.contains_match_norm,
                 &metric::CONTAINS_MATCH_NORM,
-                s.contains_match_norm,
+                |s| s.contains_match_norm,
             ),
-            (self.token_f1, &metric::TOKEN_F1, s.token_f1),
-        ]
-        .into_iter()
-        .filter_map(|(on, m, v)| on.then_some((m, v)))
+            (self.token_f1, &metric::TOKEN_F1, |s| s.token_f1),
+        ];
+        all.into_iter()
+            .filter_map(|(on, m, get)| on.then_some((m, get)))
+            .collect()
     }
 
     fn needs_normalization(&self) -> bool {
         self.exact_match_norm || self.contains_match_norm || self.token_f1
     }
 }
+
+/// Reads one metric's value out of a row's [`LexicalScores`].
+type ScoreOf = fn(&LexicalScores) -> f32;
 
 /// The five lexical scores of one (reference, output) pair; each is 0 or 1
 /// except `token_f1`.
@@ -248,7 +249,8 @@ fn f(b: bool) -> f32 {
 
 /// The output fields of the selected lexical metrics (all Float32, nullable).
 pub fn fields(sel: Selection) -> Vec<Field> {
-    sel.values(&LexicalScores::default())
+    sel.columns()
+        .into_iter()
         .map(|(m, _)| Field::new(m.name, DataType::Float32, true))
         .collect()
 }
@@ -269,12 +271,12 @@ pub fn score_batch(batch: &RowBatch, sel: Selection) -> ScoreColumns {
         })
         .collect();
     let mut out = ScoreColumns::default();
-    for (k, field) in fields(sel).into_iter().enumerate() {
-        let array: Float32Array = rows
-            .iter()
-            .map(|r| r.map(|s| sel.values(&s).nth(k).map_or(0.0, |(_, v)| v)))
-            .collect();
-        out.push(field, Arc::new(array) as ArrayRef);
+    for (m, get) in sel.columns() {
+        let array: Float32Array = rows.iter().map(|r| r.as_ref().map(get)).collect();
+        out.push(
+            Field::new(m.name, DataType::Float32, true),
+            Arc::new(array) as ArrayRef,
+        );
     }
     out
 }

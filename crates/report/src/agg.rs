@@ -95,6 +95,16 @@ impl Paired {
     pub fn mean_diff(&self) -> Option<f64> {
         (self.pairs > 0).then(|| (self.sum_cur - self.sum_base) / self.pairs as f64)
     }
+
+    /// The baseline's mean over the paired rows.
+    pub fn mean_base(&self) -> Option<f64> {
+        (self.pairs > 0).then(|| self.sum_base / self.pairs as f64)
+    }
+
+    /// The result's mean over the paired rows.
+    pub fn mean_cur(&self) -> Option<f64> {
+        (self.pairs > 0).then(|| self.sum_cur / self.pairs as f64)
+    }
 }
 
 /// An f32 as a u32 whose unsigned order is the float's total order.

@@ -177,8 +177,8 @@ pub(crate) fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Resul
                 |passed: u64| (t.is_some() && p.pairs > 0).then(|| passed as f64 / p.pairs as f64);
             Change {
                 pairs: p.pairs,
-                mean_baseline: (p.pairs > 0).then(|| p.sum_base / p.pairs as f64),
-                mean_result: (p.pairs > 0).then(|| p.sum_cur / p.pairs as f64),
+                mean_baseline: p.mean_base(),
+                mean_result: p.mean_cur(),
                 diff: p.mean_diff(),
                 ci_low: lo,
                 ci_high: hi,
@@ -224,8 +224,8 @@ pub(crate) fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Resul
                             let (lo, hi) = (ci.map(|c| c.0), ci.map(|c| c.1));
                             SliceChange {
                                 pairs: p.pairs,
-                                mean_baseline: (p.pairs > 0).then(|| p.sum_base / p.pairs as f64),
-                                mean_result: (p.pairs > 0).then(|| p.sum_cur / p.pairs as f64),
+                                mean_baseline: p.mean_base(),
+                                mean_result: p.mean_cur(),
                                 diff: p.mean_diff(),
                                 ci_low: lo,
                                 ci_high: hi,

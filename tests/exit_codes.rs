@@ -78,6 +78,13 @@ fn cases(model: &str) -> Vec<(&'static str, Option<&'static str>, Vec<&str>, i32
         // A folder, created when the judge first answers.
         ("--judge-cache", None, vec![], 0),
         ("--judge-reasons", Some("sometimes"), judge.clone(), 64),
+        // A file that cannot be read (bad definitions: tests/judge_defined.rs).
+        (
+            "--judge-metrics",
+            Some("/nonexistent-rubrics.toml"),
+            judge.clone(),
+            74,
+        ),
         ("--judge-threshold", Some("2"), judge.clone(), 64),
         ("--threshold", Some("no_such_metric=1"), lexical.clone(), 64),
         ("--batch-size", Some("0"), lexical.clone(), 64),

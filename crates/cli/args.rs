@@ -53,7 +53,9 @@ fn metrics_help() -> String {
     let mut text =
         String::from("Metrics (--metrics, comma-separated; groups expand to their members):\n");
     for name in metric::group_names() {
-        let members = metric::named(name).expect("a group has members");
+        let members = metric::Catalog::builtin()
+            .named(name)
+            .expect("a group has members");
         let group = members[0].group;
         let names: Vec<&str> = members.iter().map(|m| m.name).collect();
         let mut words = names.join(", ");
@@ -62,7 +64,7 @@ fn metrics_help() -> String {
         }
         if name == "judge" {
             words.push_str(
-                "; each metric adds its value, explanation and _source columns, plus judge_* accounting",
+                "; each metric adds its value, explanation and _source columns, plus judge_* accounting; metrics you define (--judge-metrics) join this group",
             );
         }
         text.push_str(&wrapped(&format!("  {name:<9} "), &words, 12));
@@ -91,6 +93,50 @@ pub enum Command {
     /// metric distribution, pass rate, lowest rows; with --baseline, what changed.
     #[command(after_help = format!("{REPORT_HELP}{}", exit_codes()))]
     Report(Box<ReportArgs>),
+    /// List the judge metrics a run can ask for (built-in and yours), or print one's
+    /// definition as TOML to start a rubric of your own from.
+    JudgeMetrics(JudgeMetricsArgs),
+    /// Print the exact request the judge would get for one metric and one row, without
+    /// sending anything. Takes the flags of `score` (the output is not needed).
+    #[command(after_help = JUDGE_PROMPT_HELP)]
+    JudgePrompt(Box<JudgePromptArgs>),
+}
+
+const JUDGE_PROMPT_HELP: &str = "\
+Example:
+  refscore judge-prompt --metric concise --row q-17 data.parquet --config refscore.toml
+The request is the first one sent: with --judge-reasons failures (the default) it is cut
+after the verdict, and a failing verdict is asked again uncut. A server that refuses the
+JSON schema is sent the same messages with JSON mode, then plain text.
+";
+
+#[derive(Debug, Args)]
+pub struct JudgeMetricsArgs {
+    /// Print this metric's definition as TOML ([judge.metric.NAME] table)
+    #[arg(long, value_name = "NAME")]
+    pub show: Option<String>,
+
+    /// A config file whose [judge.metric.NAME] tables define metrics
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// A file of [judge.metric.NAME] tables (repeatable)
+    #[arg(long, value_name = "FILE")]
+    pub judge_metrics: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct JudgePromptArgs {
+    /// The judge metric whose request to show
+    #[arg(long, value_name = "NAME", required = true)]
+    pub metric: String,
+
+    /// The row, by its id (the id column's value, else its 0-based ordinal)
+    #[arg(long, value_name = "ID", required = true)]
+    pub row: String,
+
+    #[command(flatten)]
+    pub score: ScoreArgs,
 }
 
 const REPORT_HELP: &str = "\
@@ -367,6 +413,14 @@ pub struct ScoreArgs {
     #[arg(long, value_name = "COL")]
     pub judge_where: Option<String>,
 
+    /// TOML file of judge metrics you define, as [judge.metric.NAME] tables (answer =
+    /// "verdict" or "score", scale = [1, 5], threshold, instructions, prompt with {{ input }},
+    /// {{ reference }}, {{ output }} and {{ row.COLUMN }}, band); the config file may hold the
+    /// same tables. Defined metrics join the judge group. See docs/metrics.md and `refscore
+    /// judge-metrics` (repeatable)
+    #[arg(long, value_name = "FILE")]
+    pub judge_metrics: Vec<PathBuf>,
+
     /// Cascade: send Meaning Match to the judge only for rows whose cosine lies in LO..HI;
     /// decide the others by the band's side (source = band)
     #[arg(long, value_name = "cosine:LO..HI")]
@@ -404,8 +458,9 @@ pub struct ScoreArgs {
     pub threads: Option<usize>,
 
     /// TOML file of more arguments: keys are these flags' names with _ for - (input,
-    /// reference_col = "gold", metrics = ["lexical"], [thresholds] token_f1 = 0.6, ...);
-    /// flags win over the file
+    /// reference_col = "gold", metrics = ["lexical"], [thresholds] token_f1 = 0.6, ...),
+    /// and [judge.metric.NAME] tables define judge metrics (see --judge-metrics); flags win
+    /// over the file
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 

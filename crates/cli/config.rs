@@ -2,7 +2,9 @@
 //! key is a `score` flag's long name with `_` for `-` (`input` is the input,
 //! `thresholds` a table of `--threshold`s), each value that flag's value.
 //! The words go through the same parser and the same checks as the command
-//! line, so the file accepts exactly what the flags accept.
+//! line, so the file accepts exactly what the flags accept. The one table
+//! that is not a flag, `[judge.metric.NAME]`, defines judge metrics; the
+//! judge crate reads those from the same file.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -13,7 +15,7 @@ use refscore_batch::Error;
 use toml::{Spanned, Value};
 
 /// Keys whose relative paths are taken from the config file's folder.
-const RELATIVE_PATHS: [&str; 3] = ["input", "output", "judge_cache"];
+const RELATIVE_PATHS: [&str; 4] = ["input", "output", "judge_cache", "judge_metrics"];
 
 /// The `score` words a config file stands for.
 #[derive(Debug, Clone)]
@@ -24,6 +26,8 @@ pub(crate) struct ConfigWords {
     pub words: Vec<OsString>,
     /// Per argument id, how many values the file gave.
     pub given: BTreeMap<String, usize>,
+    /// Whether the file has a `[judge]` table (judge metric definitions).
+    pub defines_judge_metrics: bool,
 }
 
 /// Reads `path` into words of `score` (described by `cmd`), leaving out
@@ -46,10 +50,22 @@ pub(crate) fn read(
         path: path.to_path_buf(),
         words: Vec::new(),
         given: BTreeMap::new(),
+        defines_judge_metrics: false,
     };
     for (key, value) in table {
         let line = Some(line_of(&text, key.span().start));
         let key = key.into_inner();
+        if key == "judge" {
+            if !value.is_table() {
+                return Err(at(
+                    path,
+                    line,
+                    "`judge` is a table: [judge.metric.NAME] defines a judge metric",
+                ));
+            }
+            out.defines_judge_metrics = true;
+            continue;
+        }
         let id = if key == "thresholds" {
             "threshold"
         } else {

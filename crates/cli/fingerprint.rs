@@ -81,6 +81,11 @@ pub(crate) fn fingerprint(
             "judge_templates".into(),
             json!(refscore_judge::template_versions()),
         );
+        // Only with a defined metric chosen, so earlier runs still resume.
+        let defined = settings.judge_metrics.record(&plan.metrics);
+        if !defined.is_empty() {
+            f.insert("judge_metrics".into(), json!(defined));
+        }
     }
     Ok(f)
 }

@@ -30,7 +30,7 @@ pub fn run(args: ReportArgs) -> Result<bool, Error> {
     let thresholds = args
         .threshold
         .iter()
-        .map(|t| metrics::parse_threshold(t))
+        .map(|t| metrics::parse_threshold(t, &metrics::report_metric))
         .collect::<Result<Vec<_>, _>>()?;
     let gates = args
         .fail_on_regression

@@ -10,6 +10,8 @@ mod config;
 mod fingerprint;
 mod html_report;
 mod inspect;
+mod judge_metrics;
+mod judge_prompt;
 mod merge;
 mod metrics;
 mod progress;
@@ -53,12 +55,17 @@ where
             return code;
         }
     };
-    // The words after `score`: its settings are read from them (and its
-    // config file) by the one parser they share.
+    // The words after `score` (or `judge-prompt`, which takes its flags):
+    // its settings are read from them (and its config file) by the one
+    // parser they share.
+    let command = match cli.command {
+        Command::JudgePrompt(_) => "judge-prompt",
+        _ => "score",
+    };
     let score_words = argv
         .iter()
         .skip(1)
-        .position(|a| a == "score")
+        .position(|a| a == command)
         .map_or(&[][..], |at| &argv[at + 2..]);
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli, score_words)));
     match outcome {
@@ -106,6 +113,8 @@ fn run_other(command: Command, score_words: &[OsString]) -> Result<(), Error> {
             }
         }),
         Command::Inspect(args) => inspect::run(args),
+        Command::JudgeMetrics(args) => judge_metrics::run(args),
+        Command::JudgePrompt(_) => judge_prompt::run(score_words),
         Command::MergeSummaries(args) => merge::run(args),
         Command::Report(_) => unreachable!("handled in run"),
     }

@@ -1,7 +1,7 @@
 //! What `--metrics` and `--threshold` accept, read against the metric
 //! registry (`refscore_batch::metric`), and which stages a run needs.
 
-use refscore_batch::metric::{self, Group, MetricSet};
+use refscore_batch::metric::{self, Catalog, Group, MetricSet};
 use refscore_batch::Error;
 
 /// Which metrics a run computes.
@@ -15,22 +15,25 @@ pub struct MetricPlan {
 }
 
 /// Pass thresholds used in the summary unless `--threshold` says otherwise:
-/// every metric's default, from the registry.
-pub fn default_thresholds() -> Vec<(String, f64)> {
-    metric::BUILTIN
+/// every metric's default, from the run's catalog.
+pub fn default_thresholds(catalog: &Catalog) -> Vec<(String, f64)> {
+    catalog
         .iter()
         .map(|m| (m.name.to_string(), m.default_threshold))
         .collect()
 }
 
 /// Reads one `--threshold METRIC=VALUE` (`score` and `report` take the same
-/// flag): a known metric and a finite number.
-pub fn parse_threshold(t: &str) -> Result<(String, f64), Error> {
+/// flag): a metric `known` accepts and a finite number.
+pub fn parse_threshold(
+    t: &str,
+    known: &dyn Fn(&str) -> Result<(), Error>,
+) -> Result<(String, f64), Error> {
     let (k, v) = t
         .split_once('=')
         .ok_or_else(|| Error::usage(format!("--threshold {t}: expected METRIC=VALUE")))?;
     // A malformed flag value, like a bad number: a usage error (64).
-    check_known(k).map_err(|e| Error::usage(format!("--threshold {t}: {}", e.message)))?;
+    known(k).map_err(|e| Error::usage(format!("--threshold {t}: {}", e.message)))?;
     let v: f64 = v
         .parse()
         .ok()
@@ -39,9 +42,25 @@ pub fn parse_threshold(t: &str) -> Result<(String, f64), Error> {
     Ok((k.to_string(), v))
 }
 
+/// Whether `report --threshold` takes `name`: a built-in metric, or a
+/// name a defined judge metric could have (the result file says which
+/// defined metrics it holds; the report checks the name against it).
+pub fn report_metric(name: &str) -> Result<(), Error> {
+    let builtin = Catalog::builtin();
+    let defined_shape = name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if builtin.find(name).is_some() || defined_shape && builtin.named(name).is_none() {
+        Ok(())
+    } else {
+        Err(unknown(name, &builtin))
+    }
+}
+
 /// Every name `--metrics` takes: the metrics', then "all" and the groups'.
-fn all_names() -> Vec<&'static str> {
-    let mut names: Vec<&'static str> = metric::BUILTIN
+fn all_names(catalog: &Catalog) -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = catalog
         .iter()
         .filter(|m| m.group != Group::Judge)
         .map(|m| m.name)
@@ -63,19 +82,19 @@ impl MetricPlan {
     }
 }
 
-/// Fails unless `name` is a metric name.
-pub fn check_known(name: &str) -> Result<(), Error> {
-    match metric::find(name) {
+/// Fails unless `name` is a metric of `catalog`.
+pub fn check_known(name: &str, catalog: &Catalog) -> Result<(), Error> {
+    match catalog.find(name) {
         Some(_) => Ok(()),
-        None => Err(unknown(name)),
+        None => Err(unknown(name, catalog)),
     }
 }
 
 /// A metric name nothing knows: a malformed flag value (64).
-fn unknown(name: &str) -> Error {
+fn unknown(name: &str, catalog: &Catalog) -> Error {
     Error::usage(format!(
         "unknown metric '{name}'; known metrics and groups: {}",
-        all_names().join(", ")
+        all_names(catalog).join(", ")
     ))
 }
 
@@ -88,13 +107,18 @@ fn default_groups(judge_configured: bool) -> Vec<Group> {
         .collect()
 }
 
-/// Turns the `--metrics` list (None = default) into a plan; `judge_configured`
-/// says whether a judge endpoint is set (the default includes judge metrics
-/// only then, and naming one without an endpoint is an error).
-pub fn plan(names: Option<&[String]>, judge_configured: bool) -> Result<MetricPlan, Error> {
+/// Turns the `--metrics` list (None = default) into a plan over `catalog`
+/// (the built-ins and the defined judge metrics); `judge_configured` says
+/// whether a judge endpoint is set (the default includes judge metrics only
+/// then, and naming one without an endpoint is an error).
+pub fn plan(
+    names: Option<&[String]>,
+    judge_configured: bool,
+    catalog: &Catalog,
+) -> Result<MetricPlan, Error> {
     let Some(names) = names else {
         return Ok(MetricPlan {
-            metrics: MetricSet::of_groups(&default_groups(judge_configured)),
+            metrics: catalog.of_groups(&default_groups(judge_configured)),
             explicit: false,
         });
     };
@@ -103,10 +127,11 @@ pub fn plan(names: Option<&[String]>, judge_configured: bool) -> Result<MetricPl
         let name = raw.trim();
         let chosen = match name {
             "" => continue,
-            "all" => MetricSet::of_groups(&default_groups(judge_configured))
+            "all" => catalog
+                .of_groups(&default_groups(judge_configured))
                 .iter()
                 .collect(),
-            _ => metric::named(name).ok_or_else(|| unknown(name))?,
+            _ => catalog.named(name).ok_or_else(|| unknown(name, catalog))?,
         };
         for m in chosen {
             metrics.insert(m);
@@ -138,11 +163,11 @@ mod tests {
     /// registry order.
     #[test]
     fn the_stages_write_the_registrys_columns() {
-        let all = MetricSet::of_groups(&Group::ALL);
+        let all = Catalog::builtin().of_groups(&Group::ALL);
         let mut written: Vec<String> = refscore_lexical::fields(Selection::of(&all))
             .into_iter()
             .chain(refscore_embed::fields(&all))
-            .chain(refscore_judge::fields(&all))
+            .chain(refscore_judge::JudgeMetrics::builtin().fields(&all))
             .map(|f| f.name().clone())
             .collect();
         let accounting = refscore_batch::schema::JUDGE_USAGE.len() + 1;
@@ -157,6 +182,8 @@ mod tests {
     #[test]
     fn groups_and_families_expand_and_the_judge_needs_an_endpoint() {
         let names = |list: &[&str]| -> Vec<String> { list.iter().map(|s| s.to_string()).collect() };
+        let builtin = Catalog::builtin();
+        let plan = |names: Option<&[String]>, judge| plan(names, judge, &builtin);
         let p = plan(Some(&names(&["bertscore", "token_f1"])), false).unwrap();
         let chosen: Vec<&str> = p.metrics.iter().map(|m| m.name).collect();
         assert_eq!(

@@ -35,7 +35,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     let dataset = Dataset::open(&settings.input, &read_options(settings))?;
     let endpoint = judge_endpoint(settings)?;
     if let (Some(_), Some(column)) = (&endpoint, &settings.judge_where) {
-        check_judge_where(&dataset, column)?;
+        check_judge_where(&dataset, column, settings)?;
     }
     let model = resolve_embedding(settings)?;
     let judge_url = endpoint.as_ref().map(Endpoint::display_url);
@@ -48,13 +48,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         shard: settings.shard,
         settings: fingerprint(settings, &dataset, model.as_ref(), judge_url.as_deref())?,
         thresholds: settings.thresholds.clone(),
-        footer: match &model {
-            Some(_) => vec![(
-                refscore_batch::schema::footer::PRECISION.into(),
-                settings.embed.precision.name().into(),
-            )],
-            None => Vec::new(),
-        },
+        footer: footer(settings, model.is_some(), endpoint.is_some()),
         commit_intervals: refscore_job::commit_intervals(settings.commit_seconds.as_deref()),
     };
     let mut job = match Job::prepare(&dataset, spec)? {
@@ -175,6 +169,25 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     Ok(Outcome::Scored(summary))
 }
 
+/// The result file's footer beyond the run hash and thresholds: the
+/// embedding precision, and the defined judge metrics with their versions
+/// (so a report can tell that a rubric changed between two nights).
+fn footer(settings: &Settings, embedding: bool, judge: bool) -> Vec<(String, String)> {
+    use refscore_batch::schema::footer;
+    let mut out = Vec::new();
+    if embedding {
+        out.push((
+            footer::PRECISION.into(),
+            settings.embed.precision.name().into(),
+        ));
+    }
+    let defined = settings.judge_metrics.record(&settings.metrics.metrics);
+    if judge && !defined.is_empty() {
+        out.push((footer::JUDGE_METRICS.into(), json!(defined).to_string()));
+    }
+    out
+}
+
 /// How the input is read: the column mapping, `--keep`, batch size and the
 /// `--judge-where` column.
 pub(crate) fn read_options(settings: &Settings) -> ReadOptions {
@@ -183,12 +196,15 @@ pub(crate) fn read_options(settings: &Settings) -> ReadOptions {
         keep: settings.keep.clone(),
         batch_size: settings.batch_size,
         row_filter: settings.judge_where.clone(),
+        prompt_columns: settings
+            .judge_metrics
+            .columns_read(&settings.metrics.metrics),
     }
 }
 
 /// Reads every value of the `--judge-where` column before the first paid
 /// call, so a bad value in the last row cannot end a run that already paid.
-fn check_judge_where(dataset: &Dataset, column: &str) -> Result<(), Error> {
+fn check_judge_where(dataset: &Dataset, column: &str, settings: &Settings) -> Result<(), Error> {
     for batch in dataset.row_filter_column().into_iter().flatten() {
         let batch = batch?;
         check_row_filter(
@@ -196,6 +212,7 @@ fn check_judge_where(dataset: &Dataset, column: &str) -> Result<(), Error> {
             &batch.source.display().to_string(),
             batch.first_row_in_source,
             column,
+            &settings.judge_metrics,
         )?;
     }
     Ok(())
@@ -207,8 +224,9 @@ pub(crate) fn check_row_filter(
     source: &str,
     first_row_in_source: u64,
     column: &str,
+    known: &refscore_judge::JudgeMetrics,
 ) -> Result<(), Error> {
-    refscore_judge::check_requests(array, &|i| {
+    refscore_judge::check_requests(array, known, &|i| {
         format!(
             "{source}: column '{column}', row {}",
             first_row_in_source + i as u64

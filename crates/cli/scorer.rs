@@ -236,7 +236,13 @@ impl Scorer {
         if let (Some(_), Some(column)) = (&self.judge, &self.settings.judge_where) {
             for b in &rows {
                 if let Some(filter) = &b.row_filter {
-                    score::check_row_filter(filter, DATA_NAME, b.first_row_in_source, column)?;
+                    score::check_row_filter(
+                        filter,
+                        DATA_NAME,
+                        b.first_row_in_source,
+                        column,
+                        &self.settings.judge_metrics,
+                    )?;
                 }
             }
         }

@@ -109,6 +109,9 @@ pub struct Settings {
     pub judge: Option<JudgeSettings>,
     /// `--judge-where`: the column that says which rows want judging.
     pub judge_where: Option<String>,
+    /// The judge metrics the run knows: built-in, and defined in the config
+    /// file or `--judge-metrics` files.
+    pub judge_metrics: refscore_judge::JudgeMetrics,
     /// `--resume`.
     pub resume: bool,
     /// `--shard K/N`.
@@ -229,7 +232,25 @@ impl Settings {
     /// more words before them (the command line wins), through one parser,
     /// then checks the values and fills defaults.
     pub fn from_words(words: &[OsString]) -> Result<Settings, Error> {
-        let cmd = score_command();
+        Settings::read(words, score_command(), true).map(|(s, _)| s)
+    }
+
+    /// Reads the words after a command that takes `score`'s flags and
+    /// `extra` ones of its own (`judge-prompt`), as [`Settings::from_words`]
+    /// does but with the output optional; returns the matches too, for the
+    /// extra flags' values.
+    pub(crate) fn with_extra(
+        words: &[OsString],
+        extra: Vec<clap::Arg>,
+    ) -> Result<(Settings, clap::ArgMatches), Error> {
+        Settings::read(words, score_command().args(extra), false)
+    }
+
+    fn read(
+        words: &[OsString],
+        cmd: clap::Command,
+        needs_output: bool,
+    ) -> Result<(Settings, clap::ArgMatches), Error> {
         let cli = cmd
             .clone()
             .try_get_matches_from(words)
@@ -258,23 +279,34 @@ impl Settings {
             .map_err(|e| Error::usage(first_line(&e)))?;
         let args =
             ScoreArgs::from_arg_matches(&matches).map_err(|e| Error::usage(first_line(&e)))?;
-        Settings::resolve(args, &Origin { file })
+        let settings = Settings::resolve(args, &Origin { file }, needs_output)?;
+        Ok((settings, cli))
     }
 
     /// Checks the parsed arguments and fills defaults.
-    fn resolve(args: ScoreArgs, origin: &Origin) -> Result<Settings, Error> {
+    fn resolve(args: ScoreArgs, origin: &Origin, needs_output: bool) -> Result<Settings, Error> {
         let input = args.input.ok_or_else(|| {
             Error::config("no input given: name a Parquet file, directory or glob (see --help)")
         })?;
-        let output = args
-            .output
-            .ok_or_else(|| Error::config("no output given: pass -o FILE.parquet"))?;
+        let output = match args.output {
+            Some(output) => output,
+            None if !needs_output => PathBuf::new(),
+            None => return Err(Error::config("no output given: pass -o FILE.parquet")),
+        };
         let mapping = ColumnMapping {
             id: args.mapping.id_col,
             input: args.mapping.input_col,
             reference: args.mapping.reference_col,
             output: args.mapping.output_col,
         };
+        let mut judge_metrics = refscore_judge::JudgeMetrics::builtin();
+        if let Some(file) = origin.file.as_ref().filter(|f| f.defines_judge_metrics) {
+            judge_metrics.read(&file.path, false)?;
+        }
+        for path in &args.judge_metrics {
+            judge_metrics.read(path, true)?;
+        }
+        let catalog = judge_metrics.catalog();
         let names_from_file = origin.in_file("metrics");
         let metric_names = args.metrics;
         let judge_url = origin.parsed(args.judge_url, "judge_url", |url| {
@@ -282,19 +314,21 @@ impl Settings {
         })?;
         // A bad --metrics value is a usage error (64); the same in the
         // config file is a configuration error (78).
-        let metrics = metrics::plan(metric_names.as_deref(), judge_url.is_some()).map_err(|e| {
-            if names_from_file && e.class == refscore_batch::ErrorClass::Usage {
-                Error::config(format!("config file: metrics: {}", e.message))
-            } else {
-                e
-            }
-        })?;
+        let metrics = metrics::plan(metric_names.as_deref(), judge_url.is_some(), &catalog)
+            .map_err(|e| {
+                if names_from_file && e.class == refscore_batch::ErrorClass::Usage {
+                    Error::config(format!("config file: metrics: {}", e.message))
+                } else {
+                    e
+                }
+            })?;
         let mut thresholds: BTreeMap<String, f64> =
-            metrics::default_thresholds().into_iter().collect();
+            metrics::default_thresholds(&catalog).into_iter().collect();
         // The file's thresholds come first; the command line's add to them.
         let from_file = origin.file_values("threshold");
         for (i, t) in args.threshold.iter().enumerate() {
-            let (k, v) = metrics::parse_threshold(t).map_err(|e| {
+            let known = |k: &str| metrics::check_known(k, &catalog);
+            let (k, v) = metrics::parse_threshold(t, &known).map_err(|e| {
                 if i < from_file {
                     Error::config(format!("config file: thresholds: {}", e.message))
                 } else {
@@ -489,6 +523,7 @@ impl Settings {
             max_judge_failures: args.max_judge_failures.unwrap_or(0),
             judge,
             judge_where: args.judge_where,
+            judge_metrics,
             embed,
             input,
             output,

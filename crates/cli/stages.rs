@@ -23,7 +23,7 @@ pub(crate) fn metric_fields(
         fields.extend(refscore_embed::fields(metrics));
     }
     if judge {
-        fields.extend(refscore_judge::fields(metrics));
+        fields.extend(settings.judge_metrics.fields(metrics));
     }
     fields
 }
@@ -130,13 +130,6 @@ pub(crate) fn new_judge(settings: &Settings, endpoint: Endpoint) -> Result<Judge
         .judge
         .as_ref()
         .expect("endpoint implies judge settings");
-    // The run's thresholds hold every default, similarity's included.
-    let similarity_pass = settings
-        .thresholds
-        .iter()
-        .find(|(m, _)| m == "similarity")
-        .map(|(_, t)| *t as f32)
-        .expect("the thresholds hold every metric's default");
     JudgeStage::new(JudgeOptions {
         endpoint,
         metrics: settings.metrics.metrics.clone(),
@@ -144,7 +137,8 @@ pub(crate) fn new_judge(settings: &Settings, endpoint: Endpoint) -> Result<Judge
         cache_dir: j.cache.clone(),
         reasons: j.reasons,
         threshold: j.threshold,
-        similarity_pass,
+        thresholds: settings.thresholds.clone(),
+        judge_metrics: settings.judge_metrics.clone(),
         where_column: settings.judge_where.clone(),
     })
 }

@@ -142,6 +142,9 @@ pub struct RowBatch {
     /// The column that says per row which optional (judge) metrics to
     /// compute, when the user names one.
     pub row_filter: Option<ArrayRef>,
+    /// Input columns that judge prompts read by name (`row.NAME`), with
+    /// their names.
+    pub prompt_columns: Vec<(String, ArrayRef)>,
 }
 
 impl RowBatch {

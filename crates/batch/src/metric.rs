@@ -206,21 +206,9 @@ pub static BUILTIN: [&Metric; 12] = [
     &FACT_SIMILARITY,
 ];
 
-/// The metric named `name`, if refscore has one.
+/// The metric named `name`, if refscore has one built in.
 pub fn find(name: &str) -> Option<&'static Metric> {
-    BUILTIN.iter().copied().find(|m| m.name == name)
-}
-
-/// The metrics a `--metrics` word names, a metric or a group ("lexical",
-/// "bertscore", …), in registry order; `None` for a word nothing knows.
-/// ("all" is the caller's: it depends on whether a judge is configured.)
-pub fn named(word: &str) -> Option<Vec<&'static Metric>> {
-    let members: Vec<&'static Metric> = BUILTIN
-        .iter()
-        .copied()
-        .filter(|m| m.name == word || m.group.name() == word || m.family == Some(word))
-        .collect();
-    (!members.is_empty()).then_some(members)
+    Catalog::builtin().find(name)
 }
 
 /// The names `--metrics` takes besides the metrics': each group, followed
@@ -240,8 +228,63 @@ pub fn group_names() -> Vec<&'static str> {
     names
 }
 
-/// A run's chosen metrics, kept in registry order whatever order they were
-/// named in, so output columns never depend on how the flag was spelt.
+/// The metrics a run knows: the built-in ones and the judge metrics the
+/// user defined (`[judge.metric.NAME]`), which exist only at run time.
+/// Everything that reads a metric name (`--metrics`, `--threshold`, the
+/// defaults) asks the run's catalog, so a defined metric is named, chosen
+/// and thresholded like a built-in one.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Catalog {
+    defined: Vec<&'static Metric>,
+}
+
+impl Catalog {
+    /// The built-in metrics alone.
+    pub fn builtin() -> Catalog {
+        Catalog::default()
+    }
+
+    /// The built-ins and `defined` (judge metrics, after the built-ins in
+    /// output order; their names are checked not to clash by whoever made
+    /// them).
+    pub fn with_defined(defined: Vec<&'static Metric>) -> Catalog {
+        Catalog { defined }
+    }
+
+    /// Every metric: the built-ins in output order, then the defined ones.
+    pub fn iter(&self) -> impl Iterator<Item = &'static Metric> + '_ {
+        BUILTIN.iter().copied().chain(self.defined.iter().copied())
+    }
+
+    /// The metric named `name`.
+    pub fn find(&self, name: &str) -> Option<&'static Metric> {
+        self.iter().find(|m| m.name == name)
+    }
+
+    /// The metrics a `--metrics` word names, a metric or a group ("lexical",
+    /// "bertscore", "judge" with the defined ones), in output order; `None`
+    /// for a word nothing knows. ("all" is the caller's: it depends on
+    /// whether a judge is configured.)
+    pub fn named(&self, word: &str) -> Option<Vec<&'static Metric>> {
+        let members: Vec<&'static Metric> = self
+            .iter()
+            .filter(|m| m.name == word || m.group.name() == word || m.family == Some(word))
+            .collect();
+        (!members.is_empty()).then_some(members)
+    }
+
+    /// The metrics of the given groups.
+    pub fn of_groups(&self, groups: &[Group]) -> MetricSet {
+        let mut set = MetricSet::new();
+        for m in self.iter().filter(|m| groups.contains(&m.group)) {
+            set.insert(m);
+        }
+        set
+    }
+}
+
+/// A run's chosen metrics, kept in registry order (defined metrics after
+/// the built-ins, by name) whatever order they were named in, so output columns never depend on how the flag was spelt.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MetricSet(Vec<&'static Metric>);
 
@@ -251,22 +294,15 @@ impl MetricSet {
         MetricSet(Vec::new())
     }
 
-    /// The built-in metrics of the given groups.
-    pub fn of_groups(groups: &[Group]) -> MetricSet {
-        MetricSet(
-            BUILTIN
-                .iter()
-                .copied()
-                .filter(|m| groups.contains(&m.group))
-                .collect(),
-        )
-    }
-
     /// Adds a metric (a no-op when present).
     pub fn insert(&mut self, metric: &'static Metric) {
         if !self.contains(metric) {
             self.0.push(metric);
-            let rank = |m: &&Metric| BUILTIN.iter().position(|b| b.name == m.name);
+            // Built-ins in registry order, then defined metrics by name.
+            let rank = |m: &&Metric| {
+                let builtin = BUILTIN.iter().position(|b| b.name == m.name);
+                (builtin.unwrap_or(usize::MAX), m.name)
+            };
             self.0.sort_by_key(rank);
         }
     }
@@ -333,7 +369,7 @@ mod tests {
         assert_eq!(names, ["token_f1", "meaning_match", "fact_similarity"]);
         assert_eq!(s.flags(Group::Judge), [true, false, true]);
         assert_eq!(
-            named("bertscore").unwrap().len(),
+            Catalog::builtin().named("bertscore").unwrap().len(),
             3,
             "the bertscore family has three members"
         );

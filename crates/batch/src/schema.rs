@@ -43,6 +43,9 @@ pub mod footer {
     /// The pass thresholds the summary used (a JSON object), read back by
     /// `report`.
     pub const THRESHOLDS: &str = "refscore.thresholds";
+    /// The defined judge metrics of the run (a JSON object: per name its
+    /// version, answer, scale, threshold and columns), read back by `report`.
+    pub const JUDGE_METRICS: &str = "refscore.judge_metrics";
     /// A part file's description (part files of a run folder only).
     pub const PART: &str = "refscore.part";
 }

@@ -117,7 +117,7 @@ impl Default for EmbedOptions {
         EmbedOptions {
             model: None,
             device: Device::Cpu,
-            metrics: MetricSet::of_groups(&[Group::Embedding]),
+            metrics: refscore_batch::metric::Catalog::builtin().of_groups(&[Group::Embedding]),
             max_seq_length: None,
             cache_bytes: 256 << 20,
             batch_tokens: 2048,

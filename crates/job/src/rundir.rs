@@ -347,6 +347,49 @@ fn part_paths(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// How the defined judge metrics of two fingerprints differ, naming the
+/// first metric added, dropped or changed and what changed.
+fn defined_difference(then: Option<&Value>, now: Option<&Value>) -> String {
+    let empty = Map::new();
+    let of = |v: Option<&Value>| v.and_then(Value::as_object).unwrap_or(&empty).clone();
+    let (a, b) = (of(then), of(now));
+    let mut names: Vec<&String> = a.keys().chain(b.keys()).collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        match (a.get(name), b.get(name)) {
+            (Some(_), None) => {
+                return format!("judge metric '{name}' was in the run and is not now")
+            }
+            (None, Some(_)) => return format!("judge metric '{name}' is new"),
+            (Some(x), Some(y)) if x != y => {
+                let what = ["version", "threshold", "band", "answer", "scale"]
+                    .into_iter()
+                    .find(|k| x[k] != y[k])
+                    .unwrap_or("definition");
+                let what = if what == "version" { "prompt" } else { what };
+                let key = if what == "prompt" { "version" } else { what };
+                return format!(
+                    "judge metric '{name}': its {what} changed ({} then, {} now)",
+                    show(&x[key]),
+                    show(&y[key])
+                );
+            }
+            _ => {}
+        }
+    }
+    "the judge metrics differ".into()
+}
+
+/// A fingerprint value in a message: text without quotes.
+fn show(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "unset".into(),
+        other => other.to_string(),
+    }
+}
+
 /// The first difference between two fingerprints, in words.
 fn difference(then: &Value, now: &Value) -> Option<String> {
     let inputs = |v: &Value| v["inputs"].as_array().cloned().unwrap_or_default();
@@ -373,6 +416,15 @@ fn difference(then: &Value, now: &Value) -> Option<String> {
         return Some(format!(
             "--shard differs ({} then, {} now)",
             then["shard"], now["shard"]
+        ));
+    }
+    // A defined judge metric's threshold is in the thresholds too: name the
+    // metric rather than the thresholds.
+    let defined = |v: &Value| v["settings"].get("judge_metrics").cloned();
+    if defined(then) != defined(now) {
+        return Some(defined_difference(
+            defined(then).as_ref(),
+            defined(now).as_ref(),
         ));
     }
     if then["thresholds"] != now["thresholds"] {

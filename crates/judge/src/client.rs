@@ -527,6 +527,21 @@ impl Client {
         })
     }
 
+    /// The body of the first request `send_ask` would send for `ask`, in
+    /// the output mode in use now (`refscore judge-prompt`).
+    pub(crate) fn first_body(&self, ask: &Ask) -> Value {
+        let mode = if ask.template.structured {
+            self.negotiated()
+        } else {
+            OutputMode::None
+        };
+        self.body(
+            ask,
+            mode,
+            ask.logprobs && self.logprobs.load(Ordering::Relaxed),
+        )
+    }
+
     fn body(&self, ask: &Ask, mode: OutputMode, logprobs: bool) -> Value {
         let template = ask.template;
         let system = if mode == OutputMode::Plain {
@@ -554,7 +569,7 @@ impl Client {
         match mode {
             OutputMode::Schema => {
                 body["response_format"] = json!({"type": "json_schema", "json_schema": {
-                    "name": template.name, "strict": true, "schema": (template.schema)()}});
+                    "name": template.name, "strict": true, "schema": template.schema()}});
             }
             OutputMode::Json => body["response_format"] = json!({"type": "json_object"}),
             OutputMode::Plain | OutputMode::None => {}
@@ -722,7 +737,11 @@ pub fn probe(endpoint: &Endpoint) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompts::MEANING_MATCH;
+
+    /// Meaning Match's template.
+    fn meaning_match() -> &'static Template {
+        crate::metric::builtin()[0].template().expect("a rubric")
+    }
     use crate::test_server::{chat, refused_url, start, Reply};
     use refscore_batch::ErrorClass;
 
@@ -744,7 +763,7 @@ mod tests {
 
     fn ask(client: &Client) -> Result<(Value, Usage, &'static str), String> {
         client
-            .ask(&MEANING_MATCH, "Q", |v| Ok(v.clone()))
+            .ask(meaning_match(), "Q", |v| Ok(v.clone()))
             .map_err(|e| e.message)
     }
 
@@ -890,7 +909,7 @@ mod tests {
                 ..endpoint(url)
             })
             .unwrap();
-            client.request_id(&MEANING_MATCH, mode)
+            client.request_id(meaning_match(), mode)
         };
         let a = id("http://a:1/v1", "m", "json_schema");
         assert_ne!(a, id("http://b:1/v1", "m", "json_schema"), "URL");
@@ -903,11 +922,11 @@ mod tests {
         );
         let client = Client::new(endpoint("http://a:1/v1")).unwrap();
         assert_ne!(
-            client.request_id(&MEANING_MATCH, "json_schema"),
+            client.request_id(meaning_match(), "json_schema"),
             client.request_id(
                 &Template {
                     max_tokens: 1,
-                    ..MEANING_MATCH
+                    ..meaning_match().clone()
                 },
                 "json_schema"
             ),

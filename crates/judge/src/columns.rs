@@ -7,12 +7,11 @@ use arrow::array::{
     ArrayRef, BooleanArray, Float32Array, StringArray, StructArray, UInt32Array, UInt8Array,
 };
 use arrow::datatypes::{DataType, Field, Fields};
-use refscore_batch::metric::MetricSet;
 use refscore_batch::schema::{JUDGE_TEMPLATES, JUDGE_USAGE};
 use refscore_batch::ScoreColumns;
 
 use crate::client::Usage;
-use crate::metric::{self, Answer, Asking, JudgeMetric};
+use crate::metric::{Answer, Asking, JudgeMetric};
 
 /// A score answer's value on 0..=1: the expected score where the judge
 /// gave probabilities, else the sampled one, placed on the rubric's scale.
@@ -263,10 +262,6 @@ fn metric_fields(jm: &JudgeMetric) -> Vec<Field> {
 
 /// The output fields of the judge metrics of a run, in output order, then
 /// the per-row accounting columns.
-pub fn fields(set: &MetricSet) -> Vec<Field> {
-    fields_of(&metric::selected(set))
-}
-
 pub(crate) fn fields_of(metrics: &[&JudgeMetric]) -> Vec<Field> {
     let text = |n: &str| Field::new(n, DataType::Utf8, true);
     let mut f: Vec<Field> = metrics.iter().flat_map(|j| metric_fields(j)).collect();

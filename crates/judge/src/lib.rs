@@ -1,5 +1,5 @@
 //! LLM-judge metrics (docs/metrics.md#judge-metrics): Meaning Match, the
-//! 0–10 similarity rubric and the fact ratio, asked of any OpenAI-compatible
+//! 0–10 similarity rubric, the fact ratio and the user's own rubrics, asked of any OpenAI-compatible
 //! chat-completions endpoint — only for rows that request them and that no
 //! cheaper rule already decides.
 //!
@@ -19,6 +19,7 @@
 mod cache;
 mod client;
 mod columns;
+mod definition;
 mod limiter;
 mod metric;
 mod parse;
@@ -38,7 +39,7 @@ use refscore_batch::metric::MetricSet;
 use serde_json::{json, Value};
 
 pub use client::{check_url, probe, Endpoint, Usage, MAX_RETRY_AFTER, MAX_TIMEOUT, MIN_TIMEOUT};
-pub use columns::fields;
+pub use metric::JudgeMetrics;
 pub use route::check_requests;
 pub use stage::JudgeStage;
 
@@ -46,7 +47,11 @@ pub use stage::JudgeStage;
 /// fingerprint changes when a prompt does and a resumed run never mixes
 /// answers to two versions of a question.
 pub fn template_versions() -> Vec<String> {
-    prompts::ALL.iter().map(|t| t.hash()).collect()
+    let rubrics = metric::builtin().into_iter().filter_map(|j| j.template());
+    rubrics
+        .chain([&prompts::FACT_EXTRACT, &prompts::FACT_CHECK])
+        .map(|t| t.hash())
+        .collect()
 }
 
 /// When the judge is asked for the reason of its verdict or score
@@ -102,9 +107,12 @@ pub struct JudgeOptions {
     /// `--judge-threshold`: Meaning Match is true where P(true) is at least
     /// this (where the server gives probabilities).
     pub threshold: f32,
-    /// The similarity pass threshold (0..=1): with [`Reasons::Failures`] a
-    /// similarity below it gets a rationale.
-    pub similarity_pass: f32,
+    /// The run's pass thresholds (`--threshold` over the defaults): with
+    /// [`Reasons::Failures`] a score below its metric's gets a reason.
+    pub thresholds: Vec<(String, f64)>,
+    /// The judge metrics the run knows (built-in and defined); those of
+    /// `metrics` are this stage's.
+    pub judge_metrics: JudgeMetrics,
     /// `--judge-where`: the column that says which rows ask for which
     /// metrics (named in messages; its values arrive as the batch's row
     /// filter).

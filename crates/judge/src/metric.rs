@@ -1,11 +1,20 @@
 //! Judge metrics as values of one type: what is asked, what kind of answer
 //! comes back and how it is read, which rules decide without asking, and
-//! (through the registry entry) which columns it writes. Meaning Match and
-//! the similarity rubric are two rubrics; the fact ratio runs its own
-//! pipeline of extractions and checks on the same client, cache and journal.
+//! (through the registry entry) which columns it writes. Meaning Match, the
+//! similarity rubric and the user's rubrics are rubrics built from
+//! definitions (`definition.rs`); the fact ratio runs its own pipeline of
+//! extractions and checks on the same client, cache and journal.
 
-use refscore_batch::metric::{self, Metric, MetricSet};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::LazyLock;
 
+use arrow::datatypes::Field;
+use refscore_batch::metric::{self, Catalog, Metric, MetricSet};
+use refscore_batch::Error;
+use serde_json::{json, Value};
+
+use crate::definition::{self, Definition};
 use crate::prompts::{self, Template};
 
 /// The kind of answer a rubric asks for.
@@ -57,6 +66,12 @@ pub(crate) struct JudgeMetric {
     pub asking: Asking,
     /// The rules that decide it without a call.
     pub rules: Rules,
+    /// The input columns its prompt reads (`row.NAME`), sorted.
+    pub columns: Vec<&'static str>,
+    /// A verdict's own pass probability (None: `--judge-threshold`).
+    pub p_threshold: Option<f32>,
+    /// The definition it was built from (none for the fact ratio).
+    pub definition: Option<Definition>,
 }
 
 impl JudgeMetric {
@@ -85,67 +100,187 @@ impl JudgeMetric {
             ),
         }
     }
+
+    /// Whether the user defined it.
+    fn is_defined(&self) -> bool {
+        metric::find(self.name()).is_none()
+    }
 }
 
-/// Meaning Match: does the output mean what the reference means?
-pub(crate) static MEANING_MATCH: JudgeMetric = JudgeMetric {
-    metric: &metric::MEANING_MATCH,
-    asking: Asking::Rubric {
-        template: &prompts::MEANING_MATCH,
-        answer: Answer::Verdict,
-        value_keys: &["meaning_match", "match"],
-        reason_keys: &["reason", "reasons", "explanation"],
-    },
-    rules: Rules {
-        same_answer_passes: true,
-        cosine_band: true,
-    },
-};
-
-/// The 0–10 similarity rubric.
-pub(crate) static SIMILARITY: JudgeMetric = JudgeMetric {
-    metric: &metric::SIMILARITY,
-    asking: Asking::Rubric {
-        template: &prompts::SIMILARITY,
-        answer: Answer::Score { min: 0, max: 10 },
-        value_keys: &["score", "similarity_score", "similarity"],
-        reason_keys: &["rationale", "reason", "explanation"],
-    },
-    rules: Rules {
-        same_answer_passes: false,
-        cosine_band: false,
-    },
-};
-
 /// The fact ratio.
-pub(crate) static FACT_SIMILARITY: JudgeMetric = JudgeMetric {
+static FACT_SIMILARITY: JudgeMetric = JudgeMetric {
     metric: &metric::FACT_SIMILARITY,
     asking: Asking::Facts,
     rules: Rules {
         same_answer_passes: false,
         cosine_band: false,
     },
+    columns: Vec::new(),
+    p_threshold: None,
+    definition: None,
 };
 
-/// Every judge metric refscore ships, in output order.
-pub(crate) static BUILTIN: [&JudgeMetric; 3] = [&MEANING_MATCH, &SIMILARITY, &FACT_SIMILARITY];
-
-/// The judge metrics of a run's metric set, in output order.
-pub(crate) fn selected(set: &MetricSet) -> Vec<&'static JudgeMetric> {
-    BUILTIN
-        .iter()
-        .copied()
-        .filter(|j| set.contains(j.metric))
-        .collect()
+/// Every judge metric refscore ships, in output order: Meaning Match and
+/// the similarity rubric (built from their definitions once), the fact
+/// ratio.
+pub(crate) fn builtin() -> [&'static JudgeMetric; 3] {
+    static RUBRICS: LazyLock<[&'static JudgeMetric; 2]> =
+        LazyLock::new(definition::builtin_rubrics);
+    [RUBRICS[0], RUBRICS[1], &FACT_SIMILARITY]
 }
 
-/// The judge metric a `--judge-where` value names: its name, or its first
-/// column (`similarity_score`).
-pub(crate) fn named(name: &str) -> Option<&'static JudgeMetric> {
-    BUILTIN
-        .iter()
-        .copied()
-        .find(|j| j.name() == name || j.metric.output_columns().first() == Some(&name))
+/// The judge metrics a run can ask for: the built-ins and the rubrics the
+/// user defined (`[judge.metric.NAME]` in the config file or a
+/// `--judge-metrics` file). The settings read the definitions into one of
+/// these before anything runs; the metric catalog, the stage, `--judge-where`
+/// and the output columns all take their judge metrics from it.
+#[derive(Debug, Clone, Default)]
+pub struct JudgeMetrics {
+    defined: Vec<&'static JudgeMetric>,
+}
+
+impl JudgeMetrics {
+    /// The built-in judge metrics alone.
+    pub fn builtin() -> JudgeMetrics {
+        JudgeMetrics::default()
+    }
+
+    /// Adds the definitions of `path` (see the `--judge-metrics` help):
+    /// `only_definitions` for a file of definitions alone, false for the
+    /// config file (whose other keys are flags). A bad definition, or a
+    /// name defined twice, is a configuration error naming file and line.
+    pub fn read(&mut self, path: &Path, only_definitions: bool) -> Result<(), Error> {
+        for jm in definition::read(path, only_definitions)? {
+            if let Some(old) = self.defined.iter().find(|d| d.name() == jm.name()) {
+                let at = |j: &JudgeMetric| {
+                    j.definition
+                        .as_ref()
+                        .map_or(String::new(), |d| d.origin.clone())
+                };
+                return Err(Error::config(format!(
+                    "judge metric '{}' is defined twice ({} and {})",
+                    jm.name(),
+                    at(old),
+                    at(jm)
+                )));
+            }
+            self.defined.push(jm);
+        }
+        Ok(())
+    }
+
+    /// The metric catalog of a run with these judge metrics.
+    pub fn catalog(&self) -> Catalog {
+        Catalog::with_defined(self.defined.iter().map(|j| j.metric).collect())
+    }
+
+    /// Every judge metric, built-ins first, then the defined ones by name.
+    pub(crate) fn all(&self) -> impl Iterator<Item = &'static JudgeMetric> + '_ {
+        let mut defined = self.defined.clone();
+        defined.sort_by_key(|j| j.name());
+        builtin().into_iter().chain(defined)
+    }
+
+    /// The judge metrics of a run's metric set, in output order.
+    pub(crate) fn selected(&self, set: &MetricSet) -> Vec<&'static JudgeMetric> {
+        self.all().filter(|j| set.contains(j.metric)).collect()
+    }
+
+    /// The judge metric a `--judge-where` value names: its name, or its
+    /// first column (`similarity_score`).
+    pub(crate) fn named(&self, name: &str) -> Option<&'static JudgeMetric> {
+        self.all()
+            .find(|j| j.name() == name || j.metric.output_columns().first() == Some(&name))
+    }
+
+    /// The names of every judge metric, for messages and listings.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.all().map(JudgeMetric::name).collect()
+    }
+
+    /// A rubric's definition as TOML (`refscore judge-metrics --show`);
+    /// None for an unknown name or the fact ratio, which has its own
+    /// pipeline.
+    pub fn show(&self, name: &str) -> Option<String> {
+        let jm = self.all().find(|j| j.name() == name)?;
+        jm.definition.as_ref().map(definition::to_toml)
+    }
+
+    /// One line per judge metric: name, answer, where it is defined.
+    pub fn listing(&self) -> String {
+        let mut out = String::new();
+        for jm in self.all() {
+            let what = match &jm.definition {
+                Some(d) => match d.answer {
+                    Answer::Verdict => "verdict".to_string(),
+                    Answer::Score { min, max } => format!("score {min}-{max}"),
+                },
+                None => "fact ratio".to_string(),
+            };
+            let origin = jm
+                .definition
+                .as_ref()
+                .map_or("built in", |d| d.origin.as_str());
+            out.push_str(&format!("{:<24} {:<12} {origin}\n", jm.name(), what));
+        }
+        out
+    }
+
+    /// The input columns the selected metrics' prompts read, each with
+    /// what reads it (for the reader's messages).
+    pub fn columns_read(&self, set: &MetricSet) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for jm in self.selected(set) {
+            for c in &jm.columns {
+                if !out.iter().any(|(n, _)| n == c) {
+                    let at = jm
+                        .definition
+                        .as_ref()
+                        .map_or(String::new(), |d| d.origin.clone());
+                    out.push((c.to_string(), format!("{at}: judge metric '{}'", jm.name())));
+                }
+            }
+        }
+        out
+    }
+
+    /// The user's selected definitions as the run records them (in the
+    /// fingerprint, the summary and the result file's footer): per name its
+    /// version (the template's content hash), answer, scale, threshold,
+    /// band and columns. Empty when no defined metric is selected, so runs
+    /// without one keep their earlier fingerprints.
+    pub fn record(&self, set: &MetricSet) -> BTreeMap<String, Value> {
+        self.selected(set)
+            .into_iter()
+            .filter(|j| j.is_defined())
+            .filter_map(|j| {
+                let d = j.definition.as_ref()?;
+                let (answer, scale) = match d.answer {
+                    Answer::Verdict => ("verdict", Value::Null),
+                    Answer::Score { min, max } => ("score", json!([min, max])),
+                };
+                Some((
+                    j.name().to_string(),
+                    json!({
+                        "version": j.template_versions(),
+                        "answer": answer,
+                        "scale": scale,
+                        "threshold": d.threshold,
+                        "band": d.band,
+                        "columns": j.metric.output_columns(),
+                        "reason_column": j.metric.reason_column,
+                        "source_column": j.metric.source_column,
+                    }),
+                ))
+            })
+            .collect()
+    }
+
+    /// The output fields of the selected metrics, then the accounting and
+    /// template columns.
+    pub fn fields(&self, set: &MetricSet) -> Vec<Field> {
+        crate::columns::fields_of(&self.selected(set))
+    }
 }
 
 #[cfg(test)]
@@ -154,11 +289,14 @@ mod tests {
 
     #[test]
     fn every_judge_metric_of_the_registry_has_a_definition() {
+        let known = JudgeMetrics::builtin();
         for m in metric::BUILTIN
             .iter()
             .filter(|m| m.group == metric::Group::Judge)
         {
-            let j = named(m.name).unwrap_or_else(|| panic!("{} has no definition", m.name));
+            let j = known
+                .named(m.name)
+                .unwrap_or_else(|| panic!("{} has no definition", m.name));
             assert_eq!(j.metric, *m);
         }
     }

@@ -15,7 +15,7 @@ impl Stage for JudgeStage {
     }
 
     fn score(&mut self, batch: &RowBatch, earlier: &ScoreColumns) -> Result<ScoreColumns, Error> {
-        let requested = route::requested_rows(batch, self.where_column())?;
+        let requested = route::requested_rows(batch, self.where_column(), self.known())?;
         let cosine: Option<Float32Array> = earlier
             .column("cosine")
             .map(|c| c.as_primitive::<Float32Type>().clone());
@@ -35,6 +35,10 @@ impl Stage for JudgeStage {
         } else {
             0.0
         });
+        let defined = self.defined();
+        if !defined.is_empty() {
+            v["defined_metrics"] = json!(defined);
+        }
         Some(("judge", v))
     }
 }

@@ -1,19 +1,35 @@
 //! The judge prompts, versioned in one place. Each template's hash goes into
 //! the output and into cache keys, so a changed prompt never reuses old
-//! answers and every score says which prompt produced it.
+//! answers and every score says which prompt produced it. The rubrics'
+//! templates (Meaning Match, similarity, the user's) are built from their
+//! definitions (`definition.rs`); the fact ratio's two are written here.
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-/// One prompt template: a system message and a user message with `{name}`
-/// slots, plus the JSON schema the reply must follow.
-#[derive(Debug)]
+/// The JSON schema a reply must follow.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Schema {
+    /// Written in the code (the fact ratio's templates).
+    Fixed(fn() -> Value),
+    /// Built from a rubric's definition when it was read.
+    Built(&'static Value),
+}
+
+/// One prompt template: a system message and a user message with slots,
+/// plus the JSON schema the reply must follow.
+#[derive(Debug, Clone)]
 pub(crate) struct Template {
     pub name: &'static str,
     pub version: &'static str,
     pub system: &'static str,
+    /// The user message's source: `{name}` slots, or a minijinja template
+    /// when [`Template::jinja`] is set.
     pub user: &'static str,
-    pub schema: fn() -> Value,
+    /// The compiled user message of a rubric (its template is named
+    /// [`Template::name`]); none for the fact ratio's brace templates.
+    pub jinja: Option<&'static minijinja::Environment<'static>>,
+    pub schema: Schema,
     pub max_tokens: u32,
     /// Sent with the negotiated structured output (JSON schema, JSON mode or
     /// plain text asking for JSON); false for one-word and free-text answers,
@@ -30,13 +46,30 @@ impl Template {
             self.version,
             self.system,
             self.user,
-            &(self.schema)().to_string(),
+            &self.schema().to_string(),
         ] {
             h.update(part.as_bytes());
             h.update([0]);
         }
         let digest = h.finalize();
         format!("{}-{}-{}", self.name, self.version, hex(&digest[..6]))
+    }
+
+    /// The JSON schema a reply must follow.
+    pub(crate) fn schema(&self) -> Value {
+        match self.schema {
+            Schema::Fixed(f) => f(),
+            Schema::Built(v) => v.clone(),
+        }
+    }
+
+    /// Renders a rubric's user message for one row; `row` holds `input`,
+    /// `reference`, `output` and the `row` map of the columns it reads.
+    pub(crate) fn render_row(&self, row: &minijinja::Value) -> Result<String, String> {
+        let env = self.jinja.ok_or("not a rubric template")?;
+        env.get_template(self.name)
+            .and_then(|t| t.render(row))
+            .map_err(|e| format!("template of {} does not render: {e:#}", self.name))
     }
 
     /// Fills the user message's `{name}` slots in one pass over the
@@ -73,77 +106,9 @@ impl Template {
     }
 }
 
-/// Every template, for the run's fingerprint and the summary.
-pub(crate) const ALL: [&Template; 4] = [&MEANING_MATCH, &SIMILARITY, &FACT_EXTRACT, &FACT_CHECK];
-
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
-
-/// The instructions of Meaning Match.
-macro_rules! meaning_match_rules {
-    () => {
-        "You are a strict grader. You compare a candidate answer with a reference answer to the \
-same question and decide whether the candidate gives the same core answer: the same fact, entity or value.\n\
-Rules:\n\
-- Judge only the core answer, not style, tone or length.\n\
-- Aliases, synonyms, abbreviations and paraphrases count as the same (\"NYC\" = \"New York City\", \"Da Vinci\" = \"Leonardo da Vinci\").\n\
-- Ignore differences of case, punctuation, whitespace, articles, formatting and small typos.\n\
-- Digits and number words are equal (\"100\" = \"one hundred\").\n\
-- Extra detail is fine unless it changes or contradicts the core answer.\n\
-- If the candidate offers the right answer next to wrong alternatives (\"Paris or Lyon\"), it does not match.\n\
-- A hedged, uncertain or incomplete answer does not match.\n\
-"
-    };
-}
-
-/// The similarity rubric.
-macro_rules! similarity_rubric {
-    () => {
-        "You are a strict grader. Rate how similar a candidate answer is to a reference answer to the \
-same question, on an integer scale from 0 to 10:\n\
-10: nearly identical in meaning, structure, accuracy and completeness.\n\
-8-9: high overlap; only very minor omissions or differences of phrasing.\n\
-6-7: most facts present, but some are partly wrong, incomplete or vague.\n\
-4-5: major elements missing or misrepresented.\n\
-1-3: very little overlap.\n\
-0: unrelated or wrong.\n\
-Weigh factual accuracy, completeness, semantic similarity, terminology and structure, and above all the \
-precision of quantities, names and categories (doses, figures, units). Be strict: penalise omissions and \
-wrong values. Answers may be long or structured (lists, JSON); compare their content.\n\
-"
-    };
-}
-
-pub(crate) const MEANING_MATCH: Template = Template {
-    name: "meaning_match",
-    version: "v1",
-    system: concat!(meaning_match_rules!(), "Reply with a JSON object only: {\"meaning_match\": true or false, \"reason\": \"one or two sentences\"}."),
-    user: "Question:\n{input}\n\nReference answer:\n{reference}\n\nCandidate answer:\n{output}",
-    schema: || {
-        json!({"type": "object", "properties": {
-            "meaning_match": {"type": "boolean"},
-            "reason": {"type": "string"}},
-            "required": ["meaning_match", "reason"], "additionalProperties": false})
-    },
-    max_tokens: 256,
-    structured: true,
-};
-
-pub(crate) const SIMILARITY: Template = Template {
-    name: "similarity",
-    version: "v1",
-    system: concat!(similarity_rubric!(), "Reply with a JSON object only: {\"score\": integer 0-10, \"rationale\": \"two to four sentences\"}."),
-    user: "Question:\n{input}\n\nReference answer:\n{reference}\n\nCandidate answer:\n{output}",
-    schema: || {
-        json!({"type": "object", "properties": {
-            "score": {"type": "integer", "minimum": 0, "maximum": 10},
-            "rationale": {"type": "string"}},
-            "required": ["score", "rationale"], "additionalProperties": false})
-    },
-    max_tokens: 512,
-    structured: true,
-};
 
 /// The fact ratio's check: does an answer state one fact? One word, so
 /// that each fact costs one generated token, and the question and answer
@@ -157,7 +122,8 @@ says nothing about it, or says something merely compatible with it but vaguer or
 (\"more than 95\" does not state \"96 years old\"; \"fruit\" does not state \"apples\").\n\
 Reply with one word: yes if the answer states the fact, no if it does not.",
     user: "Question:\n{input}\n\nAnswer:\n{answer}\n\nFact:\n{fact}",
-    schema: || json!({"type": "boolean"}),
+    jinja: None,
+    schema: Schema::Fixed(|| json!({"type": "boolean"})),
     max_tokens: 1,
     structured: false,
 };
@@ -174,11 +140,12 @@ thing the text says. Never add a fact the text does not state. Do not merge two 
 repeat a fact.\n\
 Reply with a JSON object only: {\"facts\": [\"fact one\", \"fact two\", ...]}.",
     user: "Text:\n{answer}",
-    schema: || {
+    jinja: None,
+    schema: Schema::Fixed(|| {
         json!({"type": "object", "properties": {
             "facts": {"type": "array", "items": {"type": "string"}}},
             "required": ["facts"], "additionalProperties": false})
-    },
+    }),
     max_tokens: 768,
     structured: true,
 };
@@ -189,69 +156,38 @@ mod tests {
 
     #[test]
     fn hashes_are_stable_and_distinct() {
-        let hashes: Vec<String> = ALL.iter().map(|t| t.hash()).collect();
-        assert_eq!(hashes[0], MEANING_MATCH.hash());
-        assert!(hashes[0].starts_with("meaning_match-v1-"));
-        for i in 0..ALL.len() {
-            for j in i + 1..ALL.len() {
-                assert_ne!(hashes[i], hashes[j]);
-            }
-        }
+        assert_eq!(FACT_CHECK.hash(), FACT_CHECK.hash());
+        assert!(FACT_CHECK.hash().starts_with("fact_check-v1-"));
+        assert_ne!(FACT_CHECK.hash(), FACT_EXTRACT.hash());
         assert_eq!(
-            MEANING_MATCH.render(&[("input", "Q"), ("reference", "R"), ("output", "O")]),
-            "Question:\nQ\n\nReference answer:\nR\n\nCandidate answer:\nO"
+            FACT_CHECK.render(&[("input", "Q"), ("answer", "A"), ("fact", "F")]),
+            "Question:\nQ\n\nAnswer:\nA\n\nFact:\nF"
         );
     }
-}
-
-#[cfg(test)]
-mod render_tests {
-    use super::*;
 
     #[test]
     fn slot_values_are_never_rescanned() {
-        // Filled one slot after another, the reference's literal "{output}"
-        // received the candidate answer.
-        let got = MEANING_MATCH.render(&[
-            ("input", "Which {reference} is meant?"),
-            ("reference", "Write {output} in the template"),
-            ("output", "CANDIDATE"),
+        // Filled one slot after another, the answer's literal "{fact}"
+        // received the fact.
+        let got = FACT_CHECK.render(&[
+            ("input", "Which {answer} is meant?"),
+            ("answer", "Write {fact} in the template"),
+            ("fact", "FACT"),
         ]);
         assert_eq!(
             got,
-            "Question:\nWhich {reference} is meant?\n\nReference answer:\n\
-             Write {output} in the template\n\nCandidate answer:\nCANDIDATE"
+            "Question:\nWhich {answer} is meant?\n\nAnswer:\n\
+             Write {fact} in the template\n\nFact:\nFACT"
         );
-        assert_eq!(got.matches("CANDIDATE").count(), 1);
+        assert_eq!(got.matches("FACT").count(), 1);
     }
 
     #[test]
     fn braces_that_are_not_slots_are_kept() {
         let t = Template {
             user: "{a} {unknown} {{a}} {b",
-            ..MEANING_MATCH
+            ..FACT_CHECK
         };
         assert_eq!(t.render(&[("a", "1")]), "1 {unknown} {1} {b");
-    }
-}
-
-#[cfg(test)]
-mod order_tests {
-    use super::*;
-
-    #[test]
-    fn schemas_list_the_verdict_before_the_explanation() {
-        // Grammar-constrained servers generate keys in schema order; the short
-        // verdict must come before the free text that could run out of tokens.
-        let keys = |t: &Template| -> Vec<String> {
-            (t.schema)()["properties"]
-                .as_object()
-                .unwrap()
-                .keys()
-                .cloned()
-                .collect()
-        };
-        assert_eq!(keys(&SIMILARITY), ["score", "rationale"]);
-        assert_eq!(keys(&MEANING_MATCH), ["meaning_match", "reason"]);
     }
 }

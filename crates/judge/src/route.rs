@@ -5,7 +5,7 @@ use arrow::datatypes::DataType;
 use refscore_batch::metric::Metric;
 use refscore_batch::Error;
 
-use crate::metric;
+use crate::metric::JudgeMetrics;
 
 /// Which judge metrics one row asks for.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,6 +32,7 @@ impl Wanted {
 pub(crate) fn requested_rows(
     batch: &refscore_batch::RowBatch,
     where_column: Option<&str>,
+    known: &JudgeMetrics,
 ) -> Result<Vec<Wanted>, Error> {
     let n = batch.len();
     let Some(col) = &batch.row_filter else {
@@ -40,7 +41,7 @@ pub(crate) fn requested_rows(
     let column = where_column.unwrap_or("");
     (0..n)
         .map(|i| {
-            requested_by(col, i, &|| {
+            requested_by(col, i, known, &|| {
                 format!(
                     "{}: column '{column}', row {}",
                     batch.source,
@@ -58,6 +59,7 @@ pub(crate) fn requested_rows(
 pub(crate) fn requested_by(
     column: &ArrayRef,
     i: usize,
+    known: &JudgeMetrics,
     describe: &dyn Fn() -> String,
 ) -> Result<Wanted, Error> {
     if column.is_null(i) {
@@ -93,14 +95,13 @@ pub(crate) fn requested_by(
     };
     let mut out = Vec::new();
     for name in names {
-        match metric::named(&name) {
+        match known.named(&name) {
             Some(jm) => out.push(jm.metric),
             None => {
-                let known: Vec<&str> = metric::BUILTIN.iter().map(|j| j.name()).collect();
                 return Err(Error::bad_input(format!(
                     "{}: unknown judge metric '{name}' (expected {})",
                     describe(),
-                    known.join(", ")
+                    known.names().join(", ")
                 )));
             }
         }
@@ -121,10 +122,11 @@ fn split(s: &str) -> Vec<String> {
 /// batch found a bad last row only after every earlier call was paid for.
 pub fn check_requests(
     column: &ArrayRef,
+    known: &JudgeMetrics,
     describe_row: &dyn Fn(usize) -> String,
 ) -> Result<(), Error> {
     for i in 0..column.len() {
-        requested_by(column, i, &|| describe_row(i))?;
+        requested_by(column, i, known, &|| describe_row(i))?;
     }
     Ok(())
 }
@@ -142,8 +144,11 @@ mod tests {
         let mut values = vec![Some("meaning_match"); 999];
         values.push(Some("vibes"));
         let column: ArrayRef = Arc::new(StringArray::from(values));
-        let err = check_requests(&column, &|i| format!("in.parquet: column 'which', row {i}"))
-            .unwrap_err();
+        let known = JudgeMetrics::builtin();
+        let err = check_requests(&column, &known, &|i| {
+            format!("in.parquet: column 'which', row {i}")
+        })
+        .unwrap_err();
         assert_eq!(err.class, refscore_batch::ErrorClass::BadInput);
         assert!(
             err.message.contains("column 'which', row 999") && err.message.contains("'vibes'"),
@@ -155,10 +160,10 @@ mod tests {
             None,
             Some(""),
         ]));
-        assert!(check_requests(&fine, &|i| format!("row {i}")).is_ok());
+        assert!(check_requests(&fine, &known, &|i| format!("row {i}")).is_ok());
         let flags: ArrayRef = Arc::new(BooleanArray::from(vec![true, false]));
-        assert!(check_requests(&flags, &|i| format!("row {i}")).is_ok());
+        assert!(check_requests(&flags, &known, &|i| format!("row {i}")).is_ok());
         let wrong: ArrayRef = Arc::new(arrow::array::Int32Array::from(vec![1]));
-        assert!(check_requests(&wrong, &|i| format!("row {i}")).is_err());
+        assert!(check_requests(&wrong, &known, &|i| format!("row {i}")).is_err());
     }
 }

@@ -15,6 +15,7 @@ pub struct Layout {
     pub(crate) keep_fields: Vec<Field>,
     pub(crate) id_field: Field,
     pub(crate) row_filter: Option<String>,
+    pub(crate) prompt_columns: Vec<String>,
 }
 
 impl Layout {
@@ -69,12 +70,31 @@ impl Layout {
                 )));
             }
         }
+        for (name, reader) in &options.prompt_columns {
+            let field = schema.field_with_name(name).map_err(|_| {
+                Error::config(format!(
+                    "{reader} reads column '{name}', which {shown} does not have (columns: {})",
+                    mapping::column_list(schema)
+                ))
+            })?;
+            if !arrow::compute::can_cast_types(field.data_type(), &DataType::Utf8) {
+                return Err(Error::config(format!(
+                    "{reader} reads column '{name}' of {shown}, whose type {} has no text form",
+                    field.data_type()
+                )));
+            }
+        }
         Ok(Layout {
             columns,
             keep: options.keep.clone(),
             keep_fields,
             id_field,
             row_filter: options.row_filter.clone(),
+            prompt_columns: options
+                .prompt_columns
+                .iter()
+                .map(|(n, _)| n.clone())
+                .collect(),
         })
     }
 
@@ -113,8 +133,8 @@ impl Layout {
         &self.keep_fields
     }
 
-    /// The columns a batch must hold: the mapped ones, `--keep` and the row
-    /// filter, each once.
+    /// The columns a batch must hold: the mapped ones, `--keep`, the row
+    /// filter and those judge prompts read, each once.
     pub fn needed_columns(&self) -> Vec<&str> {
         let mut names: Vec<&str> = Vec::new();
         for n in self
@@ -125,6 +145,7 @@ impl Layout {
             .chain([&self.columns.reference, &self.columns.output])
             .chain(&self.keep)
             .chain(&self.row_filter)
+            .chain(&self.prompt_columns)
         {
             if !names.contains(&n.as_str()) {
                 names.push(n);
@@ -187,6 +208,11 @@ impl Layout {
                 .as_deref()
                 .map(|k| col(k).map(plain_row_filter))
                 .transpose()?,
+            prompt_columns: self
+                .prompt_columns
+                .iter()
+                .map(|k| col(k).map(|a| (k.clone(), a.clone())))
+                .collect::<Result<_, _>>()?,
         })
     }
 }

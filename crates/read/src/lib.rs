@@ -48,6 +48,10 @@ pub struct ReadOptions {
     /// A column saying per row which optional metrics to run (`--judge-where`):
     /// boolean, string, or list of strings.
     pub row_filter: Option<String>,
+    /// Columns judge prompts read (`row.NAME`), each with what reads it (for
+    /// the message when the input lacks it); read whether or not `--keep`
+    /// names them.
+    pub prompt_columns: Vec<(String, String)>,
 }
 
 impl Default for ReadOptions {
@@ -57,6 +61,7 @@ impl Default for ReadOptions {
             keep: Vec::new(),
             batch_size: 32 * 1024,
             row_filter: None,
+            prompt_columns: Vec::new(),
         }
     }
 }

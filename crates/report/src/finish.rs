@@ -321,7 +321,12 @@ pub(crate) fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Resul
             summary: texts::summary_judge(&o.result),
         });
     let gates = gate_results(o, &metrics);
+    let rubric_changes = ctx
+        .base
+        .map(|b| rubric_changes(&ctx.cur.defined, &b.defined))
+        .unwrap_or_default();
     Ok(Report {
+        rubric_changes,
         refscore_version: env!("CARGO_PKG_VERSION"),
         result: RunSummary {
             path: o.result.clone(),
@@ -374,6 +379,27 @@ fn gate_results(o: &Options, metrics: &[MetricReport]) -> Vec<GateResult> {
                 failed,
                 line,
             });
+        }
+    }
+    out
+}
+
+/// The defined judge metrics whose recorded version differs between the
+/// result (`cur`) and the baseline (`base`), in words.
+fn rubric_changes(
+    cur: &serde_json::Map<String, serde_json::Value>,
+    base: &serde_json::Map<String, serde_json::Value>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, now) in cur {
+        if let Some(then) = base.get(name) {
+            if then["version"] != now["version"] || then["threshold"] != now["threshold"] {
+                out.push(format!(
+                    "judge metric {name}: its definition changed between the runs (baseline {}, result {}); a change in its scores may be the rubric's",
+                    then["version"].as_str().unwrap_or("?"),
+                    now["version"].as_str().unwrap_or("?")
+                ));
+            }
         }
     }
     out

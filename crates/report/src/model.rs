@@ -30,6 +30,10 @@ pub struct Report {
     pub gates: Vec<GateResult>,
     /// Where row texts came from: "result" (--keep columns), "input", or none.
     pub texts_from: Option<String>,
+    /// Judge metrics the user defined whose definition differs between the
+    /// result and the baseline, in words: their changes may be the rubric's,
+    /// not the model's.
+    pub rubric_changes: Vec<String>,
 }
 
 /// Row and status counts of one run.

@@ -27,6 +27,9 @@ pub(crate) struct Run {
     /// Columns holding the input, reference and output texts (from `--keep`).
     pub text_cols: [Option<String>; 3],
     pub reason_cols: Vec<String>,
+    /// The judge metrics the user defined for the run, from its footer: per
+    /// name what `score` recorded (version, answer, columns).
+    pub defined: serde_json::Map<String, serde_json::Value>,
     /// The pass thresholds the run's summary used (from its footer; none
     /// in files written before refscore recorded them).
     pub thresholds: Vec<(String, f64)>,
@@ -76,6 +79,25 @@ impl Run {
             })?,
             None => Vec::new(),
         };
+        let defined = match table.footer_value(footer::JUDGE_METRICS) {
+            Some(text) => serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
+                .map_err(|e| {
+                    Error::bad_input(format!("{shown}: footer {}: {e}", footer::JUDGE_METRICS))
+                })?,
+            None => serde_json::Map::new(),
+        };
+        let defined_columns = |key: &str| -> Vec<String> {
+            defined
+                .values()
+                .filter_map(|d| d[key].as_str())
+                .filter(|n| has(n))
+                .map(String::from)
+                .collect()
+        };
+        let mut source_cols = registry_columns(|m| m.source_column, &has);
+        source_cols.extend(defined_columns("source_column"));
+        let mut reason_cols = registry_columns(|m| m.reason_column, &has);
+        reason_cols.extend(defined_columns("reason_column"));
         Ok(Run {
             shown,
             metrics,
@@ -86,9 +108,10 @@ impl Run {
                 .filter(|n| has(n))
                 .map(|n| n.to_string())
                 .collect(),
-            source_cols: registry_columns(|m| m.source_column, &has),
+            source_cols,
             text_cols,
-            reason_cols: registry_columns(|m| m.reason_column, &has),
+            reason_cols,
+            defined,
             thresholds,
             table,
         })

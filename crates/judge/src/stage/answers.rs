@@ -33,21 +33,23 @@ impl JudgeStage {
         self.recorded_mode = mode.to_string();
     }
 
-    /// The hash of a row's texts for a rubric, with what else decides
-    /// the stored answer: with `failures`, whether a reason was asked
-    /// depends on the thresholds.
-    pub(super) fn ask_texts(&self, input: &str, reference: &str, output: &str) -> String {
+    /// The hash of a rubric's question for a row (its rendered user
+    /// message), with what else decides the stored answer: with `failures`,
+    /// whether a reason was asked depends on the metric's pass threshold.
+    pub(super) fn ask_texts(&self, jm: &JudgeMetric, user: &str) -> String {
         match self.options.reasons {
-            Reasons::Always => DiskCache::key(&[input, reference, output]),
-            Reasons::Never => DiskCache::key(&[input, reference, output, "never"]),
-            Reasons::Failures => DiskCache::key(&[
-                input,
-                reference,
-                output,
-                "failures",
-                &self.options.threshold.to_string(),
-                &self.options.similarity_pass.to_string(),
-            ]),
+            Reasons::Always => DiskCache::key(&[user]),
+            Reasons::Never => DiskCache::key(&[user, "never"]),
+            Reasons::Failures => {
+                let pass = match &jm.asking {
+                    Asking::Rubric {
+                        answer: Answer::Verdict,
+                        ..
+                    } => self.p_threshold(jm),
+                    _ => self.score_pass(jm),
+                };
+                DiskCache::key(&[user, "failures", &pass.to_string()])
+            }
         }
     }
 

@@ -99,7 +99,7 @@ impl JudgeStage {
             tally_of.insert(i, tallies.len());
             tallies.push(tally);
         }
-        let results = self.run_jobs(&checks, batch);
+        let results = self.run_jobs(&checks);
         let mut paid = vec![false; checks.len()];
         let mut check_failed: HashSet<usize> = HashSet::new();
         for (row, is_ref, k) in uses {

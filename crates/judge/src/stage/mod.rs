@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use arrow::array::{Array, Float32Array};
-use arrow::datatypes::Field;
+use arrow::array::{Array, AsArray, Float32Array, StringArray};
+use arrow::datatypes::{DataType, Field};
 use lru::LruCache;
 use refscore_batch::{Error, RowBatch, ScoreColumns};
 use serde_json::{json, Value};
@@ -22,10 +22,10 @@ use serde_json::{json, Value};
 use crate::cache::DiskCache;
 use crate::client::{Ask, AskFailure, Client, Reply, Usage};
 use crate::columns::{self, normalised, Decisions, Outcome, Source};
-use crate::metric::{self, Answer, Asking, JudgeMetric};
+use crate::metric::{Answer, Asking, JudgeMetric, JudgeMetrics};
 use crate::parse::{self, extract_object, snippet};
 use crate::probs::{expected_score, value_token, verdict_p, verdict_word};
-use crate::prompts::{Template, ALL, FACT_CHECK, FACT_EXTRACT};
+use crate::prompts::{Template, FACT_CHECK, FACT_EXTRACT};
 use crate::route::Wanted;
 use crate::{rules, JudgeOptions, JudgeReport, Reasons};
 
@@ -39,11 +39,13 @@ use facts::{parse_check, read_word_verdict};
 /// prompt is made of; with the request's other parameters it makes the
 /// cache and journal key (see [`JudgeStage::key`]).
 enum Job {
-    /// One rubric of one row; `metric` indexes the stage's metrics.
+    /// One rubric of one row; `metric` indexes the stage's metrics, `user`
+    /// is the rendered user message.
     Ask {
         row: usize,
         metric: usize,
         texts: String,
+        user: String,
     },
     /// The atomic facts of one answer (a reference or an output).
     Extract { texts: String, answer: String },
@@ -128,13 +130,13 @@ impl JudgeStage {
             None => None,
         };
         let report = JudgeReport {
-            templates: ALL.iter().map(|t| t.hash()).collect(),
+            templates: crate::template_versions(),
             reasons: options.reasons.name().to_string(),
             ..JudgeReport::default()
         };
         let mut stage = JudgeStage {
             client,
-            metrics: metric::selected(&options.metrics),
+            metrics: options.judge_metrics.selected(&options.metrics),
             options,
             disk,
             journal: None,
@@ -184,6 +186,16 @@ impl JudgeStage {
         self.options.where_column.as_deref()
     }
 
+    /// The judge metrics the run knows, for `--judge-where`.
+    pub(crate) fn known(&self) -> &JudgeMetrics {
+        &self.options.judge_metrics
+    }
+
+    /// The run's defined metrics as the summary records them.
+    pub(crate) fn defined(&self) -> std::collections::BTreeMap<String, Value> {
+        self.options.judge_metrics.record(&self.options.metrics)
+    }
+
     /// Totals so far.
     pub fn report(&self) -> JudgeReport {
         let c = &self.client.counters;
@@ -228,6 +240,7 @@ impl JudgeStage {
         let mut fact_rows: Vec<FactRow> = Vec::new();
         let mut extracting: HashSet<String> = HashSet::new();
 
+        let prompt_columns = columns_as_text(batch)?;
         for (i, wanted) in requested.iter().enumerate().take(n) {
             if batch.unscorable(i).is_some() || !metrics.iter().any(|j| wanted.asks(j.metric)) {
                 continue;
@@ -237,7 +250,6 @@ impl JudgeStage {
                 batch.reference.get(i).unwrap_or(""),
                 batch.output.get(i).unwrap_or(""),
             );
-            let input = batch.input.as_ref().and_then(|c| c.get(i)).unwrap_or("");
             let empty = output.trim().is_empty();
             let same = !empty && rules::same_answer(reference, output);
             for (m, jm) in metrics.iter().enumerate() {
@@ -272,7 +284,14 @@ impl JudgeStage {
                     fact_rows.push((i, m, ref_key, out_key));
                     continue;
                 };
-                let texts = self.ask_texts(input, reference, output);
+                let user = match render(jm, batch, i, &prompt_columns) {
+                    Ok(user) => user,
+                    Err(e) => {
+                        fail(&mut d.errors[i], &mut self.report, jm.name(), &e);
+                        continue;
+                    }
+                };
+                let texts = self.ask_texts(jm, &user);
                 if let Some((v, u, source)) = self.lookup(template, &texts) {
                     if let Ok(verdict) = self.verdict(jm, &v) {
                         if source == Source::Judge {
@@ -290,12 +309,13 @@ impl JudgeStage {
                     row: i,
                     metric: m,
                     texts,
+                    user,
                 });
             }
         }
 
         // Phase 1: rubrics and fact extraction.
-        let results = self.run_jobs(&jobs, batch);
+        let results = self.run_jobs(&jobs);
         for (job, result) in jobs.iter().zip(results) {
             match (job, result) {
                 (Job::Ask { row, metric, .. }, Ok((v, u, _))) => {
@@ -354,7 +374,7 @@ impl JudgeStage {
     }
 
     /// Runs jobs on `concurrency` worker threads; results in job order.
-    fn run_jobs(&self, jobs: &[Job], batch: &RowBatch) -> Vec<JobResult> {
+    fn run_jobs(&self, jobs: &[Job]) -> Vec<JobResult> {
         let results: Vec<OnceLock<JobResult>> = (0..jobs.len()).map(|_| OnceLock::new()).collect();
         let next = AtomicUsize::new(0);
         let workers = self
@@ -369,7 +389,7 @@ impl JudgeStage {
                     if k >= jobs.len() {
                         break;
                     }
-                    let result = self.run_job(&jobs[k], batch);
+                    let result = self.run_job(&jobs[k]);
                     if let Ok((v, u, mode)) = &result {
                         // Journal a paid answer the moment it arrives: a
                         // crash later in the batch must not lose it.
@@ -408,7 +428,7 @@ impl JudgeStage {
         }
     }
 
-    fn run_job(&self, job: &Job, batch: &RowBatch) -> JobResult {
+    fn run_job(&self, job: &Job) -> JobResult {
         match job {
             Job::Extract { answer, .. } => self.client.ask(
                 &FACT_EXTRACT,
@@ -436,30 +456,50 @@ impl JudgeStage {
                     .send_ask(&ask, read_word_verdict)
                     .map(|(v, u, _)| (v, u, NO_FORMAT))
             }
-            Job::Ask { row, metric, .. } => {
-                let i = *row;
-                let input = batch
-                    .input
-                    .as_ref()
-                    .and_then(|c| c.get(i))
-                    .unwrap_or("(no question given)");
-                let (reference, output) = (
-                    batch.reference.get(i).unwrap_or(""),
-                    batch.output.get(i).unwrap_or(""),
-                );
-                // The metric's own template: similarity's user text equals
-                // Meaning Match's today, but nothing kept the two equal.
-                let jm = self.metrics[*metric];
-                let template = jm.template().expect("a rubric");
-                let user = template.render(&[
-                    ("input", input),
-                    ("reference", reference),
-                    ("output", output),
-                ]);
-                self.ask_metric(jm, user)
-            }
+            Job::Ask { metric, user, .. } => self.ask_metric(self.metrics[*metric], user.clone()),
         }
     }
+}
+
+/// The text of each column judge prompts read, for one batch.
+pub(super) fn columns_as_text(batch: &RowBatch) -> Result<Vec<(&str, StringArray)>, Error> {
+    batch
+        .prompt_columns
+        .iter()
+        .map(|(name, array)| {
+            let text = arrow::compute::cast(array, &DataType::Utf8)
+                .map_err(|e| Error::bad_input(format!("{}: column '{name}': {e}", batch.source)))?;
+            Ok((name.as_str(), text.as_string::<i32>().clone()))
+        })
+        .collect()
+}
+
+/// A rubric's user message for row `i`: its template over the row's
+/// question, reference, output and the input columns it reads (a null
+/// value is empty text).
+pub(super) fn render(
+    jm: &JudgeMetric,
+    batch: &RowBatch,
+    i: usize,
+    columns: &[(&str, StringArray)],
+) -> Result<String, String> {
+    let template = jm.template().expect("a rubric");
+    let input = batch
+        .input
+        .as_ref()
+        .and_then(|c| c.get(i))
+        .unwrap_or("(no question given)");
+    let row: std::collections::BTreeMap<&str, &str> = columns
+        .iter()
+        .filter(|(name, _)| jm.columns.contains(name))
+        .map(|(name, a)| (*name, if a.is_valid(i) { a.value(i) } else { "" }))
+        .collect();
+    template.render_row(&minijinja::context! {
+        input => input,
+        reference => batch.reference.get(i).unwrap_or(""),
+        output => batch.output.get(i).unwrap_or(""),
+        row => row,
+    })
 }
 
 fn add_usage(total: &mut Usage, u: Usage) {
@@ -483,3 +523,6 @@ fn fail(slot: &mut Option<String>, report: &mut JudgeReport, metric: &str, why: 
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod defined_tests;

@@ -18,7 +18,7 @@ impl JudgeStage {
         match *answer {
             Answer::Verdict => {
                 parse::verdict(v, value_keys, reason_keys).map(|a| Outcome::Verdict {
-                    verdict: a.p_true.map_or(a.sampled, |p| p >= self.options.threshold),
+                    verdict: a.p_true.map_or(a.sampled, |p| p >= self.p_threshold(jm)),
                     p_true: a.p_true,
                     reason: a.reason,
                 })
@@ -31,6 +31,37 @@ impl JudgeStage {
                 })
             }
         }
+    }
+
+    /// The exact first request the run would send for `metric` about row
+    /// `i` of `batch` (with `--judge-reasons failures` a failing answer is
+    /// asked again uncut), for `refscore judge-prompt`: nothing is sent.
+    /// The metric may be any the run knows, chosen or not.
+    pub fn request_for(&self, metric: &str, batch: &RowBatch, i: usize) -> Result<Value, Error> {
+        let known = &self.options.judge_metrics;
+        let jm = known.named(metric).ok_or_else(|| {
+            Error::usage(format!(
+                "unknown judge metric '{metric}' (known: {})",
+                known.names().join(", ")
+            ))
+        })?;
+        let template = jm.template().ok_or_else(|| {
+            Error::usage(format!(
+                "{metric} is not asked as one question (the fact ratio extracts facts, then checks each)"
+            ))
+        })?;
+        let columns = columns_as_text(batch)?;
+        let user = render(jm, batch, i, &columns).map_err(Error::config)?;
+        let ask = Ask {
+            template,
+            user,
+            max_tokens: match self.options.reasons {
+                Reasons::Always => template.max_tokens,
+                _ => VERDICT_TOKENS,
+            },
+            logprobs: true,
+        };
+        Ok(self.client.first_body(&ask))
     }
 
     /// Asks a rubric about one row as
@@ -56,8 +87,26 @@ impl JudgeStage {
         Ok((v, usage, mode))
     }
 
-    /// Whether an answer fails: a verdict false, or a score below its pass
-    /// threshold (the similarity rubric's: the one score rubric).
+    /// The P(true) a verdict passes at: the rubric's own, else
+    /// `--judge-threshold`.
+    pub(super) fn p_threshold(&self, jm: &JudgeMetric) -> f32 {
+        jm.p_threshold.unwrap_or(self.options.threshold)
+    }
+
+    /// The normalised score a score rubric passes at: the run's
+    /// `--threshold` for it, else its default.
+    pub(super) fn score_pass(&self, jm: &JudgeMetric) -> f32 {
+        let given = self
+            .options
+            .thresholds
+            .iter()
+            .rev()
+            .find(|(n, _)| n == jm.name());
+        given.map_or(jm.metric.default_threshold, |(_, t)| *t) as f32
+    }
+
+    /// Whether an answer fails: a verdict false, or a score below its
+    /// metric's pass threshold.
     pub(super) fn fails(&self, jm: &JudgeMetric, v: &Value) -> Result<bool, AskFailure> {
         let bad = |message: String| AskFailure {
             message,
@@ -73,7 +122,7 @@ impl JudgeStage {
                     answer: Answer::Score { min, max },
                     ..
                 },
-            ) => normalised(score, expected, (*min, *max)) < self.options.similarity_pass,
+            ) => normalised(score, expected, (*min, *max)) < self.score_pass(jm),
             _ => false,
         })
     }

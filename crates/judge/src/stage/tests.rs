@@ -11,11 +11,11 @@ use super::*;
 use crate::test_server::{chat, start, Reply, Request, Server};
 use crate::Endpoint;
 
-fn text(values: &[&str]) -> TextColumn {
+pub(super) fn text(values: &[&str]) -> TextColumn {
     TextColumn::Utf8(StringArray::from(values.to_vec()))
 }
 
-fn batch() -> RowBatch {
+pub(super) fn batch() -> RowBatch {
     let refs = ["Paris is the capital of France", "Water boils at 100 C"];
     RowBatch {
         first_row: 0,
@@ -27,10 +27,11 @@ fn batch() -> RowBatch {
         output: text(&["Lyon", "It boils at 90 C"]),
         passthrough: vec![],
         row_filter: None,
+        prompt_columns: vec![],
     }
 }
 
-fn options(url: &str, names: &[&str], cache: Option<PathBuf>) -> JudgeOptions {
+pub(super) fn options(url: &str, names: &[&str], cache: Option<PathBuf>) -> JudgeOptions {
     let mut metrics = refscore_batch::metric::MetricSet::new();
     for name in names {
         metrics.insert(refscore_batch::metric::find(name).expect("a metric"));
@@ -52,7 +53,8 @@ fn options(url: &str, names: &[&str], cache: Option<PathBuf>) -> JudgeOptions {
         cache_dir: cache,
         reasons: Reasons::Always,
         threshold: 0.5,
-        similarity_pass: 0.7,
+        thresholds: vec![("similarity".into(), 0.7)],
+        judge_metrics: JudgeMetrics::builtin(),
         where_column: None,
     }
 }
@@ -69,12 +71,12 @@ fn judge(verdict: bool) -> Server {
     })
 }
 
-fn column<'a>(cols: &'a ScoreColumns, name: &str) -> &'a ArrayRef {
+pub(super) fn column<'a>(cols: &'a ScoreColumns, name: &str) -> &'a ArrayRef {
     let k = cols.fields.iter().position(|f| f.name() == name).unwrap();
     &cols.arrays[k]
 }
 
-fn strings(cols: &ScoreColumns, name: &str) -> Vec<Option<String>> {
+pub(super) fn strings(cols: &ScoreColumns, name: &str) -> Vec<Option<String>> {
     use arrow::array::AsArray;
     column(cols, name)
         .as_string::<i32>()
@@ -276,7 +278,7 @@ fn the_journal_replays_paid_answers_as_judge_answers() {
     assert!(replayed.replayed > 0);
 }
 
-fn floats(cols: &ScoreColumns, name: &str) -> Vec<Option<f32>> {
+pub(super) fn floats(cols: &ScoreColumns, name: &str) -> Vec<Option<f32>> {
     use arrow::array::AsArray;
     use arrow::datatypes::Float32Type;
     column(cols, name)
@@ -285,7 +287,7 @@ fn floats(cols: &ScoreColumns, name: &str) -> Vec<Option<f32>> {
         .collect()
 }
 
-fn bools(cols: &ScoreColumns, name: &str) -> Vec<Option<bool>> {
+pub(super) fn bools(cols: &ScoreColumns, name: &str) -> Vec<Option<bool>> {
     use arrow::array::AsArray;
     column(cols, name).as_boolean().iter().collect()
 }

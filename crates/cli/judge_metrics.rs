@@ -1,0 +1,31 @@
+//! The `judge-metrics` command: the judge metrics a run can ask for, or one
+//! definition as TOML, built-in or the user's, to start a rubric from.
+
+use refscore_batch::Error;
+use refscore_judge::JudgeMetrics;
+
+use crate::args::JudgeMetricsArgs;
+
+/// Lists the judge metrics, or prints the definition `--show` names.
+pub fn run(args: JudgeMetricsArgs) -> Result<(), Error> {
+    let mut known = JudgeMetrics::builtin();
+    if let Some(path) = &args.config {
+        known.read(path, false)?;
+    }
+    for path in &args.judge_metrics {
+        known.read(path, true)?;
+    }
+    match &args.show {
+        None => crate::print_out(&known.listing()),
+        Some(name) => match known.show(name) {
+            Some(toml) => crate::print_out(&toml),
+            None if known.names().contains(&name.as_str()) => Err(Error::usage(format!(
+                "{name} has no definition to show: the fact ratio extracts facts, then checks each, with prompts of its own"
+            ))),
+            None => Err(Error::usage(format!(
+                "unknown judge metric '{name}' (known: {})",
+                known.names().join(", ")
+            ))),
+        },
+    }
+}

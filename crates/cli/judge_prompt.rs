@@ -1,0 +1,105 @@
+//! The `judge-prompt` command: the exact request the judge would get for
+//! one metric and one row, read with the run's own settings, sent nowhere.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use arrow::array::{Array, ArrayRef};
+use arrow::util::display::array_value_to_string;
+use clap::Arg;
+use refscore_batch::metric::MetricSet;
+use refscore_batch::{Error, RowBatch};
+use refscore_judge::{Endpoint, JudgeOptions, JudgeStage};
+use refscore_read::Dataset;
+
+use crate::settings::Settings;
+
+/// Prints the request for `--metric` about the row `--row` names.
+pub fn run(words: &[OsString]) -> Result<(), Error> {
+    let extra = vec![
+        Arg::new("metric").long("metric").required(true),
+        Arg::new("row").long("row").required(true),
+    ];
+    let (settings, matches) = Settings::with_extra(words, extra)?;
+    let metric = matches.get_one::<String>("metric").expect("required");
+    let row = matches.get_one::<String>("row").expect("required");
+    let catalog = settings.judge_metrics.catalog();
+    let chosen = catalog
+        .find(metric)
+        .filter(|m| m.group == refscore_batch::metric::Group::Judge)
+        .ok_or_else(|| {
+            Error::usage(format!(
+                "--metric {metric}: not a judge metric (judge metrics: {})",
+                settings.judge_metrics.names().join(", ")
+            ))
+        })?;
+    let mut only = MetricSet::new();
+    only.insert(chosen);
+    let mut read = crate::score::read_options(&settings);
+    read.prompt_columns = settings.judge_metrics.columns_read(&only);
+    read.row_filter = None;
+    let dataset = Dataset::open(&settings.input, &read)?;
+    let (batch, i) = find_row(&dataset, row)?;
+    let stage = JudgeStage::new(JudgeOptions {
+        endpoint: endpoint(&settings)?,
+        metrics: only,
+        band: None,
+        cache_dir: None,
+        reasons: settings
+            .judge
+            .as_ref()
+            .map(|j| j.reasons)
+            .unwrap_or_default(),
+        threshold: settings.judge.as_ref().map_or(0.5, |j| j.threshold),
+        thresholds: settings.thresholds.clone(),
+        judge_metrics: settings.judge_metrics.clone(),
+        where_column: None,
+    })?;
+    let body = stage.request_for(metric, &batch, i)?;
+    crate::print_out(&format!(
+        "{}\n",
+        serde_json::to_string_pretty(&body).expect("JSON serialises")
+    ))
+}
+
+/// The run's endpoint, or a stand-in when no `--judge-url` is given (the
+/// request's body names only the model).
+fn endpoint(settings: &Settings) -> Result<Endpoint, Error> {
+    if let Some(e) = crate::stages::judge_endpoint(settings)? {
+        return Ok(e);
+    }
+    Ok(Endpoint {
+        url: "http://127.0.0.1/v1".into(),
+        model: settings
+            .judge
+            .as_ref()
+            .map_or_else(|| "(--judge-model)".into(), |j| j.model.clone()),
+        api_key: None,
+        timeout: Duration::from_secs(1),
+        retries: 0,
+        concurrency: 1,
+        requests_per_minute: None,
+        tokens_per_minute: None,
+        backoff: Duration::from_millis(1),
+    })
+}
+
+/// The batch holding the row whose id reads `id`, and the row's index in it.
+fn find_row(dataset: &Dataset, id: &str) -> Result<(RowBatch, usize), Error> {
+    for batch in dataset.batches() {
+        let batch = batch?;
+        if let Some(i) = position(&batch.id, id) {
+            return Ok((batch, i));
+        }
+    }
+    let column = dataset.columns().id.as_deref().unwrap_or("(row ordinals)");
+    Err(Error::bad_input(format!(
+        "no row has id '{id}' (id column: {column})"
+    )))
+}
+
+/// The first row of `ids` whose value displays as `id`.
+fn position(ids: &ArrayRef, id: &str) -> Option<usize> {
+    (0..ids.len())
+        .find(|&i| ids.is_valid(i) && array_value_to_string(ids, i).is_ok_and(|v| v == id))
+}

@@ -106,12 +106,7 @@ fn defined_metrics_run_like_built_in_ones() {
         ),
     ));
     let b = read_parquet(&out);
-    let names: Vec<String> = b
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .collect();
+    let names = column_names(&b);
     let at = |n: &str| names.iter().position(|x| x == n).unwrap();
     assert!(
         at("fact_similarity_source") < at("cites"),
@@ -219,6 +214,71 @@ fn defined_metrics_run_like_built_in_ones() {
         .contains("judge metric concise"));
     let sources = &report["judge"]["sources"];
     assert!(sources.to_string().contains("concise_source"), "{sources}");
+    // A report threshold names a metric of the result, defined ones included.
+    let page = |t: &str| {
+        refscore(&[
+            "report",
+            out.to_str().unwrap(),
+            "--threshold",
+            t,
+            "-o",
+            html.to_str().unwrap(),
+        ])
+    };
+    ok(&page("concise=0.9"));
+    let err = fails(&page("concsie=0.9"), 64);
+    assert!(err.contains("no metric 'concsie'"), "{err}");
+}
+
+#[test]
+fn the_band_decides_a_defined_verdict_that_asks_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(dir.path());
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2");
+    let rubrics = dir.path().join("rubrics.toml");
+    let server = rubric_judge();
+    let out = dir.path().join("out.parquet");
+    let run = |text: &str| {
+        std::fs::write(&rubrics, text).unwrap();
+        score(
+            &inp,
+            &out,
+            &args(
+                &server.url,
+                &[
+                    "--judge-metrics",
+                    rubrics.to_str().unwrap(),
+                    "--metrics",
+                    "cosine,cites",
+                    "--model",
+                    model.to_str().unwrap(),
+                    "--judge-band",
+                    "cosine:0.9999..1.0",
+                    "--overwrite",
+                ],
+            ),
+        )
+    };
+    let err = fails(&run(RUBRICS), 78);
+    assert!(err.contains("--judge-band needs"), "{err}");
+    ok(&run(&RUBRICS.replace(
+        "answer = \"verdict\"\n",
+        "answer = \"verdict\"\nband = true\n",
+    )));
+    let b = read_parquet(&out);
+    assert_eq!(
+        texts(&b, "cites_source"),
+        [
+            Some("band".into()),
+            Some("band".into()),
+            Some("rule".into())
+        ]
+    );
+    assert_eq!(bools(&b, "cites"), [Some(false), Some(false), Some(false)]);
+    assert!(
+        server.requests().iter().all(|r| !r.user().contains("cite")),
+        "the band decided every row"
+    );
 }
 
 #[test]

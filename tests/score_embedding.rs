@@ -71,12 +71,7 @@ fn default_model_is_found_and_reported() {
     );
     ok(&o);
     let b = read_parquet(&out);
-    let names: Vec<String> = b
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .collect();
+    let names = column_names(&b);
     assert_eq!(
         names[6..10],
         [

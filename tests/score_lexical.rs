@@ -301,12 +301,7 @@ fn keep_passes_input_columns_through_in_order() {
     ));
     let b = read_parquet(&out);
     assert_eq!(b.num_rows(), n);
-    let names: Vec<String> = b
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .collect();
+    let names = column_names(&b);
     assert_eq!(
         names,
         [
@@ -344,12 +339,7 @@ fn metrics_flag_selects_columns() {
     );
     ok(&score(&input, &out, &["--metrics", "token_f1,exact_match"]));
     let b = read_parquet(&out);
-    let names: Vec<String> = b
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .collect();
+    let names = column_names(&b);
     assert_eq!(names, ["id", "exact_match", "token_f1", "status", "error"]);
     let err = fails(
         &score(
@@ -374,12 +364,7 @@ fn zero_rows_give_a_zero_row_file_with_the_full_schema() {
     ok(&score(&input, &out, &["--metrics", "lexical"]));
     let b = read_parquet(&out);
     assert_eq!(b.num_rows(), 0);
-    let names: Vec<String> = b
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .collect();
+    let names = column_names(&b);
     assert_eq!(
         names,
         [

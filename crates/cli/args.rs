@@ -421,8 +421,9 @@ pub struct ScoreArgs {
     #[arg(long, value_name = "FILE")]
     pub judge_metrics: Vec<PathBuf>,
 
-    /// Cascade: send Meaning Match to the judge only for rows whose cosine lies in LO..HI;
-    /// decide the others by the band's side (source = band)
+    /// Cascade: send Meaning Match (and defined verdicts with band = true) to the judge only
+    /// for rows whose cosine lies in LO..HI; decide the others by the band's side (above:
+    /// true, below: false; source = band)
     #[arg(long, value_name = "cosine:LO..HI")]
     pub judge_band: Option<String>,
 
@@ -432,16 +433,16 @@ pub struct ScoreArgs {
 
     /// When the judge writes the reason for its verdict: `failures` cuts the judge's answer
     /// right after the verdict (read with its token probabilities) and asks again for the
-    /// reason only where Meaning Match is false or similarity is below its threshold (same
+    /// reason only where a verdict is false or a score is below its threshold (same
     /// prompt, so the server's prompt cache covers it); `never` asks for no reason; `always`
     /// lets every answer run to its reason (several times the generated tokens). Reason
     /// columns are null where none was asked for [default: failures]
     #[arg(long, value_name = "always|failures|never")]
     pub judge_reasons: Option<String>,
 
-    /// Meaning Match is true where the judge's P(true) (the `meaning_match_p` column) is at
-    /// least this; where the server gives no probabilities, its sampled answer decides
-    /// [default: 0.5]
+    /// Meaning Match (and defined verdicts without a threshold of their own) is true where the
+    /// judge's P(true) (the `meaning_match_p` column) is at least this; where the server gives
+    /// no probabilities, its sampled answer decides [default: 0.5]
     #[arg(long, value_name = "P")]
     pub judge_threshold: Option<f64>,
 

@@ -154,3 +154,45 @@ fn at(path: &Path, line: Option<usize>, msg: &str) -> Error {
         None => Error::config(format!("{}: {msg}", path.display())),
     }
 }
+
+/// The files a config file's `judge_metrics` key names (relative to the
+/// file's folder), for `refscore judge-metrics --config`.
+pub(crate) fn judge_metrics_files(path: &Path) -> Result<Vec<PathBuf>, Error> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::io(format!("{}: cannot read config file: {e}", path.display())))?;
+    let table: toml::Table = toml::from_str(&text)
+        .map_err(|e| at(path, e.span().map(|s| line_of(&text, s.start)), e.message()))?;
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let names: Vec<String> = match table.get("judge_metrics") {
+        None => Vec::new(),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s.clone()),
+                other => Err(at(
+                    path,
+                    None,
+                    &format!(
+                        "`judge_metrics`: expected a string, not {}",
+                        other.type_str()
+                    ),
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => {
+            return Err(at(
+                path,
+                None,
+                &format!(
+                    "`judge_metrics`: expected a string or a list, not {}",
+                    other.type_str()
+                ),
+            ))
+        }
+    };
+    Ok(names
+        .into_iter()
+        .map(|n| PathBuf::from(relative(&base, n)))
+        .collect())
+}

@@ -9,10 +9,13 @@ use crate::args::JudgeMetricsArgs;
 /// Lists the judge metrics, or prints the definition `--show` names.
 pub fn run(args: JudgeMetricsArgs) -> Result<(), Error> {
     let mut known = JudgeMetrics::builtin();
+    let mut files = args.judge_metrics.clone();
     if let Some(path) = &args.config {
         known.read(path, false)?;
+        // The files its `judge_metrics` key names, as `score --config` reads them.
+        files.splice(0..0, crate::config::judge_metrics_files(path)?);
     }
-    for path in &args.judge_metrics {
+    for path in &files {
         known.read(path, true)?;
     }
     match &args.show {

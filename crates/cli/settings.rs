@@ -322,8 +322,14 @@ impl Settings {
                     e
                 }
             })?;
-        let mut thresholds: BTreeMap<String, f64> =
-            metrics::default_thresholds(&catalog).into_iter().collect();
+        // Every built-in's default, and the chosen defined metrics': a
+        // definition the run does not use changes nothing of it.
+        let mut thresholds: BTreeMap<String, f64> = metrics::default_thresholds(&catalog)
+            .into_iter()
+            .filter(|(name, _)| {
+                metric::find(name).is_some() || metrics.metrics.iter().any(|m| m.name == name)
+            })
+            .collect();
         // The file's thresholds come first; the command line's add to them.
         let from_file = origin.file_values("threshold");
         for (i, t) in args.threshold.iter().enumerate() {
@@ -424,11 +430,11 @@ impl Settings {
         };
         let band = origin.parsed(args.judge_band, "judge_band", parse_band)?;
         let in_run = |m| metrics.metrics.contains(m);
-        if band.is_some()
-            && !(in_run(&metric::MEANING_MATCH) && in_run(&metric::COSINE) && judge_url.is_some())
+        let banded = judge_metrics.banded(&metrics.metrics);
+        if band.is_some() && !(!banded.is_empty() && in_run(&metric::COSINE) && judge_url.is_some())
         {
             return Err(Error::config(
-                "--judge-band needs the meaning_match and cosine metrics in the run",
+                "--judge-band needs the cosine metric and a judge metric the band decides (meaning_match, or one defined with band = true) in the run",
             ));
         }
         let reasons = origin

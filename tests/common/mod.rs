@@ -156,6 +156,16 @@ pub fn bools(batch: &RecordBatch, name: &str) -> Vec<Option<bool>> {
 }
 
 /// The summary JSON written beside a result file.
+/// The column names of a result, in order.
+pub fn column_names(batch: &RecordBatch) -> Vec<String> {
+    batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect()
+}
+
 pub fn summary(output: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(format!("{}.summary.json", output.display())).unwrap();
     serde_json::from_str(&text).unwrap()

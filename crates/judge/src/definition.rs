@@ -385,10 +385,21 @@ pub(crate) fn read(
     })?;
     if only_definitions {
         if let Some(key) = file.rest.keys().next() {
-            return Err(Error::config(format!(
-                "{}: unknown key `{key}`; a judge metrics file holds [judge.metric.NAME] tables only",
-                path.display()
-            )));
+            // The key's line: the first line that starts with it.
+            let offset = text
+                .match_indices(key.as_str())
+                .map(|(i, _)| i)
+                .find(|&i| {
+                    text[..i]
+                        .rsplit('\n')
+                        .next()
+                        .is_some_and(|l| l.trim_start_matches('[').trim().is_empty())
+                })
+                .unwrap_or(0);
+            return Err(at(
+                offset,
+                &format!("unknown key `{key}`; a judge metrics file holds [judge.metric.NAME] tables only"),
+            ));
         }
     }
     let mut out = Vec::new();
@@ -482,6 +493,14 @@ pub(crate) fn read(
         };
         let built = build(def, Shape::user(answer))
             .map_err(|e| key_error("prompt", w.prompt.span().start, &e))?;
+        if let Some(c) = built.metric.output_columns().iter().find(|c| reserved(c)) {
+            return Err(at(
+                table_at,
+                &format!(
+                    "{head}: its column '{c}' is a built-in result column; choose another name"
+                ),
+            ));
+        }
         out.push(built);
     }
     Ok(out)

@@ -150,13 +150,13 @@ impl JudgeMetrics {
     /// config file (whose other keys are flags). A bad definition, or a
     /// name defined twice, is a configuration error naming file and line.
     pub fn read(&mut self, path: &Path, only_definitions: bool) -> Result<(), Error> {
+        let at = |j: &JudgeMetric| {
+            j.definition
+                .as_ref()
+                .map_or(String::new(), |d| d.origin.clone())
+        };
         for jm in definition::read(path, only_definitions)? {
             if let Some(old) = self.defined.iter().find(|d| d.name() == jm.name()) {
-                let at = |j: &JudgeMetric| {
-                    j.definition
-                        .as_ref()
-                        .map_or(String::new(), |d| d.origin.clone())
-                };
                 return Err(Error::config(format!(
                     "judge metric '{}' is defined twice ({} and {})",
                     jm.name(),
@@ -164,9 +164,33 @@ impl JudgeMetrics {
                     at(jm)
                 )));
             }
+            // Two metrics writing one column ("x_score" of a score named x
+            // and a verdict named x_score) would collide in the result.
+            let columns = |j: &JudgeMetric| j.metric.output_columns().to_vec();
+            for old in &self.defined {
+                if let Some(c) = columns(jm).iter().find(|c| columns(old).contains(c)) {
+                    return Err(Error::config(format!(
+                        "{}: judge metric '{}' would write column '{c}', which judge metric '{}' ({}) writes too; rename one",
+                        at(jm),
+                        jm.name(),
+                        old.name(),
+                        at(old)
+                    )));
+                }
+            }
             self.defined.push(jm);
+            self.defined.sort_by_key(|j| j.name());
         }
         Ok(())
+    }
+
+    /// The selected metrics that `--judge-band` decides outside the band.
+    pub fn banded(&self, set: &MetricSet) -> Vec<&'static str> {
+        self.selected(set)
+            .into_iter()
+            .filter(|j| j.rules.cosine_band)
+            .map(JudgeMetric::name)
+            .collect()
     }
 
     /// The metric catalog of a run with these judge metrics.
@@ -174,11 +198,10 @@ impl JudgeMetrics {
         Catalog::with_defined(self.defined.iter().map(|j| j.metric).collect())
     }
 
-    /// Every judge metric, built-ins first, then the defined ones by name.
+    /// Every judge metric, built-ins first, then the defined ones by name
+    /// (the order [`MetricSet`] keeps).
     pub(crate) fn all(&self) -> impl Iterator<Item = &'static JudgeMetric> + '_ {
-        let mut defined = self.defined.clone();
-        defined.sort_by_key(|j| j.name());
-        builtin().into_iter().chain(defined)
+        builtin().into_iter().chain(self.defined.iter().copied())
     }
 
     /// The judge metrics of a run's metric set, in output order.

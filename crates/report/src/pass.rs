@@ -245,6 +245,18 @@ pub(crate) fn build(options: &Options) -> Result<Report, Error> {
     }
     let metrics = cur.metrics.clone();
     check_gates(options, &metrics, base.is_some())?;
+    // A built-in metric's threshold may name one the run did not compute;
+    // any other name must be one of the result's metrics (a defined judge
+    // metric), or the threshold would be ignored unseen.
+    for (name, _) in &options.thresholds {
+        if metric::find(name).is_none() && !metrics.contains(name) {
+            return Err(Error::usage(format!(
+                "--threshold {name}=…: {} has no metric '{name}' (its metrics: {})",
+                cur.shown,
+                metrics.join(", ")
+            )));
+        }
+    }
     let slices = match &options.by {
         None => None,
         Some(by) => Some(slice_source(options, &cur, by)?),

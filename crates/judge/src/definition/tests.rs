@@ -266,7 +266,7 @@ fn bad_definitions_fail_with_file_line_and_key() {
         ),
         (
             "answer = \"verdict\"\nprompt = \"{{ output | no_such_filter }}\"",
-            "prompt:",
+            "unknown filter",
         ),
         (
             "answer = \"verdict\"\nprompt = \"{{ output }} {{ row }}\"",
@@ -290,8 +290,24 @@ fn bad_definitions_fail_with_file_line_and_key() {
         let f = file(&format!("# rubrics\n[judge.metric.mine]\n{body}\n"));
         let err = read(f.path(), true).unwrap_err();
         assert_eq!(err.class, refscore_batch::ErrorClass::Config, "{body}");
-        let at = format!("{}:", f.path().display());
-        assert!(err.message.starts_with(&at), "{body}: {}", err.message);
+        // The line of the key at fault: "KEY: why", or the prompt's for its
+        // template errors, the answer's for a score without a scale.
+        let key = match want.split_once(':') {
+            Some((k, _)) if !k.contains(' ') => k,
+            _ if want.contains("scael") => "scael",
+            _ if want.contains("needs its scale") => "answer",
+            _ => "prompt",
+        };
+        let line = 3 + body
+            .lines()
+            .position(|l| l.starts_with(&format!("{key} =")))
+            .unwrap_or_else(|| panic!("{body}: no line for {key}"));
+        let at = format!("{}:{line}:", f.path().display());
+        assert!(
+            err.message.starts_with(&at),
+            "{body}: want {at}: {}",
+            err.message
+        );
         assert!(err.message.contains(want), "{body}: {}", err.message);
         assert!(
             err.message.contains("[judge.metric.mine]") || want.contains("unknown field"),

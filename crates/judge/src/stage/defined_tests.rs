@@ -69,6 +69,13 @@ fn batch_with_policy() -> RowBatch {
     b
 }
 
+fn u8s(cols: &ScoreColumns, name: &str) -> Vec<Option<u8>> {
+    super::tests::column(cols, name)
+        .as_primitive::<UInt8Type>()
+        .iter()
+        .collect()
+}
+
 fn user_of(req: &Request) -> String {
     req.body["messages"][1]["content"]
         .as_str()
@@ -107,10 +114,7 @@ fn a_defined_score_is_read_over_its_scale_with_reasons_for_failures() {
     let cols = stage
         .score_batch(&batch_with_policy(), &[Wanted::Every, Wanted::Every], None)
         .unwrap();
-    let scores: Vec<Option<u8>> = super::tests::column(&cols, "concise_score")
-        .as_primitive::<UInt8Type>()
-        .iter()
-        .collect();
+    let scores = u8s(&cols, "concise_score");
     assert_eq!(scores, [Some(2), Some(5)]);
     // 2.4 and 4.9 expected on 1..5, written on 0..1.
     let v = super::tests::floats(&cols, "concise");
@@ -161,10 +165,7 @@ fn a_defined_ten_split_into_digits_is_read_as_ten() {
     let cols = stage
         .score_batch(&batch_with_policy(), &[Wanted::Every, Wanted::Every], None)
         .unwrap();
-    let scores: Vec<Option<u8>> = super::tests::column(&cols, "concise_score")
-        .as_primitive::<UInt8Type>()
-        .iter()
-        .collect();
+    let scores = u8s(&cols, "concise_score");
     assert_eq!(scores, [Some(10), Some(10)]);
     // 0.7 * (0.9 * 10 + 0.1 * 1) + 0.3 * 9 = 9.07 on 1..10.
     let v = super::tests::floats(&cols, "concise");

@@ -8,7 +8,8 @@ def flags(options: Dict[str, Any]) -> List[str]:
     """Turns ``metrics=["cosine", "token_f1"], id_col="qid", idf=True`` into
     ``--metrics cosine,token_f1 --id-col qid --idf``. ``None`` and ``False``
     leave a flag out; lists become comma-separated values; ``threshold``
-    takes a dict ``{"token_f1": 0.6}`` or ``"token_f1=0.6"`` strings. Unknown
+    takes a dict ``{"token_f1": 0.6}`` or ``"token_f1=0.6"`` strings;
+    ``judge_metrics`` a path or a list of paths (one flag each). Unknown
     names reach the CLI's parser, which refuses them (RefscoreError, 64)."""
     out: List[str] = []
     for name, value in options.items():
@@ -21,6 +22,11 @@ def flags(options: Dict[str, Any]) -> List[str]:
                 [value] if isinstance(value, str) else list(value))
             for v in values:
                 out += ["--threshold", str(v)]
+        elif name == "judge_metrics":
+            # A repeatable flag taking paths (which may hold commas).
+            paths = [value] if isinstance(value, (str, os.PathLike)) else list(value)
+            for p in paths:
+                out += [flag, os.fspath(p)]
         elif value is True:
             out.append(flag)
         elif isinstance(value, (list, tuple)):

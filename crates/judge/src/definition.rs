@@ -208,10 +208,6 @@ fn build(def: Definition, shape: Shape) -> Result<&'static JudgeMetric, String> 
     let metric = shape
         .metric
         .unwrap_or_else(|| user_metric(&def, reads_input));
-    let p_threshold = match def.answer {
-        Answer::Verdict => def.threshold.map(|t| t as f32),
-        Answer::Score { .. } => None,
-    };
     Ok(Box::leak(Box::new(JudgeMetric {
         metric,
         asking: Asking::Rubric {
@@ -225,7 +221,6 @@ fn build(def: Definition, shape: Shape) -> Result<&'static JudgeMetric, String> 
             cosine_band: def.band,
         },
         columns: columns.into_iter().map(leak).collect(),
-        p_threshold,
         definition: Some(def),
     })))
 }

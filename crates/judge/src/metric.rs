@@ -68,8 +68,6 @@ pub(crate) struct JudgeMetric {
     pub rules: Rules,
     /// The input columns its prompt reads (`row.NAME`), sorted.
     pub columns: Vec<&'static str>,
-    /// A verdict's own pass probability (None: `--judge-threshold`).
-    pub p_threshold: Option<f32>,
     /// The definition it was built from (none for the fact ratio).
     pub definition: Option<Definition>,
 }
@@ -101,6 +99,16 @@ impl JudgeMetric {
         }
     }
 
+    /// A verdict's own pass probability, from its definition (None:
+    /// `--judge-threshold`).
+    pub fn p_threshold(&self) -> Option<f32> {
+        let d = self.definition.as_ref()?;
+        match d.answer {
+            Answer::Verdict => d.threshold.map(|t| t as f32),
+            Answer::Score { .. } => None,
+        }
+    }
+
     /// Whether the user defined it.
     fn is_defined(&self) -> bool {
         metric::find(self.name()).is_none()
@@ -116,7 +124,6 @@ static FACT_SIMILARITY: JudgeMetric = JudgeMetric {
         cosine_band: false,
     },
     columns: Vec::new(),
-    p_threshold: None,
     definition: None,
 };
 

@@ -157,7 +157,7 @@ fn definitions_become_metrics_with_their_columns_and_thresholds() {
             "same_language_source"
         ]
     );
-    assert_eq!(lang.p_threshold, Some(0.6));
+    assert_eq!(lang.p_threshold(), Some(0.6));
     assert_eq!(lang.columns, ["policy_section"]);
     assert!(lang.metric.reads_input);
     let t = lang.template().unwrap();

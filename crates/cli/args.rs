@@ -346,10 +346,30 @@ pub struct ScoreArgs {
     #[arg(long)]
     pub idf: bool,
 
-    /// Rescale BERTScore: X' = (X - b) / (1 - b) with baselines "P,R,F", or "auto" to take
-    /// them as the mean raw scores of 1,000 seeded random mismatched pairs of the input
-    #[arg(long, value_name = "P,R,F|auto")]
+    /// Rescale BERTScore: X' = (X - b) / (1 - b) with baselines "P,R,F"; or a bert_score
+    /// baseline FILE (CSV "LAYER,P,R,F", as the bert-score wheel ships them under
+    /// rescale_baseline/<lang>/<model>.tsv), read at the row of the --layer in use; or "auto"
+    /// to take them as the mean raw scores of 1,000 seeded random mismatched pairs of the input
+    #[arg(long, value_name = "P,R,F|FILE|auto")]
     pub rescale_baseline: Option<String>,
+
+    /// The layer whose token vectors BERTScore matches, as bert_score's num_layers: the
+    /// output of layer N, 0 = the embeddings [default: the model's last layer]. Cosine
+    /// always pools the last layer, as sentence-transformers does
+    #[arg(long, value_name = "N")]
+    pub layer: Option<usize>,
+
+    /// Put the model's prompt NAME (from its config_sentence_transformers.json, e.g. e5's
+    /// "query") before every text, as sentence-transformers' encode(prompt_name=...) does
+    /// [default: the folder's default_prompt_name, if any]
+    #[arg(long, value_name = "NAME", conflicts_with = "prompt")]
+    pub prompt_name: Option<String>,
+
+    /// Put TEXT before every text (e.g. "query: "), as sentence-transformers'
+    /// encode(prompt=...) does. Pooling leaves its tokens out when the model's pooling
+    /// config says include_prompt: false; BERTScore always matches the texts' own tokens
+    #[arg(long, value_name = "TEXT")]
+    pub prompt: Option<String>,
 
     /// Truncate texts at this many word-pieces, [CLS]/[SEP] included [default: the
     /// model's max_seq_length, 256 for all-MiniLM-L6-v2]

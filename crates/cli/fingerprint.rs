@@ -48,6 +48,16 @@ pub(crate) fn fingerprint(
             json!(plan.metrics.flags(Group::Embedding)),
         );
         f.insert("model_files".into(), json!(files.content_sha256()?));
+        // The folder's settings beyond its three checksummed files.
+        if files.pooling != refscore_embed::Pooling::Mean || !files.include_prompt {
+            f.insert(
+                "pooling".into(),
+                json!({"mode": files.pooling.name(), "include_prompt": files.include_prompt}),
+            );
+        }
+        if let Some(name) = &files.default_prompt {
+            f.insert("default_prompt_name".into(), json!(name));
+        }
         // Kernel paths give the same bits (tests/precision.rs); the path is
         // kept so that a run resumes only as it started.
         f.insert(
@@ -64,10 +74,33 @@ pub(crate) fn fingerprint(
                     None => "None".to_string(),
                     Some(Rescale::Auto) => "Some(Auto)".to_string(),
                     Some(Rescale::Given([p, r, f])) => format!("Some(Given([{p:?}, {r:?}, {f:?}]))"),
+                    Some(Rescale::File(path)) => format!("file:{}", path.display()),
                 },
                 "max_seq_length": e.max_seq_length,
             }),
         );
+        // Added with the model families; only when not the default, so
+        // runs started before still resume.
+        if let Some(layer) = e.layer {
+            f.insert("bertscore_layer".into(), json!(layer));
+        }
+        match &e.prompt {
+            Some(refscore_embed::Prompt::Named(name)) => {
+                f.insert("prompt_name".into(), json!(name));
+            }
+            Some(refscore_embed::Prompt::Text(text)) => {
+                f.insert("prompt".into(), json!(text));
+            }
+            None => {}
+        }
+        if let Some(Rescale::File(path)) = &e.rescale {
+            // A few dozen short lines: the content itself, so an edited
+            // file is a different run.
+            let text = std::fs::read_to_string(path).map_err(|err| {
+                Error::io(format!("--rescale-baseline {}: {err}", path.display()))
+            })?;
+            f.insert("rescale_file".into(), json!(text));
+        }
     }
     if let (Some(url), Some(j)) = (judge_url, &settings.judge) {
         // The URL as shown (credentials redacted): the fingerprint is stored.

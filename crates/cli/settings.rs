@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, FromArgMatches};
 use refscore_batch::Error;
@@ -65,6 +65,8 @@ pub enum Rescale {
     Given([f32; 3]),
     /// Baselines from random mismatched pairs of the input.
     Auto,
+    /// A bert_score baseline file, read at the row of the layer in use.
+    File(PathBuf),
 }
 
 /// Settings of the embedding stage.
@@ -76,6 +78,10 @@ pub struct EmbedSettings {
     pub precision: refscore_embed::Precision,
     pub idf: bool,
     pub rescale: Option<Rescale>,
+    /// `--layer`: BERTScore's layer (None: the model's last).
+    pub layer: Option<usize>,
+    /// `--prompt-name` / `--prompt`.
+    pub prompt: Option<refscore_embed::Prompt>,
     pub max_seq_length: Option<usize>,
     pub cache_mb: usize,
     /// `--embed-cache`.
@@ -375,6 +381,17 @@ impl Settings {
         let rescale = match args.rescale_baseline {
             None => None,
             Some(r) if r == "auto" => Some(Rescale::Auto),
+            // Anything naming a file is a baseline file; it must exist.
+            Some(r) if !r.contains(',') => {
+                if !Path::new(&r).is_file() {
+                    return Err(origin.bad(
+                        "rescale_baseline",
+                        &r,
+                        "no such file (expected auto, P,R,F or a bert_score baseline file)",
+                    ));
+                }
+                Some(Rescale::File(PathBuf::from(r)))
+            }
             Some(r) => {
                 let parts: Vec<f32> = r
                     .split(',')
@@ -408,6 +425,12 @@ impl Settings {
             precision,
             idf: args.idf,
             rescale,
+            layer: origin.ranged(args.layer, "layer", |n| n <= 1000, "0 to 1000")?,
+            prompt: match (args.prompt_name, args.prompt) {
+                (Some(name), _) => Some(refscore_embed::Prompt::Named(name)),
+                (None, Some(text)) => Some(refscore_embed::Prompt::Text(text)),
+                (None, None) => None,
+            },
             max_seq_length: origin.ranged(
                 args.max_seq_length,
                 "max_seq_length",

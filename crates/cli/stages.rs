@@ -43,6 +43,15 @@ pub(crate) fn resolve_embedding(
     let named = model.is_some() || settings.embed.model_dir_named;
     match refscore_embed::resolve(model, &settings.embed.lookup) {
         Ok(files) => {
+            if let Some(n) = settings.embed.layer {
+                if n > files.layers {
+                    return Err(settings.bad_value(
+                        "layer",
+                        &n.to_string(),
+                        &format!("the model has {} layers (0 = the embeddings)", files.layers),
+                    ));
+                }
+            }
             if let Some(n) = settings.embed.max_seq_length {
                 if n < 2 || n > files.max_positions {
                     return Err(settings.bad_value(
@@ -87,6 +96,8 @@ pub(crate) fn load_embedding(settings: &Settings) -> Result<EmbeddingStage, Erro
         store: settings.embed.store.clone(),
         store_outputs: settings.embed.store_outputs,
         precision: settings.embed.precision,
+        layer: settings.embed.layer,
+        prompt: settings.embed.prompt.clone(),
         lookup: settings.embed.lookup.clone(),
         ..EmbedOptions::default()
     };
@@ -159,8 +170,12 @@ where
     if settings.embed.idf {
         stage.fit_idf(references()?)?;
     }
-    match settings.embed.rescale {
-        Some(Rescale::Given(b)) => stage.set_baseline(b),
+    match &settings.embed.rescale {
+        Some(Rescale::Given(b)) => stage.set_baseline(*b),
+        Some(Rescale::File(path)) => {
+            let b = refscore_embed::read_baseline(path, stage.score_layer())?;
+            stage.set_baseline(b);
+        }
         Some(Rescale::Auto) => {
             let pairs = pairs()?;
             if pairs.len() < 2 {

@@ -80,18 +80,27 @@ impl Encoder {
         self.model.packs()
     }
 
+    /// Number of layers (the deepest tap).
+    pub(crate) fn layers(&self) -> usize {
+        self.model.layers()
+    }
+
     /// Runs one batch (packed, or padded to its longest text) and returns,
-    /// per sequence, its last-layer token states (`len × hidden`,
-    /// row-major), padding removed.
-    pub(crate) fn forward(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, Error> {
+    /// per sequence, its token states (`len × hidden`, row-major, padding
+    /// removed) at each of `taps` (ascending layers, 0 = embeddings).
+    pub(crate) fn forward(
+        &self,
+        seqs: &[&[u32]],
+        taps: &[usize],
+    ) -> Result<Vec<Vec<Vec<f32>>>, Error> {
         let b = seqs.len();
         let t = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
         if b == 0 || t == 0 {
-            return Ok(vec![Vec::new(); b]);
+            return Ok(vec![vec![Vec::new(); taps.len()]; b]);
         }
         let lengths: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
         // The output rows, and the row where each sequence starts in them.
-        let (out, starts): (Tensor, Vec<usize>) = if self.model.packs() {
+        let (out, starts): (Vec<Tensor>, Vec<usize>) = if self.model.packs() {
             let ids: Vec<u32> = seqs.concat();
             let starts = lengths
                 .iter()
@@ -103,7 +112,7 @@ impl Encoder {
                 .collect();
             let out = self
                 .model
-                .forward_packed(&ids, &lengths)
+                .forward_packed(&ids, &lengths, taps)
                 .map_err(internal("encoder forward"))?;
             (out, starts)
         } else {
@@ -114,20 +123,28 @@ impl Encoder {
             let ids = Tensor::from_vec(ids, (b, t), &self.device).map_err(internal("input ids"))?;
             let out = self
                 .model
-                .forward_padded(&ids, &lengths)
+                .forward_padded(&ids, &lengths, taps)
                 .map_err(internal("encoder forward"))?;
             (out, (0..b).map(|k| k * t).collect())
         };
-        let flat: Vec<f32> = out
-            .to_dtype(DType::F32)
-            .and_then(|o| o.flatten_all())
-            .and_then(|o| o.to_vec1())
+        let flat: Vec<Vec<f32>> = out
+            .iter()
+            .map(|o| {
+                o.to_dtype(DType::F32)
+                    .and_then(|o| o.flatten_all())
+                    .and_then(|o| o.to_vec1())
+            })
+            .collect::<Result<_, _>>()
             .map_err(internal("reading encoder output"))?;
         let h = self.hidden;
         Ok(starts
             .iter()
             .zip(&lengths)
-            .map(|(&start, &len)| flat[start * h..(start + len) * h].to_vec())
+            .map(|(&start, &len)| {
+                flat.iter()
+                    .map(|f| f[start * h..(start + len) * h].to_vec())
+                    .collect()
+            })
             .collect())
     }
 }

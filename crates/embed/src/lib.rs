@@ -23,6 +23,7 @@
 //! in every precision (checked on AMD EPYC Zen 5, where all run). See
 //! [`KernelPath`].
 
+mod baseline;
 mod encoder;
 mod family;
 mod kernels;
@@ -46,9 +47,10 @@ use refscore_batch::metric::{self, Group, Metric, MetricSet};
 use refscore_batch::{Error, RowBatch, ScoreColumns, TextColumn};
 use tokenizers::Tokenizer;
 
+pub use baseline::read_baseline;
 pub use encoder::{device_ordinal, parse_device};
 pub use kernels::{kernel_path, use_kernels, KernelPath};
-pub use math::{bertscore, cosine, Embedded};
+pub use math::{bertscore, cosine, Embedded, PromptSpan};
 pub use model::{read_settings, resolve, ModelFiles, ModelLookup, Pooling, DEFAULT_MODEL_DIR};
 pub use precision::Precision;
 
@@ -107,6 +109,14 @@ pub struct EmbedOptions {
     pub store_outputs: bool,
     /// `--precision`: the number format of the encoder's matrix products.
     pub precision: Precision,
+    /// `--layer`: the layer whose token states BERTScore matches
+    /// (bert_score's `num_layers`: 0 = the embeddings); `None` = the last.
+    /// Cosine always pools the last layer, as sentence-transformers does.
+    pub layer: Option<usize>,
+    /// `--prompt-name` / `--prompt`: text put before every text, as
+    /// sentence-transformers' prompts; `None` = the folder's default
+    /// prompt, if it names one.
+    pub prompt: Option<Prompt>,
     /// Where the model is looked for when `model` is `None`, and whether
     /// the hub may be called.
     pub lookup: ModelLookup,
@@ -124,9 +134,21 @@ impl Default for EmbedOptions {
             store: None,
             store_outputs: false,
             precision: Precision::Fp32,
+            layer: None,
+            prompt: None,
             lookup: ModelLookup::default(),
         }
     }
+}
+
+/// A prompt asked for: by its name in the model folder's
+/// `config_sentence_transformers.json`, or as text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prompt {
+    /// `--prompt-name NAME`.
+    Named(String),
+    /// `--prompt TEXT`.
+    Text(String),
 }
 
 /// BERTScore rescaling baselines for P, R and F: X' = (X − b) / (1 − b).
@@ -186,6 +208,15 @@ pub struct EmbeddingStage {
     tokenizer: Tokenizer,
     bounds: Bounds,
     encoder: Encoder,
+    /// The layers run for every text, ascending: the last (pooled for
+    /// cosine) and BERTScore's layer when that is another.
+    taps: Vec<usize>,
+    /// The layer BERTScore matches token states of.
+    score_layer: usize,
+    /// The prompt put before every text ("" for none), and where its
+    /// tokens lie.
+    prompt: String,
+    prompt_span: PromptSpan,
     max_len: usize,
     special: Vec<u32>,
     options: EmbedOptions,
@@ -217,7 +248,41 @@ impl EmbeddingStage {
         };
         let tokenizer = encoder::load_tokenizer(&files, max_len)?;
         let special = tokens::special_ids(&tokenizer)?;
+        let prompt = resolve_prompt(&files, options.prompt.as_ref())?;
+        let prompt_span = if prompt.is_empty() {
+            PromptSpan::default()
+        } else {
+            // sentence-transformers' prompt_length: the prompt's tokens
+            // with the special ones, less the closing one.
+            let enc = tokenizer
+                .encode(prompt.as_str(), true)
+                .map_err(|e| Error::config(format!("prompt {prompt:?}: {e}")))?;
+            PromptSpan {
+                tokens: enc.get_ids().len().saturating_sub(1),
+                pooled: files.include_prompt,
+            }
+        };
         let encoder = Encoder::load(&files, &options.device, options.precision)?;
+        let last = encoder.layers();
+        let score_layer = match options.layer {
+            Some(n) if n > last => {
+                return Err(Error::usage(format!(
+                    "--layer {n}: the model has {last} layers (0 = the embeddings)"
+                )))
+            }
+            Some(n) => n,
+            None => last,
+        };
+        let mut taps = vec![score_layer, last];
+        taps.dedup();
+        // Settings that change the vectors beyond the model's defaults.
+        let mut variant = String::new();
+        if score_layer != last {
+            variant.push_str(&format!(";bertscore_layer={score_layer}"));
+        }
+        if !prompt.is_empty() {
+            variant.push_str(&format!(";prompt={prompt:?}"));
+        }
         let store = match &options.store {
             Some(root) => Some(EmbeddingStore::open(
                 root,
@@ -225,14 +290,19 @@ impl EmbeddingStage {
                 max_len,
                 encoder.hidden,
                 store::Numerics::of(options.precision),
+                &variant,
             )?),
             None => None,
         };
         Ok(EmbeddingStage {
-            bounds: Bounds::new(&tokenizer, max_len),
+            bounds: Bounds::new(&tokenizer, max_len, &prompt, files.lower_case),
+            prompt,
+            prompt_span,
             files,
             tokenizer,
             encoder,
+            taps,
+            score_layer,
             max_len,
             special,
             options,
@@ -254,6 +324,16 @@ impl EmbeddingStage {
     /// The truncation length in use.
     pub fn max_seq_length(&self) -> usize {
         self.max_len
+    }
+
+    /// The prompt put before every text ("" for none), for the summary.
+    pub fn prompt(&self) -> &str {
+        &self.prompt
+    }
+
+    /// The layer BERTScore matches (0 = the embeddings), for the summary.
+    pub fn score_layer(&self) -> usize {
+        self.score_layer
     }
 
     /// The precision of the encoder's matrix products, for the summary.
@@ -444,7 +524,7 @@ impl EmbeddingStage {
                 .map(|&k| ids[k].as_ref().map_or(&[][..], |t| t.ids.as_slice()))
                 .collect();
             let t0 = Instant::now();
-            let states = self.encoder.forward(&seqs)?;
+            let states = self.encoder.forward(&seqs, &self.taps)?;
             self.report.forward += t0.elapsed();
             self.report.padded_tokens += if packs {
                 seqs.iter().map(|s| s.len() as u64).sum()
@@ -453,6 +533,7 @@ impl EmbeddingStage {
             };
             let hidden = self.encoder.hidden;
             let pooling = self.files.pooling;
+            let span = self.prompt_span;
             let group_ids: Vec<Tokens> = group
                 .iter()
                 .map(|&k| ids[k].take().unwrap_or_default())
@@ -461,7 +542,13 @@ impl EmbeddingStage {
             let built: Vec<(usize, Embedded)> = group
                 .par_iter()
                 .zip(group_ids.into_par_iter().zip(states.into_par_iter()))
-                .map(|(&k, (t, st))| (k, Embedded::from_states(t.ids, st, hidden, pooling)))
+                .map(|(&k, (t, mut st))| {
+                    // Last layer pooled; BERTScore's layer first when another.
+                    let last = st.pop().expect("one state per tap");
+                    let scored = st.pop();
+                    let e = Embedded::from_states(t.ids, last, scored, hidden, pooling, span);
+                    (k, e)
+                })
                 .collect();
             for (k, e) in built {
                 self.report.tokens += e.ids.len() as u64;
@@ -639,6 +726,34 @@ impl EmbeddingStage {
     }
 }
 
+/// The prompt text a run uses: the one asked for, else the folder's
+/// default (`default_prompt_name`), else none ("").
+fn resolve_prompt(files: &ModelFiles, asked: Option<&Prompt>) -> Result<String, Error> {
+    let named = |name: &str, flag: &str| {
+        files.prompts.get(name).cloned().ok_or_else(|| {
+            let known: Vec<&str> = files.prompts.keys().map(String::as_str).collect();
+            Error::config(format!(
+                "{flag} {name}: {} has no such prompt (it has: {})",
+                files
+                    .dir
+                    .join("config_sentence_transformers.json")
+                    .display(),
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ))
+        })
+    };
+    match (asked, &files.default_prompt) {
+        (Some(Prompt::Text(text)), _) => Ok(text.clone()),
+        (Some(Prompt::Named(name)), _) => named(name, "--prompt-name"),
+        (None, Some(name)) => named(name, "default_prompt_name"),
+        (None, None) => Ok(String::new()),
+    }
+}
+
 /// Moves the tokens of `which` out of `ids` into a vector indexed like `ids`.
 fn ids_subset(ids: &mut [Option<Tokens>], which: &[usize]) -> Vec<Option<Tokens>> {
     let mut out = vec![None; ids.len()];
@@ -676,8 +791,11 @@ impl refscore_batch::Stage for EmbeddingStage {
             "embedding",
             serde_json::json!({
                 "model": files.dir.display().to_string(),
-                "pooling": format!("{:?}", files.pooling).to_lowercase(),
+                "pooling": files.pooling.name(),
+                "prompt": (!self.prompt.is_empty()).then_some(&self.prompt),
                 "max_seq_length": self.max_len,
+                "bertscore_layer": self.score_layer,
+                "layers": self.encoder.layers(),
                 "idf_rows": self.idf().map(|i| i.rows()),
                 "baseline": self.baseline(),
                 "texts_embedded": r.texts_embedded,

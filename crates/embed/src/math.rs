@@ -17,42 +17,74 @@ pub struct Embedded {
 }
 
 impl Embedded {
-    /// Builds the embedding of one text from its raw token states.
+    /// Builds the embedding of one text from its raw token states: the
+    /// last layer's `states`, pooled, and `scored`, the layer BERTScore
+    /// matches when that is another (else the last layer's). `prompt`:
+    /// where a prompt lies in the tokens.
     pub fn from_states(
         ids: Vec<u32>,
-        mut states: Vec<f32>,
+        states: Vec<f32>,
+        scored: Option<Vec<f32>>,
         hidden: usize,
         pooling: Pooling,
+        prompt: PromptSpan,
     ) -> Embedded {
         let len = ids.len();
         let mut pooled = vec![0f32; hidden];
+        // As sentence-transformers masks them: the first token and the
+        // prompt's, when the pooling leaves the prompt out.
+        let first = if prompt.pooled {
+            0
+        } else {
+            prompt.tokens.min(len)
+        };
+        let rows = || states.chunks_exact(hidden).enumerate().skip(first);
+        let weighted = |weight: &dyn Fn(usize) -> f64| {
+            let mut acc = vec![0f64; hidden];
+            let mut total = 0f64;
+            for (k, row) in rows() {
+                let w = weight(k);
+                total += w;
+                acc.iter_mut()
+                    .zip(row)
+                    .for_each(|(a, v)| *a += w * *v as f64);
+            }
+            acc.into_iter()
+                .map(|a| (a / total.max(1e-9)) as f32)
+                .collect::<Vec<f32>>()
+        };
         match pooling {
             Pooling::Cls => pooled.copy_from_slice(&states[..hidden]),
-            Pooling::Mean => {
-                let mut acc = vec![0f64; hidden];
-                for row in states.chunks_exact(hidden) {
-                    acc.iter_mut().zip(row).for_each(|(a, v)| *a += *v as f64);
-                }
-                pooled
-                    .iter_mut()
-                    .zip(acc)
-                    .for_each(|(p, a)| *p = (a / len.max(1) as f64) as f32);
-            }
+            Pooling::Mean => pooled = weighted(&|_| 1.0),
+            Pooling::WeightedMean => pooled = weighted(&|k| (k + 1) as f64),
             Pooling::Max => {
                 pooled.fill(f32::NEG_INFINITY);
-                for row in states.chunks_exact(hidden) {
+                for (_, row) in rows() {
                     pooled.iter_mut().zip(row).for_each(|(p, v)| *p = p.max(*v));
+                }
+            }
+            Pooling::LastToken => {
+                if len > 0 {
+                    pooled.copy_from_slice(&states[(len - 1) * hidden..len * hidden]);
                 }
             }
         }
         normalize(&mut pooled);
-        for row in states.chunks_exact_mut(hidden) {
+        let mut tokens = scored.unwrap_or(states);
+        let mut ids = ids;
+        // BERTScore matches the text's own tokens: a prompt's are dropped
+        // (the first token stays, as without a prompt).
+        if prompt.tokens > 1 && prompt.tokens <= len {
+            ids.drain(1..prompt.tokens);
+            tokens.drain(hidden..prompt.tokens * hidden);
+        }
+        for row in tokens.chunks_exact_mut(hidden) {
             normalize(row);
         }
         Embedded {
             ids,
             pooled,
-            tokens: states,
+            tokens,
         }
     }
 
@@ -60,6 +92,16 @@ impl Embedded {
     pub fn bytes(&self) -> usize {
         4 * (self.ids.len() + self.pooled.len() + self.tokens.len()) + 96
     }
+}
+
+/// Where a prompt lies in a text's tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PromptSpan {
+    /// sentence-transformers' `prompt_length`: the first token plus the
+    /// prompt's own (0 without a prompt).
+    pub tokens: usize,
+    /// Whether pooling covers them (`include_prompt`).
+    pub pooled: bool,
 }
 
 fn normalize(v: &mut [f32]) {
@@ -163,7 +205,7 @@ mod tests {
     use super::*;
 
     fn emb(ids: Vec<u32>, states: Vec<f32>, h: usize) -> Embedded {
-        Embedded::from_states(ids, states, h, Pooling::Mean)
+        Embedded::from_states(ids, states, None, h, Pooling::Mean, PromptSpan::default())
     }
 
     #[test]

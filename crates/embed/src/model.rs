@@ -11,7 +11,7 @@ use serde::Deserialize;
 /// neither `--model` nor `REFSCORE_MODEL_DIR` names one.
 pub const DEFAULT_MODEL_DIR: &str = "models/all-MiniLM-L6-v2";
 
-/// Files a sentence-transformers BERT folder provides (the first three are required).
+/// Files a sentence-transformers folder provides (the first three are required).
 const FILES: [&str; 6] = [
     "config.json",
     "tokenizer.json",
@@ -24,12 +24,31 @@ const FILES: [&str; 6] = [
 /// How token vectors become one sentence vector (from 1_Pooling/config.json).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pooling {
-    /// Mean over the real tokens (including [CLS] and [SEP]).
+    /// Mean over the real tokens (including [CLS] and [SEP]). Also serves
+    /// `mean_sqrt_len_tokens`, which differs only in length, and vectors
+    /// are compared by direction.
     Mean,
-    /// The [CLS] token's vector.
+    /// The first token's vector ([CLS], `<s>`).
     Cls,
     /// Element-wise maximum over the real tokens.
     Max,
+    /// Mean weighted by position (1 for the first token, 2 for the next…).
+    WeightedMean,
+    /// The last real token's vector.
+    LastToken,
+}
+
+impl Pooling {
+    /// The name used in the summary, fingerprint and cache key.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pooling::Mean => "mean",
+            Pooling::Cls => "cls",
+            Pooling::Max => "max",
+            Pooling::WeightedMean => "weightedmean",
+            Pooling::LastToken => "lasttoken",
+        }
+    }
 }
 
 /// A resolved model folder and the settings read from it.
@@ -45,6 +64,18 @@ pub struct ModelFiles {
     pub max_positions: usize,
     /// Whether modules.json ends with a Normalize module.
     pub normalize: bool,
+    /// Whether pooling covers a prompt's tokens (the pooling config's
+    /// `include_prompt`, true by default).
+    pub include_prompt: bool,
+    /// `sentence_bert_config.json`'s `do_lower_case`: texts are lower-cased
+    /// before tokenising.
+    pub lower_case: bool,
+    /// Named prompts of `config_sentence_transformers.json` (e5's
+    /// `query: `), and the one used when none is asked for.
+    pub prompts: std::collections::BTreeMap<String, String>,
+    pub default_prompt: Option<String>,
+    /// The encoder's layers (num_hidden_layers): the deepest `--layer`.
+    pub layers: usize,
 }
 
 impl ModelFiles {
@@ -87,17 +118,35 @@ struct PoolingConfig {
     pooling_mode_weightedmean_tokens: bool,
     #[serde(default)]
     pooling_mode_lasttoken: bool,
+    #[serde(default = "yes")]
+    include_prompt: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Deserialize, Default)]
+struct StConfig {
+    #[serde(default)]
+    prompts: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    default_prompt_name: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct SbertConfig {
     max_seq_length: Option<usize>,
+    #[serde(default)]
+    do_lower_case: bool,
 }
 
 #[derive(Deserialize)]
-struct BertConfigHead {
+struct ConfigHead {
     model_type: Option<String>,
     max_position_embeddings: Option<usize>,
+    pad_token_id: Option<u32>,
+    num_hidden_layers: Option<usize>,
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, Error> {
@@ -216,7 +265,7 @@ pub fn read_settings(dir: &Path) -> Result<ModelFiles, Error> {
             )));
         }
     }
-    let head: BertConfigHead = read_json(&dir.join("config.json"))?;
+    let head: ConfigHead = read_json(&dir.join("config.json"))?;
     if let Some(t) = &head.model_type {
         if !crate::family::has(t) {
             return Err(Error::config(format!(
@@ -226,7 +275,15 @@ pub fn read_settings(dir: &Path) -> Result<ModelFiles, Error> {
             )));
         }
     }
-    let max_positions = head.max_position_embeddings.unwrap_or(512);
+    // Families whose positions start past the padding id have that many
+    // fewer usable positions (RoBERTa's 514 hold 512 tokens).
+    let max_positions =
+        head.max_position_embeddings
+            .unwrap_or(512)
+            .saturating_sub(crate::family::first_position(
+                head.model_type.as_deref(),
+                head.pad_token_id,
+            ));
     let modules: Vec<Module> = if dir.join("modules.json").is_file() {
         read_json(&dir.join("modules.json"))?
     } else {
@@ -237,41 +294,45 @@ pub fn read_settings(dir: &Path) -> Result<ModelFiles, Error> {
         .find(|m| m.kind.ends_with("Pooling"))
         .map(|m| dir.join(&m.path))
         .unwrap_or_else(|| dir.join("1_Pooling"));
-    let pooling = if pooling_dir.join("config.json").is_file() {
-        let p: PoolingConfig = read_json(&pooling_dir.join("config.json"))?;
+    let (pooling, include_prompt) = if pooling_dir.join("config.json").is_file() {
         let path = pooling_dir.join("config.json");
+        let p: PoolingConfig = read_json(&path)?;
         let modes = [
-            p.pooling_mode_cls_token,
-            p.pooling_mode_mean_tokens || p.pooling_mode_mean_sqrt_len_tokens,
-            p.pooling_mode_max_tokens,
+            (p.pooling_mode_cls_token, Pooling::Cls),
+            (
+                p.pooling_mode_mean_tokens || p.pooling_mode_mean_sqrt_len_tokens,
+                Pooling::Mean,
+            ),
+            (p.pooling_mode_max_tokens, Pooling::Max),
+            (p.pooling_mode_weightedmean_tokens, Pooling::WeightedMean),
+            (p.pooling_mode_lasttoken, Pooling::LastToken),
         ];
-        if p.pooling_mode_weightedmean_tokens || p.pooling_mode_lasttoken {
-            return Err(Error::config(format!(
-                "{}: weighted-mean and last-token pooling are not supported",
+        let set: Vec<Pooling> = modes.iter().filter(|(on, _)| *on).map(|m| m.1).collect();
+        match set.as_slice() {
+            [one] => (*one, p.include_prompt),
+            _ => return Err(Error::config(format!(
+                "{}: exactly one pooling mode must be set (refscore does not concatenate modes)",
                 path.display()
-            )));
-        }
-        match modes {
-            [true, false, false] => Pooling::Cls,
-            [false, true, false] => Pooling::Mean,
-            [false, false, true] => Pooling::Max,
-            _ => {
-                return Err(Error::config(format!(
-                    "{}: exactly one pooling mode must be set",
-                    path.display()
-                )))
-            }
+            ))),
         }
     } else {
-        Pooling::Mean
+        (Pooling::Mean, true)
     };
-    let max_seq_length = if dir.join("sentence_bert_config.json").is_file() {
-        let s: SbertConfig = read_json(&dir.join("sentence_bert_config.json"))?;
-        s.max_seq_length.unwrap_or(max_positions)
+    let sbert: Option<SbertConfig> = if dir.join("sentence_bert_config.json").is_file() {
+        Some(read_json(&dir.join("sentence_bert_config.json"))?)
     } else {
-        max_positions
-    }
-    .min(max_positions);
+        None
+    };
+    let max_seq_length = sbert
+        .as_ref()
+        .and_then(|s| s.max_seq_length)
+        .unwrap_or(max_positions)
+        .min(max_positions);
+    let st: StConfig = if dir.join("config_sentence_transformers.json").is_file() {
+        read_json(&dir.join("config_sentence_transformers.json"))?
+    } else {
+        StConfig::default()
+    };
     let normalize = modules.iter().any(|m| m.kind.ends_with("Normalize"));
     Ok(ModelFiles {
         dir: dir.to_path_buf(),
@@ -279,5 +340,10 @@ pub fn read_settings(dir: &Path) -> Result<ModelFiles, Error> {
         max_seq_length,
         max_positions,
         normalize,
+        include_prompt,
+        lower_case: sbert.is_some_and(|s| s.do_lower_case),
+        prompts: st.prompts,
+        default_prompt: st.default_prompt_name,
+        layers: head.num_hidden_layers.unwrap_or(12),
     })
 }

@@ -22,7 +22,7 @@ use crate::precision::Precision;
 use sha2::{Digest, Sha256};
 
 use crate::math::Embedded;
-use crate::model::{ModelFiles, Pooling};
+use crate::model::ModelFiles;
 
 /// First bytes of every entry; the digit is the format version.
 const MAGIC: &[u8; 8] = b"RSEMB\x00\x00\x01";
@@ -70,8 +70,9 @@ impl EmbeddingStore {
         max_len: usize,
         hidden: usize,
         numerics: Numerics,
+        variant: &str,
     ) -> Result<EmbeddingStore, Error> {
-        let key = model_key(files, max_len, numerics)?;
+        let key = model_key(files, max_len, numerics, variant)?;
         let dir = root.join(key);
         fs::create_dir_all(&dir).map_err(|e| {
             Error::io(format!(
@@ -129,14 +130,18 @@ impl EmbeddingStore {
 
 /// Hash of the model files, settings and numerics that determine an
 /// embedding.
-fn model_key(files: &ModelFiles, max_len: usize, numerics: Numerics) -> Result<String, Error> {
+/// `variant`: settings beyond these that change the vectors (BERTScore's
+/// layer, a prompt), empty for the defaults, so that entries written
+/// before those settings existed are still found.
+fn model_key(
+    files: &ModelFiles,
+    max_len: usize,
+    numerics: Numerics,
+    variant: &str,
+) -> Result<String, Error> {
     let mut h = Sha256::new();
     h.update(files.content_sha256()?.as_bytes());
-    let pooling = match files.pooling {
-        Pooling::Mean => "mean",
-        Pooling::Cls => "cls",
-        Pooling::Max => "max",
-    };
+    let pooling = files.pooling.name();
     let Numerics { version, precision } = numerics;
     h.update(
         format!(
@@ -144,6 +149,7 @@ fn model_key(files: &ModelFiles, max_len: usize, numerics: Numerics) -> Result<S
         )
         .as_bytes(),
     );
+    h.update(variant.as_bytes());
     Ok(hex(&h.finalize())[..32].to_string())
 }
 
@@ -198,6 +204,7 @@ fn write_entry(path: &Path, bytes: &[u8]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Pooling;
 
     fn sample() -> Embedded {
         Embedded {
@@ -227,6 +234,11 @@ mod tests {
             max_seq_length: 256,
             max_positions: 512,
             normalize: true,
+            include_prompt: true,
+            lower_case: false,
+            prompts: Default::default(),
+            default_prompt: None,
+            layers: 6,
         }
     }
 
@@ -234,7 +246,8 @@ mod tests {
     fn entries_of_other_numerics_are_never_reused() {
         let (model, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let files = model_folder(model.path());
-        let open = |numerics| EmbeddingStore::open(root.path(), &files, 256, 4, numerics).unwrap();
+        let open =
+            |numerics| EmbeddingStore::open(root.path(), &files, 256, 4, numerics, "").unwrap();
         let mut store = open(Numerics::of(Precision::Fp32));
         assert!(store.put("Paris", &sample()));
         assert!(

@@ -1,4 +1,6 @@
-//! Tokenisation bounded by the truncation limit. The tokenizers library
+//! Tokenisation bounded by the truncation limit, of texts prepared as
+//! sentence-transformers prepares them (stripped, the prompt prepended,
+//! lower-cased when the folder says so). The tokenizers library
 //! normalises and splits a whole text before it truncates, so one 52 MB
 //! answer cost 3.9 GB and 26 s to use its first 256 word-pieces. Here a
 //! long text is handed over as a prefix cut at a word boundary, grown
@@ -6,14 +8,21 @@
 //! keeps; the kept word-pieces are then exactly those of the whole text.
 //!
 //! Why a cut cannot change the kept pieces: the cut falls right before an
-//! ASCII whitespace byte, which the pre-tokenizer splits words on, and every
-//! normalizer step allowed here maps characters one by one (Unicode
-//! reordering never crosses a whitespace character), so the words before
-//! the cut, and each word's pieces, are the same in the prefix and the whole
-//! text. Once the prefix has more pieces than the limit keeps, the whole
-//! text's first pieces are the prefix's first pieces and the text is
-//! truncated. Tokenizers for which this does not hold (other pre-tokenizers
-//! or normalizers, added tokens containing whitespace) get the whole text.
+//! ASCII whitespace byte that follows a non-whitespace character, i.e. at
+//! the start of a run of whitespace. Every pre-tokenizer allowed here ends
+//! a word there: BERT's and the whitespace splitters split on whitespace;
+//! byte-level BPE's pattern (RoBERTa, GPT-2) ends letters, digits and
+//! punctuation at whitespace and starts a new piece with it; Metaspace
+//! (SentencePiece: XLM-R, T5) starts a word at each space. Every normalizer
+//! step allowed here maps characters (or graphemes, which never span
+//! whitespace) one by one, or only rewrites runs of spaces, which lie
+//! wholly after the cut. So the words before the cut, and each word's
+//! pieces, are the same in the prefix and the whole text. Once the prefix
+//! has more pieces than the limit keeps, the whole text's first pieces are
+//! the prefix's first pieces and the text is truncated. Tokenizers for which
+//! this does not hold (other pre-tokenizers or normalizers, added tokens
+//! containing whitespace) get the whole text, and the summary's
+//! `tokenized_bytes` shows it.
 
 use rayon::prelude::*;
 use refscore_batch::Error;
@@ -33,13 +42,17 @@ pub(crate) struct Tokens {
 
 /// How to hand a tokenizer set up for truncation at `max_len` only a
 /// bounded prefix of long texts.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Bounds {
     /// Bytes handed over first; also the length below which a text goes
     /// whole.
     first_cut: usize,
     /// Whether cutting at ASCII whitespace provably keeps the first pieces.
     can_cut: bool,
+    /// Put before every text (a model's prompt, e5's `query: `).
+    prompt: String,
+    /// Lower-case texts first (`do_lower_case`).
+    lower_case: bool,
 }
 
 /// Bytes per word-piece assumed for the first prefix (English averages about
@@ -48,11 +61,20 @@ pub(crate) struct Bounds {
 const FIRST_CUT_BYTES_PER_PIECE: usize = 8;
 
 impl Bounds {
-    /// The bounds for a tokenizer whose truncation is set to `max_len`.
-    pub(crate) fn new(tokenizer: &Tokenizer, max_len: usize) -> Bounds {
+    /// The bounds for a tokenizer whose truncation is set to `max_len`,
+    /// for texts that get `prompt` in front and are lower-cased when
+    /// `lower_case`.
+    pub(crate) fn new(
+        tokenizer: &Tokenizer,
+        max_len: usize,
+        prompt: &str,
+        lower_case: bool,
+    ) -> Bounds {
         Bounds {
             first_cut: max_len.max(16) * FIRST_CUT_BYTES_PER_PIECE,
             can_cut: cuts_are_safe(tokenizer),
+            prompt: prompt.to_string(),
+            lower_case,
         }
     }
 
@@ -73,13 +95,16 @@ impl Bounds {
 
     /// One text: its tokens and the bytes handed to the tokenizer.
     fn encode_one(&self, tokenizer: &Tokenizer, text: &str) -> Result<(Tokens, u64), Error> {
+        // sentence-transformers and bert_score strip every text (Python's
+        // whitespace).
+        let text = text.trim_matches(is_python_space);
         let mut handed = 0u64;
         let mut bound = self.first_cut;
         while self.can_cut && bound < text.len() {
             let Some(cut) = cut_at_or_after(text, bound) else {
                 break;
             };
-            let tokens = encode_whole(tokenizer, &text[..cut])?;
+            let tokens = self.encode_whole(tokenizer, &text[..cut])?;
             handed += cut as u64;
             if tokens.truncated {
                 return Ok((tokens, handed));
@@ -87,12 +112,33 @@ impl Bounds {
             bound = cut.saturating_mul(2);
         }
         handed += text.len() as u64;
-        Ok((encode_whole(tokenizer, text)?, handed))
+        Ok((self.encode_whole(tokenizer, text)?, handed))
+    }
+
+    /// The tokens of a whole (stripped) text, prepared; truncated when the
+    /// tokenizer put pieces past the limit into overflowing encodings.
+    fn encode_whole(&self, tokenizer: &Tokenizer, text: &str) -> Result<Tokens, Error> {
+        let prepared: std::borrow::Cow<str> = match (self.prompt.is_empty(), self.lower_case) {
+            (true, false) => text.into(),
+            (false, false) => format!("{}{text}", self.prompt).into(),
+            (_, true) => format!("{}{text}", self.prompt).to_lowercase().into(),
+        };
+        let enc = tokenizer
+            .encode_fast(prepared.as_ref(), true)
+            .map_err(|e| Error::internal(format!("tokenizer: {e}")))?;
+        Ok(Tokens {
+            truncated: !enc.get_overflowing().is_empty(),
+            ids: enc.get_ids().to_vec(),
+        })
     }
 }
 
-/// The tokens of a whole text; truncated when the tokenizer put pieces
-/// past the limit into overflowing encodings.
+/// Python's `str.isspace`, which `str.strip()` removes: Unicode
+/// whitespace and the separators U+001C..U+001F.
+fn is_python_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
 /// The ids the tokenizer's own post-processor adds around every text
 /// (`[CLS]` and `[SEP]` for BERT, `<s>` and `</s>` for RoBERTa), found by
 /// encoding an empty text rather than by name: BERTScore gives them no
@@ -104,24 +150,23 @@ pub(crate) fn special_ids(tokenizer: &Tokenizer) -> Result<Vec<u32>, Error> {
     Ok(empty.get_ids().to_vec())
 }
 
-fn encode_whole(tokenizer: &Tokenizer, text: &str) -> Result<Tokens, Error> {
-    let enc = tokenizer
-        .encode_fast(text, true)
-        .map_err(|e| Error::internal(format!("tokenizer: {e}")))?;
-    Ok(Tokens {
-        truncated: !enc.get_overflowing().is_empty(),
-        ids: enc.get_ids().to_vec(),
-    })
-}
-
-/// The first ASCII whitespace byte at or after byte `from` (a char
-/// boundary, being ASCII), if any.
+/// The first ASCII whitespace byte at or after byte `from` that follows a
+/// non-whitespace character (the start of a run of whitespace), if any.
 fn cut_at_or_after(text: &str, from: usize) -> Option<usize> {
-    text.as_bytes()
-        .get(from..)?
-        .iter()
-        .position(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
-        .map(|k| from + k)
+    let bytes = text.as_bytes();
+    let mut at = from;
+    loop {
+        let k = at
+            + bytes
+                .get(at..)?
+                .iter()
+                .position(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))?;
+        // An ASCII byte is a char boundary, so the text before it is whole.
+        match text[..k].chars().next_back() {
+            Some(c) if !c.is_whitespace() => return Some(k),
+            _ => at = k + 1,
+        }
+    }
 }
 
 /// Whether cutting a text right before ASCII whitespace leaves the pieces
@@ -129,14 +174,9 @@ fn cut_at_or_after(text: &str, from: usize) -> Option<usize> {
 /// whitespace, normalises character by character, and has no added token
 /// that contains whitespace (which a cut could split).
 fn cuts_are_safe(tokenizer: &Tokenizer) -> bool {
-    let splits_at_whitespace = matches!(
-        tokenizer.get_pre_tokenizer(),
-        Some(
-            PreTokenizerWrapper::BertPreTokenizer(_)
-                | PreTokenizerWrapper::Whitespace(_)
-                | PreTokenizerWrapper::WhitespaceSplit(_)
-        )
-    );
+    let splits_at_whitespace = tokenizer
+        .get_pre_tokenizer()
+        .is_some_and(pre_tokenizer_ends_words_at_whitespace);
     let local = tokenizer.get_normalizer().is_none_or(normalizer_is_local);
     let added_ok = tokenizer
         .get_added_tokens_decoder()
@@ -145,10 +185,27 @@ fn cuts_are_safe(tokenizer: &Tokenizer) -> bool {
     splits_at_whitespace && local && added_ok
 }
 
+/// Pre-tokenizers that end a word where a run of whitespace starts.
+fn pre_tokenizer_ends_words_at_whitespace(p: &PreTokenizerWrapper) -> bool {
+    match p {
+        PreTokenizerWrapper::BertPreTokenizer(_)
+        | PreTokenizerWrapper::Whitespace(_)
+        | PreTokenizerWrapper::WhitespaceSplit(_) => true,
+        // Its pattern (GPT-2's) splits letters, digits and punctuation
+        // from the whitespace that follows.
+        PreTokenizerWrapper::ByteLevel(b) => b.use_regex,
+        PreTokenizerWrapper::Metaspace(m) => m.get_split(),
+        _ => false,
+    }
+}
+
 /// Normalizers that map characters one by one (Unicode normalisation only
-/// reorders marks between starters, and whitespace is a starter).
+/// reorders marks between starters, and whitespace is a starter), or
+/// only rewrite runs of spaces (XLM-R's).
 fn normalizer_is_local(n: &NormalizerWrapper) -> bool {
     match n {
+        NormalizerWrapper::Precompiled(_) => true,
+        NormalizerWrapper::Replace(r) => replaces_only_spaces(r),
         NormalizerWrapper::BertNormalizer(_)
         | NormalizerWrapper::StripAccents(_)
         | NormalizerWrapper::NFC(_)
@@ -158,6 +215,21 @@ fn normalizer_is_local(n: &NormalizerWrapper) -> bool {
         | NormalizerWrapper::Lowercase(_)
         | NormalizerWrapper::Nmt(_) => true,
         NormalizerWrapper::Sequence(s) => s.as_ref().iter().all(normalizer_is_local),
+        _ => false,
+    }
+}
+
+/// Whether a Replace normalizer can only match runs of spaces (XLM-R's
+/// `" {2,}"` → `" "`), so that every match lies wholly on one side of a cut
+/// at the start of a whitespace run. Its pattern is private: read from its
+/// serialised form.
+fn replaces_only_spaces(r: &tokenizers::normalizers::Replace) -> bool {
+    let Ok(value) = serde_json::to_value(r) else {
+        return false;
+    };
+    match (&value["pattern"]["String"], &value["pattern"]["Regex"]) {
+        (serde_json::Value::String(s), _) => !s.is_empty() && s.chars().all(|c| c == ' '),
+        (_, serde_json::Value::String(re)) => matches!(re.as_str(), " {2,}" | " +" | "  +"),
         _ => false,
     }
 }
@@ -174,5 +246,10 @@ mod tests {
         assert_eq!(cut_at_or_after(text, tab), Some(tab));
         assert_eq!(cut_at_or_after(text, tab + 1), None);
         assert_eq!(cut_at_or_after(text, text.len() + 5), None);
+        // Never inside a run of whitespace: its start, or the next run's.
+        let text = "word  \t next  x";
+        assert_eq!(cut_at_or_after(text, 0), Some(4));
+        assert_eq!(cut_at_or_after(text, 5), Some(12));
+        assert_eq!(cut_at_or_after(text, 13), None);
     }
 }

@@ -10,35 +10,69 @@ use refscore_batch::Error;
 
 use crate::precision::Precision;
 
-pub(crate) mod bert;
+mod bert;
+mod mpnet;
+mod ops;
+mod roberta;
+#[cfg(test)]
+mod testing;
+mod transformer;
 
 type Result<T> = candle_core::Result<T>;
 
-/// One loaded encoder: token ids in, the last layer's hidden states out.
+/// One loaded encoder: token ids in, hidden states of chosen layers out.
 /// Exists so that the batching around it ([`crate::encoder::Encoder`]) is
 /// written once for every architecture.
 pub(crate) trait EncoderModel: Send + Sync {
     /// Width of the hidden states.
     fn hidden(&self) -> usize;
 
+    /// Number of layers: the deepest tap.
+    fn layers(&self) -> usize;
+
     /// Whether [`EncoderModel::forward_packed`] runs on this device and
     /// precision: sequences then go in back to back, with no padding.
     fn packs(&self) -> bool;
 
-    /// `ids`: all sequences back to back; `lengths`: each one's length.
-    /// Returns `[Σ lengths, hidden]`. Only when [`EncoderModel::packs`].
-    fn forward_packed(&self, ids: &[u32], lengths: &[usize]) -> Result<Tensor>;
+    /// `ids`: all sequences back to back; `lengths`: each one's length;
+    /// `taps`: the layers whose output to return, ascending (0 = the
+    /// embeddings, [`EncoderModel::layers`] = the last). Returns one
+    /// `[Σ lengths, hidden]` per tap; layers past the last tap are not run.
+    /// Only when [`EncoderModel::packs`].
+    fn forward_packed(&self, ids: &[u32], lengths: &[usize], taps: &[usize])
+        -> Result<Vec<Tensor>>;
 
     /// `ids`: `[b, t]` u32, each row padded after its `lengths` entry.
-    /// Returns `[b·t, hidden]`.
-    fn forward_padded(&self, ids: &Tensor, lengths: &[usize]) -> Result<Tensor>;
+    /// Returns one `[b·t, hidden]` per tap, as [`EncoderModel::forward_packed`].
+    fn forward_padded(
+        &self,
+        ids: &Tensor,
+        lengths: &[usize],
+        taps: &[usize],
+    ) -> Result<Vec<Tensor>>;
 }
 
 /// Builds a family's model from `config.json`'s text and the weights.
 type Loader = fn(&str, VarBuilder, Precision) -> std::result::Result<Box<dyn EncoderModel>, String>;
 
 /// The families refscore runs, by `model_type`.
-const FAMILIES: &[(&str, Loader)] = &[("bert", bert::load)];
+const FAMILIES: &[(&str, Loader)] = &[
+    ("bert", bert::load),
+    ("mpnet", mpnet::load),
+    ("roberta", roberta::load),
+    ("xlm-roberta", roberta::load),
+];
+
+/// The position id of a sequence's first token in a `model_type`'s
+/// family (BERT counts from 0; RoBERTa, XLM-R and MPNet from
+/// `pad_token_id + 1`), so a folder's usable length is known before the
+/// weights load.
+pub(crate) fn first_position(model_type: Option<&str>, pad_token_id: Option<u32>) -> usize {
+    match model_type {
+        Some("mpnet" | "roberta" | "xlm-roberta") => pad_token_id.unwrap_or(1) as usize + 1,
+        _ => 0,
+    }
+}
 
 /// The `model_type` values refscore runs, for messages.
 pub(crate) fn supported() -> Vec<&'static str> {

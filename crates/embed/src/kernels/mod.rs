@@ -202,7 +202,7 @@ macro_rules! dispatch {
 /// attention products it uses.
 macro_rules! kernel_path_module {
     ([$($feature:tt),*], $products:ty) => {
-        use super::{AddNormParams, AttentionScratch, AttentionShape};
+        use super::{AddNormParams, AttentionScratch, AttentionShape, RelativeBias};
 
         /// The CPU features every function of this module is compiled for.
         pub(super) const FEATURES: &[&str] = &[$($feature),*];
@@ -252,7 +252,7 @@ macro_rules! kernel_path_module {
             len: usize,
             out: &mut [f32],
             s: &AttentionShape<'_>,
-            bias: Option<&[f32]>,
+            bias: Option<&RelativeBias<'_>>,
             scratch: &mut AttentionScratch,
         ) {
             // SAFETY: `$products` needs at most this module's features,
@@ -388,6 +388,27 @@ pub(crate) struct AttentionShape<'a> {
 /// stay in registers while one row of keys or values is loaded.
 const QUERY_BLOCK: usize = 8;
 
+/// A score bias that depends only on where the key lies relative to the
+/// query (MPNet's relative positions): per head, `2·span − 1` values for
+/// the offsets `j − i` from `−(span − 1)` to `span − 1`, so one table
+/// serves every sequence of up to `span` tokens, and the bias row of a
+/// query is one contiguous slice of it.
+pub(crate) struct RelativeBias<'a> {
+    /// `heads × (2·span − 1)`, by head, then offset `j − i + span − 1`.
+    pub values: &'a [f32],
+    /// The longest sequence the table covers.
+    pub span: usize,
+}
+
+impl RelativeBias<'_> {
+    /// The bias of query `i` against keys `0..len` in `head`.
+    #[inline(always)]
+    fn row(&self, head: usize, i: usize, len: usize) -> &[f32] {
+        let width = 2 * self.span - 1;
+        &self.values[head * width + self.span - 1 - i..][..len]
+    }
+}
+
 /// Working memory of [`attend_sequence`], reused across calls.
 #[derive(Default)]
 pub(crate) struct AttentionScratch {
@@ -415,13 +436,13 @@ fn zeroed(buf: &mut Vec<f32>, n: usize) -> &mut [f32] {
 /// added (the query part already carries the 1/√d scale); `out`: `len × h`.
 /// Only real tokens come in, so no mask is needed. `bias`, where a family
 /// has one (MPNet's relative positions), is added to the scores before the
-/// softmax: `heads × len × len`, by head, query, key.
+/// softmax.
 pub(crate) fn attend_sequence(
     qkv: &[f32],
     len: usize,
     out: &mut [f32],
     s: &AttentionShape<'_>,
-    bias: Option<&[f32]>,
+    bias: Option<&RelativeBias<'_>>,
     scratch: &mut AttentionScratch,
 ) {
     attend_sequence_on(active(), qkv, len, out, s, bias, scratch)
@@ -434,14 +455,13 @@ pub(crate) fn attend_sequence_on(
     len: usize,
     out: &mut [f32],
     s: &AttentionShape<'_>,
-    bias: Option<&[f32]>,
+    bias: Option<&RelativeBias<'_>>,
     scratch: &mut AttentionScratch,
 ) {
     if let Some(b) = bias {
-        assert_eq!(
-            b.len(),
-            s.heads * len * len,
-            "attention bias: heads × len × len"
+        assert!(
+            len <= b.span && b.values.len() == s.heads * (2 * b.span - 1),
+            "attention bias: heads × (2·span − 1) values, span ≥ len"
         );
     }
     dispatch!(path, attend(qkv, len, out, s, bias, scratch))
@@ -472,7 +492,7 @@ unsafe fn attend_body<P: AttentionProducts>(
     len: usize,
     out: &mut [f32],
     s: &AttentionShape<'_>,
-    bias: Option<&[f32]>,
+    bias: Option<&RelativeBias<'_>>,
     scratch: &mut AttentionScratch,
 ) {
     const R: usize = QUERY_BLOCK;
@@ -510,8 +530,8 @@ unsafe fn attend_body<P: AttentionProducts>(
                 add(qr, &qkv[(i + k) * 3 * h + qo..][..d], qb);
             }
             let (q, scores, o) = (&q[..r * d], &mut scores[..r * lp], &mut o[..r * dp]);
-            // This head's bias rows for queries i..i + r.
-            let b = bias.map(|b| &b[(head * len + i) * len..][..r * len]);
+            // This head's bias, for queries i..i + r.
+            let b = bias.map(|b| (b, head, i));
             // SAFETY: the caller guarantees the features `P` needs.
             unsafe {
                 match r {
@@ -555,8 +575,8 @@ struct Keys<'a> {
 }
 
 /// Attention of `R` queries (`q`: `R × head_dim`) against one head's keys:
-/// scores into `scores` (`R × lp`), plus `bias` (`R × len`) where given,
-/// softmax in place, then `o` (`R × dp`) = P·V.
+/// scores into `scores` (`R × lp`), plus the bias of `(table, head, first
+/// query)` where given, softmax in place, then `o` (`R × dp`) = P·V.
 ///
 /// # Safety
 /// The CPU must have the features `P` needs.
@@ -564,16 +584,16 @@ struct Keys<'a> {
 unsafe fn query_block<const R: usize, P: AttentionProducts>(
     keys: &Keys<'_>,
     q: &[f32],
-    bias: Option<&[f32]>,
+    bias: Option<(&RelativeBias<'_>, usize, usize)>,
     scores: &mut [f32],
     o: &mut [f32],
 ) {
     // SAFETY: the caller guarantees the features `P` needs.
     unsafe { P::scores::<R>(keys, q, scores) };
     let Keys { len, lp, .. } = *keys;
-    if let Some(bias) = bias {
-        for (row, b) in scores.chunks_exact_mut(lp).zip(bias.chunks_exact(len)) {
-            add_in_place(&mut row[..len], b);
+    if let Some((table, head, first)) = bias {
+        for (k, row) in scores.chunks_exact_mut(lp).enumerate() {
+            add_in_place(&mut row[..len], table.row(head, first + k, len));
         }
     }
     for row in scores.chunks_exact_mut(lp) {
@@ -828,7 +848,7 @@ mod tests {
     }
 
     /// The fused attention against f64 arithmetic, with or without a
-    /// score bias (`heads × len × len`).
+    /// relative score bias (a table longer than the sequence).
     fn check_attention(
         path: KernelPath,
         heads: usize,
@@ -840,7 +860,11 @@ mod tests {
         let h = heads * d;
         let qkv = values(t * 3 * h, 7, 1.5);
         let bias = values(3 * h, 8, 0.3);
-        let score_bias = with_bias.then(|| values(heads * len * len, 9, 2.0));
+        let span = t + 3;
+        let score_bias = with_bias.then(|| values(heads * (2 * span - 1), 9, 2.0));
+        let table = score_bias
+            .as_deref()
+            .map(|values| RelativeBias { values, span });
         let mut out = vec![f32::NAN; len * h];
         let shape = AttentionShape {
             heads,
@@ -853,7 +877,7 @@ mod tests {
             len,
             &mut out,
             &shape,
-            score_bias.as_deref(),
+            table.as_ref(),
             &mut AttentionScratch::default(),
         );
         let at = |i: usize, part: usize, head: usize, c: usize| {
@@ -865,7 +889,7 @@ mod tests {
                 let added = |j: usize| {
                     score_bias
                         .as_ref()
-                        .map_or(0.0, |b| b[(head * len + i) * len + j] as f64)
+                        .map_or(0.0, |b| b[head * (2 * span - 1) + span - 1 + j - i] as f64)
                 };
                 let scores: Vec<f64> = (0..len)
                     .map(|j| {

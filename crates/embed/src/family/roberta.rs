@@ -1,0 +1,69 @@
+//! RoBERTa and XLM-RoBERTa (`model_type` `roberta`, `xlm-roberta`;
+//! bert_score's English default roberta-large, the multilingual
+//! paraphrase-multilingual-mpnet-base-v2): BERT's layers under a `roberta.`
+//! prefix or none, with positions from `pad_token_id + 1` and a single
+//! token type.
+
+use candle_nn::VarBuilder;
+
+use super::transformer::{Config, Layout, Transformer, BERT_LAYER};
+use super::EncoderModel;
+use crate::precision::Precision;
+
+/// The `roberta` and `xlm-roberta` families' loader.
+pub(super) fn load(
+    config: &str,
+    weights: VarBuilder,
+    precision: Precision,
+) -> Result<Box<dyn EncoderModel>, String> {
+    let c = Config::parse(config)?;
+    let layout = Layout {
+        prefix: "roberta",
+        layer: BERT_LAYER,
+        first_position: c.pad_token_id.unwrap_or(1) as usize + 1,
+        token_type: true,
+        bias: None,
+    };
+    let model = Transformer::load(weights, &c, layout, precision).map_err(|e| e.to_string())?;
+    Ok(Box::new(model))
+}
+
+#[cfg(test)]
+mod tests {
+    use candle_core::{DType, Device};
+    use candle_nn::VarBuilder;
+
+    use super::*;
+    use crate::family::testing::{self, Weights};
+
+    /// A small random RoBERTa under the `roberta.` prefix.
+    fn tiny(precision: Precision) -> Box<dyn EncoderModel> {
+        let config = r#"{"model_type": "roberta", "vocab_size": 50, "hidden_size": 32,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
+            "hidden_act": "gelu", "max_position_embeddings": 42, "type_vocab_size": 1,
+            "layer_norm_eps": 1e-5, "pad_token_id": 1}"#;
+        let mut w = Weights::new(0x7eb);
+        w.embeddings("roberta.embeddings.", 50, 42, Some(1), 32);
+        for l in 0..2 {
+            w.layer(&format!("roberta.encoder.layer.{l}."), &BERT_LAYER, 32, 64);
+        }
+        let vb = VarBuilder::from_tensors(w.into_tensors(), DType::F32, &Device::Cpu);
+        load(config, vb, precision).unwrap()
+    }
+
+    #[test]
+    fn packed_and_padded_forwards_agree() {
+        testing::packed_matches_padded(tiny(Precision::Fp32).as_ref());
+    }
+
+    /// Positions start at `pad_token_id + 1`: 40 tokens fit 42 positions,
+    /// 41 do not.
+    #[test]
+    fn positions_start_after_the_padding_id() {
+        let model = tiny(Precision::Fp32);
+        let ids: Vec<u32> = (0..41).map(|k| k % 50).collect();
+        assert!(model.forward_packed(&ids[..40], &[40], &[2]).is_ok());
+        let err = model.forward_packed(&ids, &[41], &[2]).unwrap_err();
+        assert!(err.to_string().contains("40 positions"), "{err}");
+    }
+}

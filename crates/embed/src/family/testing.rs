@@ -1,0 +1,160 @@
+//! Test helpers for the families: seeded random weights built in memory,
+//! and the checks every family's model must pass.
+
+use std::collections::HashMap;
+
+use candle_core::{Device, Tensor};
+
+use super::transformer::LayerNames;
+use super::EncoderModel;
+use crate::precision::Precision;
+
+/// Seeded random weights by name, so every test run sees the same model.
+pub(crate) struct Weights {
+    state: u64,
+    tensors: HashMap<String, Tensor>,
+}
+
+impl Weights {
+    pub(crate) fn new(seed: u64) -> Weights {
+        Weights {
+            state: seed,
+            tensors: HashMap::new(),
+        }
+    }
+
+    /// Adds a tensor of values uniform in `centre ± 0.5`.
+    pub(crate) fn add(&mut self, name: &str, shape: &[usize], centre: f32) {
+        let n: usize = shape.iter().product();
+        let values: Vec<f32> = (0..n)
+            .map(|_| {
+                self.state = self
+                    .state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (self.state >> 40) as f32 / (1u64 << 24) as f32 - 0.5 + centre
+            })
+            .collect();
+        let t = Tensor::from_vec(values, shape, &Device::Cpu).unwrap();
+        self.tensors.insert(name.to_string(), t);
+    }
+
+    /// Word, position, optional token-type embeddings and their norm.
+    pub(crate) fn embeddings(
+        &mut self,
+        p: &str,
+        vocab: usize,
+        positions: usize,
+        types: Option<usize>,
+        h: usize,
+    ) {
+        self.add(&format!("{p}word_embeddings.weight"), &[vocab, h], 0.0);
+        self.add(
+            &format!("{p}position_embeddings.weight"),
+            &[positions, h],
+            0.0,
+        );
+        if let Some(types) = types {
+            self.add(
+                &format!("{p}token_type_embeddings.weight"),
+                &[types, h],
+                0.0,
+            );
+        }
+        self.add(&format!("{p}LayerNorm.weight"), &[h], 1.0);
+        self.add(&format!("{p}LayerNorm.bias"), &[h], 0.0);
+    }
+
+    /// One layer's weights under the family's names.
+    pub(crate) fn layer(&mut self, p: &str, names: &LayerNames, h: usize, inner: usize) {
+        for m in [names.query, names.key, names.value, names.attn_out] {
+            self.add(&format!("{p}{m}.weight"), &[h, h], 0.0);
+            self.add(&format!("{p}{m}.bias"), &[h], 0.0);
+        }
+        self.add(&format!("{p}{}.weight", names.ff_in), &[inner, h], 0.0);
+        self.add(&format!("{p}{}.bias", names.ff_in), &[inner], 0.0);
+        self.add(&format!("{p}{}.weight", names.ff_out), &[h, inner], 0.0);
+        self.add(&format!("{p}{}.bias", names.ff_out), &[h], 0.0);
+        for norm in [names.attn_norm, names.ff_norm] {
+            self.add(&format!("{p}{norm}.weight"), &[h], 1.0);
+            self.add(&format!("{p}{norm}.bias"), &[h], 0.0);
+        }
+    }
+
+    pub(crate) fn into_tensors(self) -> HashMap<String, Tensor> {
+        self.tensors
+    }
+}
+
+fn flat(t: &Tensor) -> Vec<f32> {
+    t.flatten_all().unwrap().to_vec1().unwrap()
+}
+
+/// Sequences of mixed lengths over a 50-token vocabulary.
+fn sequences() -> Vec<Vec<u32>> {
+    vec![
+        (2..=24).collect(),
+        vec![7, 3, 9],
+        (5..22).rev().collect(),
+        vec![42],
+    ]
+}
+
+/// The fused packed CPU path and the plain-Candle padded path (what other
+/// devices run) compute the same function, at every layer.
+pub(crate) fn packed_matches_padded(model: &dyn EncoderModel) {
+    assert!(model.packs());
+    let seqs = sequences();
+    let taps: Vec<usize> = (0..=model.layers()).collect();
+    let lengths: Vec<usize> = seqs.iter().map(Vec::len).collect();
+    let t = *lengths.iter().max().unwrap();
+    let packed_ids: Vec<u32> = seqs.iter().flatten().copied().collect();
+    let packed = model.forward_packed(&packed_ids, &lengths, &taps).unwrap();
+    let mut padded_ids = vec![1u32; seqs.len() * t];
+    for (k, s) in seqs.iter().enumerate() {
+        padded_ids[k * t..k * t + s.len()].copy_from_slice(s);
+    }
+    let ids = Tensor::from_vec(padded_ids, (seqs.len(), t), &Device::Cpu).unwrap();
+    let padded = model.forward_padded(&ids, &lengths, &taps).unwrap();
+    assert_eq!((packed.len(), padded.len()), (taps.len(), taps.len()));
+    let h = model.hidden();
+    for (tap, (packed, padded)) in packed.iter().zip(&padded).enumerate() {
+        let (packed, padded) = (flat(packed), flat(padded));
+        let mut start = 0;
+        let mut worst = 0f32;
+        for (k, &len) in lengths.iter().enumerate() {
+            for r in 0..len {
+                for c in 0..h {
+                    let a = packed[(start + r) * h + c];
+                    let b = padded[(k * t + r) * h + c];
+                    worst = worst.max((a - b).abs());
+                }
+            }
+            start += len;
+        }
+        assert!(worst < 1e-4, "layer {tap}: worst difference {worst}");
+    }
+}
+
+/// bf16 and int8 run the same model through the same packed path, off fp32
+/// by a rounding-sized amount (and not by nothing: the products really
+/// changed).
+pub(crate) fn reduced_precisions_near_fp32(load: impl Fn(Precision) -> Box<dyn EncoderModel>) {
+    let ids: Vec<u32> = (1..=23).chain([7, 3, 9]).collect();
+    let lengths = [23, 3];
+    let run = |m: &dyn EncoderModel| -> Vec<f32> {
+        let out = m.forward_packed(&ids, &lengths, &[m.layers()]).unwrap();
+        flat(&out[0])
+    };
+    let reference = run(load(Precision::Fp32).as_ref());
+    for (precision, bound) in [(Precision::Bf16, 0.1f32), (Precision::Int8, 0.3)] {
+        let got = run(load(precision).as_ref());
+        let worst = got
+            .iter()
+            .zip(&reference)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        eprintln!("{precision:?}: worst {worst}");
+        assert!(worst > 0.0 && worst < bound, "{precision:?}: worst {worst}");
+    }
+}

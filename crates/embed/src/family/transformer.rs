@@ -1,0 +1,585 @@
+//! The encoder body the BERT-like families share (BERT, RoBERTa/XLM-R,
+//! MPNet): embeddings, then post-norm layers of self-attention and a GELU
+//! feed-forward. Families differ only in what [`Layout`] gives: weight
+//! names, where position ids start, whether there is a token-type row, and
+//! an optional relative-position score bias. Tuned for batch inference on
+//! CPU: one fused Q/K/V projection with the 1/√d attention scale folded
+//! into the query weights at load time; on CPU (f32) each layer is four
+//! matrix products with everything between them fused into three one-pass
+//! kernels ([`super::ops`]), sequences packed with no padding. Other devices
+//! run the same function as plain Candle ops on padded batches. The parity
+//! tests hold it to the reference libraries within 1e-4.
+
+use candle_core::{DType, Module, Tensor};
+use candle_nn::{Embedding, Linear, VarBuilder};
+use serde::Deserialize;
+
+use super::ops::{host, AddNorm, Attention, BiasGelu, HostNorm};
+use super::EncoderModel;
+use crate::kernels::{AttentionShape, RelativeBias};
+use crate::precision::{Precision, Projection};
+
+type Result<T> = candle_core::Result<T>;
+
+/// The `config.json` keys the shared body reads (the Hugging Face names).
+#[derive(Debug, Clone, Deserialize)]
+pub(super) struct Config {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    #[serde(default = "default_act")]
+    pub hidden_act: String,
+    pub max_position_embeddings: usize,
+    #[serde(default)]
+    pub type_vocab_size: usize,
+    #[serde(default = "default_eps")]
+    pub layer_norm_eps: f64,
+    #[serde(default)]
+    pub pad_token_id: Option<u32>,
+    #[serde(default)]
+    pub position_embedding_type: Option<String>,
+}
+
+fn default_act() -> String {
+    "gelu".into()
+}
+
+fn default_eps() -> f64 {
+    1e-12
+}
+
+impl Config {
+    /// Parses `config.json`'s text.
+    pub(super) fn parse(text: &str) -> std::result::Result<Config, String> {
+        let c: Config = serde_json::from_str(text).map_err(|e| format!("config.json: {e}"))?;
+        if let Some(kind) = c.position_embedding_type.as_deref() {
+            if kind != "absolute" {
+                return Err(format!(
+                    "config.json: position_embedding_type '{kind}' is not supported (absolute only)"
+                ));
+            }
+        }
+        if c.num_attention_heads == 0 || !c.hidden_size.is_multiple_of(c.num_attention_heads) {
+            return Err(
+                "config.json: hidden_size must be a multiple of num_attention_heads".into(),
+            );
+        }
+        Ok(c)
+    }
+
+    /// Whether `hidden_act` is the exact (erf) GELU; `Err` for activations
+    /// refscore does not run.
+    fn exact_gelu(&self) -> Result<bool> {
+        match self.hidden_act.as_str() {
+            "gelu" => Ok(true),
+            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" | "geluapproximate" => Ok(false),
+            other => candle_core::bail!("hidden_act '{other}' is not supported (GELU only)"),
+        }
+    }
+}
+
+/// Weight names of one layer, under `encoder.layer.{i}`.
+pub(super) struct LayerNames {
+    pub query: &'static str,
+    pub key: &'static str,
+    pub value: &'static str,
+    pub attn_out: &'static str,
+    pub attn_norm: &'static str,
+    pub ff_in: &'static str,
+    pub ff_out: &'static str,
+    pub ff_norm: &'static str,
+}
+
+/// BERT's layer names, which RoBERTa and XLM-R share.
+pub(super) const BERT_LAYER: LayerNames = LayerNames {
+    query: "attention.self.query",
+    key: "attention.self.key",
+    value: "attention.self.value",
+    attn_out: "attention.output.dense",
+    attn_norm: "attention.output.LayerNorm",
+    ff_in: "intermediate.dense",
+    ff_out: "output.dense",
+    ff_norm: "output.LayerNorm",
+};
+
+/// A family's relative-position score bias, shared by all layers.
+pub(super) trait PositionBias: Send + Sync {
+    /// The table of [`RelativeBias`] for sequences of up to `span` tokens:
+    /// `heads × (2·span − 1)` values.
+    fn table(&self, span: usize) -> Vec<f32>;
+}
+
+/// What a family gives the shared body beyond `config.json`.
+pub(super) struct Layout {
+    /// The prefix the weights may sit under (`bert`, `roberta`, `mpnet`),
+    /// tried when they are not at the top level.
+    pub prefix: &'static str,
+    pub layer: LayerNames,
+    /// The position id of a sequence's first token (0 for BERT;
+    /// `pad_token_id + 1` for RoBERTa and MPNet).
+    pub first_position: usize,
+    /// Whether the embeddings add the token-type row 0.
+    pub token_type: bool,
+    pub bias: Option<Box<dyn PositionBias>>,
+}
+
+struct LayerNorm {
+    weight: Tensor,
+    bias: Tensor,
+    eps: f32,
+}
+
+impl LayerNorm {
+    fn load(vb: VarBuilder, size: usize, eps: f64) -> Result<LayerNorm> {
+        Ok(LayerNorm {
+            weight: vb.get(size, "weight")?,
+            bias: vb.get(size, "bias")?,
+            eps: eps as f32,
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        candle_nn::ops::layer_norm(&x.contiguous()?, &self.weight, &self.bias, self.eps)
+    }
+
+    /// This norm in host memory, after adding `bias` and a residual.
+    fn host(&self, bias: &Tensor) -> Result<HostNorm> {
+        Ok(HostNorm {
+            bias: host(bias)?,
+            gamma: host(&self.weight)?,
+            beta: host(&self.bias)?,
+            eps: self.eps,
+        })
+    }
+}
+
+fn bias_of(l: &Linear) -> &Tensor {
+    l.bias().expect("loaded with bias")
+}
+
+fn linear(vb: VarBuilder, inp: usize, out: usize) -> Result<Linear> {
+    Ok(Linear::new(
+        vb.get((out, inp), "weight")?,
+        Some(vb.get(out, "bias")?),
+    ))
+}
+
+/// A layer's vectors (biases, norm scales) as plain host memory, for the
+/// fused CPU kernels, and its four weights in the run's precision.
+struct HostVectors {
+    products: Products,
+    qkv_bias: Vec<f32>,
+    attn_norm: HostNorm,
+    ff_in_bias: Vec<f32>,
+    ff_norm: HostNorm,
+}
+
+/// The weights of a layer's four matrix products, in the run's precision.
+struct Products {
+    qkv: Projection,
+    attn_out: Projection,
+    ff_in: Projection,
+    ff_out: Projection,
+}
+
+struct Layer {
+    qkv: Linear,
+    attn_out: Linear,
+    attn_norm: LayerNorm,
+    ff_in: Linear,
+    ff_out: Linear,
+    ff_norm: LayerNorm,
+    heads: usize,
+    head_dim: usize,
+    exact_gelu: bool,
+    /// Present when the fused CPU path applies (CPU, f32, exact GELU).
+    host: Option<HostVectors>,
+}
+
+impl Layer {
+    fn load(vb: VarBuilder, c: &Config, names: &LayerNames, precision: Precision) -> Result<Layer> {
+        let h = c.hidden_size;
+        let heads = c.num_attention_heads;
+        let head_dim = h / heads;
+        // Fold the 1/sqrt(head_dim) scale into the query projection.
+        let scale = 1.0 / (head_dim as f64).sqrt();
+        let q = linear(vb.pp(names.query), h, h)?;
+        let k = linear(vb.pp(names.key), h, h)?;
+        let v = linear(vb.pp(names.value), h, h)?;
+        let bias = |l: &Linear| bias_of(l).clone();
+        let w = Tensor::cat(
+            &[
+                (q.weight() * scale)?,
+                k.weight().clone(),
+                v.weight().clone(),
+            ],
+            0,
+        )?;
+        let b = Tensor::cat(&[(bias(&q) * scale)?, bias(&k), bias(&v)], 0)?;
+        let exact_gelu = c.exact_gelu()?;
+        let eps = c.layer_norm_eps;
+        let mut layer = Layer {
+            qkv: Linear::new(w, Some(b)),
+            attn_out: linear(vb.pp(names.attn_out), h, h)?,
+            attn_norm: LayerNorm::load(vb.pp(names.attn_norm), h, eps)?,
+            ff_in: linear(vb.pp(names.ff_in), h, c.intermediate_size)?,
+            ff_out: linear(vb.pp(names.ff_out), c.intermediate_size, h)?,
+            ff_norm: LayerNorm::load(vb.pp(names.ff_norm), h, eps)?,
+            heads,
+            head_dim,
+            exact_gelu,
+            host: None,
+        };
+        let weight = layer.qkv.weight();
+        if weight.device().is_cpu() && weight.dtype() == DType::F32 && exact_gelu {
+            layer.host = Some(HostVectors {
+                products: Products {
+                    qkv: Projection::new(layer.qkv.weight(), precision)?,
+                    attn_out: Projection::new(layer.attn_out.weight(), precision)?,
+                    ff_in: Projection::new(layer.ff_in.weight(), precision)?,
+                    ff_out: Projection::new(layer.ff_out.weight(), precision)?,
+                },
+                qkv_bias: host(bias_of(&layer.qkv))?,
+                attn_norm: layer.attn_norm.host(bias_of(&layer.attn_out))?,
+                ff_in_bias: host(bias_of(&layer.ff_in))?,
+                ff_norm: layer.ff_norm.host(bias_of(&layer.ff_out))?,
+            });
+        }
+        Ok(layer)
+    }
+
+    /// The fused CPU form of [`Layer::forward`], on packed sequences.
+    /// `x`: `[Σ lengths, hidden]`, the sequences' tokens packed back to back.
+    fn forward_cpu(
+        &self,
+        p: &HostVectors,
+        x: &Tensor,
+        lengths: &[usize],
+        bias: Option<&RelativeBias<'_>>,
+    ) -> Result<Tensor> {
+        let w = &p.products;
+        let qkv = w.qkv.apply(x)?;
+        let ctx = qkv.apply_op1_no_bwd(&Attention {
+            shape: AttentionShape {
+                heads: self.heads,
+                head_dim: self.head_dim,
+                qkv_bias: &p.qkv_bias,
+            },
+            lengths,
+            bias: bias.map(|b| RelativeBias {
+                values: b.values,
+                span: b.span,
+            }),
+        })?;
+        let attn = w.attn_out.apply(&ctx)?;
+        attn.inplace_op2(x, &AddNorm(&p.attn_norm))?;
+        let inner = w.ff_in.apply(&attn)?;
+        inner.inplace_op1(&BiasGelu(&p.ff_in_bias))?;
+        let out = w.ff_out.apply(&inner)?;
+        out.inplace_op2(&attn, &AddNorm(&p.ff_norm))?;
+        Ok(out)
+    }
+
+    /// `x`: `[b*t, hidden]`, contiguous. `mask`: additive, broadcast to
+    /// `[b, heads, t, t]` (padding, plus the relative bias where a family
+    /// has one).
+    fn forward(&self, x: &Tensor, b: usize, t: usize, mask: Option<&Tensor>) -> Result<Tensor> {
+        let h = self.heads * self.head_dim;
+        let qkv = self
+            .qkv
+            .forward(x)?
+            .reshape((b, t, 3, self.heads, self.head_dim))?;
+        let qkv = qkv.permute((2, 0, 3, 1, 4))?; // [3, b, heads, t, dim]
+        let q = qkv.get(0)?.contiguous()?;
+        let k = qkv.get(1)?.contiguous()?;
+        let v = qkv.get(2)?.contiguous()?;
+        let mut scores = q.matmul(&k.t()?)?; // [b, heads, t, t]
+        if let Some(mask) = mask {
+            scores = scores.broadcast_add(mask)?;
+        }
+        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+        let ctx = probs.matmul(&v)?.transpose(1, 2)?.reshape((b * t, h))?;
+        let attn = self
+            .attn_norm
+            .forward(&(self.attn_out.forward(&ctx)? + x)?)?;
+        let inner = self.ff_in.forward(&attn)?;
+        let inner = if self.exact_gelu {
+            inner.gelu_erf()?
+        } else {
+            inner.gelu()?
+        };
+        self.ff_norm
+            .forward(&(self.ff_out.forward(&inner)? + attn)?)
+    }
+}
+
+/// Word, position and (where the family has one) token-type embeddings,
+/// summed and layer-normalised.
+struct Embeddings {
+    words: Embedding,
+    positions: Tensor,
+    first_position: usize,
+    token_type: Option<Tensor>,
+    norm: LayerNorm,
+    /// The norm in host memory for the packed path, with the token-type
+    /// row (or zeros) as its bias.
+    host: Option<HostNorm>,
+}
+
+impl Embeddings {
+    fn load(vb: VarBuilder, c: &Config, layout: &Layout) -> Result<Embeddings> {
+        let h = c.hidden_size;
+        let words = Embedding::new(vb.get((c.vocab_size, h), "word_embeddings.weight")?, h);
+        let positions = vb.get((c.max_position_embeddings, h), "position_embeddings.weight")?;
+        let token_type = if layout.token_type {
+            let rows = c.type_vocab_size.max(1);
+            Some(vb.get((rows, h), "token_type_embeddings.weight")?.get(0)?)
+        } else {
+            None
+        };
+        let norm = LayerNorm::load(vb.pp("LayerNorm"), h, c.layer_norm_eps)?;
+        let host = if positions.device().is_cpu() && positions.dtype() == DType::F32 {
+            let zeros;
+            let bias = match &token_type {
+                Some(row) => row,
+                None => {
+                    zeros = Tensor::zeros(h, DType::F32, positions.device())?;
+                    &zeros
+                }
+            };
+            Some(norm.host(bias)?)
+        } else {
+            None
+        };
+        Ok(Embeddings {
+            words,
+            positions,
+            first_position: layout.first_position,
+            token_type,
+            norm,
+            host,
+        })
+    }
+
+    /// Packed sequences: `[Σ lengths, hidden]`.
+    fn packed(&self, ids: &[u32], lengths: &[usize]) -> Result<Tensor> {
+        let Some(norm) = &self.host else {
+            candle_core::bail!("packed forward: not available on this device")
+        };
+        let device = self.positions.device();
+        let n = ids.len();
+        let first = self.first_position as u32;
+        let positions: Vec<u32> = lengths
+            .iter()
+            .flat_map(|&l| first..first + l as u32)
+            .collect();
+        if positions.len() != n {
+            candle_core::bail!(
+                "packed forward: lengths add up to {}, not {n}",
+                positions.len()
+            );
+        }
+        let x = self.words.forward(&Tensor::from_slice(ids, n, device)?)?;
+        let pos = self
+            .positions
+            .index_select(&Tensor::from_vec(positions, n, device)?, 0)?;
+        // LayerNorm(word + position + token type), token type as the bias.
+        x.inplace_op2(&pos, &AddNorm(norm))?;
+        Ok(x)
+    }
+
+    /// Padded sequences `[b, t]`: `[b·t, hidden]`.
+    fn padded(&self, ids: &Tensor, hidden: usize) -> Result<Tensor> {
+        let (b, t) = ids.dims2()?;
+        let words = self
+            .words
+            .forward(&ids.flatten_all()?)?
+            .reshape((b, t, hidden))?;
+        let pos = self.positions.narrow(0, self.first_position, t)?;
+        let mut x = words.broadcast_add(&pos)?;
+        if let Some(row) = &self.token_type {
+            x = x.broadcast_add(row)?;
+        }
+        self.norm.forward(&x.reshape((b * t, hidden))?)
+    }
+}
+
+/// An encoder of the shared shape: embeddings, then the layers.
+pub(super) struct Transformer {
+    embeddings: Embeddings,
+    layers: Vec<Layer>,
+    bias: Option<Box<dyn PositionBias>>,
+    hidden: usize,
+    heads: usize,
+    /// Tokens a sequence may have (positions past the first one).
+    max_tokens: usize,
+}
+
+impl Transformer {
+    /// Loads the weights; the matrix products of the packed CPU path run
+    /// in `precision` (anything but f32 needs that path).
+    pub(super) fn load(
+        vb: VarBuilder,
+        c: &Config,
+        layout: Layout,
+        precision: Precision,
+    ) -> Result<Transformer> {
+        let vb = weights_root(vb, layout.prefix);
+        let embeddings = Embeddings::load(vb.pp("embeddings"), c, &layout)?;
+        let layers = (0..c.num_hidden_layers)
+            .map(|i| {
+                Layer::load(
+                    vb.pp(format!("encoder.layer.{i}")),
+                    c,
+                    &layout.layer,
+                    precision,
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let model = Transformer {
+            embeddings,
+            layers,
+            bias: layout.bias,
+            hidden: c.hidden_size,
+            heads: c.num_attention_heads,
+            max_tokens: c
+                .max_position_embeddings
+                .saturating_sub(layout.first_position),
+        };
+        if precision != Precision::Fp32 && !model.packs() {
+            candle_core::bail!(
+                "--precision {} runs on the CPU only, with an exact-GELU model",
+                precision.name()
+            );
+        }
+        Ok(model)
+    }
+
+    fn check(&self, longest: usize, taps: &[usize]) -> Result<()> {
+        if longest > self.max_tokens {
+            candle_core::bail!(
+                "a sequence of {longest} tokens is longer than the model's {} positions",
+                self.max_tokens
+            );
+        }
+        if taps.windows(2).any(|w| w[0] >= w[1]) || taps.last() > Some(&self.layers.len()) {
+            candle_core::bail!(
+                "layers {taps:?}: expected ascending, at most {}",
+                self.layers.len()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Runs `step` over the layers up to the last tap, keeping the states of
+/// each tap (0 = the embeddings).
+fn tapped(
+    x: Tensor,
+    taps: &[usize],
+    layers: &[Layer],
+    mut step: impl FnMut(&Layer, &Tensor) -> Result<Tensor>,
+) -> Result<Vec<Tensor>> {
+    let mut out = Vec::with_capacity(taps.len());
+    let mut x = x;
+    let last = taps.last().copied().unwrap_or(0);
+    for depth in 0..=last {
+        if depth > 0 {
+            x = step(&layers[depth - 1], &x)?;
+        }
+        if taps.contains(&depth) {
+            out.push(x.clone());
+        }
+    }
+    Ok(out)
+}
+
+impl EncoderModel for Transformer {
+    fn hidden(&self) -> usize {
+        self.hidden
+    }
+
+    fn layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    fn packs(&self) -> bool {
+        self.layers.iter().all(|l| l.host.is_some()) && self.embeddings.host.is_some()
+    }
+
+    fn forward_packed(
+        &self,
+        ids: &[u32],
+        lengths: &[usize],
+        taps: &[usize],
+    ) -> Result<Vec<Tensor>> {
+        let span = lengths.iter().copied().max().unwrap_or(0);
+        self.check(span, taps)?;
+        let x = self.embeddings.packed(ids, lengths)?;
+        let table = self.bias.as_ref().map(|b| b.table(span.max(1)));
+        let bias = table.as_deref().map(|values| RelativeBias {
+            values,
+            span: span.max(1),
+        });
+        tapped(x, taps, &self.layers, |layer, x| {
+            let p = layer.host.as_ref().expect("packs() checked");
+            layer.forward_cpu(p, x, lengths, bias.as_ref())
+        })
+    }
+
+    fn forward_padded(
+        &self,
+        ids: &Tensor,
+        lengths: &[usize],
+        taps: &[usize],
+    ) -> Result<Vec<Tensor>> {
+        let (b, t) = ids.dims2()?;
+        self.check(t, taps)?;
+        let x = self.embeddings.padded(ids, self.hidden)?;
+        let device = ids.device();
+        let dtype = x.dtype();
+        let mut mask = if lengths.iter().all(|&l| l == t) {
+            None
+        } else {
+            let mut m = vec![0f32; b * t];
+            for (row, &len) in lengths.iter().enumerate() {
+                m[row * t + len..(row + 1) * t]
+                    .iter_mut()
+                    .for_each(|v| *v = f32::MIN);
+            }
+            Some(Tensor::from_vec(m, (b, 1, 1, t), device)?.to_dtype(dtype)?)
+        };
+        if let Some(bias) = &self.bias {
+            // The relative table spread out to [1, heads, t, t].
+            let table = bias.table(t);
+            let width = 2 * t - 1;
+            let mut full = vec![0f32; self.heads * t * t];
+            for (head, rows) in full.chunks_exact_mut(t * t).enumerate() {
+                for (i, row) in rows.chunks_exact_mut(t).enumerate() {
+                    row.copy_from_slice(&table[head * width + t - 1 - i..][..t]);
+                }
+            }
+            let full = Tensor::from_vec(full, (1, self.heads, t, t), device)?.to_dtype(dtype)?;
+            // f32::MIN plus a small bias stays far below any real score.
+            mask = Some(match mask {
+                Some(m) => full.broadcast_add(&m)?,
+                None => full,
+            });
+        }
+        tapped(x, taps, &self.layers, |layer, x| {
+            layer.forward(x, b, t, mask.as_ref())
+        })
+    }
+}
+
+/// The weights' root: the top level, or the family's `prefix` when the
+/// checkpoint keeps its encoder under one (`bert.`, `roberta.`, `mpnet.`).
+pub(super) fn weights_root<'a>(vb: VarBuilder<'a>, prefix: &str) -> VarBuilder<'a> {
+    if vb.contains_tensor("embeddings.word_embeddings.weight") {
+        vb
+    } else {
+        vb.pp(prefix)
+    }
+}

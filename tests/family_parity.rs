@@ -1,0 +1,215 @@
+//! Parity of the model families beyond BERT with the reference
+//! implementations: the real all-mpnet-base-v2 (MPNet) through the real
+//! binary must reproduce sentence-transformers' cosine and bert_score's
+//! P/R/F1 at a chosen layer (`--layer`, bert_score's num_layers), with idf
+//! off and on, and rescaled with a baseline file in bert_score's format
+//! (`--rescale-baseline FILE`), within 1e-4 on every row of
+//! tests/fixtures/parity-all-mpnet-base-v2.jsonl (made by
+//! scripts/make-family-fixture.py with those libraries), on every CPU
+//! kernel path this machine runs.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch, StringArray};
+use common::*;
+
+const TOLERANCE: f32 = 1e-4;
+
+struct Fixture {
+    header: serde_json::Value,
+    rows: Vec<serde_json::Value>,
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fixture(name: &str) -> Fixture {
+    let path = root().join(format!("tests/fixtures/parity-{name}.jsonl"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines = text.lines();
+    let header: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let rows: Vec<serde_json::Value> = lines.map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(header["header"]["rows"].as_u64(), Some(rows.len() as u64));
+    Fixture {
+        header: header["header"].clone(),
+        rows,
+    }
+}
+
+fn model_dir(name: &str) -> PathBuf {
+    let dir = root().join("models").join(name);
+    assert!(
+        dir.join("model.safetensors").is_file(),
+        "the real model is required: run scripts/fetch-model.sh --model {name} (scripts/test.sh does)"
+    );
+    dir
+}
+
+/// Scores the fixture's rows with `--model` and `extra` flags under `env`.
+fn run(f: &Fixture, model: &Path, extra: &[&str], env: &[(&str, &str)]) -> RecordBatch {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("parity.parquet");
+    let col = |key: &str| {
+        let values: Vec<&str> = f.rows.iter().map(|r| r[key].as_str().unwrap()).collect();
+        Arc::new(StringArray::from(values)) as ArrayRef
+    };
+    write_parquet(
+        &input,
+        vec![
+            ("id", col("id")),
+            ("reference", col("reference")),
+            ("output", col("output")),
+        ],
+    );
+    let out = dir.path().join("scores.parquet");
+    let mut args = vec![
+        "score",
+        input.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--quiet",
+        "--metrics",
+        "embedding",
+        "--model",
+        model.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let mut command = std::process::Command::new(bin());
+    command.args(&args);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    ok(&command.output().expect("run refscore"));
+    let summary = summary(&out);
+    let layer = f.header["layer"].as_u64().unwrap();
+    if extra.contains(&"--layer") {
+        assert_eq!(
+            summary["embedding"]["bertscore_layer"].as_u64(),
+            Some(layer)
+        );
+    }
+    read_parquet(&out)
+}
+
+/// The worst difference between `batch`'s columns and the fixture's keys.
+fn compare(f: &Fixture, batch: &RecordBatch, pairs: &[(&str, &str)]) -> f32 {
+    let status = texts(batch, "status");
+    let mut checked = 0;
+    let mut worst = (0f32, String::new());
+    for (column, key) in pairs {
+        let got = f32s(batch, column);
+        for (i, row) in f.rows.iter().enumerate() {
+            let id = row["id"].as_str().unwrap();
+            if row["reference"].as_str().unwrap().trim().is_empty() {
+                assert_eq!(status[i].as_deref(), Some("error"), "{id}");
+                continue;
+            }
+            let want = row[*key].as_f64().unwrap() as f32;
+            let have = got[i].unwrap_or_else(|| panic!("{id}: {column} is null"));
+            let diff = (have - want).abs();
+            if diff > worst.0 {
+                worst = (
+                    diff,
+                    format!("{id} {column}: refscore {have} vs reference {want}"),
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 350 * pairs.len(),
+        "only {checked} values compared"
+    );
+    assert!(
+        worst.0 <= TOLERANCE,
+        "worst difference {} > {TOLERANCE}: {}",
+        worst.0,
+        worst.1
+    );
+    worst.0
+}
+
+fn bertscore(suffix: &str) -> [(&'static str, String); 3] {
+    ["precision", "recall", "f1"].map(|m| {
+        let column: &'static str = match m {
+            "precision" => "bertscore_precision",
+            "recall" => "bertscore_recall",
+            _ => "bertscore_f1",
+        };
+        (column, format!("bertscore_{m}{suffix}"))
+    })
+}
+
+/// all-mpnet-base-v2: cosine from the last layer, BERTScore from layer 9,
+/// plain, idf-weighted and rescaled, on each runnable kernel path.
+#[test]
+fn mpnet_matches_the_reference_libraries_on_every_kernel_path() {
+    let f = fixture("all-mpnet-base-v2");
+    let model = model_dir("all-mpnet-base-v2");
+    let layer = f.header["layer"].to_string();
+    let baseline = root()
+        .join("tests/fixtures")
+        .join(f.header["baseline"].as_str().unwrap());
+    let baseline = baseline.to_str().unwrap();
+    for (path, features) in KERNEL_PATHS {
+        if !features.iter().all(|f| cpu_has(f)) {
+            eprintln!("skipping the {path} kernels: this CPU lacks some of {features:?}");
+            continue;
+        }
+        let env = [("REFSCORE_KERNELS", path)];
+        let check = |batch: &RecordBatch, pairs: &[(&'static str, String)]| {
+            let pairs: Vec<(&str, &str)> = pairs.iter().map(|(c, k)| (*c, k.as_str())).collect();
+            compare(&f, batch, &pairs)
+        };
+        let plain = run(&f, &model, &["--layer", &layer], &env);
+        let mut pairs = vec![("cosine", "cosine".to_string())];
+        pairs.extend(bertscore(""));
+        let w1 = check(&plain, &pairs);
+        let idf = run(&f, &model, &["--layer", &layer, "--idf"], &env);
+        let w2 = check(&idf, &bertscore("_idf"));
+        let rescale = ["--layer", &layer, "--rescale-baseline", baseline];
+        let w3 = check(&run(&f, &model, &rescale, &env), &bertscore("_rescaled"));
+        eprintln!("{path}: worst differences plain {w1:.2e}, idf {w2:.2e}, rescaled {w3:.2e}");
+    }
+}
+
+/// A layer past the model's last, and a baseline file without the layer's
+/// row, are refused before any work, naming the flag.
+#[test]
+fn a_layer_the_model_lacks_is_refused() {
+    let model = model_dir("all-mpnet-base-v2");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.parquet");
+    let model = model.to_str().unwrap();
+    let output = score(
+        &example(),
+        &out,
+        &["--metrics", "embedding", "--model", model, "--layer", "13"],
+    );
+    let err = fails(&output, 64);
+    assert!(
+        err.contains("--layer") && err.contains("12 layers"),
+        "{err}"
+    );
+    let baseline = dir.path().join("b.tsv");
+    std::fs::write(&baseline, "LAYER,P,R,F\n0,0.5,0.5,0.5\n").unwrap();
+    let output = score(
+        &example(),
+        &out,
+        &[
+            "--metrics",
+            "embedding",
+            "--model",
+            model,
+            "--rescale-baseline",
+            baseline.to_str().unwrap(),
+        ],
+    );
+    let err = fails(&output, 78);
+    assert!(err.contains("no row for layer 12"), "{err}");
+    assert!(!out.exists(), "no output after a refused run");
+}

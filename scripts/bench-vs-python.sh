@@ -91,7 +91,12 @@ fi
 
 # --- 2. model --------------------------------------------------------------------
 step "model ($model)"
-scripts/fetch-model.sh "$model"
+# The models fetch-model.sh knows are fetched by name; any other folder must
+# be there already (never overwrite a folder with the default model).
+case "$(basename "$model")" in
+    all-MiniLM-L6-v2 | all-mpnet-base-v2) scripts/fetch-model.sh --model "$(basename "$model")" "$model" ;;
+    *) [[ -f "$model/model.safetensors" ]] || die "no model at $model" ;;
+esac
 
 # --- 3. inputs -------------------------------------------------------------------
 step "benchmark sets ($rows rows each) in $out"

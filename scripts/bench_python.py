@@ -9,7 +9,8 @@ Default mode, on an input Parquet with columns id, reference, output:
     ``.encode(refs)`` and ``.encode(outs)`` (default batch size 32,
     ``normalize_embeddings=True``), cosine = max(0, dot product);
 (b) bert_score: ``bert_score.score(outs, refs, model_type=model_dir,
-    num_layers=6, batch_size=64, idf=False)`` with its default batching.
+    num_layers=<the model's last layer>, batch_size=64, idf=False)`` with its
+    default batching.
 
 Each phase is timed with ``time.perf_counter`` (model loading included, as a
 user pays it; Python imports are not). One JSON line goes to stdout:
@@ -122,7 +123,10 @@ def run_scores(args, model_dir: str) -> dict:
     # computes the clean formula (docs/metrics.md#embedding-metrics), so part of the score differences are
     # bert_score's, not refscore's.
     t0 = time.perf_counter()
-    P, R, F = bert_score.score(outs, refs, model_type=model_dir, num_layers=6,
+    # The last layer, as refscore's default --layer (6 for MiniLM).
+    with open(os.path.join(model_dir, "config.json")) as f:
+        num_layers = json.load(f)["num_hidden_layers"]
+    P, R, F = bert_score.score(outs, refs, model_type=model_dir, num_layers=num_layers,
                                batch_size=args.bs_batch_size, idf=False, device=args.device,
                                verbose=False)
     bertscore_seconds = time.perf_counter() - t0

@@ -16,6 +16,12 @@ For every (reference, output) pair it records:
   ``baseline_path`` set to the fixture's baseline file (--baseline), which
   is written in bert_score's own format (``LAYER,P,R,F`` rows).
 
+bert_score encodes texts for RoBERTa and GPT-2 tokenizers with
+``add_prefix_space=True``; transformers 5's tokenizers ignore that argument
+silently, so the script restores it (the text gets its leading space), as
+bert_score computes with transformers 4 and as its published baselines were
+measured.
+
 Every value is cross-checked against numpy arithmetic on the hidden states
 of ``transformers.AutoModel`` (one unpadded forward per text), with special
 tokens found by encoding an empty text, not by name; the script fails when
@@ -122,8 +128,18 @@ def main() -> int:
     tk.no_truncation()
     specials = set(tk.encode("").ids)
 
+    # sentence-transformers 6 encodes texts as they are (no strip);
+    # bert_score strips them.
     def ids_of(text: str) -> list[int]:
-        return tk.encode(text.strip()).ids
+        return tk.encode(text).ids
+
+    # bert_score's own encoding: a prefix space for byte-level BPE.
+    from transformers import GPT2Tokenizer, RobertaTokenizer
+    prefix_space = isinstance(st.tokenizer, (GPT2Tokenizer, RobertaTokenizer))
+
+    def score_ids_of(text: str) -> list[int]:
+        t = text.strip()
+        return tk.encode(" " + t).ids if prefix_space and t else ids_of(t)
 
     rows = base_rows(lambda s: len(ids_of(s)))
     refs = [r[1] for r in rows]
@@ -138,8 +154,7 @@ def main() -> int:
         f"special ids {sorted(specials)}")
 
     # sentence-transformers and bert_score tokenise like tokenizer.json.
-    st_ids = st.tokenizer([t.strip() for t in texts], truncation=True,
-                          max_length=max_len)["input_ids"]
+    st_ids = st.tokenizer(texts, truncation=True, max_length=max_len)["input_ids"]
     for t, v in zip(texts, st_ids):
         assert list(v) == tok_ids[t], f"sentence-transformers tokenizer disagrees on {t!r}"
 
@@ -155,6 +170,10 @@ def main() -> int:
         # calls a method transformers 5 removed.
         if sent.strip() == "":
             return tk.encode("").ids
+        if prefix_space:
+            # bert_score's add_prefix_space=True, which transformers 5 drops.
+            return tokenizer.encode(" " + sent.strip(), add_special_tokens=True,
+                                    max_length=tokenizer.model_max_length, truncation=True)
         return orig_sent_encode(tokenizer, sent)
 
     bs_utils.sent_encode = sent_encode
@@ -163,16 +182,23 @@ def main() -> int:
     model = AutoModel.from_pretrained(model_dir).eval()
     layers = model.config.num_hidden_layers
     hidden, last = {}, {}
+    score_ids = {t: score_ids_of(t) for t in texts}
     with torch.no_grad():
+        def states(ids):
+            ids = torch.tensor([ids], dtype=torch.long)
+            return model(input_ids=ids, attention_mask=torch.ones_like(ids),
+                         output_hidden_states=True).hidden_states
         for t in texts:
-            ids = torch.tensor([tok_ids[t]], dtype=torch.long)
-            out = model(input_ids=ids, attention_mask=torch.ones_like(ids),
-                        output_hidden_states=True)
-            hidden[t] = out.hidden_states[args.layer][0].double().numpy()
-            last[t] = out.hidden_states[layers][0].double().numpy()
+            last[t] = states(tok_ids[t])[layers][0].double().numpy()
+            hidden[t] = states(score_ids[t])[args.layer][0].double().numpy()
+
+    with open(os.path.join(model_dir, "1_Pooling", "config.json")) as f:
+        pool = json.load(f)
+    cls = pool.get("pooling_mode") == "cls" or pool.get("pooling_mode_cls_token", False)
+    log(f"pooling: {'cls' if cls else 'mean'}")
 
     def pooled(t):
-        v = last[t].mean(axis=0)
+        v = last[t][0] if cls else last[t].mean(axis=0)
         return v / np.linalg.norm(v)
 
     pv = {t: pooled(t) for t in texts}
@@ -181,14 +207,14 @@ def main() -> int:
     M = len(refs)
     df = Counter()
     for r in refs:
-        df.update(set(tok_ids[r]))
+        df.update(set(score_ids[r]))
     idf_w = {w: math.log((M + 1) / (c + 1)) for w, c in df.items()}
 
     def formula(ref, out, use_idf):
         def w(t):
             v = np.array([idf_w.get(i, math.log(M + 1)) if use_idf else 1.0
-                          for i in tok_ids[t]])
-            v[[k for k, i in enumerate(tok_ids[t]) if i in specials]] = 0.0
+                          for i in score_ids[t]])
+            v[[k for k, i in enumerate(score_ids[t]) if i in specials]] = 0.0
             return v
         wc, wr = w(out), w(ref)
         if wc.sum() == 0 or wr.sum() == 0:
@@ -235,6 +261,7 @@ def main() -> int:
     tmp = args.out + ".tmp"
     with open(tmp, "w", encoding="utf-8", newline="\n") as f:
         header = {"model": os.path.basename(model_dir), "layer": args.layer,
+                  "bertscore_prefix_space": prefix_space,
                   "layers": layers, "max_seq_length": max_len, "rows": len(rows),
                   "baseline": os.path.basename(baseline), "versions": versions}
         f.write(json.dumps({"header": header}) + "\n")

@@ -6,11 +6,8 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
-use arrow::array::{ArrayRef, StringArray};
 use common::*;
+use std::path::{Path, PathBuf};
 
 const TOLERANCE: f32 = 1e-4;
 
@@ -60,41 +57,12 @@ fn run_with_env(
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> (std::process::Output, Option<arrow::array::RecordBatch>) {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("parity.parquet");
-    let col = |f: fn(&Row) -> &str| {
-        Arc::new(StringArray::from(rows.iter().map(f).collect::<Vec<_>>())) as ArrayRef
-    };
-    write_parquet(
-        &input,
-        vec![
-            ("id", col(|r| &r.id)),
-            ("reference", col(|r| &r.reference)),
-            ("output", col(|r| &r.output)),
-        ],
-    );
-    let out = dir.path().join("scores.parquet");
-    let model = model_dir();
-    let mut args = vec![
-        "score",
-        input.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--quiet",
-        "--metrics",
-        "embedding",
-        "--model",
-        model.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let mut command = std::process::Command::new(bin());
-    command.args(&args);
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    let output = command.output().expect("run refscore");
-    let batch = output.status.success().then(|| read_parquet(&out));
-    (output, batch)
+    let rows: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .map(|r| (r.id.as_str(), r.reference.as_str(), r.output.as_str()))
+        .collect();
+    let (output, scores) = score_embedding(&rows, &model_dir(), extra, env);
+    (output, scores.map(|s| s.0))
 }
 
 fn compare(rows: &[Row], batch: &arrow::array::RecordBatch, pairs: &[(&str, &str)]) {

@@ -1,20 +1,25 @@
 //! Parity of the model families beyond BERT with the reference
-//! implementations: the real all-mpnet-base-v2 (MPNet) through the real
-//! binary must reproduce sentence-transformers' cosine and bert_score's
-//! P/R/F1 at a chosen layer (`--layer`, bert_score's num_layers), with idf
-//! off and on, and rescaled with a baseline file in bert_score's format
-//! (`--rescale-baseline FILE`), within 1e-4 on every row of
-//! tests/fixtures/parity-all-mpnet-base-v2.jsonl (made by
-//! scripts/make-family-fixture.py with those libraries), on every CPU
-//! kernel path this machine runs.
+//! implementations. Through the real binary, each model must reproduce
+//! sentence-transformers' cosine and bert_score's P/R/F1 at a chosen layer
+//! (`--layer`, bert_score's num_layers), with idf off and on, and rescaled
+//! with a baseline file in bert_score's format (`--rescale-baseline FILE`),
+//! within 1e-4 on every row of its tests/fixtures/parity-NAME.jsonl (made by
+//! scripts/make-family-fixture.py with those libraries; multilingual rows
+//! included), on every CPU kernel path this machine runs:
+//!
+//! - all-mpnet-base-v2: MPNet, real weights (scripts/fetch-model.sh);
+//! - tiny-roberta: RoBERTa with a byte-level BPE tokenizer;
+//! - tiny-xlm-roberta: XLM-RoBERTa with a Unigram tokenizer;
+//! - tiny-bert-unigram: a BERT body with a Unigram tokenizer, CLS pooling.
+//!
+//! The tiny ones are random-weight checkpoints committed under
+//! tests/fixtures/models (scripts/make-tiny-models.py).
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
-use arrow::array::{ArrayRef, RecordBatch, StringArray};
+use arrow::array::RecordBatch;
 use common::*;
+use std::path::{Path, PathBuf};
 
 const TOLERANCE: f32 = 1e-4;
 
@@ -41,6 +46,10 @@ fn fixture(name: &str) -> Fixture {
 }
 
 fn model_dir(name: &str) -> PathBuf {
+    let tiny = root().join("tests/fixtures/models").join(name);
+    if tiny.is_dir() {
+        return tiny;
+    }
     let dir = root().join("models").join(name);
     assert!(
         dir.join("model.safetensors").is_file(),
@@ -51,48 +60,27 @@ fn model_dir(name: &str) -> PathBuf {
 
 /// Scores the fixture's rows with `--model` and `extra` flags under `env`.
 fn run(f: &Fixture, model: &Path, extra: &[&str], env: &[(&str, &str)]) -> RecordBatch {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("parity.parquet");
-    let col = |key: &str| {
-        let values: Vec<&str> = f.rows.iter().map(|r| r[key].as_str().unwrap()).collect();
-        Arc::new(StringArray::from(values)) as ArrayRef
-    };
-    write_parquet(
-        &input,
-        vec![
-            ("id", col("id")),
-            ("reference", col("reference")),
-            ("output", col("output")),
-        ],
-    );
-    let out = dir.path().join("scores.parquet");
-    let mut args = vec![
-        "score",
-        input.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--quiet",
-        "--metrics",
-        "embedding",
-        "--model",
-        model.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let mut command = std::process::Command::new(bin());
-    command.args(&args);
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    ok(&command.output().expect("run refscore"));
-    let summary = summary(&out);
-    let layer = f.header["layer"].as_u64().unwrap();
+    let text = |r: &serde_json::Value, k: &str| r[k].as_str().unwrap().to_string();
+    let owned: Vec<[String; 3]> = f
+        .rows
+        .iter()
+        .map(|r| [text(r, "id"), text(r, "reference"), text(r, "output")])
+        .collect();
+    let rows: Vec<(&str, &str, &str)> = owned
+        .iter()
+        .map(|[a, b, c]| (a.as_str(), b.as_str(), c.as_str()))
+        .collect();
+    let (output, scores) = score_embedding(&rows, model, extra, env);
+    ok(&output);
+    let (batch, summary) = scores.expect("scores written");
     if extra.contains(&"--layer") {
+        let layer = f.header["layer"].as_u64().unwrap();
         assert_eq!(
             summary["embedding"]["bertscore_layer"].as_u64(),
             Some(layer)
         );
     }
-    read_parquet(&out)
+    batch
 }
 
 /// The worst difference between `batch`'s columns and the fixture's keys.
@@ -144,12 +132,11 @@ fn bertscore(suffix: &str) -> [(&'static str, String); 3] {
     })
 }
 
-/// all-mpnet-base-v2: cosine from the last layer, BERTScore from layer 9,
-/// plain, idf-weighted and rescaled, on each runnable kernel path.
-#[test]
-fn mpnet_matches_the_reference_libraries_on_every_kernel_path() {
-    let f = fixture("all-mpnet-base-v2");
-    let model = model_dir("all-mpnet-base-v2");
+/// Cosine from the last layer, BERTScore from the fixture's layer, plain,
+/// idf-weighted and rescaled, on each runnable kernel path.
+fn matches_the_reference_libraries(name: &str) {
+    let f = fixture(name);
+    let model = model_dir(name);
     let layer = f.header["layer"].to_string();
     let baseline = root()
         .join("tests/fixtures")
@@ -173,8 +160,30 @@ fn mpnet_matches_the_reference_libraries_on_every_kernel_path() {
         let w2 = check(&idf, &bertscore("_idf"));
         let rescale = ["--layer", &layer, "--rescale-baseline", baseline];
         let w3 = check(&run(&f, &model, &rescale, &env), &bertscore("_rescaled"));
-        eprintln!("{path}: worst differences plain {w1:.2e}, idf {w2:.2e}, rescaled {w3:.2e}");
+        eprintln!(
+            "{name} {path}: worst differences plain {w1:.2e}, idf {w2:.2e}, rescaled {w3:.2e}"
+        );
     }
+}
+
+#[test]
+fn mpnet_matches_the_reference_libraries() {
+    matches_the_reference_libraries("all-mpnet-base-v2");
+}
+
+#[test]
+fn roberta_with_byte_level_bpe_matches_the_reference_libraries() {
+    matches_the_reference_libraries("tiny-roberta");
+}
+
+#[test]
+fn xlm_roberta_with_unigram_matches_the_reference_libraries() {
+    matches_the_reference_libraries("tiny-xlm-roberta");
+}
+
+#[test]
+fn bert_with_a_unigram_tokenizer_and_cls_pooling_matches_the_reference_libraries() {
+    matches_the_reference_libraries("tiny-bert-unigram");
 }
 
 /// A layer past the model's last, and a baseline file without the layer's

@@ -218,7 +218,7 @@ fn a_model_type_without_a_family_is_a_configuration_error() {
     ];
     let err = fails(&score(&input, &out, &args), 78);
     assert!(
-        err.contains("model_type is 'xlnet'") && err.contains("bert"),
+        err.contains("model_type is 'xlnet'") && err.contains("bert, mpnet, roberta, xlm-roberta"),
         "{err}"
     );
     assert!(!out.exists());

@@ -171,10 +171,10 @@ where
         stage.fit_idf(references()?)?;
     }
     match &settings.embed.rescale {
-        Some(Rescale::Given(b)) => stage.set_baseline(*b),
+        Some(Rescale::Given(b)) => stage.set_baseline(*b, "given"),
         Some(Rescale::File(path)) => {
             let b = refscore_embed::read_baseline(path, stage.score_layer())?;
-            stage.set_baseline(b);
+            stage.set_baseline(b, &path.display().to_string());
         }
         Some(Rescale::Auto) => {
             let pairs = pairs()?;
@@ -184,7 +184,7 @@ where
                 )));
             }
             let b = stage.fit_baseline(&pairs)?;
-            stage.set_baseline(b);
+            stage.set_baseline(b, "auto");
         }
         None => {}
     }

@@ -42,6 +42,50 @@ pub fn score(input: &Path, output: &Path, extra: &[&str]) -> Output {
     refscore(&args)
 }
 
+/// Scores `(id, reference, output)` rows, written to a Parquet file, with
+/// the embedding metrics of `model` plus `extra` flags, under `env`: the
+/// process output and, when it succeeded, the scores and the summary.
+pub fn score_embedding(
+    rows: &[(&str, &str, &str)],
+    model: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (Output, Option<(RecordBatch, serde_json::Value)>) {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("rows.parquet");
+    let col = |k: usize| {
+        let values: Vec<&str> = rows.iter().map(|r| [r.0, r.1, r.2][k]).collect();
+        Arc::new(StringArray::from(values)) as ArrayRef
+    };
+    write_parquet(
+        &input,
+        vec![("id", col(0)), ("reference", col(1)), ("output", col(2))],
+    );
+    let out = dir.path().join("scores.parquet");
+    let model = model.to_str().unwrap();
+    let mut args = vec!["--metrics", "embedding", "--model", model];
+    args.extend_from_slice(extra);
+    let mut command = Command::new(bin());
+    command
+        .args([
+            "score",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--quiet",
+        ])
+        .args(&args);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let output = command.output().expect("run refscore");
+    let scores = output
+        .status
+        .success()
+        .then(|| (read_parquet(&out), summary(&out)));
+    (output, scores)
+}
+
 /// Asserts success and returns stdout.
 pub fn ok(out: &Output) -> String {
     assert!(

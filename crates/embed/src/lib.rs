@@ -207,6 +207,8 @@ pub struct EmbeddingStage {
     files: ModelFiles,
     tokenizer: Tokenizer,
     bounds: Bounds,
+    /// How BERTScore encodes texts, where not as `bounds` does.
+    score_bounds: Option<Bounds>,
     encoder: Encoder,
     /// The layers run for every text, ascending: the last (pooled for
     /// cosine) and BERTScore's layer when that is another.
@@ -224,6 +226,9 @@ pub struct EmbeddingStage {
     cache_bytes: usize,
     idf: Option<Idf>,
     baseline: Option<Baseline>,
+    /// Where the baseline came from (`given`, `auto` or a file), for the
+    /// summary.
+    baseline_source: String,
     report: EmbedReport,
     store: Option<EmbeddingStore>,
     kernels: KernelPath,
@@ -249,6 +254,7 @@ impl EmbeddingStage {
         let tokenizer = encoder::load_tokenizer(&files, max_len)?;
         let special = tokens::special_ids(&tokenizer)?;
         let prompt = resolve_prompt(&files, options.prompt.as_ref())?;
+        let bounds = Bounds::new(&tokenizer, max_len, &prompt, files.lower_case);
         let prompt_span = if prompt.is_empty() {
             PromptSpan::default()
         } else {
@@ -295,7 +301,8 @@ impl EmbeddingStage {
             None => None,
         };
         Ok(EmbeddingStage {
-            bounds: Bounds::new(&tokenizer, max_len, &prompt, files.lower_case),
+            score_bounds: bounds.for_bertscore(&tokenizer),
+            bounds,
             prompt,
             prompt_span,
             files,
@@ -310,6 +317,7 @@ impl EmbeddingStage {
             cache_bytes: 0,
             idf: None,
             baseline: None,
+            baseline_source: String::new(),
             report: EmbedReport::default(),
             store,
             kernels,
@@ -371,7 +379,17 @@ impl EmbeddingStage {
     /// time and the bytes handed to the tokenizer.
     fn tokenize(&mut self, texts: &[&str]) -> Result<Vec<Tokens>, Error> {
         let t0 = Instant::now();
-        let (tokens, bytes) = self.bounds.encode(&self.tokenizer, texts)?;
+        let (mut tokens, mut bytes) = self.bounds.encode(&self.tokenizer, texts)?;
+        if let Some(bounds) = &self.score_bounds {
+            // A second sequence only for texts BERTScore encodes otherwise.
+            let (scored, more) = bounds.encode(&self.tokenizer, texts)?;
+            for (t, s) in tokens.iter_mut().zip(scored) {
+                if s.ids != t.ids {
+                    t.score = Some(s.ids);
+                }
+            }
+            bytes += more;
+        }
         self.report.tokenize += t0.elapsed();
         self.report.tokenized_bytes += bytes;
         Ok(tokens)
@@ -397,7 +415,7 @@ impl EmbeddingStage {
             }
             let (texts, counts): (Vec<&str>, Vec<u32>) = counts.into_iter().unzip();
             for (tokens, count) in self.tokenize(&texts)?.into_iter().zip(counts) {
-                let mut ids = tokens.ids;
+                let mut ids = tokens.scored().to_vec();
                 ids.sort_unstable();
                 ids.dedup();
                 for id in ids {
@@ -420,9 +438,11 @@ impl EmbeddingStage {
         self.baseline
     }
 
-    /// Sets the rescaling baseline.
-    pub fn set_baseline(&mut self, baseline: Baseline) {
+    /// Sets the rescaling baseline; `source` says where it came from
+    /// (`given`, `auto`, a file's path) in the summary.
+    pub fn set_baseline(&mut self, baseline: Baseline, source: &str) {
         self.baseline = Some(baseline);
+        self.baseline_source = source.to_string();
     }
 
     /// Computes a baseline as the mean raw P, R, F over mismatched pairs
@@ -486,7 +506,7 @@ impl EmbeddingStage {
         out: &mut [Option<Arc<Embedded>>],
     ) -> Result<(), Error> {
         let mut order: Vec<usize> = which.to_vec();
-        order.sort_by_key(|&k| std::cmp::Reverse(ids[k].as_ref().map_or(0, |v| v.ids.len())));
+        order.sort_by_key(|&k| std::cmp::Reverse(ids[k].as_ref().map_or(0, Tokens::len)));
         let on_cpu = self.options.device.is_cpu();
         let (budget, max_texts) = if on_cpu {
             (self.options.batch_tokens, MAX_BATCH_TEXTS)
@@ -500,7 +520,7 @@ impl EmbeddingStage {
         let packs = self.encoder.packs();
         let mut start = 0;
         while start < order.len() {
-            let len_of = |k: usize| ids[k].as_ref().map_or(0, |v| v.ids.len()).max(1);
+            let len_of = |k: usize| ids[k].as_ref().map_or(0, Tokens::len).max(1);
             let longest = len_of(order[start]);
             let count = if packs {
                 // No padding: fill the token budget, whatever the lengths.
@@ -519,9 +539,14 @@ impl EmbeddingStage {
                     .min(order.len() - start)
             };
             let group = &order[start..start + count];
+            // Each text's model input, then BERTScore's own where it has one.
             let seqs: Vec<&[u32]> = group
                 .iter()
-                .map(|&k| ids[k].as_ref().map_or(&[][..], |t| t.ids.as_slice()))
+                .flat_map(|&k| {
+                    let t = ids[k].as_ref();
+                    let main = t.map_or(&[][..], |t| t.ids.as_slice());
+                    std::iter::once(main).chain(t.and_then(|t| t.score.as_deref()))
+                })
                 .collect();
             let t0 = Instant::now();
             let states = self.encoder.forward(&seqs, &self.taps)?;
@@ -529,29 +554,43 @@ impl EmbeddingStage {
             self.report.padded_tokens += if packs {
                 seqs.iter().map(|s| s.len() as u64).sum()
             } else {
-                (longest * count) as u64
+                (seqs.iter().map(|s| s.len()).max().unwrap_or(0) * seqs.len()) as u64
             };
             let hidden = self.encoder.hidden;
             let pooling = self.files.pooling;
             let span = self.prompt_span;
-            let group_ids: Vec<Tokens> = group
-                .iter()
-                .map(|&k| ids[k].take().unwrap_or_default())
-                .collect();
-            self.report.texts_truncated += group_ids.iter().filter(|t| t.truncated).count() as u64;
-            let built: Vec<(usize, Embedded)> = group
-                .par_iter()
-                .zip(group_ids.into_par_iter().zip(states.into_par_iter()))
-                .map(|(&k, (t, mut st))| {
-                    // Last layer pooled; BERTScore's layer first when another.
-                    let last = st.pop().expect("one state per tap");
-                    let scored = st.pop();
-                    let e = Embedded::from_states(t.ids, last, scored, hidden, pooling, span);
-                    (k, e)
+            let mut states = states.into_iter();
+            let mut work = Vec::with_capacity(group.len());
+            for &k in group {
+                let t = ids[k].take().unwrap_or_default();
+                self.report.texts_truncated += u64::from(t.truncated);
+                self.report.tokens += t.len() as u64;
+                let main = states.next().expect("one state per sequence");
+                let own = t
+                    .score
+                    .is_some()
+                    .then(|| states.next().expect("BERTScore's sequence"));
+                work.push((k, t, main, own));
+            }
+            let built: Vec<(usize, Embedded)> = work
+                .into_par_iter()
+                .map(|(k, t, mut main, own)| {
+                    // The last layer pooled; BERTScore's layer (the first
+                    // tap) from its own sequence, or from the same one when
+                    // it is another layer.
+                    let last = main.pop().expect("one state per tap");
+                    let scored = match own {
+                        Some(mut own) => Some(own.swap_remove(0)),
+                        None => main.pop(),
+                    };
+                    let ids = t.score.unwrap_or(t.ids);
+                    (
+                        k,
+                        Embedded::from_states(ids, last, scored, hidden, pooling, span),
+                    )
                 })
                 .collect();
             for (k, e) in built {
-                self.report.tokens += e.ids.len() as u64;
                 self.report.texts_embedded += 1;
                 out[k] = Some(Arc::new(e));
             }
@@ -675,7 +714,7 @@ impl EmbeddingStage {
                 for k in [ri, oi] {
                     if slots[k].is_none() && !queued[k] {
                         queued[k] = true;
-                        pending_tokens += ids[k].as_ref().map_or(0, |v| v.ids.len());
+                        pending_tokens += ids[k].as_ref().map_or(0, Tokens::len);
                         pending.push(k);
                     }
                 }
@@ -791,6 +830,7 @@ impl refscore_batch::Stage for EmbeddingStage {
             "embedding",
             serde_json::json!({
                 "model": files.dir.display().to_string(),
+                "family": files.family,
                 "pooling": files.pooling.name(),
                 "prompt": (!self.prompt.is_empty()).then_some(&self.prompt),
                 "max_seq_length": self.max_len,
@@ -798,6 +838,7 @@ impl refscore_batch::Stage for EmbeddingStage {
                 "layers": self.encoder.layers(),
                 "idf_rows": self.idf().map(|i| i.rows()),
                 "baseline": self.baseline(),
+                "baseline_source": self.baseline.is_some().then_some(&self.baseline_source),
                 "texts_embedded": r.texts_embedded,
                 "texts_reused": r.texts_reused,
                 "texts_truncated": r.texts_truncated,

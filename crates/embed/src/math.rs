@@ -18,9 +18,10 @@ pub struct Embedded {
 
 impl Embedded {
     /// Builds the embedding of one text from its raw token states: the
-    /// last layer's `states`, pooled, and `scored`, the layer BERTScore
-    /// matches when that is another (else the last layer's). `prompt`:
-    /// where a prompt lies in the tokens.
+    /// last layer's `states`, pooled, and `scored`, the states BERTScore
+    /// matches when they are others (another layer, or BERTScore's own
+    /// encoding of the text, whose ids `ids` then are). `prompt`: where a
+    /// prompt lies in `states`.
     pub fn from_states(
         ids: Vec<u32>,
         states: Vec<f32>,
@@ -29,7 +30,7 @@ impl Embedded {
         pooling: Pooling,
         prompt: PromptSpan,
     ) -> Embedded {
-        let len = ids.len();
+        let len = states.len() / hidden.max(1);
         let mut pooled = vec![0f32; hidden];
         // As sentence-transformers masks them: the first token and the
         // prompt's, when the pooling leaves the prompt out.
@@ -71,13 +72,6 @@ impl Embedded {
         }
         normalize(&mut pooled);
         let mut tokens = scored.unwrap_or(states);
-        let mut ids = ids;
-        // BERTScore matches the text's own tokens: a prompt's are dropped
-        // (the first token stays, as without a prompt).
-        if prompt.tokens > 1 && prompt.tokens <= len {
-            ids.drain(1..prompt.tokens);
-            tokens.drain(hidden..prompt.tokens * hidden);
-        }
         for row in tokens.chunks_exact_mut(hidden) {
             normalize(row);
         }

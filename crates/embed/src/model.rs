@@ -76,6 +76,8 @@ pub struct ModelFiles {
     pub default_prompt: Option<String>,
     /// The encoder's layers (num_hidden_layers): the deepest `--layer`.
     pub layers: usize,
+    /// The model family (`config.json`'s `model_type`; `bert` when absent).
+    pub family: String,
 }
 
 impl ModelFiles {
@@ -120,6 +122,21 @@ struct PoolingConfig {
     pooling_mode_lasttoken: bool,
     #[serde(default = "yes")]
     include_prompt: bool,
+    /// sentence-transformers 6's form: one mode's name (or a list).
+    #[serde(default)]
+    pooling_mode: Option<serde_json::Value>,
+}
+
+/// A pooling mode by its sentence-transformers name.
+fn pooling_named(name: &str) -> Option<Pooling> {
+    Some(match name {
+        "cls" => Pooling::Cls,
+        "mean" | "mean_sqrt_len_tokens" => Pooling::Mean,
+        "max" => Pooling::Max,
+        "weightedmean" => Pooling::WeightedMean,
+        "lasttoken" => Pooling::LastToken,
+        _ => return None,
+    })
 }
 
 fn yes() -> bool {
@@ -307,13 +324,30 @@ pub fn read_settings(dir: &Path) -> Result<ModelFiles, Error> {
             (p.pooling_mode_weightedmean_tokens, Pooling::WeightedMean),
             (p.pooling_mode_lasttoken, Pooling::LastToken),
         ];
-        let set: Vec<Pooling> = modes.iter().filter(|(on, _)| *on).map(|m| m.1).collect();
+        let mut set: Vec<Pooling> = modes.iter().filter(|(on, _)| *on).map(|m| m.1).collect();
+        match &p.pooling_mode {
+            None => {}
+            Some(serde_json::Value::String(name)) => set.extend(pooling_named(name)),
+            Some(serde_json::Value::Array(names)) => set.extend(
+                names
+                    .iter()
+                    .filter_map(|n| n.as_str().and_then(pooling_named)),
+            ),
+            Some(other) => {
+                return Err(Error::config(format!(
+                    "{}: pooling_mode {other} is not a mode's name",
+                    path.display()
+                )))
+            }
+        }
         match set.as_slice() {
             [one] => (*one, p.include_prompt),
-            _ => return Err(Error::config(format!(
+            _ => {
+                return Err(Error::config(format!(
                 "{}: exactly one pooling mode must be set (refscore does not concatenate modes)",
                 path.display()
-            ))),
+            )))
+            }
         }
     } else {
         (Pooling::Mean, true)
@@ -323,9 +357,19 @@ pub fn read_settings(dir: &Path) -> Result<ModelFiles, Error> {
     } else {
         None
     };
+    // Without one in sentence_bert_config.json (sentence-transformers 6
+    // writes none), the tokenizer's model_max_length, as it then uses.
+    let tokenizer_limit = || -> Option<usize> {
+        let path = dir.join("tokenizer_config.json");
+        let text = std::fs::read_to_string(path).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let n = v.get("model_max_length")?.as_f64()?;
+        (n >= 1.0).then(|| n.min(usize::MAX as f64) as usize)
+    };
     let max_seq_length = sbert
         .as_ref()
         .and_then(|s| s.max_seq_length)
+        .or_else(tokenizer_limit)
         .unwrap_or(max_positions)
         .min(max_positions);
     let st: StConfig = if dir.join("config_sentence_transformers.json").is_file() {
@@ -345,5 +389,6 @@ pub fn read_settings(dir: &Path) -> Result<ModelFiles, Error> {
         prompts: st.prompts,
         default_prompt: st.default_prompt_name,
         layers: head.num_hidden_layers.unwrap_or(12),
+        family: head.model_type.clone().unwrap_or_else(|| "bert".into()),
     })
 }

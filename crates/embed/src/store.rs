@@ -239,6 +239,7 @@ mod tests {
             prompts: Default::default(),
             default_prompt: None,
             layers: 6,
+            family: "bert".into(),
         }
     }
 

@@ -1,6 +1,8 @@
-//! Tokenisation bounded by the truncation limit, of texts prepared as
-//! sentence-transformers prepares them (stripped, the prompt prepended,
-//! lower-cased when the folder says so). The tokenizers library
+//! Tokenisation bounded by the truncation limit, of texts prepared as the
+//! reference libraries prepare them: for the sentence embedding as
+//! sentence-transformers 6 does (the prompt prepended, lower-cased when the
+//! folder says so, never stripped); for BERTScore as bert_score does
+//! (stripped, a prefix space for byte-level BPE). The tokenizers library
 //! normalises and splits a whole text before it truncates, so one 52 MB
 //! answer cost 3.9 GB and 26 s to use its first 256 word-pieces. Here a
 //! long text is handed over as a prefix cut at a word boundary, grown
@@ -38,6 +40,21 @@ pub(crate) struct Tokens {
     pub ids: Vec<u32>,
     /// Whether the text had more word-pieces than the truncation limit.
     pub truncated: bool,
+    /// BERTScore's own ids, where it encodes the text otherwise than the
+    /// sentence embedding does (no prompt; byte-level BPE's prefix space).
+    pub score: Option<Vec<u32>>,
+}
+
+impl Tokens {
+    /// The ids BERTScore matches and weights.
+    pub(crate) fn scored(&self) -> &[u32] {
+        self.score.as_deref().unwrap_or(&self.ids)
+    }
+
+    /// Tokens run through the model for this text.
+    pub(crate) fn len(&self) -> usize {
+        self.ids.len() + self.score.as_ref().map_or(0, Vec::len)
+    }
 }
 
 /// How to hand a tokenizer set up for truncation at `max_len` only a
@@ -53,6 +70,11 @@ pub(crate) struct Bounds {
     prompt: String,
     /// Lower-case texts first (`do_lower_case`).
     lower_case: bool,
+    /// Whether an empty text gets the prompt too (sentence-transformers'
+    /// prompts do; BERTScore's prefix space does not).
+    prompt_on_empty: bool,
+    /// Strip texts first (bert_score does; sentence-transformers 6 does not).
+    strip: bool,
 }
 
 /// Bytes per word-piece assumed for the first prefix (English averages about
@@ -75,7 +97,34 @@ impl Bounds {
             can_cut: cuts_are_safe(tokenizer),
             prompt: prompt.to_string(),
             lower_case,
+            prompt_on_empty: true,
+            strip: false,
         }
+    }
+
+    /// The bounds BERTScore encodes texts with when that can differ from
+    /// these (see [`Tokens::score`]): bert_score strips the text, puts no
+    /// prompt, and gives byte-level BPE tokenizers (RoBERTa, GPT-2) a
+    /// prefix space, so a text's first word is encoded as every later one.
+    /// `None` when BERTScore surely shares the sentence embedding's ids (no
+    /// prompt, and a tokenizer that ignores whitespace at the ends: BERT's).
+    pub(crate) fn for_bertscore(&self, tokenizer: &Tokenizer) -> Option<Bounds> {
+        let pre = tokenizer.get_pre_tokenizer();
+        let space = pre.is_some_and(byte_level_without_prefix_space);
+        let ends_matter = !pre.is_some_and(|p| {
+            matches!(
+                p,
+                PreTokenizerWrapper::BertPreTokenizer(_)
+                    | PreTokenizerWrapper::Whitespace(_)
+                    | PreTokenizerWrapper::WhitespaceSplit(_)
+            )
+        });
+        (ends_matter || !self.prompt.is_empty()).then(|| Bounds {
+            prompt: if space { " ".into() } else { String::new() },
+            prompt_on_empty: false,
+            strip: true,
+            ..self.clone()
+        })
     }
 
     /// Tokenises texts in parallel. Returns their tokens and the bytes of
@@ -95,9 +144,12 @@ impl Bounds {
 
     /// One text: its tokens and the bytes handed to the tokenizer.
     fn encode_one(&self, tokenizer: &Tokenizer, text: &str) -> Result<(Tokens, u64), Error> {
-        // sentence-transformers and bert_score strip every text (Python's
-        // whitespace).
-        let text = text.trim_matches(is_python_space);
+        // bert_score strips every text (Python's whitespace).
+        let text = if self.strip {
+            text.trim_matches(is_python_space)
+        } else {
+            text
+        };
         let mut handed = 0u64;
         let mut bound = self.first_cut;
         while self.can_cut && bound < text.len() {
@@ -118,10 +170,15 @@ impl Bounds {
     /// The tokens of a whole (stripped) text, prepared; truncated when the
     /// tokenizer put pieces past the limit into overflowing encodings.
     fn encode_whole(&self, tokenizer: &Tokenizer, text: &str) -> Result<Tokens, Error> {
-        let prepared: std::borrow::Cow<str> = match (self.prompt.is_empty(), self.lower_case) {
+        let head = if self.prompt_on_empty || !text.is_empty() {
+            self.prompt.as_str()
+        } else {
+            ""
+        };
+        let prepared: std::borrow::Cow<str> = match (head.is_empty(), self.lower_case) {
             (true, false) => text.into(),
-            (false, false) => format!("{}{text}", self.prompt).into(),
-            (_, true) => format!("{}{text}", self.prompt).to_lowercase().into(),
+            (false, false) => format!("{head}{text}").into(),
+            (_, true) => format!("{head}{text}").to_lowercase().into(),
         };
         let enc = tokenizer
             .encode_fast(prepared.as_ref(), true)
@@ -129,7 +186,18 @@ impl Bounds {
         Ok(Tokens {
             truncated: !enc.get_overflowing().is_empty(),
             ids: enc.get_ids().to_vec(),
+            score: None,
         })
+    }
+}
+
+/// A byte-level pre-tokenizer that leaves the first word without the space
+/// every later word carries.
+fn byte_level_without_prefix_space(p: &PreTokenizerWrapper) -> bool {
+    match p {
+        PreTokenizerWrapper::ByteLevel(b) => !b.add_prefix_space,
+        PreTokenizerWrapper::Sequence(s) => s.as_ref().iter().any(byte_level_without_prefix_space),
+        _ => false,
     }
 }
 
@@ -195,6 +263,13 @@ fn pre_tokenizer_ends_words_at_whitespace(p: &PreTokenizerWrapper) -> bool {
         // from the whitespace that follows.
         PreTokenizerWrapper::ByteLevel(b) => b.use_regex,
         PreTokenizerWrapper::Metaspace(m) => m.get_split(),
+        // Each step only splits the pieces further (none joins them), so
+        // one step that ends words there is enough (transformers 5 saves
+        // XLM-R's as WhitespaceSplit, then Metaspace).
+        PreTokenizerWrapper::Sequence(s) => s
+            .as_ref()
+            .iter()
+            .any(pre_tokenizer_ends_words_at_whitespace),
         _ => false,
     }
 }

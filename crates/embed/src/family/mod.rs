@@ -53,7 +53,8 @@ pub(crate) trait EncoderModel: Send + Sync {
 }
 
 /// Builds a family's model from `config.json`'s text and the weights.
-type Loader = fn(&str, VarBuilder, Precision) -> std::result::Result<Box<dyn EncoderModel>, String>;
+pub(crate) type Loader =
+    fn(&str, VarBuilder, Precision) -> std::result::Result<Box<dyn EncoderModel>, String>;
 
 /// The families refscore runs, by `model_type`.
 const FAMILIES: &[(&str, Loader)] = &[

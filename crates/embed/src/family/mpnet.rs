@@ -118,11 +118,8 @@ pub(super) fn load(
 
 #[cfg(test)]
 mod tests {
-    use candle_core::{DType, Device};
-    use candle_nn::VarBuilder;
-
     use super::*;
-    use crate::family::testing::{self, Weights};
+    use crate::family::testing::Tiny;
 
     /// The buckets of offsets −200..=200 for 32 buckets, as the reference
     /// (transformers' `MPNetEncoder.relative_position_bucket`, torch 2.15
@@ -173,31 +170,21 @@ mod tests {
         assert_eq!(runs, want);
     }
 
-    /// A small random MPNet (2 layers, hidden 32, 4 heads, 8 buckets).
-    fn tiny(precision: Precision) -> Box<dyn EncoderModel> {
-        let config = r#"{"model_type": "mpnet", "vocab_size": 50, "hidden_size": 32,
-            "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
-            "hidden_act": "gelu", "max_position_embeddings": 60, "layer_norm_eps": 1e-5,
-            "pad_token_id": 1, "relative_attention_num_buckets": 8}"#;
-        let mut w = Weights::new(0x3e7);
-        w.embeddings("embeddings.", 50, 60, None, 32);
-        for l in 0..2 {
-            w.layer(&format!("encoder.layer.{l}."), &MPNET_LAYER, 32, 64);
-        }
-        w.add("encoder.relative_attention_bias.weight", &[8, 4], 0.0);
-        let vb = VarBuilder::from_tensors(w.into_tensors(), DType::F32, &Device::Cpu);
-        load(config, vb, precision).unwrap()
-    }
-
     /// The relative bias inside the fused attention gives what the padded
-    /// Candle path gives with the bias as a dense tensor.
+    /// Candle path gives with the bias as a dense tensor; bf16 and int8
+    /// stay near fp32.
     #[test]
-    fn packed_and_padded_forwards_agree() {
-        testing::packed_matches_padded(tiny(Precision::Fp32).as_ref());
-    }
-
-    #[test]
-    fn reduced_precisions_stay_near_fp32() {
-        testing::reduced_precisions_near_fp32(tiny);
+    fn the_fused_path_computes_mpnet() {
+        Tiny {
+            prefix: "",
+            names: MPNET_LAYER,
+            positions: 60,
+            types: None,
+            config: r#""model_type": "mpnet", "layer_norm_eps": 1e-5, "pad_token_id": 1,
+                "relative_attention_num_buckets": 8"#,
+            extra: &[("encoder.relative_attention_bias.weight", &[8, 4])],
+            seed: 0x3e7,
+        }
+        .check(load);
     }
 }

@@ -30,37 +30,31 @@ pub(super) fn load(
 
 #[cfg(test)]
 mod tests {
-    use candle_core::{DType, Device};
-    use candle_nn::VarBuilder;
-
     use super::*;
-    use crate::family::testing::{self, Weights};
+    use crate::family::testing::Tiny;
 
     /// A small random RoBERTa under the `roberta.` prefix.
-    fn tiny(precision: Precision) -> Box<dyn EncoderModel> {
-        let config = r#"{"model_type": "roberta", "vocab_size": 50, "hidden_size": 32,
-            "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
-            "hidden_act": "gelu", "max_position_embeddings": 42, "type_vocab_size": 1,
-            "layer_norm_eps": 1e-5, "pad_token_id": 1}"#;
-        let mut w = Weights::new(0x7eb);
-        w.embeddings("roberta.embeddings.", 50, 42, Some(1), 32);
-        for l in 0..2 {
-            w.layer(&format!("roberta.encoder.layer.{l}."), &BERT_LAYER, 32, 64);
-        }
-        let vb = VarBuilder::from_tensors(w.into_tensors(), DType::F32, &Device::Cpu);
-        load(config, vb, precision).unwrap()
-    }
+    const TINY: Tiny = Tiny {
+        prefix: "roberta.",
+        names: BERT_LAYER,
+        positions: 42,
+        types: Some(1),
+        config: r#""model_type": "roberta", "type_vocab_size": 1, "layer_norm_eps": 1e-5,
+            "pad_token_id": 1"#,
+        extra: &[],
+        seed: 0x7eb,
+    };
 
     #[test]
-    fn packed_and_padded_forwards_agree() {
-        testing::packed_matches_padded(tiny(Precision::Fp32).as_ref());
+    fn the_fused_path_computes_roberta() {
+        TINY.check(load);
     }
 
     /// Positions start at `pad_token_id + 1`: 40 tokens fit 42 positions,
     /// 41 do not.
     #[test]
     fn positions_start_after_the_padding_id() {
-        let model = tiny(Precision::Fp32);
+        let model = TINY.load(load, Precision::Fp32);
         let ids: Vec<u32> = (0..41).map(|k| k % 50).collect();
         assert!(model.forward_packed(&ids[..40], &[40], &[2]).is_ok());
         let err = model.forward_packed(&ids, &[41], &[2]).unwrap_err();

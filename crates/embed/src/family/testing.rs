@@ -3,20 +3,73 @@
 
 use std::collections::HashMap;
 
-use candle_core::{Device, Tensor};
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
 
 use super::transformer::LayerNames;
-use super::EncoderModel;
+use super::{EncoderModel, Loader};
 use crate::precision::Precision;
 
+/// A tiny random model of a family, built in memory: 2 layers, hidden 32,
+/// 4 heads, feed-forward 64, a 50-token vocabulary.
+pub(crate) struct Tiny {
+    /// Where the encoder's weights sit (`""`, `"roberta."`).
+    pub prefix: &'static str,
+    pub names: LayerNames,
+    pub positions: usize,
+    /// Token-type rows, where the family has them.
+    pub types: Option<usize>,
+    /// The family's own config keys, as JSON members (`"model_type": ...`).
+    pub config: &'static str,
+    /// The family's own tensors beyond the shared ones, under the prefix.
+    pub extra: &'static [(&'static str, &'static [usize])],
+    pub seed: u64,
+}
+
+impl Tiny {
+    /// The model through the family's loader, with its products in `precision`.
+    pub(crate) fn load(&self, loader: Loader, precision: Precision) -> Box<dyn EncoderModel> {
+        let config = format!(
+            r#"{{"vocab_size": 50, "hidden_size": 32, "num_hidden_layers": 2,
+                "num_attention_heads": 4, "intermediate_size": 64, "hidden_act": "gelu",
+                "max_position_embeddings": {}, {}}}"#,
+            self.positions, self.config
+        );
+        let mut w = Weights::new(self.seed);
+        let p = self.prefix;
+        w.embeddings(
+            &format!("{p}embeddings."),
+            50,
+            self.positions,
+            self.types,
+            32,
+        );
+        for l in 0..2 {
+            w.layer(&format!("{p}encoder.layer.{l}."), &self.names, 32, 64);
+        }
+        for (name, shape) in self.extra {
+            w.add(&format!("{p}{name}"), shape, 0.0);
+        }
+        let vb = VarBuilder::from_tensors(w.into_tensors(), DType::F32, &Device::Cpu);
+        loader(&config, vb, precision).unwrap()
+    }
+
+    /// The checks every family passes: [`packed_matches_padded`] and
+    /// [`reduced_precisions_near_fp32`].
+    pub(crate) fn check(&self, loader: Loader) {
+        packed_matches_padded(self.load(loader, Precision::Fp32).as_ref());
+        reduced_precisions_near_fp32(|p| self.load(loader, p));
+    }
+}
+
 /// Seeded random weights by name, so every test run sees the same model.
-pub(crate) struct Weights {
+struct Weights {
     state: u64,
     tensors: HashMap<String, Tensor>,
 }
 
 impl Weights {
-    pub(crate) fn new(seed: u64) -> Weights {
+    fn new(seed: u64) -> Weights {
         Weights {
             state: seed,
             tensors: HashMap::new(),
@@ -24,7 +77,7 @@ impl Weights {
     }
 
     /// Adds a tensor of values uniform in `centre ± 0.5`.
-    pub(crate) fn add(&mut self, name: &str, shape: &[usize], centre: f32) {
+    fn add(&mut self, name: &str, shape: &[usize], centre: f32) {
         let n: usize = shape.iter().product();
         let values: Vec<f32> = (0..n)
             .map(|_| {
@@ -40,7 +93,7 @@ impl Weights {
     }
 
     /// Word, position, optional token-type embeddings and their norm.
-    pub(crate) fn embeddings(
+    fn embeddings(
         &mut self,
         p: &str,
         vocab: usize,
@@ -66,7 +119,7 @@ impl Weights {
     }
 
     /// One layer's weights under the family's names.
-    pub(crate) fn layer(&mut self, p: &str, names: &LayerNames, h: usize, inner: usize) {
+    fn layer(&mut self, p: &str, names: &LayerNames, h: usize, inner: usize) {
         for m in [names.query, names.key, names.value, names.attn_out] {
             self.add(&format!("{p}{m}.weight"), &[h, h], 0.0);
             self.add(&format!("{p}{m}.bias"), &[h], 0.0);
@@ -81,7 +134,7 @@ impl Weights {
         }
     }
 
-    pub(crate) fn into_tensors(self) -> HashMap<String, Tensor> {
+    fn into_tensors(self) -> HashMap<String, Tensor> {
         self.tensors
     }
 }
@@ -102,7 +155,7 @@ fn sequences() -> Vec<Vec<u32>> {
 
 /// The fused packed CPU path and the plain-Candle padded path (what other
 /// devices run) compute the same function, at every layer.
-pub(crate) fn packed_matches_padded(model: &dyn EncoderModel) {
+fn packed_matches_padded(model: &dyn EncoderModel) {
     assert!(model.packs());
     let seqs = sequences();
     let taps: Vec<usize> = (0..=model.layers()).collect();
@@ -139,7 +192,7 @@ pub(crate) fn packed_matches_padded(model: &dyn EncoderModel) {
 /// bf16 and int8 run the same model through the same packed path, off fp32
 /// by a rounding-sized amount (and not by nothing: the products really
 /// changed).
-pub(crate) fn reduced_precisions_near_fp32(load: impl Fn(Precision) -> Box<dyn EncoderModel>) {
+fn reduced_precisions_near_fp32(load: impl Fn(Precision) -> Box<dyn EncoderModel>) {
     let ids: Vec<u32> = (1..=23).chain([7, 3, 9]).collect();
     let lengths = [23, 3];
     let run = |m: &dyn EncoderModel| -> Vec<f32> {

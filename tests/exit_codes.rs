@@ -50,6 +50,12 @@ fn cases(model: &str) -> Vec<(&'static str, Option<&'static str>, Vec<&str>, i32
         ("--precision", Some("fp64"), embedding.clone(), 64),
         ("--rescale-baseline", Some("1,2"), embedding.clone(), 64),
         ("--max-seq-length", Some("100000"), embedding.clone(), 64),
+        // all-MiniLM-L6-v2 has 6 layers.
+        ("--layer", Some("7"), embedding.clone(), 64),
+        // A name the folder's config_sentence_transformers.json lacks.
+        ("--prompt-name", Some("nosuch"), embedding.clone(), 78),
+        // Any text is a prompt.
+        ("--prompt", None, vec![], 0),
         ("--embed-cache-mb", Some("-1"), embedding.clone(), 64),
         (
             "--embed-cache",

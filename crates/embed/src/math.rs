@@ -195,6 +195,50 @@ pub fn bertscore(
 }
 
 #[cfg(test)]
+mod pooling_tests {
+    use super::*;
+
+    /// Three tokens of width 2, unnormalised.
+    fn pooled(pooling: Pooling, prompt: PromptSpan) -> Vec<f32> {
+        let states = vec![1.0, 0.0, 0.0, 2.0, 3.0, 1.0];
+        Embedded::from_states(vec![7, 8, 9], states, None, 2, pooling, prompt).pooled
+    }
+
+    fn unit(v: [f32; 2]) -> Vec<f32> {
+        let n = (v[0] * v[0] + v[1] * v[1]).sqrt();
+        vec![v[0] / n, v[1] / n]
+    }
+
+    fn near(a: &[f32], b: &[f32]) -> bool {
+        a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-6)
+    }
+
+    #[test]
+    fn every_pooling_mode_as_sentence_transformers_computes_it() {
+        let none = PromptSpan::default();
+        assert!(near(&pooled(Pooling::Mean, none), &unit([4.0 / 3.0, 1.0])));
+        assert!(near(&pooled(Pooling::Cls, none), &unit([1.0, 0.0])));
+        assert!(near(&pooled(Pooling::Max, none), &unit([3.0, 2.0])));
+        assert!(near(&pooled(Pooling::LastToken, none), &unit([3.0, 1.0])));
+        // Weights 1, 2, 3 by position.
+        let w = [(1.0 + 9.0) / 6.0, (4.0 + 3.0) / 6.0];
+        assert!(near(&pooled(Pooling::WeightedMean, none), &unit(w)));
+        // include_prompt false: the first token and a one-token prompt are
+        // left out of the mean.
+        let prompt = PromptSpan {
+            tokens: 2,
+            pooled: false,
+        };
+        assert!(near(&pooled(Pooling::Mean, prompt), &unit([3.0, 1.0])));
+        let kept = PromptSpan {
+            tokens: 2,
+            pooled: true,
+        };
+        assert!(near(&pooled(Pooling::Mean, kept), &unit([4.0 / 3.0, 1.0])));
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

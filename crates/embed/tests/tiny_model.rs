@@ -228,15 +228,37 @@ fn broken_folders_and_missing_models_are_explained() {
         err.message
     );
     write_model(dir.path(), "mean", 16);
-    std::fs::write(
-        dir.path().join("1_Pooling/config.json"),
-        r#"{"pooling_mode_weightedmean_tokens":true}"#,
-    )
-    .unwrap();
-    assert!(read_settings(dir.path())
-        .unwrap_err()
-        .message
-        .contains("not supported"));
+    let pooling = |json: &str| {
+        std::fs::write(dir.path().join("1_Pooling/config.json"), json).unwrap();
+        read_settings(dir.path())
+    };
+    // Every sentence-transformers mode, in both config forms.
+    let mode = |json: &str| pooling(json).unwrap().pooling;
+    assert_eq!(
+        mode(r#"{"pooling_mode_weightedmean_tokens":true}"#),
+        Pooling::WeightedMean
+    );
+    assert_eq!(
+        mode(r#"{"pooling_mode_lasttoken":true}"#),
+        Pooling::LastToken
+    );
+    assert_eq!(mode(r#"{"pooling_mode": "cls"}"#), Pooling::Cls);
+    assert_eq!(mode(r#"{"pooling_mode": ["max"]}"#), Pooling::Max);
+    assert_eq!(
+        mode(r#"{"pooling_mode": "mean_sqrt_len_tokens"}"#),
+        Pooling::Mean
+    );
+    let settings = pooling(r#"{"pooling_mode": "mean", "include_prompt": false}"#).unwrap();
+    assert!(!settings.include_prompt);
+    // Several modes at once (concatenated vectors) or an unknown one: refused.
+    for json in [
+        r#"{"pooling_mode_cls_token":true, "pooling_mode_mean_tokens":true}"#,
+        r#"{"pooling_mode": ["cls", "mean"]}"#,
+        r#"{"pooling_mode": "median"}"#,
+    ] {
+        let err = pooling(json).unwrap_err().message;
+        assert!(err.contains("exactly one pooling mode"), "{json}: {err}");
+    }
     let err = resolve(Some("/definitely/not/here"), &ModelLookup::default()).unwrap_err();
     assert!(err.message.contains("no such folder"), "{}", err.message);
 }

@@ -289,6 +289,12 @@ impl EmbeddingStage {
         if !prompt.is_empty() {
             variant.push_str(&format!(";prompt={prompt:?}"));
         }
+        let score_bounds = bounds.for_bertscore(&tokenizer);
+        if score_bounds.is_some() {
+            // BERTScore's own encoding (stripped, prefix space) is newer
+            // than entries a Unigram-tokenized BERT may have written.
+            variant.push_str(";bertscore_encoding=bert_score");
+        }
         let store = match &options.store {
             Some(root) => Some(EmbeddingStore::open(
                 root,
@@ -301,7 +307,7 @@ impl EmbeddingStage {
             None => None,
         };
         Ok(EmbeddingStage {
-            score_bounds: bounds.for_bertscore(&tokenizer),
+            score_bounds,
             bounds,
             prompt,
             prompt_span,

@@ -25,10 +25,7 @@ pub(super) fn load(
     weights: VarBuilder,
     precision: Precision,
 ) -> Result<Box<dyn EncoderModel>, String> {
-    let config = Config::parse(config)?;
-    let model =
-        Transformer::load(weights, &config, layout(), precision).map_err(|e| e.to_string())?;
-    Ok(Box::new(model))
+    Transformer::boxed(weights, &Config::parse(config)?, layout(), precision)
 }
 
 #[cfg(test)]

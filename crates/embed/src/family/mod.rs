@@ -70,9 +70,15 @@ const FAMILIES: &[(&str, Loader)] = &[
 /// weights load.
 pub(crate) fn first_position(model_type: Option<&str>, pad_token_id: Option<u32>) -> usize {
     match model_type {
-        Some("mpnet" | "roberta" | "xlm-roberta") => pad_token_id.unwrap_or(1) as usize + 1,
+        Some("mpnet" | "roberta" | "xlm-roberta") => after_padding(pad_token_id),
         _ => 0,
     }
+}
+
+/// The first position of families that count positions past the padding
+/// id (fairseq's convention; the id is 1 when the config names none).
+fn after_padding(pad_token_id: Option<u32>) -> usize {
+    pad_token_id.unwrap_or(1) as usize + 1
 }
 
 /// The `model_type` values refscore runs, for messages.

@@ -104,7 +104,7 @@ pub(super) fn load(
     let layout = Layout {
         prefix: "mpnet",
         layer: MPNET_LAYER,
-        first_position: c.pad_token_id.unwrap_or(1) as usize + 1,
+        first_position: super::after_padding(c.pad_token_id),
         token_type: false,
         bias: Some(Box::new(RelativePositions {
             values,
@@ -112,8 +112,7 @@ pub(super) fn load(
             heads,
         })),
     };
-    let model = Transformer::load(weights, &c, layout, precision).map_err(|e| e.to_string())?;
-    Ok(Box::new(model))
+    Transformer::boxed(weights, &c, layout, precision)
 }
 
 #[cfg(test)]

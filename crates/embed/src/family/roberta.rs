@@ -20,12 +20,11 @@ pub(super) fn load(
     let layout = Layout {
         prefix: "roberta",
         layer: BERT_LAYER,
-        first_position: c.pad_token_id.unwrap_or(1) as usize + 1,
+        first_position: super::after_padding(c.pad_token_id),
         token_type: true,
         bias: None,
     };
-    let model = Transformer::load(weights, &c, layout, precision).map_err(|e| e.to_string())?;
-    Ok(Box::new(model))
+    Transformer::boxed(weights, &c, layout, precision)
 }
 
 #[cfg(test)]

@@ -457,6 +457,17 @@ impl Transformer {
         Ok(model)
     }
 
+    /// [`Transformer::load`] as a family's loader returns it.
+    pub(super) fn boxed(
+        vb: VarBuilder,
+        c: &Config,
+        layout: Layout,
+        precision: Precision,
+    ) -> std::result::Result<Box<dyn EncoderModel>, String> {
+        let model = Transformer::load(vb, c, layout, precision).map_err(|e| e.to_string())?;
+        Ok(Box::new(model))
+    }
+
     fn check(&self, longest: usize, taps: &[usize]) -> Result<()> {
         if longest > self.max_tokens {
             candle_core::bail!(

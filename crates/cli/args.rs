@@ -451,6 +451,23 @@ pub struct ScoreArgs {
     #[arg(long, value_name = "DIR")]
     pub judge_cache: Option<PathBuf>,
 
+    /// Send what the judge is asked as batch jobs, at the providers' batch price, instead
+    /// of calls: `api` uses the OpenAI Batch API at --judge-url (upload, create, poll,
+    /// download); `dir:PATH` writes requests-NNN.jsonl to PATH for another machine to
+    /// answer into results-NNN.jsonl there (e.g. `vllm run-batch -i requests-001.jsonl -o
+    /// results-001.jsonl`; no --judge-url needed). The run scores everything else,
+    /// submits, and exits 75; run the same command with --resume to collect (75 again
+    /// while batches run). Answers needing an answer first (reasons for failures, the
+    /// fact ratio's checks) take one more round each
+    #[arg(long, value_name = "api|dir:PATH")]
+    pub judge_batch: Option<String>,
+
+    /// With --judge-batch: wait in the foreground up to this long (e.g. 90m, 2h 30m) for
+    /// the batches, with a progress line, collecting and submitting further rounds, instead
+    /// of exiting 75 at once; exits 75 if they are not done by then
+    #[arg(long, value_name = "DURATION")]
+    pub judge_batch_wait: Option<String>,
+
     /// When the judge writes the reason for its verdict: `failures` cuts the judge's answer
     /// right after the verdict (read with its token probabilities) and asks again for the
     /// reason only where a verdict is false or a score is below its threshold (same

@@ -114,6 +114,11 @@ pub(crate) fn fingerprint(
             "judge_templates".into(),
             json!(refscore_judge::template_versions()),
         );
+        // A run's open batches are collected only by the same mode; only
+        // when set, so online runs started before still resume.
+        if let Some(mode) = &j.batch {
+            f.insert("judge_batch".into(), json!(mode.name()));
+        }
         // Only with a defined metric chosen, so earlier runs still resume.
         let defined = settings.judge_metrics.record(&plan.metrics);
         if !defined.is_empty() {

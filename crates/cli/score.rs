@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use refscore_batch::{Error, Stage};
 use refscore_job::{Job, JobSpec, Prepared};
-use refscore_judge::Endpoint;
+use refscore_judge::batch::{BatchMode, Collected, JudgeBatches};
+use refscore_judge::{Endpoint, JudgeStage};
 use refscore_lexical::{LexicalStage, Selection};
 use refscore_read::Role;
 use refscore_read::{Dataset, ReadOptions};
@@ -51,19 +52,46 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         footer: footer(settings, model.is_some(), endpoint.is_some()),
         commit_intervals: refscore_job::commit_intervals(settings.commit_seconds.as_deref()),
     };
-    let mut job = match Job::prepare(&dataset, spec)? {
+    let batch = (settings.judge.as_ref())
+        .and_then(|j| j.batch.clone())
+        .filter(|_| endpoint.is_some());
+    let prepared = Job::prepare_discarding(&dataset, spec.clone(), |old| {
+        if let (Some(mode), Some(endpoint)) = (&batch, &endpoint) {
+            cancel_discarded_batches(old, mode, endpoint, settings.quiet);
+        }
+    })?;
+    let mut job = match prepared {
         Prepared::AlreadyComplete => return Ok(Outcome::AlreadyComplete),
         Prepared::Run(job) => job,
     };
-    let to_do = job.rows_to_do();
     let mut lexical = LexicalStage(Selection::of(&settings.metrics.metrics));
-    let loaded = (|| -> Result<_, Error> {
-        if let (Some(endpoint), true) = (&endpoint, to_do > 0) {
-            // Fail loudly before any work when the judge cannot answer.
-            refscore_judge::probe(endpoint)?;
-        }
-        let embed = match (&model, to_do > 0) {
-            (Some(_), true) => {
+    let mut embed = None;
+    let wait_until = settings
+        .judge
+        .as_ref()
+        .and_then(|j| j.batch_wait)
+        .map(|w| Instant::now() + w);
+    // Rows this session set out to score (a later pass scores some again).
+    let mut rows_this_session = None;
+    // A pass scores what is left; in batch mode it may end by submitting
+    // the judge's requests, and with --judge-batch-wait the next pass
+    // follows once they are answered.
+    let judge = loop {
+        let to_do = job.rows_to_do();
+        let loaded = (|| -> Result<_, Error> {
+            let judge = match (&endpoint, to_do > 0) {
+                (Some(endpoint), true) => {
+                    let mut stage = load_judge(settings, endpoint.clone(), job.journal_dir())?;
+                    match &batch {
+                        Some(mode) => stage.use_batches(job.batch_dir(), mode)?,
+                        // Fail loudly before any work when the judge cannot answer.
+                        None => refscore_judge::probe(endpoint)?,
+                    }
+                    Some(stage)
+                }
+                _ => None,
+            };
+            if let (Some(_), true, None) = (&model, to_do > 0, &embed) {
                 let mut stage = load_embedding(settings)?;
                 prepare_embedding(
                     &mut stage,
@@ -76,38 +104,75 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
                     },
                     || refscore_job::fit::mismatched_pairs(&dataset, 1000),
                 )?;
-                Some(stage)
+                embed = Some(stage);
             }
-            _ => None,
-        };
-        let judge = match (&endpoint, to_do > 0) {
-            (Some(endpoint), true) => {
-                Some(load_judge(settings, endpoint.clone(), job.journal_dir())?)
+            Ok(judge)
+        })();
+        let mut judge = match loaded {
+            Ok(judge) => judge,
+            Err(e) => {
+                job.abandon();
+                return Err(e);
             }
-            _ => None,
         };
-        Ok((embed, judge))
-    })();
-    let (mut embed, mut judge) = match loaded {
-        Ok(stages) => stages,
-        Err(e) => {
-            job.abandon();
-            return Err(e);
+        if let Some(batches) = judge.as_mut().and_then(JudgeStage::batches) {
+            let wait = wait_until.map(|t| t.saturating_duration_since(Instant::now()));
+            let mut tell = |line: &str| {
+                if !settings.quiet {
+                    eprintln!("refscore: judge batches: {line}");
+                }
+            };
+            if let Collected::Waiting(line) = batches.collect(wait, &mut tell)? {
+                job.close(true)?;
+                return Err(Error::temporary(format!(
+                    "judge batches still running: {line}; run the same command with --resume to collect"
+                )));
+            }
         }
+        if to_do > 0 {
+            let mut progress = Progress::new(to_do, settings.quiet);
+            let mut chain: Vec<&mut dyn Stage> = vec![&mut lexical];
+            if let Some(s) = embed.as_mut() {
+                chain.push(s);
+            }
+            if let Some(s) = judge.as_mut() {
+                chain.push(s);
+            }
+            let outcome = job.run(&dataset, &schema, &mut chain, &mut |n| progress.advance(n));
+            progress.finish();
+            outcome?;
+            rows_this_session.get_or_insert(to_do);
+        }
+        let submitted = match judge.as_mut().and_then(JudgeStage::batches) {
+            Some(batches) => batches.submit()?,
+            None => None,
+        };
+        let Some(submitted) = submitted else {
+            break judge;
+        };
+        job.close(true)?;
+        if wait_until.is_none_or(|t| Instant::now() >= t) {
+            return Err(Error::temporary(submitted.message()));
+        }
+        if !settings.quiet {
+            eprintln!("refscore: {}", submitted.message());
+        }
+        job = match Job::prepare(
+            &dataset,
+            JobSpec {
+                resume: true,
+                ..spec.clone()
+            },
+        )? {
+            Prepared::Run(job) => job,
+            Prepared::AlreadyComplete => {
+                return Err(Error::internal(
+                    "a run waiting for judge batches was complete",
+                ))
+            }
+        };
     };
-    if to_do > 0 {
-        let mut progress = Progress::new(to_do, settings.quiet);
-        let mut chain: Vec<&mut dyn Stage> = vec![&mut lexical];
-        if let Some(s) = embed.as_mut() {
-            chain.push(s);
-        }
-        if let Some(s) = judge.as_mut() {
-            chain.push(s);
-        }
-        let outcome = job.run(&dataset, &schema, &mut chain, &mut |n| progress.advance(n));
-        progress.finish();
-        outcome?;
-    }
+    let to_do = rows_this_session.unwrap_or(0);
     let finished = job.finish(&schema, settings.max_judge_failures)?;
     let mut summary = finished.stats.finish(start.elapsed().as_secs_f64(), to_do);
     let extra = &mut summary.extra;
@@ -167,6 +232,35 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         }
     }
     Ok(Outcome::Scored(summary))
+}
+
+/// `--overwrite` discarding a run that left judge batches open: cancels
+/// them (what they answered would never be read), saying so.
+fn cancel_discarded_batches(
+    run_folder: &std::path::Path,
+    mode: &BatchMode,
+    endpoint: &Endpoint,
+    quiet: bool,
+) {
+    let dir = refscore_job::batch_dir_in(run_folder);
+    if !dir.exists() {
+        return;
+    }
+    match JudgeBatches::open(dir, mode, endpoint) {
+        Ok(mut batches) => {
+            let (cancelled, failed) = batches.cancel_open();
+            for name in cancelled.iter().filter(|_| !quiet) {
+                eprintln!("refscore: --overwrite: cancelled judge {name}");
+            }
+            for line in failed {
+                eprintln!("refscore: warning: --overwrite could not cancel judge {line}");
+            }
+        }
+        Err(e) => eprintln!(
+            "refscore: warning: --overwrite could not read the discarded run's judge batches: {}",
+            e.message
+        ),
+    }
 }
 
 /// The result file's footer beyond the run hash and thresholds: the

@@ -140,6 +140,11 @@ impl Scorer {
                 "resume and shard apply to jobs over files (score_parquet), not to Scorer",
             ));
         }
+        if settings.judge.as_ref().is_some_and(|j| j.batch.is_some()) {
+            return Err(Error::usage(
+                "judge batches wait for hours and resume: they apply to jobs over files (score_parquet), not to Scorer",
+            ));
+        }
         set_threads(settings.threads)?;
         let endpoint = stages::judge_endpoint(&settings)?;
         let model = stages::resolve_embedding(&settings)?;

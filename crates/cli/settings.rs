@@ -31,6 +31,10 @@ pub struct JudgeSettings {
     pub reasons: refscore_judge::Reasons,
     /// `--judge-threshold`.
     pub threshold: f32,
+    /// `--judge-batch`.
+    pub batch: Option<refscore_judge::batch::BatchMode>,
+    /// `--judge-batch-wait`.
+    pub batch_wait: Option<std::time::Duration>,
 }
 
 impl JudgeSettings {
@@ -318,6 +322,33 @@ impl Settings {
         let judge_url = origin.parsed(args.judge_url, "judge_url", |url| {
             refscore_judge::check_url(url).map(|()| url.to_string())
         })?;
+        let batch = origin.parsed(
+            args.judge_batch,
+            "judge_batch",
+            refscore_judge::batch::BatchMode::parse,
+        )?;
+        let batch_wait = origin.parsed(args.judge_batch_wait, "judge_batch_wait", |t| {
+            humantime::parse_duration(t)
+                .map_err(|e| format!("'{t}': {e} (expected e.g. 90s, 45m, 2h 30m)"))
+        })?;
+        if batch_wait.is_some() && batch.is_none() {
+            return Err(Error::config(
+                "--judge-batch-wait needs --judge-batch (api or dir:PATH)",
+            ));
+        }
+        if batch == Some(refscore_judge::batch::BatchMode::Api) && judge_url.is_none() {
+            return Err(Error::config(
+                "--judge-batch api needs --judge-url: the Batch API is found under it",
+            ));
+        }
+        // Request files for another machine name no server: the judge is
+        // whatever answers them.
+        let judge_url = match (&batch, judge_url) {
+            (Some(refscore_judge::batch::BatchMode::Dir(_)), None) => {
+                Some(refscore_judge::batch::OFFLINE_URL.to_string())
+            }
+            (_, url) => url,
+        };
         // A bad --metrics value is a usage error (64); the same in the
         // config file is a configuration error (78).
         let metrics = metrics::plan(metric_names.as_deref(), judge_url.is_some(), &catalog)
@@ -534,6 +565,8 @@ impl Settings {
                     reasons,
                     threshold: judge_threshold,
                     cache: args.judge_cache,
+                    batch,
+                    batch_wait,
                 })
             }
         };

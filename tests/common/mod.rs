@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod batch_server;
 pub mod judge_server;
 
 use std::fs::File;

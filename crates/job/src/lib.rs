@@ -57,6 +57,11 @@ pub fn commit_intervals(spec: Option<&str>) -> (Duration, Duration) {
     parsed.unwrap_or((MIN_COMMIT_INTERVAL, MAX_UNCOMMITTED))
 }
 
+/// The judge batches' folder inside a run folder.
+pub fn batch_dir_in(run_folder: &std::path::Path) -> PathBuf {
+    run_folder.join("judge-batch")
+}
+
 /// Footer key of the result file holding the run's fingerprint hash, so a
 /// later `--resume` can tell a finished run from another one.
 pub const RUN_KEY: &str = refscore_batch::schema::footer::RUN;
@@ -124,6 +129,17 @@ impl Job {
     /// Checks the output and any interrupted run of it, and works out what is
     /// left to do. Nothing is scored yet.
     pub fn prepare(dataset: &Dataset, spec: JobSpec) -> Result<Prepared, Error> {
+        Job::prepare_discarding(dataset, spec, |_| {})
+    }
+
+    /// [`Job::prepare`], calling `before_discard` with an interrupted run's
+    /// folder that `--overwrite` is about to delete, once its lock is held
+    /// (to cancel what the run left running elsewhere: judge batches).
+    pub fn prepare_discarding(
+        dataset: &Dataset,
+        spec: JobSpec,
+        before_discard: impl FnOnce(&std::path::Path),
+    ) -> Result<Prepared, Error> {
         rundir::check_output(&spec.output, dataset)?;
         let units = shard_units(&dataset.units(), spec.shard);
         let fingerprint = rundir::fingerprint(dataset, &spec);
@@ -142,6 +158,7 @@ impl Job {
                 // Locked first: a run still writing there is never deleted
                 // under its feet.
                 let old = RunDir::open(&dir_path)?;
+                before_discard(&dir_path);
                 RunDir::discard(&dir_path)?;
                 drop(old);
                 RunDir::create(&dir_path, &fingerprint)?
@@ -198,6 +215,11 @@ impl Job {
     /// Where the judge keeps the answers this job has paid for.
     pub fn journal_dir(&self) -> PathBuf {
         self.dir.path().join("journal")
+    }
+
+    /// Where the judge keeps this job's batches (`--judge-batch`).
+    pub fn batch_dir(&self) -> PathBuf {
+        batch_dir_in(self.dir.path())
     }
 
     /// Scores the remaining rows: a reader thread, the stages on this thread,
@@ -410,7 +432,12 @@ impl Job {
     pub fn abandon(self) {
         let journal = self.journal_dir();
         let paid = std::fs::read_dir(&journal).is_ok_and(|mut d| d.next().is_some());
-        if self.parts.is_empty() && !paid {
+        // Request files written may be batches a provider is running.
+        let submitted = std::fs::read_dir(self.batch_dir()).is_ok_and(|d| {
+            d.flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("requests-"))
+        });
+        if self.parts.is_empty() && !paid && !submitted {
             let _ = RunDir::discard(self.dir.path());
         }
     }

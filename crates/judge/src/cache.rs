@@ -41,11 +41,17 @@ impl DiskCache {
 
     /// Stores an answer; failures only cost a future call, so they are ignored.
     pub(crate) fn put(&self, key: &str, value: &Value) {
+        let _ = self.store(key, value);
+    }
+
+    /// Stores an answer, saying why it could not (for answers that cannot
+    /// be asked again at will: a judge batch's).
+    pub(crate) fn store(&self, key: &str, value: &Value) -> Result<(), String> {
         let path = self.path(key);
-        let Some(dir) = path.parent() else { return };
-        if std::fs::create_dir_all(dir).is_err() {
-            return;
+        let fail = |e: std::io::Error| format!("{}: {e}", path.display());
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(fail)?;
         }
-        let _ = refscore_batch::files::write_cache_entry(&path, value.to_string().as_bytes());
+        refscore_batch::files::write_cache_entry(&path, value.to_string().as_bytes()).map_err(fail)
     }
 }

@@ -224,6 +224,8 @@ pub(crate) struct Client {
     logprobs: AtomicBool,
     limiter: Limiter,
     pub(crate) counters: Counters,
+    /// Batch mode (`--judge-batch`): answers come from collected batches.
+    batch: Option<std::sync::Arc<crate::batch::Answers>>,
 }
 
 /// Why a request got no usable answer after its retries.
@@ -287,7 +289,8 @@ fn tokens_of(v: &Value) -> Option<Vec<Token>> {
     (!tokens.is_empty()).then_some(tokens)
 }
 
-enum Failure {
+/// Why one attempt at a request got no usable answer.
+pub(crate) enum Failure {
     /// Worth another attempt after `wait` (or the backoff when `None`);
     /// `transient` when the endpoint itself failed (transport, timeout,
     /// 429, 5xx) rather than answering badly.
@@ -298,6 +301,9 @@ enum Failure {
     Downgrade,
     /// The server rejected the `logprobs` parameter: ask without it.
     NoLogprobs,
+    /// Batch mode: no collected batch answers the request yet; it waits
+    /// for the next batch.
+    Deferred,
 }
 
 /// `text` as an http(s) base URL; the error names the (redacted) URL.
@@ -341,6 +347,7 @@ impl Client {
             logprobs: AtomicBool::new(true),
             limiter,
             counters: Counters::default(),
+            batch: None,
         })
     }
 
@@ -435,7 +442,9 @@ impl Client {
             let estimate = u32::try_from((ask.template.system.len() + text_len) / 4)
                 .unwrap_or(u32::MAX)
                 .saturating_add(ask.max_tokens);
-            self.limiter.acquire(estimate);
+            if self.batch.is_none() {
+                self.limiter.acquire(estimate);
+            }
             self.counters.calls.fetch_add(1, Ordering::Relaxed);
             let outcome = self.send(&body).and_then(|(reply, usage)| {
                 if logprobs {
@@ -494,10 +503,20 @@ impl Client {
                     last = e;
                     break;
                 }
+                Err(Failure::Deferred) => {
+                    // Not a call: the request waits for the next batch.
+                    self.counters.calls.fetch_sub(1, Ordering::Relaxed);
+                    return Err(AskFailure {
+                        message: "waiting for a judge batch".into(),
+                        transient: true,
+                    });
+                }
                 Err(Failure::Retry(e, wait, endpoint_failed)) => {
                     last = e;
                     transient = endpoint_failed;
-                    if attempt >= self.endpoint.retries {
+                    // A batch answer is the same answer every time: asking
+                    // again cannot change it.
+                    if attempt >= self.endpoint.retries || self.batch.is_some() {
                         break;
                     }
                     attempt += 1;
@@ -602,82 +621,115 @@ impl Client {
         scrub(&msg, &self.secrets)
     }
 
+    /// One attempt at a request: over HTTP, or, in batch mode, the answer
+    /// a collected judge batch holds for it (a request it lacks is put
+    /// aside for the next batch).
     fn send(&self, body: &Value) -> Result<(Reply, Usage), Failure> {
+        if let Some(answers) = &self.batch {
+            return answers.answer(&self.batch_id(body), body);
+        }
         match self.post(body).map_err(|e| *e) {
             Ok(resp) => {
                 let text = resp.into_string().map_err(|e| {
                     Failure::Retry(format!("reading the reply failed: {e}"), None, true)
                 })?;
-                let v: Value = serde_json::from_str(&text).map_err(|_| {
-                    Failure::Retry(
-                        format!("reply is not JSON: {}", snippet(&text)),
-                        None,
-                        false,
-                    )
-                })?;
-                let content = v
-                    .pointer("/choices/0/message/content")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| {
-                        Failure::Retry(
-                            format!("reply has no message content: {}", snippet(&text)),
-                            None,
-                            false,
-                        )
-                    })?;
-                let number = |path: &str| {
-                    v.pointer(path)
-                        .and_then(Value::as_u64)
-                        .map(|t| u32::try_from(t).unwrap_or(u32::MAX))
-                };
-                let cached = number("/usage/prompt_tokens_details/cached_tokens")
-                    .or_else(|| number("/timings/cache_n"))
-                    .unwrap_or(0);
-                Ok((
-                    Reply {
-                        content: content.to_string(),
-                        tokens: v.pointer("/choices/0/logprobs/content").and_then(tokens_of),
-                    },
-                    Usage {
-                        prompt_tokens: number("/usage/prompt_tokens").unwrap_or(0),
-                        completion_tokens: number("/usage/completion_tokens").unwrap_or(0),
-                        cached_tokens: cached,
-                        latency_ms: 0,
-                    },
-                ))
+                read_completion(&text)
             }
             Err(ureq::Error::Status(code, resp)) => {
                 let wait = resp
                     .header("Retry-After")
                     .and_then(|h| retry_after(h, SystemTime::now()));
                 let text = resp.into_string().unwrap_or_default();
-                let lower = text.to_ascii_lowercase();
-                let about_format = ["response_format", "json_schema", "schema", "grammar"]
-                    .iter()
-                    .any(|w| lower.contains(w));
-                if matches!(code, 400 | 422 | 501)
-                    && lower.contains("logprobs")
-                    && body.get("logprobs").is_some()
-                {
-                    return Err(Failure::NoLogprobs);
-                }
-                if matches!(code, 400 | 422 | 501)
-                    && about_format
-                    && body.get("response_format").is_some()
-                {
-                    return Err(Failure::Downgrade);
-                }
-                let msg = format!("HTTP {code}: {}", snippet(&text));
-                if code == 429 || code >= 500 {
-                    Err(Failure::Retry(msg, wait, true))
-                } else {
-                    Err(Failure::Fatal(msg))
-                }
+                Err(status_failure(code, wait, &text, body))
             }
             Err(ureq::Error::Transport(t)) => {
                 Err(Failure::Retry(self.transport_message(&t), None, true))
             }
         }
+    }
+
+    /// The `custom_id` of a request in a judge batch: a hash of where it goes
+    /// (credentials left out) and its whole body, so an answer finds its
+    /// request in any order and a request already answered is never sent
+    /// again.
+    pub(crate) fn batch_id(&self, body: &Value) -> String {
+        crate::cache::DiskCache::key(&[&key_url(&self.chat), &body.to_string()])
+    }
+
+    /// Sends requests to a judge batch instead of the endpoint: answers come
+    /// from `answers`, and a request it lacks is set aside there.
+    pub(crate) fn use_batch(&mut self, answers: std::sync::Arc<crate::batch::Answers>) {
+        self.batch = Some(answers);
+    }
+}
+
+/// Reads a chat completion's text: the message, its tokens' probabilities
+/// where sent, and the usage. Online replies and batch result lines go
+/// through this one reader.
+pub(crate) fn read_completion(text: &str) -> Result<(Reply, Usage), Failure> {
+    let v: Value = serde_json::from_str(text).map_err(|_| {
+        Failure::Retry(format!("reply is not JSON: {}", snippet(text)), None, false)
+    })?;
+    let content = v
+        .pointer("/choices/0/message/content")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            Failure::Retry(
+                format!("reply has no message content: {}", snippet(text)),
+                None,
+                false,
+            )
+        })?;
+    let number = |path: &str| {
+        v.pointer(path)
+            .and_then(Value::as_u64)
+            .map(|t| u32::try_from(t).unwrap_or(u32::MAX))
+    };
+    let cached = number("/usage/prompt_tokens_details/cached_tokens")
+        .or_else(|| number("/timings/cache_n"))
+        .unwrap_or(0);
+    Ok((
+        Reply {
+            content: content.to_string(),
+            tokens: v.pointer("/choices/0/logprobs/content").and_then(tokens_of),
+        },
+        Usage {
+            prompt_tokens: number("/usage/prompt_tokens").unwrap_or(0),
+            completion_tokens: number("/usage/completion_tokens").unwrap_or(0),
+            cached_tokens: cached,
+            latency_ms: 0,
+        },
+    ))
+}
+
+/// What an HTTP error status on a request means for it: a retry (429, 5xx,
+/// after `wait` where the server said), a fallback of the output format or
+/// of token probabilities, or a failure not worth retrying. Online replies
+/// and batch error lines go through this one reading.
+pub(crate) fn status_failure(
+    code: u16,
+    wait: Option<Duration>,
+    text: &str,
+    body: &Value,
+) -> Failure {
+    let lower = text.to_ascii_lowercase();
+    let about_format = ["response_format", "json_schema", "schema", "grammar"]
+        .iter()
+        .any(|w| lower.contains(w));
+    if matches!(code, 400 | 422 | 501)
+        && lower.contains("logprobs")
+        && body.get("logprobs").is_some()
+    {
+        return Failure::NoLogprobs;
+    }
+    if matches!(code, 400 | 422 | 501) && about_format && body.get("response_format").is_some() {
+        return Failure::Downgrade;
+    }
+    let msg = format!("HTTP {code}: {}", snippet(text));
+    if code == 429 || code >= 500 {
+        Failure::Retry(msg, wait, true)
+    } else {
+        Failure::Fatal(msg)
     }
 }
 

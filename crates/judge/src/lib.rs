@@ -16,6 +16,7 @@
 //! (`probs`); an answer is cut after the verdict unless [`Reasons`] wants
 //! its reason.
 
+pub mod batch;
 mod cache;
 mod client;
 mod columns;
@@ -170,6 +171,20 @@ pub struct JudgeReport {
     pub fact_checks: u64,
     /// Template hashes in use.
     pub templates: Vec<String>,
+    /// `--judge-batch`: how the answers came.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchReport>,
+}
+
+/// Judge batches over the run, for the summary.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct BatchReport {
+    /// `--judge-batch` as given.
+    pub mode: String,
+    /// Batches created (request files handed over), over every pass.
+    pub batches: u64,
+    /// Requests they held.
+    pub requests: u64,
 }
 
 /// A JSON value describing the report, for the summary.

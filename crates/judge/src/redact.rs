@@ -89,12 +89,18 @@ pub(crate) fn redact_text_url(raw: &str) -> String {
 /// The chat-completions URL under a base URL: the path gets
 /// `/chat/completions` appended, the base's query stays after it.
 pub(crate) fn chat_url(base: &Url) -> Result<Url, String> {
+    api_url(base, &["chat", "completions"])
+}
+
+/// An endpoint under the base URL: `segments` appended to its path, before
+/// its query (`/files`, `/batches/ID` of the Batch API).
+pub(crate) fn api_url(base: &Url, segments: &[&str]) -> Result<Url, String> {
     let mut u = base.clone();
     u.set_fragment(None);
     u.path_segments_mut()
         .map_err(|()| format!("{}: not a base URL", redact_url(base)))?
         .pop_if_empty()
-        .extend(["chat", "completions"]);
+        .extend(segments);
     Ok(u)
 }
 

@@ -19,6 +19,7 @@ use lru::LruCache;
 use refscore_batch::{Error, RowBatch, ScoreColumns};
 use serde_json::{json, Value};
 
+use crate::batch::{BatchMode, JudgeBatches};
 use crate::cache::DiskCache;
 use crate::client::{Ask, AskFailure, Client, Reply, Usage};
 use crate::columns::{self, normalised, Decisions, Outcome, Source};
@@ -27,7 +28,7 @@ use crate::parse::{self, extract_object, snippet};
 use crate::probs::{expected_score, value_token, verdict_p, verdict_word};
 use crate::prompts::{Template, FACT_CHECK, FACT_EXTRACT};
 use crate::route::Wanted;
-use crate::{rules, JudgeOptions, JudgeReport, Reasons};
+use crate::{rules, BatchReport, JudgeOptions, JudgeReport, Reasons};
 
 mod answers;
 mod facts;
@@ -111,6 +112,9 @@ pub struct JudgeStage {
     last_rows_retryable: u64,
     /// The output mode last recorded in the cache and journal folders.
     recorded_mode: String,
+    /// `--judge-batch`: the run's judge batches, which answer in place of
+    /// calls.
+    batches: Option<JudgeBatches>,
 }
 
 /// A parsed reply, what it cost and the output mode that produced it.
@@ -148,6 +152,7 @@ impl JudgeStage {
             last_rows_failed: 0,
             last_rows_retryable: 0,
             recorded_mode: String::new(),
+            batches: None,
         };
         stage.resume_mode();
         Ok(stage)
@@ -164,6 +169,26 @@ impl JudgeStage {
         self.journal = Some(DiskCache::open(dir).map_err(Error::io)?);
         self.resume_mode();
         Ok(())
+    }
+
+    /// Sends what the judge is asked as judge batches kept in `dir` (the
+    /// run folder's) instead of calls: answers come from collected batches
+    /// and the rest waits for [`JudgeStage::batches`]' next submission.
+    pub fn use_batches(&mut self, dir: PathBuf, mode: &BatchMode) -> Result<(), Error> {
+        let batches = JudgeBatches::open(dir, mode, &self.options.endpoint)?;
+        self.client.use_batch(batches.answers());
+        self.report.batch = Some(BatchReport {
+            mode: mode.name(),
+            ..BatchReport::default()
+        });
+        self.batches = Some(batches);
+        Ok(())
+    }
+
+    /// The run's judge batches, in batch mode: to collect before a pass and
+    /// submit after it.
+    pub fn batches(&mut self) -> Option<&mut JudgeBatches> {
+        self.batches.as_mut()
     }
 
     /// Rows of the last [`score_batch`](Self::score_batch) call where at
@@ -212,6 +237,14 @@ impl JudgeStage {
             fact_checks: self.fact_checks.load(Ordering::Relaxed),
             call_seconds: c.busy_ms.load(Ordering::Relaxed) as f64 / 1000.0,
             response_format: self.client.mode_name().to_string(),
+            batch: self.report.batch.clone().map(|b| {
+                let (batches, requests) = self.batches.as_ref().map_or((0, 0), |j| j.totals());
+                BatchReport {
+                    batches,
+                    requests,
+                    ..b
+                }
+            }),
             ..self.report.clone()
         }
     }

@@ -1,0 +1,149 @@
+//! The answers of collected judge batches, by request (`custom_id`), and
+//! the requests a pass sets aside for the next batch: the judge's
+//! transport in batch mode.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use refscore_batch::Error;
+use serde_json::{json, Value};
+
+use super::lines;
+use crate::cache::DiskCache;
+use crate::client::{read_completion, status_failure, Failure, Reply, Usage};
+
+/// How many batches a request may fail in (expired, a server error, a
+/// rate limit, no line at all) before its rows are left `partial` with the
+/// provider's error.
+pub(crate) const ATTEMPTS: usize = 2;
+
+/// Answers of collected batches, and this pass's requests that no batch
+/// has answered yet.
+pub struct Answers {
+    store: DiskCache,
+    spool_path: PathBuf,
+    spool: Mutex<Spool>,
+}
+
+/// The requests set aside in this pass, each once.
+struct Spool {
+    file: BufWriter<File>,
+    seen: HashSet<String>,
+}
+
+impl Answers {
+    /// Opens the answers kept in `dir` and starts an empty spool there (a
+    /// spool left by a killed pass is rebuilt by the pass that redoes it).
+    pub(crate) fn open(dir: &Path) -> Result<Answers, Error> {
+        let store = DiskCache::open(dir.join("answers")).map_err(Error::io)?;
+        let spool_path = dir.join("spool.jsonl");
+        let file = File::create(&spool_path)
+            .map_err(|e| Error::io(format!("{}: {e}", spool_path.display())))?;
+        Ok(Answers {
+            store,
+            spool_path,
+            spool: Mutex::new(Spool {
+                file: BufWriter::new(file),
+                seen: HashSet::new(),
+            }),
+        })
+    }
+
+    /// One request's answer: the reply a batch gave it, read as an online
+    /// reply is; its error where it failed for good; else it is set aside
+    /// for the next batch and [`Failure::Deferred`].
+    pub(crate) fn answer(&self, id: &str, body: &Value) -> Result<(Reply, Usage), Failure> {
+        let Some(entry) = self.store.get(id) else {
+            return self.defer(id, body);
+        };
+        if let Some(response) = entry.get("response") {
+            return read_completion(&response.to_string());
+        }
+        let failed = &entry["failed"];
+        let message = failed["message"]
+            .as_str()
+            .unwrap_or("no answer")
+            .to_string();
+        let status = failed["status"].as_u64().map(|s| s as u16);
+        let attempts = failed["batches"].as_array().map_or(0, Vec::len);
+        match status.map(|code| status_failure(code, None, &message, body)) {
+            // A refusal of the request itself would be refused again.
+            Some(Failure::Fatal(m)) => Err(Failure::Fatal(format!("judge batch: {m}"))),
+            Some(f @ (Failure::Downgrade | Failure::NoLogprobs)) => Err(f),
+            _ if attempts < ATTEMPTS => self.defer(id, body),
+            _ => Err(Failure::Fatal(format!(
+                "judge batch: no answer after {attempts} batches: {message}"
+            ))),
+        }
+    }
+
+    fn defer(&self, id: &str, body: &Value) -> Result<(Reply, Usage), Failure> {
+        let mut spool = self.spool.lock().expect("spool lock");
+        if spool.seen.insert(id.to_string()) {
+            let line = lines::request_line(id, body);
+            // A write error surfaces when the spool is closed.
+            let _ = writeln!(spool.file, "{line}");
+        }
+        Err(Failure::Deferred)
+    }
+
+    /// Requests set aside in this pass.
+    pub(crate) fn deferred(&self) -> usize {
+        self.spool.lock().expect("spool lock").seen.len()
+    }
+
+    /// Makes the spool durable and returns its path.
+    pub(crate) fn close_spool(&self) -> Result<&Path, Error> {
+        let mut spool = self.spool.lock().expect("spool lock");
+        let io = |e: std::io::Error| Error::io(format!("{}: {e}", self.spool_path.display()));
+        spool.file.flush().map_err(io)?;
+        spool.file.get_ref().sync_all().map_err(io)?;
+        Ok(&self.spool_path)
+    }
+
+    /// Whether a request has its answer.
+    pub(crate) fn answered(&self, id: &str) -> bool {
+        self.store
+            .get(id)
+            .is_some_and(|e| e.get("response").is_some())
+    }
+
+    /// Keeps a batch's answer to a request.
+    pub(crate) fn record_answer(&self, id: &str, body: &Value) -> Result<(), Error> {
+        self.store
+            .store(id, &json!({ "response": body }))
+            .map_err(Error::io)
+    }
+
+    /// Counts a batch that gave a request no answer; each batch is counted
+    /// once however often its results are read. `status` is the HTTP status
+    /// of the line's response, where it had one.
+    pub(crate) fn record_failure(
+        &self,
+        id: &str,
+        batch: &str,
+        status: Option<u16>,
+        message: &str,
+    ) -> Result<(), Error> {
+        if self.answered(id) {
+            return Ok(());
+        }
+        let mut batches: Vec<Value> = self
+            .store
+            .get(id)
+            .and_then(|e| e["failed"]["batches"].as_array().cloned())
+            .unwrap_or_default();
+        if !batches.iter().any(|b| b == batch) {
+            batches.push(json!(batch));
+        }
+        self.store
+            .store(
+                id,
+                &json!({"failed": {"batches": batches, "status": status, "message": message}}),
+            )
+            .map_err(Error::io)
+    }
+}

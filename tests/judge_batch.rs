@@ -1,0 +1,546 @@
+//! Judge batches (`--judge-batch`) through the real binary: against a
+//! scripted OpenAI Batch API on 127.0.0.1 (statuses, expired and failed
+//! batches, error lines, answers out of order), a folder answered in
+//! `vllm run-batch`'s format, and kill -9 at each step of a batch's life.
+//! Every run's output must equal, column for column, what the same rows
+//! and the same scripted answers give online (but the call latency).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use arrow::array::{Array, RecordBatch};
+use common::batch_server::{self, BatchServer};
+use common::judge_server::{self, Reply};
+use common::*;
+use serde_json::{json, Value};
+
+/// Eight rows: four right answers, four wrong; every one needs the judge.
+fn input(dir: &Path) -> PathBuf {
+    let p = dir.join("in.parquet");
+    let q: Vec<String> = (0..8).map(|k| format!("question {k}")).collect();
+    let r: Vec<String> = (0..8).map(|k| format!("the reference {k}")).collect();
+    let o: Vec<String> = (0..8)
+        .map(|k| {
+            if k % 2 == 0 {
+                format!("the right answer {k}")
+            } else {
+                format!("a wrong answer {k}")
+            }
+        })
+        .collect();
+    let strs = |v: &[String]| s(&v.iter().map(String::as_str).collect::<Vec<_>>());
+    write_parquet(
+        &p,
+        vec![
+            ("question", strs(&q)),
+            ("reference", strs(&r)),
+            ("output", strs(&o)),
+        ],
+    );
+    p
+}
+
+/// A chat completion body.
+fn completion(content: &str, tokens: Option<Vec<Value>>) -> Value {
+    let mut choice = json!({"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"});
+    if let Some(t) = tokens {
+        choice["logprobs"] = json!({"content": t});
+    }
+    json!({"id": "c", "object": "chat.completion", "model": "scripted", "choices": [choice],
+           "usage": {"prompt_tokens": 40 + content.len(), "completion_tokens": content.len() / 4 + 1}})
+}
+
+fn token(text: &str, alternatives: &[(&str, f64)]) -> Value {
+    let top: Vec<Value> = alternatives
+        .iter()
+        .map(|(t, p)| json!({"token": t, "logprob": p.ln()}))
+        .collect();
+    let own = alternatives
+        .iter()
+        .find(|(t, _)| *t == text)
+        .map_or(-20.0, |(_, p)| p.ln());
+    json!({"token": text, "logprob": own, "top_logprobs": top})
+}
+
+/// The scripted judge: the same answer to the same request, online or in
+/// a batch. Verdicts carry token probabilities; a request cut after the
+/// verdict (max_tokens 10) gets the cut answer a real server would give.
+fn scripted(body: &Value) -> Value {
+    let system = body["messages"][0]["content"].as_str().unwrap_or("");
+    let user = body["messages"][1]["content"].as_str().unwrap_or("");
+    let right = user.contains("right answer");
+    let cut = body["max_tokens"] == 10;
+    if system.contains("same core answer") {
+        let word = if right { " true" } else { " false" };
+        let p = if right { 0.9 } else { 0.15 };
+        let tokens = vec![
+            token("{\"", &[("{\"", 1.0)]),
+            token("meaning", &[("meaning", 1.0)]),
+            token("_match", &[("_match", 1.0)]),
+            token("\":", &[("\":", 1.0)]),
+            token(word, &[(" true", p), (" false", 1.0 - p)]),
+        ];
+        let content = if cut {
+            format!("{{\"meaning_match\":{word}")
+        } else {
+            format!("{{\"meaning_match\":{word}, \"reason\": \"scripted reason\"}}")
+        };
+        completion(&content, Some(tokens))
+    } else if system.contains("integer scale from 0 to 10") {
+        let score = if right { 8 } else { 2 };
+        let content = if cut {
+            format!("{{\"similarity\": {score}")
+        } else {
+            format!("{{\"similarity\": {score}, \"reason\": \"scripted similarity\"}}")
+        };
+        completion(&content, None)
+    } else if system.contains("into atomic facts") {
+        let answer = user.rsplit('\n').next().unwrap_or("");
+        completion(
+            &json!({"facts": [format!("fact of {answer}")]}).to_string(),
+            None,
+        )
+    } else {
+        completion(if right { "yes" } else { "no" }, None)
+    }
+}
+
+fn base_args<'a>(input: &'a str, output: &'a str, metrics: &'a str) -> Vec<&'a str> {
+    vec![
+        "score",
+        input,
+        "-o",
+        output,
+        "--metrics",
+        metrics,
+        "--judge-model",
+        "scripted",
+        "--judge-timeout",
+        "5",
+        "--quiet",
+    ]
+}
+
+/// The output of an online run against the scripted judge.
+fn online(dir: &Path, metrics: &str) -> (RecordBatch, Value) {
+    let server =
+        judge_server::start(|req, _| Reply::Status(200, vec![], scripted(&req.body).to_string()));
+    let (i, o) = (input(dir), dir.join("online.parquet"));
+    let mut args = base_args(i.to_str().unwrap(), o.to_str().unwrap(), metrics);
+    args.extend(["--judge-url", &server.url]);
+    ok(&refscore(&args));
+    (read_parquet(&o), summary(&o))
+}
+
+/// Runs `args` with --resume until it exits 0 (at most `rounds` times, each
+/// other exit being 75); the number of runs.
+fn resume_until_done(args: &[&str], rounds: usize) -> usize {
+    let mut with_resume: Vec<&str> = args.to_vec();
+    with_resume.push("--resume");
+    for k in 1..=rounds {
+        let out = refscore(&with_resume);
+        match out.status.code() {
+            Some(0) => return k,
+            Some(75) => {}
+            _ => panic!("run {k}: {}", String::from_utf8_lossy(&out.stderr)),
+        }
+    }
+    panic!("not done after {rounds} runs");
+}
+
+/// Two result tables are equal in every column but the call latency.
+fn assert_same_results(a: &RecordBatch, b: &RecordBatch) {
+    let names = column_names(a);
+    assert_eq!(names, column_names(b));
+    for (k, name) in names.iter().enumerate() {
+        if name == "judge_latency_ms" {
+            continue;
+        }
+        assert_eq!(
+            a.column(k).to_data(),
+            b.column(k).to_data(),
+            "column {name}"
+        );
+    }
+}
+
+fn api_args<'a>(base: &[&'a str], url: &'a str) -> Vec<&'a str> {
+    let mut args = base.to_vec();
+    args.extend(["--judge-url", url, "--judge-batch", "api"]);
+    args
+}
+
+#[test]
+fn a_batch_run_gives_the_online_output_through_every_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = "meaning_match,similarity,fact_similarity";
+    let (expected, online_summary) = online(dir.path(), metrics);
+    let server = batch_server::start(|body, _| Ok(scripted(body)), |_| "completed", None);
+    let (i, o) = (input(dir.path()), dir.path().join("batch.parquet"));
+    let base = base_args(i.to_str().unwrap(), o.to_str().unwrap(), metrics);
+    let args = api_args(&base, &server.url);
+    // The first run submits and exits 75, writing no output.
+    let first = refscore(&args);
+    let err = fails(&first, 75);
+    assert!(err.contains("judge requests submitted in batch batch_1; run the same command with --resume to collect"), "{err}");
+    assert!(!o.exists());
+    // Rounds: verdicts, similarity scores and facts; then reasons for the
+    // failing ones and the facts' checks.
+    let runs = resume_until_done(&args, 12);
+    assert!(runs >= 4, "{runs} runs: every round is polled to its end");
+    let got = read_parquet(&o);
+    assert_same_results(&expected, &got);
+    let reasons = texts(&got, "meaning_match_reason");
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.as_deref() == Some("scripted reason")),
+        "{reasons:?}"
+    );
+    assert!(f32s(&got, "meaning_match_p").iter().all(Option::is_some));
+    // Every request paid once; as many answers as online calls.
+    assert_eq!(server.most_paid(), 1);
+    let s = summary(&o);
+    let (j, online_j) = (&s["judge"], &online_summary["judge"]);
+    for key in [
+        "prompt_tokens",
+        "completion_tokens",
+        "rows_judged",
+        "failures",
+    ] {
+        assert_eq!(j[key], online_j[key], "{key}");
+    }
+    assert_eq!(j["batch"]["mode"], "api");
+    assert_eq!(j["batch"]["batches"], server.batches().len());
+    assert_eq!(
+        j["batch"]["requests"].as_u64().unwrap() as usize,
+        server.answered()
+    );
+    // Every batch was created as the protocol wants, tagged by the run.
+    for b in server.batches() {
+        assert_eq!(b.status, "completed");
+        assert!(b.metadata["refscore_tag"]
+            .as_str()
+            .is_some_and(|t| t.len() == 24));
+    }
+    // --resume on the finished output: nothing to do.
+    let mut again = args.clone();
+    again.push("--resume");
+    ok(&refscore(&again));
+}
+
+#[test]
+fn judge_batch_wait_polls_in_the_foreground_to_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let (expected, _) = online(dir.path(), "meaning_match");
+    let server = batch_server::start(|body, _| Ok(scripted(body)), |_| "completed", None);
+    let (i, o) = (input(dir.path()), dir.path().join("batch.parquet"));
+    let base = base_args(i.to_str().unwrap(), o.to_str().unwrap(), "meaning_match");
+    let mut args = api_args(&base, &server.url);
+    args.extend(["--judge-batch-wait", "2m"]);
+    ok(&refscore(&args));
+    assert_same_results(&expected, &read_parquet(&o));
+    // Verdicts, then reasons for the failing ones.
+    assert_eq!(server.batches().len(), 2);
+}
+
+#[test]
+fn expired_failed_and_refused_lines_are_sent_once_more_then_left_partial() {
+    let dir = tempfile::tempdir().unwrap();
+    // Batch 1 expires (its second half unanswered); batch 2 completes;
+    // batches 3 and 4 fail whole. One request fails with a 500 the first
+    // time it is run (sent again, then answered); one is refused with a
+    // 400 (never sent again).
+    let overloaded_once = std::sync::atomic::AtomicBool::new(false);
+    let server = batch_server::start(
+        move |body, _| {
+            let user = body["messages"][1]["content"].as_str().unwrap_or("");
+            if user.contains("right answer 2")
+                && !overloaded_once.swap(true, std::sync::atomic::Ordering::SeqCst)
+            {
+                return Err((500, json!({"error": {"message": "scripted overload"}})));
+            }
+            if user.contains("wrong answer 3") {
+                return Err((400, json!({"error": {"message": "scripted refusal"}})));
+            }
+            Ok(scripted(body))
+        },
+        |k| match k {
+            0 => "expired",
+            2 | 3 => "failed",
+            _ => "completed",
+        },
+        None,
+    );
+    let (i, o) = (input(dir.path()), dir.path().join("batch.parquet"));
+    let base = base_args(i.to_str().unwrap(), o.to_str().unwrap(), "meaning_match");
+    let args = api_args(&base, &server.url);
+    fails(&refscore(&args), 75);
+    resume_until_done(&args, 15);
+    let got = read_parquet(&o);
+    let (status, errors) = (texts(&got, "status"), texts(&got, "error"));
+    let verdicts = bools(&got, "meaning_match");
+    let batches = server.batches();
+    let statuses: Vec<&str> = batches.iter().map(|b| b.status.as_str()).collect();
+    assert_eq!(statuses, ["expired", "completed", "failed", "failed"]);
+    let lines: Vec<usize> = batches.iter().map(|b| b.request_ids.len()).collect();
+    // 8 verdicts; the expired four, the 500 and row 1's reason; then the
+    // reasons of rows 5 and 7, twice.
+    assert_eq!(lines, [8, 6, 2, 2]);
+    for k in 0..8 {
+        let e = errors[k].clone().unwrap_or_default();
+        match k {
+            3 => {
+                assert_eq!(status[k].as_deref(), Some("partial"));
+                assert!(
+                    e.contains("HTTP 400") && e.contains("scripted refusal"),
+                    "{e}"
+                );
+            }
+            5 | 7 => {
+                assert_eq!(status[k].as_deref(), Some("partial"), "row {k}");
+                assert!(
+                    e.contains("no answer after 2 batches")
+                        && e.contains("scripted validation failure"),
+                    "row {k}: {e}"
+                );
+                assert_eq!(verdicts[k], None);
+            }
+            _ => {
+                assert_eq!(status[k].as_deref(), Some("ok"), "row {k}: {e}");
+                assert_eq!(verdicts[k], Some(k % 2 == 0));
+            }
+        }
+    }
+    // Answered once each; the refused request was never sent again.
+    assert_eq!(server.most_paid(), 1);
+    let refused = &batches[0].request_ids[3];
+    let sent = batches
+        .iter()
+        .flat_map(|b| &b.request_ids)
+        .filter(|id| *id == refused)
+        .count();
+    assert_eq!(sent, 1);
+}
+
+/// Runs the binary with `args` (again after each exit 75) until the server
+/// hangs at the call it was told to, then kills it with SIGKILL there.
+fn kill_at_hang(args: &[&str], server: &BatchServer) {
+    for _ in 0..10 {
+        let mut child = Command::new(bin())
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        loop {
+            if server.state.lock().unwrap().hung {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                server.release();
+                return;
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                let out = child.wait_with_output().unwrap();
+                assert_eq!(
+                    status.code(),
+                    Some(75),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    panic!("the runs never reached the call");
+}
+
+#[test]
+fn kill_9_at_each_step_of_a_batch_neither_loses_nor_pays_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let (expected, _) = online(dir.path(), "meaning_match");
+    // (the call the run is killed in, runs with --resume before it)
+    let steps = [
+        ("POST /v1/files", 0),
+        ("POST /v1/batches", 0),
+        ("GET /v1/batches/", 1),
+        ("GET /v1/files/", 1),
+    ];
+    for (step, before) in steps {
+        let server = batch_server::start(|body, _| Ok(scripted(body)), |_| "completed", Some(step));
+        let (i, o) = (
+            input(dir.path()),
+            dir.path().join(format!("k{}.parquet", step.len())),
+        );
+        let _ = std::fs::remove_file(&o);
+        let base = base_args(i.to_str().unwrap(), o.to_str().unwrap(), "meaning_match");
+        let args = api_args(&base, &server.url);
+        let mut resumed = args.clone();
+        resumed.push("--resume");
+        let first: &[&str] = if before == 0 {
+            &args
+        } else {
+            fails(&refscore(&args), 75);
+            &resumed
+        };
+        kill_at_hang(first, &server);
+        resume_until_done(&args, 12);
+        assert_same_results(&expected, &read_parquet(&o));
+        let batches = server.batches();
+        assert_eq!(
+            batches.len(),
+            2,
+            "{step}: verdicts and reasons, each one batch: {batches:?}"
+        );
+        assert_eq!(server.most_paid(), 1, "{step}");
+        assert!(batches.iter().all(|b| b.status == "completed"), "{step}");
+    }
+}
+
+#[test]
+fn a_folder_answered_in_vllm_run_batch_format_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let (expected, _) = online(dir.path(), "meaning_match");
+    let folder = dir.path().join("box");
+    let (i, o) = (input(dir.path()), dir.path().join("dir.parquet"));
+    let mode = format!("dir:{}", folder.display());
+    let mut args = base_args(i.to_str().unwrap(), o.to_str().unwrap(), "meaning_match");
+    args.extend(["--judge-batch", &mode]);
+    let err = fails(&refscore(&args), 75);
+    assert!(err.contains("requests-001.jsonl"), "{err}");
+    args.push("--resume");
+    // Nothing answered yet: still waiting, nothing written.
+    let err = fails(&refscore(&args), 75);
+    assert!(
+        err.contains("waiting for") && err.contains("results-001.jsonl"),
+        "{err}"
+    );
+    let mut answered = 0;
+    for _ in 0..6 {
+        // What `vllm run-batch -i requests-NNN.jsonl -o results-NNN.jsonl`
+        // writes: one line per request, in its own order.
+        for entry in std::fs::read_dir(&folder).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let results = folder.join(name.replace("requests-", "results-"));
+            if !name.starts_with("requests-") || results.exists() {
+                continue;
+            }
+            let mut lines: Vec<String> = std::fs::read_to_string(entry.path())
+                .unwrap()
+                .lines()
+                .map(|l| {
+                    let r: Value = serde_json::from_str(l).unwrap();
+                    assert_eq!((r["method"].as_str(), r["url"].as_str()), (Some("POST"), Some("/v1/chat/completions")));
+                    assert_eq!(r["body"]["model"], "scripted");
+                    json!({"id": format!("vllm-{answered}"), "custom_id": r["custom_id"],
+                           "response": {"status_code": 200, "request_id": "vllm-batch", "body": scripted(&r["body"])},
+                           "error": null})
+                    .to_string()
+                })
+                .collect();
+            lines.reverse();
+            answered += 1;
+            std::fs::write(&results, lines.join("\n") + "\n").unwrap();
+        }
+        let out = refscore(&args);
+        match out.status.code() {
+            Some(0) => break,
+            Some(75) => {}
+            _ => panic!("{}", String::from_utf8_lossy(&out.stderr)),
+        }
+    }
+    assert_eq!(answered, 2, "verdicts, then reasons");
+    assert_same_results(&expected, &read_parquet(&o));
+    let s = summary(&o);
+    assert_eq!(s["judge"]["batch"]["mode"], mode);
+    assert_eq!(s["judge_endpoint"], Value::Null);
+}
+
+#[test]
+fn overwrite_cancels_the_batches_of_the_run_it_discards() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = batch_server::start(|body, _| Ok(scripted(body)), |_| "completed", None);
+    let (i, o) = (input(dir.path()), dir.path().join("batch.parquet"));
+    let base = base_args(i.to_str().unwrap(), o.to_str().unwrap(), "meaning_match");
+    let args = api_args(&base, &server.url);
+    fails(&refscore(&args), 75);
+    let mut over: Vec<&str> = args.iter().copied().filter(|a| *a != "--quiet").collect();
+    over.push("--overwrite");
+    let out = refscore(&over);
+    let err = fails(&out, 75);
+    assert!(err.contains("cancelled judge batch batch_1"), "{err}");
+    let batches = server.batches();
+    assert_eq!(batches[0].status, "cancelled");
+    assert_eq!(batches.len(), 2);
+    assert!(server
+        .state
+        .lock()
+        .unwrap()
+        .calls
+        .contains(&"POST /v1/batches/batch_1/cancel".to_string()));
+}
+
+#[test]
+fn judge_batch_flags_are_checked_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (i, o) = (input(dir.path()), dir.path().join("x.parquet"));
+    let base = base_args(i.to_str().unwrap(), o.to_str().unwrap(), "meaning_match");
+    let with = |extra: &[&str]| {
+        let mut a = base.clone();
+        a.extend(extra);
+        refscore(&a)
+    };
+    let e = fails(
+        &with(&[
+            "--judge-url",
+            "http://127.0.0.1:9/v1",
+            "--judge-batch",
+            "cloud",
+        ]),
+        64,
+    );
+    assert!(
+        e.contains("--judge-batch") && e.contains("api or dir:PATH"),
+        "{e}"
+    );
+    let e = fails(&with(&["--judge-batch", "api"]), 78);
+    assert!(e.contains("--judge-url"), "{e}");
+    let e = fails(
+        &with(&[
+            "--judge-url",
+            "http://127.0.0.1:9/v1",
+            "--judge-batch-wait",
+            "5m",
+        ]),
+        78,
+    );
+    assert!(e.contains("--judge-batch-wait needs --judge-batch"), "{e}");
+    let e = fails(
+        &with(&[
+            "--judge-url",
+            "http://127.0.0.1:9/v1",
+            "--judge-batch",
+            "api",
+            "--judge-batch-wait",
+            "soon",
+        ]),
+        64,
+    );
+    assert!(e.contains("--judge-batch-wait"), "{e}");
+    assert!(!o.exists());
+    // The Batch API unreachable: a temporary failure, nothing lost.
+    let e = fails(
+        &with(&[
+            "--judge-url",
+            "http://127.0.0.1:9/v1",
+            "--judge-batch",
+            "api",
+        ]),
+        75,
+    );
+    assert!(e.contains("Batch API") && e.contains("127.0.0.1:9"), "{e}");
+}

@@ -84,6 +84,13 @@ fn cases(model: &str) -> Vec<(&'static str, Option<&'static str>, Vec<&str>, i32
         // A folder, created when the judge first answers.
         ("--judge-cache", None, vec![], 0),
         ("--judge-reasons", Some("sometimes"), judge.clone(), 64),
+        ("--judge-batch", Some("cloud"), judge.clone(), 64),
+        (
+            "--judge-batch-wait",
+            Some("soon"),
+            [judge.as_slice(), &["--judge-batch", "api"]].concat(),
+            64,
+        ),
         // A file that cannot be read (bad definitions: tests/judge_defined.rs).
         (
             "--judge-metrics",

@@ -78,43 +78,16 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     // follows once they are answered.
     let judge = loop {
         let to_do = job.rows_to_do();
-        let loaded = (|| -> Result<_, Error> {
-            let judge = match (&endpoint, to_do > 0) {
-                (Some(endpoint), true) => {
-                    let mut stage = load_judge(settings, endpoint.clone(), job.journal_dir())?;
-                    match &batch {
-                        Some(mode) => stage.use_batches(job.batch_dir(), mode)?,
-                        // Fail loudly before any work when the judge cannot answer.
-                        None => refscore_judge::probe(endpoint)?,
-                    }
-                    Some(stage)
+        let mut judge =
+            match judge_for_pass(settings, endpoint.as_ref(), batch.as_ref(), &job, to_do) {
+                Ok(judge) => judge,
+                Err(e) => {
+                    job.abandon();
+                    return Err(e);
                 }
-                _ => None,
             };
-            if let (Some(_), true, None) = (&model, to_do > 0, &embed) {
-                let mut stage = load_embedding(settings)?;
-                prepare_embedding(
-                    &mut stage,
-                    settings,
-                    &settings.input,
-                    || {
-                        Ok(dataset
-                            .text_column(Role::Reference)?
-                            .expect("reference column is always mapped"))
-                    },
-                    || refscore_job::fit::mismatched_pairs(&dataset, 1000),
-                )?;
-                embed = Some(stage);
-            }
-            Ok(judge)
-        })();
-        let mut judge = match loaded {
-            Ok(judge) => judge,
-            Err(e) => {
-                job.abandon();
-                return Err(e);
-            }
-        };
+        // Before the model loads: a poll that finds batches still running
+        // ends the run at once.
         if let Some(batches) = judge.as_mut().and_then(JudgeStage::batches) {
             let wait = wait_until.map(|t| t.saturating_duration_since(Instant::now()));
             let mut tell = |line: &str| {
@@ -127,6 +100,29 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
                 return Err(Error::temporary(format!(
                     "judge batches still running: {line}; run the same command with --resume to collect"
                 )));
+            }
+        }
+        if let (Some(_), true, None) = (&model, to_do > 0, &embed) {
+            let loaded = load_embedding(settings).and_then(|mut stage| {
+                prepare_embedding(
+                    &mut stage,
+                    settings,
+                    &settings.input,
+                    || {
+                        Ok(dataset
+                            .text_column(Role::Reference)?
+                            .expect("reference column is always mapped"))
+                    },
+                    || refscore_job::fit::mismatched_pairs(&dataset, 1000),
+                )
+                .map(|()| stage)
+            });
+            match loaded {
+                Ok(stage) => embed = Some(stage),
+                Err(e) => {
+                    job.abandon();
+                    return Err(e);
+                }
             }
         }
         if to_do > 0 {
@@ -232,6 +228,28 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         }
     }
     Ok(Outcome::Scored(summary))
+}
+
+/// The judge stage of one pass, when judge metrics are wanted and rows are
+/// left: answering from the run's batches in batch mode, else calling an
+/// endpoint that was just probed (so a wrong URL, key or model fails
+/// before any work).
+fn judge_for_pass(
+    settings: &Settings,
+    endpoint: Option<&Endpoint>,
+    batch: Option<&BatchMode>,
+    job: &Job,
+    to_do: u64,
+) -> Result<Option<JudgeStage>, Error> {
+    let (Some(endpoint), true) = (endpoint, to_do > 0) else {
+        return Ok(None);
+    };
+    let mut stage = load_judge(settings, endpoint.clone(), job.journal_dir())?;
+    match batch {
+        Some(mode) => stage.use_batches(job.batch_dir(), mode)?,
+        None => refscore_judge::probe(endpoint)?,
+    }
+    Ok(Some(stage))
 }
 
 /// `--overwrite` discarding a run that left judge batches open: cancels

@@ -6,7 +6,7 @@
 //! a chosen call, so a test can kill -9 the client there.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -112,37 +112,12 @@ pub fn start(
     BatchServer { url, state }
 }
 
-fn serve(
-    stream: TcpStream,
-    state: &Mutex<State>,
-    answer: &AnswerFn,
-    end: &EndOf,
-) {
+fn serve(stream: TcpStream, state: &Mutex<State>, answer: &AnswerFn, end: &EndOf) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     loop {
-        let mut head = String::new();
-        loop {
-            let mut line = String::new();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            if line == "\r\n" {
-                break;
-            }
-            head.push_str(&line);
-        }
-        let len = head
-            .lines()
-            .find_map(|l| {
-                l.to_ascii_lowercase()
-                    .strip_prefix("content-length:")
-                    .map(|v| v.trim().parse::<usize>().unwrap())
-            })
-            .unwrap_or(0);
-        let mut body = vec![0; len];
-        if reader.read_exact(&mut body).is_err() {
+        let Some((head, body)) = super::judge_server::read_request(&mut reader) else {
             return;
-        }
+        };
         let first = head.lines().next().unwrap_or_default().to_string();
         let mut parts = first.split_whitespace();
         let method = parts.next().unwrap_or_default().to_string();
@@ -324,12 +299,7 @@ fn handle(
 }
 
 /// One poll of batch `k`: validating → in_progress → finalizing → its end.
-fn advance(
-    s: &mut State,
-    k: usize,
-    answer: &AnswerFn,
-    end: &EndOf,
-) {
+fn advance(s: &mut State, k: usize, answer: &AnswerFn, end: &EndOf) {
     let b = &mut s.batches[k];
     b.polls += 1;
     let next: &'static str = match b.status.as_str() {

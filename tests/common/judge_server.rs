@@ -109,6 +109,33 @@ pub fn start(handler: impl Fn(&Request, usize) -> Reply + Send + Sync + 'static)
     Server { url, log }
 }
 
+/// Reads one HTTP/1.1 request from a connection: its head (request line
+/// and headers) and its body. `None` once the client has closed it.
+pub fn read_request(reader: &mut BufReader<TcpStream>) -> Option<(String, Vec<u8>)> {
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        head.push_str(&line);
+    }
+    let len = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse::<usize>().unwrap())
+        })
+        .unwrap_or(0);
+    let mut body = vec![0; len];
+    reader.read_exact(&mut body).ok()?;
+    Some((head, body))
+}
+
 fn serve(
     stream: TcpStream,
     log: &Mutex<Vec<Request>>,
@@ -116,27 +143,9 @@ fn serve(
 ) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     loop {
-        let mut headers = String::new();
-        loop {
-            let mut line = String::new();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            if line == "\r\n" {
-                break;
-            }
-            headers.push_str(&line);
-        }
-        let len = headers
-            .lines()
-            .find_map(|l| {
-                l.to_ascii_lowercase()
-                    .strip_prefix("content-length:")
-                    .map(|v| v.trim().parse::<usize>().unwrap())
-            })
-            .unwrap_or(0);
-        let mut body = vec![0; len];
-        reader.read_exact(&mut body).unwrap();
+        let Some((headers, body)) = read_request(&mut reader) else {
+            return;
+        };
         let req = Request {
             headers,
             body: serde_json::from_slice(&body).unwrap_or(Value::Null),

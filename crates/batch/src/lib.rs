@@ -341,8 +341,9 @@ impl ErrorClass {
                 "I/O error (path missing or unreadable, output directory missing, disk full)"
             }
             ErrorClass::Temporary => {
-                "temporary failure, try again later: the judge is unreachable, or rows still \
-                 lack judge metrics (the output holds everything else; re-run with --resume)"
+                "temporary failure, try again later: the judge is unreachable, rows still \
+                 lack judge metrics (the output holds everything else), or judge batches \
+                 were submitted or are still running (re-run with --resume)"
             }
             ErrorClass::Config => {
                 "bad configuration (ambiguous columns, output exists, output is an input, an \

@@ -9,12 +9,16 @@ latency (the issue's goal: at least 80% of it), and the client's CPU per
 judged row (user + system seconds of the refscore process over judged rows,
 reading and writing included). With --rpm it also checks that
 `--judge-rpm` holds: after the first minute's budget (GCRA lets a whole
-minute's requests go at once), requests arrive at RPM/60 per second.
+minute's requests go at once), requests arrive at RPM/60 per second. With
+--tpm it checks `--judge-tpm` the same way over tokens: the client budgets a
+request before sending it by its estimate (UTF-8 bytes of the system and
+user messages / 4, plus max_tokens), which the server recomputes from each
+body it receives.
 
 Usage (from the repository root, after a release build):
   python scripts/bench_judge_client.py [--bin target/release/refscore]
       [--rows 4096] [--latency 0.2] [--concurrency 64,256] [--batch-size auto,1024]
-      [--rpm 600 --rpm-seconds 20] [--json results.json]
+      [--rpm 600 --rpm-seconds 20] [--tpm 60000 --tpm-seconds 20] [--json results.json]
 Needs pyarrow (the test venv has it). Prints a markdown table.
 """
 
@@ -46,6 +50,7 @@ class Server:
     def __init__(self, latency):
         self.latency = latency
         self.arrivals = []
+        self.estimates = []
         self.open_now = 0
         self.most_open = 0
         self.loop = asyncio.new_event_loop()
@@ -73,9 +78,9 @@ class Server:
                         length = int(value)
                     if name.strip().lower() == b"connection" and value.strip().lower() == b"close":
                         close = True
-                if length:
-                    await reader.readexactly(length)
+                body = await reader.readexactly(length) if length else b""
                 self.arrivals.append(time.monotonic())
+                self.estimates.append(estimate(body))
                 self.open_now += 1
                 self.most_open = max(self.most_open, self.open_now)
                 await asyncio.sleep(self.latency)
@@ -95,7 +100,32 @@ class Server:
 
     def reset(self):
         self.arrivals = []
+        self.estimates = []
         self.most_open = 0
+
+
+def estimate(body):
+    """The tokens refscore's limiter budgets for a request: UTF-8 bytes of
+    its system and user messages over 4, plus max_tokens."""
+    try:
+        b = json.loads(body)
+        messages = b["messages"]
+        size = len(messages[0]["content"].encode()) + len(messages[1]["content"].encode())
+        return size // 4 + int(b["max_tokens"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return 0
+
+
+def budget_check(arrivals, costs, per_minute):
+    """Under GCRA with a minute's burst, by time x after the first request
+    at most per_minute + per_minute/60 * x is spent: the largest amount any
+    arrival was ahead of that."""
+    pairs = sorted(zip(arrivals, costs))
+    t0, spent, excess = pairs[0][0], 0, float("-inf")
+    for x, c in pairs:
+        spent += c
+        excess = max(excess, spent - (per_minute + per_minute / 60 * (x - t0)))
+    return excess, pairs[-1][0] - t0, spent
 
 
 def make_input(path, rows):
@@ -136,6 +166,8 @@ def main():
     ap.add_argument("--batch-size", default="auto,1024")
     ap.add_argument("--rpm", type=int, default=0)
     ap.add_argument("--rpm-seconds", type=float, default=20.0)
+    ap.add_argument("--tpm", type=int, default=0)
+    ap.add_argument("--tpm-seconds", type=float, default=20.0)
     ap.add_argument("--json")
     a = ap.parse_args()
     server = Server(a.latency)
@@ -173,6 +205,24 @@ def main():
             print(f"\n--judge-rpm {a.rpm}: {len(t)} requests over {span:.2f} s (the first {a.rpm} within "
                   f"{t[a.rpm - 1] - t[0]:.2f} s); the budget allows {a.rpm + rate * span:.1f} by the last; "
                   f"most requests ever ahead of the budget: {excess:.2f}")
+        if a.tpm:
+            # Rows enough to outlast the first minute's token burst.
+            probe_rows = 64
+            make_input(inp, probe_rows)
+            run(a.bin, inp, out, server, 4, "auto")
+            per_request = sum(server.estimates) / len(server.estimates)
+            rows = int((a.tpm + a.tpm / 60 * a.tpm_seconds) / per_request)
+            make_input(inp, rows)
+            r = run(a.bin, inp, out, server, 256, 1024, ["--judge-tpm", str(a.tpm)])
+            excess, span, spent = budget_check(server.arrivals, server.estimates, a.tpm)
+            r.update({"tpm": a.tpm, "requests_seen": len(server.arrivals), "span_s": span,
+                      "tokens_estimated": spent, "allowed_by_end": a.tpm + a.tpm / 60 * span,
+                      "largest_excess_tokens": excess, "tokens_per_request": per_request})
+            results.append(r)
+            print(f"\n--judge-tpm {a.tpm}: {len(server.arrivals)} requests of ~{per_request:.0f} estimated "
+                  f"tokens over {span:.2f} s, {spent} tokens in all; the budget allows "
+                  f"{a.tpm + a.tpm / 60 * span:.0f} by the last; most tokens ever ahead of the "
+                  f"budget: {excess:.0f} (negative: always within)")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -143,16 +143,19 @@ pub(crate) fn read_result(line: &str) -> Result<Option<(String, Outcome)>, Strin
     Ok(Some((id, outcome)))
 }
 
-/// Every result line of a file, in order; a line that cannot be read is an
-/// error naming the file and line.
-pub(crate) fn read_results(path: &Path) -> Result<Vec<(String, Outcome)>, Error> {
+/// Hands every result line of a file to `each`, in order, one at a time (a
+/// file may hold 200 MB); a line that cannot be read is an error naming the
+/// file and line.
+pub(crate) fn read_results(
+    path: &Path,
+    mut each: impl FnMut(String, Outcome) -> Result<(), Error>,
+) -> Result<(), Error> {
     let io = |e: std::io::Error| Error::io(format!("{}: {e}", path.display()));
     let reader = BufReader::new(File::open(path).map_err(io)?);
-    let mut out = Vec::new();
     for (k, line) in reader.lines().enumerate() {
         let line = line.map_err(io)?;
         match read_result(&line) {
-            Ok(Some(r)) => out.push(r),
+            Ok(Some((id, outcome))) => each(id, outcome)?,
             Ok(None) => {}
             Err(e) => {
                 return Err(Error::bad_input(format!(
@@ -163,7 +166,7 @@ pub(crate) fn read_results(path: &Path) -> Result<Vec<(String, Outcome)>, Error>
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -260,9 +260,9 @@ impl JudgeBatches {
         let mut seen: HashSet<String> = HashSet::new();
         let (mut answered, mut failed) = (0u64, 0u64);
         for file in results {
-            for (id, outcome) in lines::read_results(file)? {
+            lines::read_results(file, |id, outcome| {
                 if !ours.contains(id.as_str()) {
-                    continue;
+                    return Ok(());
                 }
                 match outcome {
                     Outcome::Answer(body) => {
@@ -275,7 +275,8 @@ impl JudgeBatches {
                     }
                 }
                 seen.insert(id);
-            }
+                Ok(())
+            })?;
         }
         let why = match note {
             Some(n) => format!("{batch} ended {status} without answering it: {n}"),

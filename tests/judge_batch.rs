@@ -178,7 +178,7 @@ fn a_batch_run_gives_the_online_output_through_every_round() {
     let dir = tempfile::tempdir().unwrap();
     let metrics = "meaning_match,similarity,fact_similarity";
     let (expected, online_summary) = online(dir.path(), metrics);
-    let server = batch_server::start(|body, _| Ok(scripted(body)), |_| "completed", None);
+    let server = batch_server::start(|body, _, _| Ok(scripted(body)), |_| "completed", None);
     let (i, o) = (input(dir.path()), dir.path().join("batch.parquet"));
     let base = base_args(i.to_str().unwrap(), o.to_str().unwrap(), metrics);
     let args = api_args(&base, &server.url);
@@ -236,7 +236,7 @@ fn a_batch_run_gives_the_online_output_through_every_round() {
 fn judge_batch_wait_polls_in_the_foreground_to_the_end() {
     let dir = tempfile::tempdir().unwrap();
     let (expected, _) = online(dir.path(), "meaning_match");
-    let server = batch_server::start(|body, _| Ok(scripted(body)), |_| "completed", None);
+    let server = batch_server::start(|body, _, _| Ok(scripted(body)), |_| "completed", None);
     let (i, o) = (input(dir.path()), dir.path().join("batch.parquet"));
     let base = base_args(i.to_str().unwrap(), o.to_str().unwrap(), "meaning_match");
     let mut args = api_args(&base, &server.url);
@@ -250,14 +250,22 @@ fn judge_batch_wait_polls_in_the_foreground_to_the_end() {
 #[test]
 fn expired_failed_and_refused_lines_are_sent_once_more_then_left_partial() {
     let dir = tempfile::tempdir().unwrap();
-    // Batch 1 expires (its second half unanswered); batch 2 completes;
+    // Batch 1 expires with rows 4 to 7 unanswered; batch 2 completes;
     // batches 3 and 4 fail whole. One request fails with a 500 the first
     // time it is run (sent again, then answered); one is refused with a
     // 400 (never sent again).
     let overloaded_once = std::sync::atomic::AtomicBool::new(false);
     let server = batch_server::start(
-        move |body, _| {
+        move |body, _, batch| {
             let user = body["messages"][1]["content"].as_str().unwrap_or("");
+            let row: usize = user
+                .rsplit(' ')
+                .next()
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(0);
+            if batch == 0 && row >= 4 {
+                return Err((0, Value::Null));
+            }
             if user.contains("right answer 2")
                 && !overloaded_once.swap(true, std::sync::atomic::Ordering::SeqCst)
             {
@@ -371,7 +379,8 @@ fn kill_9_at_each_step_of_a_batch_neither_loses_nor_pays_twice() {
         ("GET /v1/files/", 1),
     ];
     for (step, before) in steps {
-        let server = batch_server::start(|body, _| Ok(scripted(body)), |_| "completed", Some(step));
+        let server =
+            batch_server::start(|body, _, _| Ok(scripted(body)), |_| "completed", Some(step));
         let (i, o) = (
             input(dir.path()),
             dir.path().join(format!("k{}.parquet", step.len())),
@@ -463,7 +472,7 @@ fn a_folder_answered_in_vllm_run_batch_format_round_trips() {
 #[test]
 fn overwrite_cancels_the_batches_of_the_run_it_discards() {
     let dir = tempfile::tempdir().unwrap();
-    let server = batch_server::start(|body, _| Ok(scripted(body)), |_| "completed", None);
+    let server = batch_server::start(|body, _, _| Ok(scripted(body)), |_| "completed", None);
     let (i, o) = (input(dir.path()), dir.path().join("batch.parquet"));
     let base = base_args(i.to_str().unwrap(), o.to_str().unwrap(), "meaning_match");
     let args = api_args(&base, &server.url);

@@ -14,12 +14,13 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 /// What a batch's request line gets: a chat completion body, or an HTTP
-/// status and error body (the line goes to the error file).
+/// status and error body (the line goes to the error file); status 0: the
+/// request was not run before the batch expired.
 pub type Answer = Result<Value, (u16, Value)>;
 
-/// Decides a request line's answer from its body and how many times that
-/// request was answered before.
-pub type AnswerFn = dyn Fn(&Value, usize) -> Answer + Send + Sync;
+/// Decides a request line's answer from its body, how many times that
+/// request was answered before, and the batch's number (0, 1, …).
+pub type AnswerFn = dyn Fn(&Value, usize, usize) -> Answer + Send + Sync;
 
 /// How the batch numbered `k` (0, 1, …) ends.
 pub type EndOf = dyn Fn(usize) -> &'static str + Send + Sync;
@@ -85,11 +86,10 @@ impl BatchServer {
     }
 }
 
-/// Starts a server: `answer` decides each request line's answer (with how
-/// many times that request came before), `end` how each batch ends, and
-/// `hang_at` the call to hang at once.
+/// Starts a server: `answer` decides each request line's answer, `end` how
+/// each batch ends, and `hang_at` the call to hang at once.
 pub fn start(
-    answer: impl Fn(&Value, usize) -> Answer + Send + Sync + 'static,
+    answer: impl Fn(&Value, usize, usize) -> Answer + Send + Sync + 'static,
     end: impl Fn(usize) -> &'static str + Send + Sync + 'static,
     hang_at: Option<&str>,
 ) -> BatchServer {
@@ -321,14 +321,10 @@ fn advance(s: &mut State, k: usize, answer: &AnswerFn, end: &EndOf) {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     for (n, line) in lines.iter().enumerate() {
         let id = line["custom_id"].as_str().unwrap_or_default().to_string();
-        // An expired batch answered only its first half.
-        if next == "expired" && n >= lines.len() / 2 {
-            err.push(json!({"id": format!("r{n}"), "custom_id": id, "response": null,
-                "error": {"code": "batch_expired", "message": "This request could not be executed before the completion window expired."}}));
-            continue;
-        }
         let seen = s.paid.get(&id).copied().unwrap_or(0);
-        match answer(&line["body"], seen) {
+        match answer(&line["body"], seen, k) {
+            Err((0, _)) => err.push(json!({"id": format!("r{n}"), "custom_id": id, "response": null,
+                "error": {"code": "batch_expired", "message": "This request could not be executed before the completion window expired."}})),
             Ok(body) => {
                 *s.paid.entry(id.clone()).or_default() += 1;
                 out.push(json!({"id": format!("r{n}"), "custom_id": id,

@@ -431,7 +431,10 @@ impl Job {
     /// reported next time; committed progress is kept for `--resume`.
     pub fn abandon(self) {
         let journal = self.journal_dir();
-        let paid = std::fs::read_dir(&journal).is_ok_and(|mut d| d.next().is_some());
+        let paid = std::fs::read_dir(&journal).is_ok_and(|d| {
+            d.flatten()
+                .any(|e| e.metadata().is_ok_and(|m| m.is_dir() || m.len() > 0))
+        });
         // Request files written may be batches a provider is running.
         let submitted = std::fs::read_dir(self.batch_dir()).is_ok_and(|d| {
             d.flatten()

@@ -9,6 +9,15 @@ use sha2::{Digest, Sha256};
 
 use crate::prompts::hex;
 
+/// Somewhere answers are kept by key: the user's cache folder, or the
+/// run's journal.
+pub(crate) trait Store: Sync {
+    /// The value kept under `key`, if any (unreadable counts as none).
+    fn get(&self, key: &str) -> Option<Value>;
+    /// Keeps `value` under `key`; a failure only costs a future call.
+    fn put(&self, key: &str, value: &Value);
+}
+
 pub(crate) struct DiskCache {
     dir: PathBuf,
 }
@@ -34,24 +43,23 @@ impl DiskCache {
         self.dir.join(&key[..2]).join(format!("{key}.json"))
     }
 
-    pub(crate) fn get(&self, key: &str) -> Option<Value> {
-        let text = std::fs::read_to_string(self.path(key)).ok()?;
-        serde_json::from_str(&text).ok()
-    }
-
-    /// Stores an answer; failures only cost a future call, so they are ignored.
-    pub(crate) fn put(&self, key: &str, value: &Value) {
-        let _ = self.store(key, value);
-    }
-
-    /// Stores an answer, saying why it could not (for answers that cannot
-    /// be asked again at will: a judge batch's).
-    pub(crate) fn store(&self, key: &str, value: &Value) -> Result<(), String> {
+    fn store(&self, key: &str, value: &Value) -> Result<(), String> {
         let path = self.path(key);
         let fail = |e: std::io::Error| format!("{}: {e}", path.display());
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(fail)?;
         }
         refscore_batch::files::write_cache_entry(&path, value.to_string().as_bytes()).map_err(fail)
+    }
+}
+
+impl Store for DiskCache {
+    fn get(&self, key: &str) -> Option<Value> {
+        let text = std::fs::read_to_string(self.path(key)).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    fn put(&self, key: &str, value: &Value) {
+        let _ = self.store(key, value);
     }
 }

@@ -21,6 +21,7 @@ mod cache;
 mod client;
 mod columns;
 mod definition;
+mod keyed_log;
 mod limiter;
 mod metric;
 mod parse;

@@ -12,8 +12,9 @@ use refscore_batch::Error;
 use serde_json::{json, Value};
 
 use super::lines;
-use crate::cache::DiskCache;
+use crate::cache::Store;
 use crate::client::{read_completion, status_failure, Failure, Reply, Usage};
+use crate::keyed_log::KeyedLog;
 
 /// How many batches a request may fail in (expired, a server error, a
 /// rate limit, no line at all) before its rows are left `partial` with the
@@ -23,7 +24,7 @@ pub(crate) const ATTEMPTS: usize = 2;
 /// Answers of collected batches, and this pass's requests that no batch
 /// has answered yet.
 pub struct Answers {
-    store: DiskCache,
+    store: KeyedLog,
     spool_path: PathBuf,
     spool: Mutex<Spool>,
 }
@@ -38,7 +39,7 @@ impl Answers {
     /// Opens the answers kept in `dir` and starts an empty spool there (a
     /// spool left by a killed pass is rebuilt by the pass that redoes it).
     pub(crate) fn open(dir: &Path) -> Result<Answers, Error> {
-        let store = DiskCache::open(dir.join("answers")).map_err(Error::io)?;
+        let store = KeyedLog::open(dir, "answers.jsonl").map_err(Error::io)?;
         let spool_path = dir.join("spool.jsonl");
         let file = File::create(&spool_path)
             .map_err(|e| Error::io(format!("{}: {e}", spool_path.display())))?;

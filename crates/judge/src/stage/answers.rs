@@ -9,7 +9,7 @@ impl JudgeStage {
     /// this endpoint, as recorded in the journal or cache folder.
     pub(super) fn resume_mode(&mut self) {
         let key = mode_key(&self.client);
-        for store in [&self.journal, &self.disk].into_iter().flatten() {
+        for store in self.stores() {
             if let Some(mode) = store
                 .get(&key)
                 .and_then(|v| v["mode"].as_str().map(String::from))
@@ -20,6 +20,13 @@ impl JudgeStage {
         self.recorded_mode = self.client.mode_name().to_string();
     }
 
+    /// The journal and the cache folder, where present, in that order.
+    fn stores(&self) -> impl Iterator<Item = &dyn Store> {
+        let journal = self.journal.as_ref().map(|j| j as &dyn Store);
+        let disk = self.disk.as_ref().map(|d| d as &dyn Store);
+        journal.into_iter().chain(disk)
+    }
+
     /// Records the output mode when it changed during a batch.
     pub(super) fn record_mode(&mut self) {
         let mode = self.client.mode_name();
@@ -27,7 +34,7 @@ impl JudgeStage {
             return;
         }
         let key = mode_key(&self.client);
-        for store in [&self.journal, &self.disk].into_iter().flatten() {
+        for store in self.stores() {
             store.put(&key, &json!({ "mode": mode }));
         }
         self.recorded_mode = mode.to_string();

@@ -20,9 +20,10 @@ use refscore_batch::{Error, RowBatch, ScoreColumns};
 use serde_json::{json, Value};
 
 use crate::batch::{BatchMode, JudgeBatches};
-use crate::cache::DiskCache;
+use crate::cache::{DiskCache, Store};
 use crate::client::{Ask, AskFailure, Client, Reply, Usage};
 use crate::columns::{self, normalised, Decisions, Outcome, Source};
+use crate::keyed_log::KeyedLog;
 use crate::metric::{Answer, Asking, JudgeMetric, JudgeMetrics};
 use crate::parse::{self, extract_object, snippet};
 use crate::probs::{expected_score, value_token, verdict_p, verdict_word};
@@ -97,7 +98,7 @@ pub struct JudgeStage {
     /// The run's judge metrics, in output order.
     metrics: Vec<&'static JudgeMetric>,
     disk: Option<DiskCache>,
-    journal: Option<DiskCache>,
+    journal: Option<KeyedLog>,
     /// Facts of answers already extracted, by the hash of the answer.
     facts: LruCache<String, Arc<Vec<String>>>,
     report: JudgeReport,
@@ -116,6 +117,9 @@ pub struct JudgeStage {
     /// calls.
     batches: Option<JudgeBatches>,
 }
+
+/// The journal's file in its folder.
+const JOURNAL: &str = "answers.jsonl";
 
 /// A parsed reply, what it cost and the output mode that produced it.
 type JobResult = Result<(Value, Usage, &'static str), AskFailure>;
@@ -166,7 +170,7 @@ impl JudgeStage {
     /// before the cache. (A setter rather than a [`JudgeOptions`] field so
     /// that code building the options with a struct literal keeps working.)
     pub fn set_journal_dir(&mut self, dir: PathBuf) -> Result<(), Error> {
-        self.journal = Some(DiskCache::open(dir).map_err(Error::io)?);
+        self.journal = Some(KeyedLog::open(&dir, JOURNAL).map_err(Error::io)?);
         self.resume_mode();
         Ok(())
     }

@@ -129,16 +129,28 @@ pub(crate) fn read_result(line: &str) -> Result<Option<(String, Outcome)>, Strin
     let id = v["custom_id"].as_str().ok_or("no custom_id")?.to_string();
     let response = &v["response"];
     let status = response["status_code"].as_u64().map(|s| s as u16);
-    let error = &v["error"];
-    let outcome = match status {
-        Some(200) if response["body"].is_object() => Outcome::Answer(response["body"].clone()),
-        Some(code) => Outcome::Failed(Some(code), response["body"].to_string()),
-        None if !error.is_null() => {
-            let code = error["code"].as_str().unwrap_or("error");
-            let message = error["message"].as_str().unwrap_or("");
-            Outcome::Failed(None, format!("{code}: {message}"))
+    // OpenAI puts a failed request's error in the response body; vLLM
+    // leaves the body empty and says why in `error` (an object or a text).
+    let error = match &v["error"] {
+        Value::Null => None,
+        Value::String(text) => Some(text.clone()),
+        e => Some(format!(
+            "{}: {}",
+            e["code"].as_str().unwrap_or("error"),
+            e["message"].as_str().unwrap_or("")
+        )),
+    };
+    let outcome = match (status, error) {
+        (Some(200), _) if response["body"].is_object() => Outcome::Answer(response["body"].clone()),
+        (Some(code), error) if response["body"].is_null() => Outcome::Failed(
+            Some(code),
+            error.unwrap_or_else(|| "no response body".into()),
+        ),
+        (Some(code), _) => Outcome::Failed(Some(code), response["body"].to_string()),
+        (None, Some(error)) => Outcome::Failed(None, error),
+        (None, None) => {
+            Outcome::Failed(None, "a result line with neither response nor error".into())
         }
-        None => Outcome::Failed(None, "a result line with neither response nor error".into()),
     };
     Ok(Some((id, outcome)))
 }
@@ -228,6 +240,15 @@ mod tests {
             Some((
                 "c".into(),
                 Outcome::Failed(None, "batch_expired: not done in time".into())
+            ))
+        );
+        // vLLM's error lines: no body, the reason in `error`.
+        let vllm = r#"{"id":"v","custom_id":"d","response":{"status_code":400,"request_id":"q","body":null},"error":"max_tokens is too large"}"#;
+        assert_eq!(
+            read_result(vllm).unwrap(),
+            Some((
+                "d".into(),
+                Outcome::Failed(Some(400), "max_tokens is too large".into())
             ))
         );
         assert_eq!(read_result("  ").unwrap(), None);

@@ -498,58 +498,29 @@ fn judge_batch_flags_are_checked_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();
     let (i, o) = (input(dir.path()), dir.path().join("x.parquet"));
     let base = base_args(i.to_str().unwrap(), o.to_str().unwrap(), "meaning_match");
-    let with = |extra: &[&str]| {
+    // `extra` after a judge URL where nothing listens (or none, `url` false).
+    let with = |url: bool, extra: &[&str]| {
         let mut a = base.clone();
+        if url {
+            a.extend(["--judge-url", "http://127.0.0.1:9/v1"]);
+        }
         a.extend(extra);
         refscore(&a)
     };
-    let e = fails(
-        &with(&[
-            "--judge-url",
-            "http://127.0.0.1:9/v1",
-            "--judge-batch",
-            "cloud",
-        ]),
-        64,
-    );
+    let e = fails(&with(true, &["--judge-batch", "cloud"]), 64);
     assert!(
         e.contains("--judge-batch") && e.contains("api or dir:PATH"),
         "{e}"
     );
-    let e = fails(&with(&["--judge-batch", "api"]), 78);
+    let e = fails(&with(false, &["--judge-batch", "api"]), 78);
     assert!(e.contains("--judge-url"), "{e}");
-    let e = fails(
-        &with(&[
-            "--judge-url",
-            "http://127.0.0.1:9/v1",
-            "--judge-batch-wait",
-            "5m",
-        ]),
-        78,
-    );
+    let e = fails(&with(true, &["--judge-batch-wait", "5m"]), 78);
     assert!(e.contains("--judge-batch-wait needs --judge-batch"), "{e}");
-    let e = fails(
-        &with(&[
-            "--judge-url",
-            "http://127.0.0.1:9/v1",
-            "--judge-batch",
-            "api",
-            "--judge-batch-wait",
-            "soon",
-        ]),
-        64,
-    );
+    let wait = ["--judge-batch", "api", "--judge-batch-wait", "soon"];
+    let e = fails(&with(true, &wait), 64);
     assert!(e.contains("--judge-batch-wait"), "{e}");
     assert!(!o.exists());
     // The Batch API unreachable: a temporary failure, nothing lost.
-    let e = fails(
-        &with(&[
-            "--judge-url",
-            "http://127.0.0.1:9/v1",
-            "--judge-batch",
-            "api",
-        ]),
-        75,
-    );
+    let e = fails(&with(true, &["--judge-batch", "api"]), 75);
     assert!(e.contains("Batch API") && e.contains("127.0.0.1:9"), "{e}");
 }

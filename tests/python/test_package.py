@@ -78,6 +78,21 @@ def test_bad_column_raises_the_cli_message(tmp_path):
     assert e.value.exit_code == 64 and "unknown metric 'no_such_metric'" in str(e.value)
 
 
+def test_judge_batches_are_for_jobs_over_files(tmp_path):
+    """Judge batches resume hours later: Scorer refuses them; score_parquet
+    submits (here, request files for another machine) and raises exit 75."""
+    box = tmp_path / "box"
+    with pytest.raises(refscore.RefscoreError) as e:
+        refscore.Scorer(metrics=["meaning_match"], judge_batch=f"dir:{box}")
+    assert e.value.exit_code == 64 and "score_parquet" in str(e.value)
+    with pytest.raises(refscore.RefscoreError) as e:
+        refscore.score_parquet(EXAMPLE, tmp_path / "out.parquet", metrics=["meaning_match"],
+                               judge_batch=f"dir:{box}", quiet=True)
+    assert e.value.exit_code == 75 and "requests-001.jsonl" in str(e.value)
+    assert (box / "requests-001.jsonl").stat().st_size > 0
+    assert not (tmp_path / "out.parquet").exists()
+
+
 def test_exit_code_constants_are_the_clis():
     """The package's constants come from the Rust table the CLI's --help is
     made from: the same codes, and the ones raised are among them."""

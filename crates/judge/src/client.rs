@@ -442,11 +442,12 @@ impl Client {
             let estimate = u32::try_from((ask.template.system.len() + text_len) / 4)
                 .unwrap_or(u32::MAX)
                 .saturating_add(ask.max_tokens);
-            if self.batch.is_none() {
-                self.limiter.acquire(estimate);
+            self.limiter.acquire(estimate);
+            let sent = self.send(&body);
+            if !matches!(sent, Err(Failure::Deferred)) {
+                self.counters.calls.fetch_add(1, Ordering::Relaxed);
             }
-            self.counters.calls.fetch_add(1, Ordering::Relaxed);
-            let outcome = self.send(&body).and_then(|(reply, usage)| {
+            let outcome = sent.and_then(|(reply, usage)| {
                 if logprobs {
                     let counter = if reply.tokens.is_some() {
                         &self.counters.with_logprobs
@@ -504,8 +505,6 @@ impl Client {
                     break;
                 }
                 Err(Failure::Deferred) => {
-                    // Not a call: the request waits for the next batch.
-                    self.counters.calls.fetch_sub(1, Ordering::Relaxed);
                     return Err(AskFailure {
                         message: "waiting for a judge batch".into(),
                         transient: true,
@@ -514,9 +513,7 @@ impl Client {
                 Err(Failure::Retry(e, wait, endpoint_failed)) => {
                     last = e;
                     transient = endpoint_failed;
-                    // A batch answer is the same answer every time: asking
-                    // again cannot change it.
-                    if attempt >= self.endpoint.retries || self.batch.is_some() {
+                    if attempt >= self.endpoint.retries {
                         break;
                     }
                     attempt += 1;
@@ -657,25 +654,34 @@ impl Client {
     }
 
     /// Sends requests to a judge batch instead of the endpoint: answers come
-    /// from `answers`, and a request it lacks is set aside there.
+    /// from `answers`, and a request it lacks is set aside there. Nothing is
+    /// paced (looking up an answer is no call) and nothing is retried (a
+    /// batch's answer is the same every time it is read).
     pub(crate) fn use_batch(&mut self, answers: std::sync::Arc<crate::batch::Answers>) {
         self.batch = Some(answers);
+        self.limiter = Limiter::new(None, None);
+        self.endpoint.retries = 0;
     }
 }
 
-/// Reads a chat completion's text: the message, its tokens' probabilities
-/// where sent, and the usage. Online replies and batch result lines go
-/// through this one reader.
-pub(crate) fn read_completion(text: &str) -> Result<(Reply, Usage), Failure> {
+/// Reads a chat completion's text (see [`completion_of`]).
+fn read_completion(text: &str) -> Result<(Reply, Usage), Failure> {
     let v: Value = serde_json::from_str(text).map_err(|_| {
         Failure::Retry(format!("reply is not JSON: {}", snippet(text)), None, false)
     })?;
+    completion_of(&v)
+}
+
+/// Reads a chat completion: the message, its tokens' probabilities where
+/// sent, and the usage. Online replies and batch result lines go through
+/// this one reader.
+pub(crate) fn completion_of(v: &Value) -> Result<(Reply, Usage), Failure> {
     let content = v
         .pointer("/choices/0/message/content")
         .and_then(Value::as_str)
         .ok_or_else(|| {
             Failure::Retry(
-                format!("reply has no message content: {}", snippet(text)),
+                format!("reply has no message content: {}", snippet(&v.to_string())),
                 None,
                 false,
             )

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use super::lines;
 use crate::cache::Store;
-use crate::client::{read_completion, status_failure, Failure, Reply, Usage};
+use crate::client::{completion_of, status_failure, Failure, Reply, Usage};
 use crate::keyed_log::KeyedLog;
 
 /// How many batches a request may fail in (expired, a server error, a
@@ -61,7 +61,7 @@ impl Answers {
             return self.defer(id, body);
         };
         if let Some(response) = entry.get("response") {
-            return read_completion(&response.to_string());
+            return completion_of(response);
         }
         let failed = &entry["failed"];
         let message = failed["message"]

@@ -25,7 +25,21 @@ pub fn write_cache_entry(path: &Path, bytes: &[u8]) -> io::Result<()> {
     write_whole(path, bytes, false)
 }
 
+/// Like [`write_atomically`], from a reader (a download, a copy of a large
+/// file) streamed to the temporary file, never held in memory whole.
+pub fn copy_atomically(from: &mut impl io::Read, path: &Path) -> io::Result<()> {
+    write_whole_with(path, true, |f| io::copy(from, f).map(|_| ()))
+}
+
 fn write_whole(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
+    write_whole_with(path, durable, |f| f.write_all(bytes))
+}
+
+fn write_whole_with(
+    path: &Path,
+    durable: bool,
+    fill: impl FnOnce(&mut std::fs::File) -> io::Result<()>,
+) -> io::Result<()> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -38,7 +52,7 @@ fn write_whole(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
         .prefix(&format!(".{name}."))
         .suffix(".partial")
         .tempfile_in(dir)?;
-    temp.write_all(bytes)?;
+    fill(temp.as_file_mut())?;
     if durable {
         temp.as_file().sync_all()?;
     }
@@ -64,6 +78,23 @@ mod tests {
         assert_eq!(names.len(), 1, "only the target remains");
         let missing = dir.path().join("no-such-dir").join("x");
         assert!(write_atomically(&missing, b"x").is_err());
+        // From a reader that fails half way: the old file stays whole.
+        let mut cut = std::io::Read::chain(&b"third"[..], FailingReader);
+        assert!(copy_atomically(&mut cut, &path).is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), b"second");
+        copy_atomically(&mut &b"third"[..], &path).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"third");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "only the target remains");
+    }
+
+    /// A reader whose transfer breaks (a download cut short).
+    struct FailingReader;
+
+    impl std::io::Read for FailingReader {
+        fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::other("connection reset"))
+        }
     }
 
     #[cfg(unix)]

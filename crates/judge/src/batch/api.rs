@@ -152,10 +152,15 @@ impl Api {
             .send(body)
             .map_err(Box::new)
         })?;
-        let v = self.json(resp, "uploading a request file")?;
+        self.id_in(resp, "uploading a request file")
+    }
+
+    /// The `id` of what a call created (a file, a batch).
+    fn id_in(&self, resp: ureq::Response, what: &str) -> Result<String, Error> {
+        let v = self.json(resp, what)?;
         v["id"].as_str().map(String::from).ok_or_else(|| {
             Error::temporary(format!(
-                "the judge's Batch API: the upload's answer has no file id: {}",
+                "the judge's Batch API: {what}: the answer has no id: {}",
                 snippet(&v.to_string())
             ))
         })
@@ -174,13 +179,7 @@ impl Api {
         let resp = self.call("POST", &url, 1, |req| {
             req.send_json(body.clone()).map_err(Box::new)
         })?;
-        let v = self.json(resp, "creating a batch")?;
-        v["id"].as_str().map(String::from).ok_or_else(|| {
-            Error::temporary(format!(
-                "the judge's Batch API: the new batch has no id: {}",
-                snippet(&v.to_string())
-            ))
-        })
+        self.id_in(resp, "creating a batch")
     }
 
     /// The batch this run created for a request file, looked up by its
@@ -220,18 +219,13 @@ impl Api {
     fn download(&self, file_id: &str, to: &Path) -> Result<(), Error> {
         let url = self.url(&["files", file_id, "content"])?;
         let resp = self.call("GET", &url, ATTEMPTS, |r| r.call().map_err(Box::new))?;
-        let dir = to.parent().unwrap_or(Path::new("."));
-        let io = |e: std::io::Error| Error::io(format!("{}: {e}", to.display()));
-        let mut temp = tempfile::Builder::new()
-            .prefix(".download.")
-            .tempfile_in(dir)
-            .map_err(io)?;
-        std::io::copy(&mut resp.into_reader(), &mut temp).map_err(|e| {
-            Error::temporary(format!("the judge's Batch API: downloading {file_id}: {e}"))
-        })?;
-        temp.as_file().sync_all().map_err(io)?;
-        temp.persist(to).map_err(|e| io(e.error))?;
-        Ok(())
+        // A transfer cut short is worth trying again later.
+        refscore_batch::files::copy_atomically(&mut resp.into_reader(), to).map_err(|e| {
+            Error::temporary(format!(
+                "the judge's Batch API: downloading {file_id} to {}: {e}",
+                to.display()
+            ))
+        })
     }
 }
 

@@ -57,9 +57,9 @@ impl Provider for Folder {
             }
         };
         let to = self.path.join(&name);
-        let bytes =
-            std::fs::read(path).map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
-        refscore_batch::files::write_atomically(&to, &bytes)
+        let mut from =
+            std::fs::File::open(path).map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
+        refscore_batch::files::copy_atomically(&mut from, &to)
             .map_err(|e| Error::io(format!("{}: {e}", to.display())))?;
         ledger.record(chunk.number, "created", json!({"batch_id": name}))?;
         Ok(name)

@@ -20,9 +20,8 @@ pub(crate) struct Chunk {
     /// The file in the run folder.
     pub name: String,
     pub lines: u64,
-    pub sha256: String,
-    /// An upload was begun; and its file, once it answered.
-    pub uploading: bool,
+    /// The uploaded file, once the upload answered (an upload begun is
+    /// recorded too, but one cut short is simply made again).
     pub file_id: Option<String>,
     /// A batch creation was begun (the provider may have made it without
     /// our hearing), from what (the uploaded file, the file written for
@@ -117,9 +116,7 @@ impl Ledger {
             "written" => {
                 c.name = text("name").unwrap_or_default();
                 c.lines = e["lines"].as_u64().unwrap_or(0);
-                c.sha256 = text("sha256").unwrap_or_default();
             }
-            "upload" => c.uploading = true,
             "uploaded" => c.file_id = text("file_id"),
             "create" => {
                 c.creating = true;
@@ -180,7 +177,7 @@ mod tests {
         l.record(
             1,
             "written",
-            json!({"name": "requests-001.jsonl", "lines": 3, "sha256": "ab"}),
+            json!({"name": "requests-001.jsonl", "lines": 3}),
         )
         .unwrap();
         l.record(1, "upload", json!({})).unwrap();

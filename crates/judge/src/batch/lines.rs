@@ -8,9 +8,6 @@ use std::path::{Path, PathBuf};
 
 use refscore_batch::Error;
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
-
-use crate::prompts::hex;
 
 /// The endpoint every request line and batch names.
 pub(crate) const ENDPOINT: &str = "/v1/chat/completions";
@@ -31,7 +28,6 @@ pub(crate) struct Written {
     pub path: PathBuf,
     pub lines: u64,
     pub bytes: u64,
-    pub sha256: String,
 }
 
 /// Splits the spool into request files of at most `max_lines` lines and
@@ -46,7 +42,7 @@ pub(crate) fn split(
     let io = |p: &Path, e: std::io::Error| Error::io(format!("{}: {e}", p.display()));
     let reader = BufReader::new(File::open(spool).map_err(|e| io(spool, e))?);
     let mut out: Vec<Written> = Vec::new();
-    let mut current: Option<(BufWriter<File>, Written, Sha256)> = None;
+    let mut current: Option<(BufWriter<File>, Written)> = None;
     for line in reader.lines() {
         let line = line.map_err(|e| io(spool, e))?;
         let len = line.len() as u64 + 1;
@@ -57,11 +53,11 @@ pub(crate) fn split(
         }
         let full = current
             .as_ref()
-            .is_some_and(|(_, w, _)| w.lines as usize >= max_lines || w.bytes + len > max_bytes);
+            .is_some_and(|(_, w)| w.lines as usize >= max_lines || w.bytes + len > max_bytes);
         if full {
             out.push(finish(current.take().expect("open"))?);
         }
-        let (file, w, hash) = match current.as_mut() {
+        let (file, w) = match current.as_mut() {
             Some(c) => c,
             None => {
                 let path = dir.join(name(out.len()));
@@ -70,14 +66,11 @@ pub(crate) fn split(
                     path,
                     lines: 0,
                     bytes: 0,
-                    sha256: String::new(),
                 };
-                current.insert((BufWriter::new(file), w, Sha256::new()))
+                current.insert((BufWriter::new(file), w))
             }
         };
         writeln!(file, "{line}").map_err(|e| io(&w.path, e))?;
-        hash.update(line.as_bytes());
-        hash.update(b"\n");
         w.lines += 1;
         w.bytes += len;
     }
@@ -87,11 +80,10 @@ pub(crate) fn split(
     Ok(out)
 }
 
-fn finish((file, mut w, hash): (BufWriter<File>, Written, Sha256)) -> Result<Written, Error> {
+fn finish((file, w): (BufWriter<File>, Written)) -> Result<Written, Error> {
     let io = |e: std::io::Error| Error::io(format!("{}: {e}", w.path.display()));
     let file = file.into_inner().map_err(|e| io(e.into_error()))?;
     file.sync_all().map_err(io)?;
-    w.sha256 = hex(&hash.finalize());
     Ok(w)
 }
 

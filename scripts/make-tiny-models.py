@@ -113,29 +113,25 @@ def main() -> int:
                  intermediate_size=64, max_position_embeddings=MAX_LEN + 2,
                  hidden_act="gelu", layer_norm_eps=1e-5, initializer_range=0.2)
 
-    # RoBERTa, byte-level BPE.
-    tok = bpe()
-    torch.manual_seed(SEED)
-    model = RobertaModel(RobertaConfig(vocab_size=tok.get_vocab_size(), type_vocab_size=1,
-                                       pad_token_id=1, bos_token_id=0, eos_token_id=2, **small),
-                         add_pooling_layer=False)
-    path = os.path.join(OUT, "roberta-tokenizer.json")
-    tok.save(path)
-    save("tiny-roberta", model.eval(),
-         RobertaTokenizer(tokenizer_file=path, model_max_length=MAX_LEN), "mean")
-    os.remove(path)
+    def roberta_like(name, tok, seed, model_class, config_class, tokenizer_class):
+        """A RoBERTa-shaped model (one token type, positions after pad id 1)
+        with `tok`, mean pooling."""
+        torch.manual_seed(seed)
+        config = config_class(vocab_size=tok.get_vocab_size(), type_vocab_size=1,
+                              pad_token_id=1, bos_token_id=0, eos_token_id=2, **small)
+        model = model_class(config, add_pooling_layer=False)
+        path = os.path.join(OUT, f"{name}-tokenizer.json")
+        tok.save(path)
+        save(name, model.eval(), tokenizer_class(tokenizer_file=path, model_max_length=MAX_LEN),
+             "mean")
+        os.remove(path)
 
+    # RoBERTa, byte-level BPE.
+    roberta_like("tiny-roberta", bpe(), SEED, RobertaModel, RobertaConfig, RobertaTokenizer)
     # XLM-RoBERTa, Unigram.
-    tok = unigram(["<s>", "<pad>", "</s>", "<unk>", "<mask>"], "<s>", "</s>")
-    torch.manual_seed(SEED + 1)
-    model = XLMRobertaModel(XLMRobertaConfig(vocab_size=tok.get_vocab_size(), type_vocab_size=1,
-                                             pad_token_id=1, bos_token_id=0, eos_token_id=2,
-                                             **small), add_pooling_layer=False)
-    path = os.path.join(OUT, "xlmr-tokenizer.json")
-    tok.save(path)
-    save("tiny-xlm-roberta", model.eval(),
-         XLMRobertaTokenizer(tokenizer_file=path, model_max_length=MAX_LEN), "mean")
-    os.remove(path)
+    roberta_like("tiny-xlm-roberta",
+                 unigram(["<s>", "<pad>", "</s>", "<unk>", "<mask>"], "<s>", "</s>"),
+                 SEED + 1, XLMRobertaModel, XLMRobertaConfig, XLMRobertaTokenizer)
 
     # BERT body, Unigram tokenizer, CLS pooling.
     tok = unigram(["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"], "[CLS]", "[SEP]")

@@ -15,7 +15,11 @@ pub fn read_baseline(path: &Path, layer: usize) -> Result<Baseline, Error> {
     let shown = path.display();
     let text = std::fs::read_to_string(path)
         .map_err(|e| Error::config(format!("--rescale-baseline {shown}: {e}")))?;
+    // A UTF-8 byte order mark (spreadsheets write one) is not part of the
+    // first column's name.
     let mut lines = text
+        .strip_prefix('\u{feff}')
+        .unwrap_or(&text)
         .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty());

@@ -55,6 +55,10 @@ impl Embedded {
                 .collect::<Vec<f32>>()
         };
         match pooling {
+            // A text with no token at all (a tokenizer that adds no special
+            // tokens, given an empty text) has no direction: the zero
+            // vector, whose cosine with anything is 0.
+            _ if len == 0 => {}
             Pooling::Cls => pooled.copy_from_slice(&states[..hidden]),
             Pooling::Mean => pooled = weighted(&|_| 1.0),
             Pooling::WeightedMean => pooled = weighted(&|k| (k + 1) as f64),
@@ -335,6 +339,27 @@ mod tests {
         let [p, _, _] = bertscore(&c, &r, &w, &w, h);
         assert!((p + 1.0).abs() < 1e-6, "raw BERTScore may be negative: {p}");
         assert_eq!(cosine(&c, &r), 0.0, "cosine clamps negatives to 0");
+    }
+
+    #[test]
+    fn a_text_without_tokens_pools_to_zero_in_every_mode() {
+        for pooling in [
+            Pooling::Cls,
+            Pooling::Mean,
+            Pooling::Max,
+            Pooling::WeightedMean,
+            Pooling::LastToken,
+        ] {
+            let e = Embedded::from_states(
+                Vec::new(),
+                Vec::new(),
+                None,
+                2,
+                pooling,
+                PromptSpan::default(),
+            );
+            assert_eq!(e.pooled, vec![0.0, 0.0], "{pooling:?}");
+        }
     }
 
     #[test]

@@ -106,6 +106,91 @@ struct Module {
     path: String,
 }
 
+/// What `modules.json` asks for after the transformer: where the pooling
+/// settings are, and whether the vector is normalised.
+struct Modules {
+    pooling_dir: PathBuf,
+    normalize: bool,
+}
+
+/// Reads `modules.json` (when present) as sentence-transformers would run
+/// it, module by module. refscore applies a Transformer (the folder
+/// itself), then a Pooling, then optionally Normalize; any other module
+/// would change the embedding, so a folder listing one is refused by name
+/// rather than scored without it, and a module whose folder is missing is
+/// refused as sentence-transformers refuses it. Without `modules.json`:
+/// `1_Pooling` if present, else mean pooling.
+fn read_modules(dir: &Path) -> Result<Modules, Error> {
+    let path = dir.join("modules.json");
+    if !path.is_file() {
+        return Ok(Modules {
+            pooling_dir: dir.join("1_Pooling"),
+            normalize: false,
+        });
+    }
+    let modules: Vec<Module> = read_json(&path)?;
+    let refuse = |k: usize, m: &Module, why: &str| {
+        Error::config(format!(
+            "{}: module {k} ({}, path '{}'): {why}",
+            path.display(),
+            m.kind,
+            m.path
+        ))
+    };
+    // The class name without its Python module path
+    // (`sentence_transformers.models.Pooling` → `Pooling`).
+    let class = |m: &Module| m.kind.rsplit('.').next().unwrap_or("").to_string();
+    let mut pooling_dir = None;
+    let mut normalize = false;
+    for (k, m) in modules.iter().enumerate() {
+        match (k, class(m).as_str()) {
+            (0, "Transformer") if m.path.is_empty() || m.path == "." => {}
+            (0, "Transformer") => return Err(refuse(
+                k,
+                m,
+                "refscore reads the transformer from the model folder itself, not from a subfolder",
+            )),
+            (0, _) => {
+                return Err(refuse(
+                    k,
+                    m,
+                    "the first module must be the Transformer that refscore runs",
+                ))
+            }
+            (_, "Pooling") if pooling_dir.is_none() && !normalize => {
+                let pd = dir.join(&m.path);
+                if !pd.join("config.json").is_file() {
+                    return Err(refuse(
+                        k,
+                        m,
+                        &format!("{} is missing", pd.join("config.json").display()),
+                    ));
+                }
+                pooling_dir = Some(pd);
+            }
+            (_, "Normalize") if pooling_dir.is_some() && !normalize => normalize = true,
+            _ => {
+                return Err(refuse(
+                    k,
+                    m,
+                    "refscore applies Transformer, Pooling and Normalize modules, in that order, \
+                     and does not score a folder without every module it lists",
+                ))
+            }
+        }
+    }
+    let Some(pooling_dir) = pooling_dir else {
+        return Err(Error::config(format!(
+            "{}: no Pooling module: the folder gives no sentence embedding",
+            path.display()
+        )));
+    };
+    Ok(Modules {
+        pooling_dir,
+        normalize,
+    })
+}
+
 #[derive(Deserialize)]
 struct PoolingConfig {
     #[serde(default)]
@@ -301,16 +386,8 @@ pub fn read_settings(dir: &Path) -> Result<ModelFiles, Error> {
                 head.model_type.as_deref(),
                 head.pad_token_id,
             ));
-    let modules: Vec<Module> = if dir.join("modules.json").is_file() {
-        read_json(&dir.join("modules.json"))?
-    } else {
-        Vec::new()
-    };
-    let pooling_dir = modules
-        .iter()
-        .find(|m| m.kind.ends_with("Pooling"))
-        .map(|m| dir.join(&m.path))
-        .unwrap_or_else(|| dir.join("1_Pooling"));
+    let modules = read_modules(dir)?;
+    let pooling_dir = modules.pooling_dir;
     let (pooling, include_prompt) = if pooling_dir.join("config.json").is_file() {
         let path = pooling_dir.join("config.json");
         let p: PoolingConfig = read_json(&path)?;
@@ -366,18 +443,28 @@ pub fn read_settings(dir: &Path) -> Result<ModelFiles, Error> {
         let n = v.get("model_max_length")?.as_f64()?;
         (n >= 1.0).then(|| n.min(usize::MAX as f64) as usize)
     };
-    let max_seq_length = sbert
-        .as_ref()
-        .and_then(|s| s.max_seq_length)
-        .or_else(tokenizer_limit)
-        .unwrap_or(max_positions)
-        .min(max_positions);
+    let (max_seq_length, limit_from) = match sbert.as_ref().and_then(|s| s.max_seq_length) {
+        Some(n) => (n, "sentence_bert_config.json"),
+        None => match tokenizer_limit() {
+            Some(n) => (n, "tokenizer_config.json"),
+            None => (max_positions, "config.json"),
+        },
+    };
+    // Below 2 no word-piece fits beside [CLS] and [SEP]; the tokenizer
+    // would then truncate nothing at all while the summary said it did.
+    if max_seq_length < 2 {
+        return Err(Error::config(format!(
+            "{}: max_seq_length {max_seq_length}: at least 2 word-pieces are needed (the special tokens and one piece)",
+            dir.join(limit_from).display()
+        )));
+    }
+    let max_seq_length = max_seq_length.min(max_positions);
     let st: StConfig = if dir.join("config_sentence_transformers.json").is_file() {
         read_json(&dir.join("config_sentence_transformers.json"))?
     } else {
         StConfig::default()
     };
-    let normalize = modules.iter().any(|m| m.kind.ends_with("Normalize"));
+    let normalize = modules.normalize;
     Ok(ModelFiles {
         dir: dir.to_path_buf(),
         pooling,

@@ -242,6 +242,28 @@ fn probability(v: &Value, name: &str) -> Option<f32> {
         .map(|p| p.clamp(0.0, 1.0) as f32)
 }
 
+/// A rubric's reply reduced to what refscore reads from it: its value
+/// under the key the prompt asks for (found under any accepted spelling)
+/// and its reason likewise (null when none). Everything else the judge
+/// wrote is dropped, so no field of a reply, or of an injection inside the
+/// judged output, can pose as a probability or an expectation: those are
+/// added by refscore from the token probabilities alone.
+pub(crate) fn rubric_answer(
+    v: &Value,
+    keys: &[&str],
+    reason_keys: &[&str],
+) -> Result<Value, String> {
+    let key = keys[0];
+    let value = field(v, keys).ok_or_else(|| format!("reply has no \"{key}\" field"))?;
+    let mut out = serde_json::Map::new();
+    out.insert(key.to_string(), value.clone());
+    out.insert(
+        reason_keys[0].to_string(),
+        field(v, reason_keys).cloned().unwrap_or(Value::Null),
+    );
+    Ok(Value::Object(out))
+}
+
 /// A verdict answer: the sampled verdict, P(true) where the server gave
 /// probabilities, and the reason where one was asked for.
 #[derive(Debug, Clone, PartialEq)]
@@ -377,6 +399,20 @@ mod tests {
 
     fn score_of(v: &Value) -> Result<ScoreAnswer, String> {
         score(v, &["score"], &["rationale", "reason"], (0, 10))
+    }
+
+    #[test]
+    fn a_rubric_answer_keeps_only_its_value_and_reason() {
+        let v = json!({"ok": false, "p_true": 0.99, "expected": 10, "why": "x"});
+        let a = rubric_answer(&v, &["verdict", "ok"], &["reason", "why"]).unwrap();
+        assert_eq!(a, json!({"verdict": false, "reason": "x"}));
+        assert!(verdict(&a, &["verdict"], &["reason"])
+            .unwrap()
+            .p_true
+            .is_none());
+        let a = rubric_answer(&json!({"score": 5}), &["score"], &["rationale", "reason"]).unwrap();
+        assert_eq!(a, json!({"score": 5, "rationale": null}));
+        assert!(rubric_answer(&json!({"p_true": 1}), &["verdict"], &["reason"]).is_err());
     }
 
     #[test]

@@ -95,18 +95,27 @@ pub(crate) fn expected_score(tokens: &[Token], at: usize, scale: (u8, u8)) -> Op
     } else {
         0.0
     };
+    // On a scale reaching 10 a listed "1" splits: its share that starts
+    // "10" counts as 10, the rest as 1 where 1 is on the scale (on [5,10]
+    // it is off the scale and that share is left out, as any off-scale
+    // number is).
+    let one_is_score = (min..=max).contains(&1);
     let (mut weighted, mut mass) = (0.0, 0.0);
     for (text, logprob) in &first.alternatives {
+        let p = logprob.exp();
+        if max == 10 && trimmed(text) == "1" {
+            weighted += p * p_ten_given_one * 10.0;
+            mass += p * p_ten_given_one;
+            if one_is_score {
+                weighted += p * (1.0 - p_ten_given_one);
+                mass += p * (1.0 - p_ten_given_one);
+            }
+            continue;
+        }
         let Some(score) = score_word(text, scale) else {
             continue;
         };
-        let p = logprob.exp();
-        let value = if trimmed(text) == "1" {
-            10.0 * p_ten_given_one + (1.0 - p_ten_given_one)
-        } else {
-            f64::from(score)
-        };
-        weighted += p * value;
+        weighted += p * f64::from(score);
         mass += p;
     }
     (mass > 0.0).then(|| (weighted / mass).clamp(f64::from(min), f64::from(max)))
@@ -190,6 +199,30 @@ mod tests {
         // Generated 2: a listed "1" is 1.
         let t = [token("2", &[("2", 0.5), ("1", 0.5)])];
         assert!((expected_score(&t, 0, (0, 10)).unwrap() - 1.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_split_ten_counts_on_a_scale_that_starts_above_one() {
+        // [5,10]: "1","0" with 0.8 on "1" and 0.2 on "9", then a sure "0":
+        // the "1" is the start of 10, so 0.8 * 10 + 0.2 * 9.
+        let t = [
+            token("1", &[("1", 0.8), ("9", 0.2)]),
+            token("0", &[("0", 1.0)]),
+        ];
+        for scale in [(0, 10), (2, 10), (5, 10)] {
+            let e = expected_score(&t, 0, scale).unwrap();
+            assert!((e - 9.8).abs() < 1e-9, "{scale:?}: {e}");
+        }
+        // Half of the "1" ends there: on [5,10] that half is the score 1,
+        // off the scale, and left out; on [0,10] it counts as 1.
+        let t = [
+            token("1", &[("1", 0.8), ("9", 0.2)]),
+            token("0", &[("0", 0.5), ("<|im_end|>", 0.5)]),
+        ];
+        let e = expected_score(&t, 0, (5, 10)).unwrap();
+        assert!((e - (0.4 * 10.0 + 0.2 * 9.0) / 0.6).abs() < 1e-9, "{e}");
+        let e = expected_score(&t, 0, (0, 10)).unwrap();
+        assert!((e - (0.4 * 10.0 + 0.4 + 0.2 * 9.0)).abs() < 1e-9, "{e}");
     }
 
     #[test]

@@ -139,8 +139,17 @@ impl JudgeStage {
             max_tokens: cut.unwrap_or(template.max_tokens),
             logprobs: true,
         };
+        let Asking::Rubric {
+            value_keys,
+            reason_keys,
+            ..
+        } = &jm.asking
+        else {
+            unreachable!("the fact ratio is not asked as one question")
+        };
         self.client.send_ask(&ask, |reply| {
-            let mut v = extract_object(&reply.content)?;
+            let mut v =
+                parse::rubric_answer(&extract_object(&reply.content)?, value_keys, reason_keys)?;
             self.verdict(jm, &v)?;
             let (key, why) = keys(jm);
             if cut.is_some() {

@@ -255,6 +255,10 @@ fn expired_failed_and_refused_lines_are_sent_once_more_then_left_partial() {
     // time it is run (sent again, then answered); one is refused with a
     // 400 (never sent again).
     let overloaded_once = std::sync::atomic::AtomicBool::new(false);
+    // Times the refused request was run (lines go out in any order, so it
+    // is counted here rather than found by its place in a batch).
+    let refused_runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let refused_seen = std::sync::Arc::clone(&refused_runs);
     let server = batch_server::start(
         move |body, _, batch| {
             let user = body["messages"][1]["content"].as_str().unwrap_or("");
@@ -272,6 +276,7 @@ fn expired_failed_and_refused_lines_are_sent_once_more_then_left_partial() {
                 return Err((500, json!({"error": {"message": "scripted overload"}})));
             }
             if user.contains("wrong answer 3") {
+                refused_seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 return Err((400, json!({"error": {"message": "scripted refusal"}})));
             }
             Ok(scripted(body))
@@ -287,7 +292,22 @@ fn expired_failed_and_refused_lines_are_sent_once_more_then_left_partial() {
     let base = base_args(i.to_str().unwrap(), o.to_str().unwrap(), "meaning_match");
     let args = api_args(&base, &server.url);
     fails(&refscore(&args), 75);
-    resume_until_done(&args, 15);
+    let mut resumed = args.clone();
+    resumed.push("--resume");
+    // Four batches: the last run reads the fourth's failure, gives rows 5
+    // and 7 up for this invocation and writes the output, but exits 75:
+    // the provider failed, not the requests, and rows still lack metrics.
+    let mut last = String::new();
+    for _ in 0..15 {
+        last = fails(&refscore(&resumed), 75);
+        if o.exists() {
+            break;
+        }
+    }
+    assert!(
+        last.contains("2 rows lack judge metrics") && last.contains("no answer after 2 batches"),
+        "{last}"
+    );
     let got = read_parquet(&o);
     let (status, errors) = (texts(&got, "status"), texts(&got, "error"));
     let verdicts = bools(&got, "meaning_match");
@@ -325,13 +345,179 @@ fn expired_failed_and_refused_lines_are_sent_once_more_then_left_partial() {
     }
     // Answered once each; the refused request was never sent again.
     assert_eq!(server.most_paid(), 1);
-    let refused = &batches[0].request_ids[3];
-    let sent = batches
+    assert_eq!(refused_runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // The same command again, once the provider is back: the two requests
+    // get a fifth batch (which completes) and the run ends 0.
+    resume_until_done(&args, 4);
+    let lines: Vec<usize> = server
+        .batches()
         .iter()
-        .flat_map(|b| &b.request_ids)
-        .filter(|id| *id == refused)
-        .count();
-    assert_eq!(sent, 1);
+        .map(|b| b.request_ids.len())
+        .collect();
+    assert_eq!(lines, [8, 6, 2, 2, 2]);
+    let got = read_parquet(&o);
+    let status = texts(&got, "status");
+    for k in [5, 7] {
+        assert_eq!(status[k].as_deref(), Some("ok"), "row {k}");
+    }
+    assert_eq!(status[3].as_deref(), Some("partial"));
+    assert_eq!(server.most_paid(), 1);
+    assert_eq!(refused_runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[test]
+fn judge_batch_wait_waits_as_long_as_it_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    // A batch that never ends.
+    let server = batch_server::start(|body, _, _| Ok(scripted(body)), |_| "in_progress", None);
+    let (i, o) = (input(dir.path()), dir.path().join("batch.parquet"));
+    let base = base_args(i.to_str().unwrap(), o.to_str().unwrap(), "meaning_match");
+    let mut args = api_args(&base, &server.url);
+    args.extend(["--judge-batch-wait", "5s"]);
+    let start = std::time::Instant::now();
+    let err = fails(&refscore(&args), 75);
+    let took = start.elapsed();
+    assert!(
+        err.contains("still running") || err.contains("submitted"),
+        "{err}"
+    );
+    assert!(
+        took >= Duration::from_secs(5) && took < Duration::from_secs(30),
+        "waited {took:?} of 5s"
+    );
+    // An overflowing wait is a bad value, not a panic.
+    let mut args = api_args(&base, &server.url);
+    args.extend(["--judge-batch-wait", "500000000000y"]);
+    let err = fails(&refscore(&args), 64);
+    assert!(err.contains("--judge-batch-wait"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn overwrite_cancels_the_discarded_runs_batches_whatever_the_new_run_does() {
+    // The new run judges into a folder, online at another server, or not
+    // at all: the discarded run's batch is cancelled through its own
+    // provider each time.
+    for new_run in ["dir", "online", "lexical"] {
+        let dir = tempfile::tempdir().unwrap();
+        let server = batch_server::start(|body, _, _| Ok(scripted(body)), |_| "completed", None);
+        let online = judge_server::start(|req, _| {
+            Reply::Status(200, vec![], scripted(&req.body).to_string())
+        });
+        let (i, o) = (input(dir.path()), dir.path().join("batch.parquet"));
+        let base = base_args(i.to_str().unwrap(), o.to_str().unwrap(), "meaning_match");
+        fails(&refscore(&api_args(&base, &server.url)), 75);
+        let folder = format!("dir:{}", dir.path().join("box").display());
+        let mut over: Vec<&str> = base.iter().copied().filter(|a| *a != "--quiet").collect();
+        over.push("--overwrite");
+        let code = match new_run {
+            "dir" => {
+                over.extend(["--judge-batch", &folder]);
+                75
+            }
+            "online" => {
+                over.extend(["--judge-url", &online.url]);
+                0
+            }
+            _ => {
+                let m = over.iter().position(|a| *a == "meaning_match").unwrap();
+                over[m] = "exact_match";
+                0
+            }
+        };
+        let out = refscore(&over);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{new_run}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("cancelled judge batch batch_1"),
+            "{new_run}: {err}"
+        );
+        assert_eq!(server.batches()[0].status, "cancelled", "{new_run}");
+        assert_eq!(server.batches().len(), 1, "{new_run}");
+        assert!(server
+            .state
+            .lock()
+            .unwrap()
+            .calls
+            .contains(&"POST /v1/batches/batch_1/cancel".to_string()));
+    }
+}
+
+#[test]
+fn runs_sharing_a_request_folder_never_overwrite_each_others_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("box");
+    let mode = format!("dir:{}", folder.display());
+    // The eight rows in four row groups, so each shard has two.
+    let whole = read_parquet(&input(dir.path()));
+    let i = dir.path().join("groups.parquet");
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(2))
+        .build();
+    let mut w = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(&i).unwrap(),
+        whole.schema(),
+        Some(props),
+    )
+    .unwrap();
+    w.write(&whole).unwrap();
+    w.close().unwrap();
+    // Four shards of one input started together, one folder for all.
+    let outs: Vec<PathBuf> = (1..=4)
+        .map(|k| dir.path().join(format!("shard{k}.parquet")))
+        .collect();
+    let shards: Vec<String> = (1..=4).map(|k| format!("{k}/4")).collect();
+    let children: Vec<_> = outs
+        .iter()
+        .zip(&shards)
+        .map(|(o, shard)| {
+            let mut args = base_args(i.to_str().unwrap(), o.to_str().unwrap(), "meaning_match");
+            args.extend([
+                "--judge-batch",
+                &mode,
+                "--shard",
+                shard,
+                "--batch-size",
+                "2",
+            ]);
+            Command::new(bin())
+                .args(&args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(75),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Every row's request is in a file of its own shard: eight requests,
+    // four files, none lost to another shard's write.
+    let mut ids = std::collections::HashSet::new();
+    let mut files = 0;
+    for entry in std::fs::read_dir(&folder).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("requests-") {
+            continue;
+        }
+        files += 1;
+        for line in std::fs::read_to_string(entry.path()).unwrap().lines() {
+            let r: Value = serde_json::from_str(line).unwrap();
+            ids.insert(r["custom_id"].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!((files, ids.len()), (4, 8));
 }
 
 /// Runs the binary with `args` (again after each exit 75) until the server

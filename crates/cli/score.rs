@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use refscore_batch::{Error, Stage};
 use refscore_job::{Job, JobSpec, Prepared};
-use refscore_judge::batch::{BatchMode, Collected, JudgeBatches};
+use refscore_judge::batch::{BatchMode, Collected};
 use refscore_judge::{Endpoint, JudgeStage};
 use refscore_lexical::{LexicalStage, Selection};
 use refscore_read::Role;
@@ -56,9 +56,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         .and_then(|j| j.batch.clone())
         .filter(|_| endpoint.is_some());
     let prepared = Job::prepare_discarding(&dataset, spec.clone(), |old| {
-        if let (Some(mode), Some(endpoint)) = (&batch, &endpoint) {
-            cancel_discarded_batches(old, mode, endpoint, settings.quiet);
-        }
+        cancel_discarded_batches(old, endpoint.as_ref(), batch.as_ref(), settings);
     })?;
     let mut job = match prepared {
         Prepared::AlreadyComplete => return Ok(Outcome::AlreadyComplete),
@@ -70,7 +68,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         .judge
         .as_ref()
         .and_then(|j| j.batch_wait)
-        .map(|w| Instant::now() + w);
+        .and_then(|w| Instant::now().checked_add(w));
     // Rows this session set out to score (a later pass scores some again).
     let mut rows_this_session = None;
     // A pass scores what is left; in batch mode it may end by submitting
@@ -253,21 +251,23 @@ fn judge_for_pass(
 }
 
 /// `--overwrite` discarding a run that left judge batches open: cancels
-/// them (what they answered would never be read), saying so.
+/// them through the provider the discarded run's ledger names, whatever
+/// this run's own judge settings (what they answered would never be read),
+/// saying so.
 fn cancel_discarded_batches(
     run_folder: &std::path::Path,
-    mode: &BatchMode,
-    endpoint: &Endpoint,
-    quiet: bool,
+    endpoint: Option<&Endpoint>,
+    mode: Option<&BatchMode>,
+    settings: &Settings,
 ) {
     let dir = refscore_job::batch_dir_in(run_folder);
     if !dir.exists() {
         return;
     }
-    match JudgeBatches::open(dir, mode, endpoint) {
-        Ok(mut batches) => {
-            let (cancelled, failed) = batches.cancel_open();
-            for name in cancelled.iter().filter(|_| !quiet) {
+    let current = endpoint.map(|e| (e, mode));
+    match refscore_judge::batch::cancel_discarded(&dir, current, settings.batch_api_key()) {
+        Ok((cancelled, failed)) => {
+            for name in cancelled.iter().filter(|_| !settings.quiet) {
                 eprintln!("refscore: --overwrite: cancelled judge {name}");
             }
             for line in failed {

@@ -37,6 +37,22 @@ pub struct JudgeSettings {
     pub batch_wait: Option<std::time::Duration>,
 }
 
+impl Settings {
+    /// The API key sent when `--overwrite` cancels a discarded run's
+    /// batches: this run's judge key, or, for a run without a judge, the
+    /// default variable's (`OPENAI_API_KEY`).
+    pub(crate) fn batch_api_key(&self) -> Option<String> {
+        match &self.judge {
+            Some(j) => j.api_key(),
+            None => env_text(DEFAULT_KEY_ENV),
+        }
+    }
+}
+
+/// The variable the judge's API key is read from unless
+/// `--judge-api-key-env` names another.
+const DEFAULT_KEY_ENV: &str = "OPENAI_API_KEY";
+
 impl JudgeSettings {
     /// The API key, from the variable `--judge-api-key-env` names (none when
     /// unset or blank). Read when the endpoint is built, never stored in
@@ -135,6 +151,11 @@ pub struct Settings {
     /// against the data or the model (see [`Settings::bad_value`]).
     origin: Origin,
 }
+
+/// The longest `--judge-batch-wait`: a week, well past any provider's
+/// completion window (24 hours), and far from where adding it to the clock
+/// would overflow.
+const MAX_BATCH_WAIT: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
 /// Forces the fused CPU kernels' path (`auto`, `avx512`, `avx2`, `portable`).
 pub(crate) const KERNELS_ENV: &str = "REFSCORE_KERNELS";
@@ -328,8 +349,14 @@ impl Settings {
             refscore_judge::batch::BatchMode::parse,
         )?;
         let batch_wait = origin.parsed(args.judge_batch_wait, "judge_batch_wait", |t| {
-            humantime::parse_duration(t)
-                .map_err(|e| format!("'{t}': {e} (expected e.g. 90s, 45m, 2h 30m)"))
+            match humantime::parse_duration(t) {
+                Ok(d) if d <= MAX_BATCH_WAIT => Ok(d),
+                Ok(_) => Err(format!(
+                    "'{t}': longer than a batch can run (at most {})",
+                    humantime::format_duration(MAX_BATCH_WAIT)
+                )),
+                Err(e) => Err(format!("'{t}': {e} (expected e.g. 90s, 45m, 2h 30m)")),
+            }
         })?;
         if batch_wait.is_some() && batch.is_none() {
             return Err(Error::config(
@@ -555,7 +582,7 @@ impl Settings {
                     model: args.judge_model.unwrap_or_else(|| "default".into()),
                     api_key_env: args
                         .judge_api_key_env
-                        .unwrap_or_else(|| "OPENAI_API_KEY".into()),
+                        .unwrap_or_else(|| DEFAULT_KEY_ENV.into()),
                     timeout,
                     retries,
                     concurrency,

@@ -185,6 +185,9 @@ pub struct ScoreColumns {
     /// Rows of this batch that failed for a reason worth retrying later (a
     /// judge that was down): a resumed run scores them again.
     pub retryable_rows: u64,
+    /// Why the first of those rows failed, for the message that asks for a
+    /// retry (other rows may have failed for good before it).
+    pub retry_reason: Option<String>,
 }
 
 impl ScoreColumns {
@@ -225,6 +228,9 @@ impl ScoreColumns {
             .map(|a| a.len())
             .unwrap_or(other.row_errors.len());
         self.retryable_rows += other.retryable_rows;
+        if self.retry_reason.is_none() {
+            self.retry_reason = other.retry_reason;
+        }
         self.fields.extend(other.fields);
         self.arrays.extend(other.arrays);
         for (i, e) in other.row_errors.into_iter().enumerate() {

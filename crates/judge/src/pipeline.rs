@@ -23,6 +23,7 @@ impl Stage for JudgeStage {
         // Rows whose judge endpoint failed (down, timing out, 429, 5xx): a
         // resumed run tries them again. Bad answers would only fail again.
         scores.retryable_rows = self.last_batch_rows_retryable();
+        scores.retry_reason = self.last_batch_retry_reason();
         Ok(scores)
     }
 

@@ -193,7 +193,10 @@ impl PartWriter {
     /// Writes the results of one input batch.
     pub fn write(&mut self, batch: &RowBatch, scores: ScoreColumns) -> Result<(), Error> {
         if self.retry_reason.is_none() && scores.retryable_rows > 0 {
-            self.retry_reason = scores.row_errors.iter().flatten().next().cloned();
+            self.retry_reason = scores
+                .retry_reason
+                .clone()
+                .or_else(|| scores.row_errors.iter().flatten().next().cloned());
         }
         self.retryable_rows += scores.retryable_rows;
         let record = result_record(&self.schema, batch, scores)?;

@@ -18,8 +18,18 @@ use crate::keyed_log::KeyedLog;
 
 /// How many batches a request may fail in (expired, a server error, a
 /// rate limit, no line at all) before its rows are left `partial` with the
-/// provider's error.
+/// provider's error, in one invocation of refscore: the provider failed,
+/// not the request, so the run exits 75 and a later `--resume` gives the
+/// request this many batches again.
 pub(crate) const ATTEMPTS: usize = 2;
+
+/// This process, as the answers record who gave a request up: a give-up
+/// recorded by another process (an earlier invocation) is a request to
+/// try again, one recorded by this process is final for its passes.
+fn session() -> &'static str {
+    static SESSION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SESSION.get_or_init(|| crate::prompts::hex(&rand::random::<[u8; 8]>()))
+}
 
 /// Answers of collected batches, and this pass's requests that no batch
 /// has answered yet.
@@ -75,9 +85,34 @@ impl Answers {
             Some(Failure::Fatal(m)) => Err(Failure::Fatal(format!("judge batch: {m}"))),
             Some(f @ (Failure::Downgrade | Failure::NoLogprobs)) => Err(f),
             _ if attempts < ATTEMPTS => self.defer(id, body),
-            _ => Err(Failure::Fatal(format!(
-                "judge batch: no answer after {attempts} batches: {message}"
-            ))),
+            // Given up by an earlier invocation: this one is its retry.
+            _ if failed["given_up_by"]
+                .as_str()
+                .is_some_and(|s| s != session()) =>
+            {
+                self.store
+                    .store(
+                        id,
+                        &json!({"failed": {"batches": [], "status": null, "message": message}}),
+                    )
+                    .map_err(|e| Failure::Fatal(format!("judge batch: {e}")))?;
+                self.defer(id, body)
+            }
+            _ => {
+                if failed["given_up_by"].is_null() {
+                    let mut given_up = entry.clone();
+                    given_up["failed"]["given_up_by"] = json!(session());
+                    self.store
+                        .store(id, &given_up)
+                        .map_err(|e| Failure::Fatal(format!("judge batch: {e}")))?;
+                }
+                // The provider failed, not the request: worth a later try.
+                Err(Failure::Retry(
+                    format!("judge batch: no answer after {attempts} batches: {message}"),
+                    None,
+                    true,
+                ))
+            }
         }
     }
 

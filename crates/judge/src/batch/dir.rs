@@ -44,25 +44,59 @@ impl Folder {
     }
 }
 
+/// Whether two files hold the same bytes (compared in blocks, never read
+/// whole: request files run to 200 MB).
+fn same_content(a: &Path, b: &Path) -> std::io::Result<bool> {
+    use std::io::Read;
+    let (fa, fb) = (std::fs::File::open(a)?, std::fs::File::open(b)?);
+    if fa.metadata()?.len() != fb.metadata()?.len() {
+        return Ok(false);
+    }
+    let (mut ra, mut rb) = (std::io::BufReader::new(fa), std::io::BufReader::new(fb));
+    let (mut ba, mut bb) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
+    loop {
+        let n = ra.read(&mut ba)?;
+        if n == 0 {
+            return Ok(true);
+        }
+        rb.read_exact(&mut bb[..n])?;
+        if ba[..n] != bb[..n] {
+            return Ok(false);
+        }
+    }
+}
+
 impl Provider for Folder {
     fn submit(&self, ledger: &mut Ledger, chunk: &Chunk, path: &Path) -> Result<String, Error> {
+        let io = |p: &Path, e: std::io::Error| Error::io(format!("{}: {e}", p.display()));
         // A copy begun before a kill is finished under the name it was
         // given, never written twice under two names.
-        let name = match (&chunk.target, chunk.creating) {
-            (Some(name), true) => name.clone(),
-            _ => {
-                let name = self.free_name();
-                ledger.record(chunk.number, "create", json!({"target": name}))?;
-                name
-            }
+        let mut name = match (&chunk.target, chunk.creating) {
+            (Some(name), true) => Some(name.clone()),
+            _ => None,
         };
-        let to = self.path.join(&name);
-        let mut from =
-            std::fs::File::open(path).map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
-        refscore_batch::files::copy_atomically(&mut from, &to)
-            .map_err(|e| Error::io(format!("{}: {e}", to.display())))?;
-        ledger.record(chunk.number, "created", json!({"batch_id": name}))?;
-        Ok(name)
+        loop {
+            let target = match name.take() {
+                Some(n) => n,
+                None => {
+                    let n = self.free_name();
+                    ledger.record(chunk.number, "create", json!({"target": n}))?;
+                    n
+                }
+            };
+            let to = self.path.join(&target);
+            let mut from = std::fs::File::open(path).map_err(|e| io(path, e))?;
+            // The name is claimed atomically: a run sharing the folder that
+            // picked the same free name gets the next one, never this file.
+            let placed =
+                refscore_batch::files::copy_exclusively(&mut from, &to).map_err(|e| io(&to, e))?;
+            // Taken: by this run before a kill (the same bytes), or by
+            // another run (then try the next free name).
+            if placed || same_content(path, &to).map_err(|e| io(&to, e))? {
+                ledger.record(chunk.number, "created", json!({"batch_id": target}))?;
+                return Ok(target);
+            }
+        }
     }
 
     fn poll(&self, chunk: &Chunk, _into: &Path) -> Result<Poll, Error> {
@@ -95,5 +129,67 @@ impl Provider for Folder {
             .join(chunk.batch_id.as_deref().unwrap_or("(not written)"))
             .display()
             .to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_file_never_replaces_another_runs_file_of_the_same_name() {
+        let run = tempfile::tempdir().unwrap();
+        let shared = tempfile::tempdir().unwrap();
+        let folder = Folder::new(shared.path().to_path_buf()).unwrap();
+        let ours = run.path().join("requests-001.jsonl");
+        std::fs::write(&ours, "our requests\n").unwrap();
+        let mut ledger = Ledger::open(run.path()).unwrap();
+        ledger
+            .record(
+                1,
+                "written",
+                json!({"name": "requests-001.jsonl", "lines": 1}),
+            )
+            .unwrap();
+        // This run chose requests-001.jsonl and recorded it; another run
+        // sharing the folder wrote that name before this one could.
+        ledger
+            .record(1, "create", json!({"target": "requests-001.jsonl"}))
+            .unwrap();
+        let theirs = shared.path().join("requests-001.jsonl");
+        std::fs::write(&theirs, "their requests\n").unwrap();
+        let chunk = ledger.chunk(1);
+        let name = folder.submit(&mut ledger, &chunk, &ours).unwrap();
+        assert_eq!(name, "requests-002.jsonl");
+        assert_eq!(
+            std::fs::read_to_string(&theirs).unwrap(),
+            "their requests\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(shared.path().join(&name)).unwrap(),
+            "our requests\n"
+        );
+        assert_eq!(
+            ledger.chunk(1).batch_id.as_deref(),
+            Some("requests-002.jsonl")
+        );
+        // Killed after the copy but before recording it: the file found
+        // under the recorded name is this run's own, and is kept.
+        let mut ledger = Ledger::open(run.path()).unwrap();
+        ledger
+            .record(
+                2,
+                "written",
+                json!({"name": "requests-001.jsonl", "lines": 1}),
+            )
+            .unwrap();
+        ledger
+            .record(2, "create", json!({"target": "requests-002.jsonl"}))
+            .unwrap();
+        let chunk = ledger.chunk(2);
+        assert_eq!(
+            folder.submit(&mut ledger, &chunk, &ours).unwrap(),
+            "requests-002.jsonl"
+        );
     }
 }

@@ -49,6 +49,11 @@ pub(crate) struct Ledger {
     /// A random name for this run's batches, in their metadata, so a
     /// batch whose creation we did not hear of can be recognised.
     pub tag: String,
+    /// Where the run's batches go (`{"mode": "api" | "dir:PATH", "url": the
+    /// judge URL without credentials}`), so a run that discards this one
+    /// can cancel them whatever its own settings; none in ledgers written
+    /// before it was recorded.
+    pub provider: Option<Value>,
     chunks: BTreeMap<u32, Chunk>,
 }
 
@@ -78,6 +83,7 @@ impl Ledger {
             path: path.clone(),
             file,
             tag: String::new(),
+            provider: None,
             chunks: BTreeMap::new(),
         };
         for (k, line) in text.lines().enumerate() {
@@ -102,6 +108,10 @@ impl Ledger {
     fn apply(&mut self, e: &Value) {
         if let Some(tag) = e["tag"].as_str() {
             self.tag = tag.to_string();
+            return;
+        }
+        if e.get("provider").is_some() {
+            self.provider = Some(e["provider"].clone());
             return;
         }
         let Some(number) = e["chunk"].as_u64().map(|n| n as u32) else {
@@ -135,6 +145,14 @@ impl Ledger {
         self.file.write_all(line.as_bytes()).map_err(io)?;
         self.file.sync_data().map_err(io)?;
         self.apply(event);
+        Ok(())
+    }
+
+    /// Records where the run's batches go, once (see [`Ledger::provider`]).
+    pub(crate) fn record_provider(&mut self, provider: Value) -> Result<(), Error> {
+        if self.provider.is_none() {
+            self.append(&json!({ "provider": provider }))?;
+        }
         Ok(())
     }
 

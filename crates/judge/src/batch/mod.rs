@@ -74,6 +74,112 @@ impl BatchMode {
             BatchMode::Dir(p) => format!("dir:{}", p.display()),
         }
     }
+
+    /// As the ledger records it: a folder made absolute, so a later run
+    /// started elsewhere still finds it.
+    fn recorded(&self) -> String {
+        match self {
+            BatchMode::Dir(p) => format!(
+                "dir:{}",
+                std::path::absolute(p)
+                    .unwrap_or_else(|_| p.clone())
+                    .display()
+            ),
+            BatchMode::Api => self.name(),
+        }
+    }
+}
+
+/// The provider of a mode, and the folder a `dir:` mode answers in.
+fn provider_for(
+    mode: &BatchMode,
+    endpoint: &Endpoint,
+) -> Result<(Box<dyn Provider + Send + Sync>, Option<PathBuf>), Error> {
+    Ok(match mode {
+        BatchMode::Api => (Box::new(api::Api::new(endpoint)?), None),
+        BatchMode::Dir(p) => (Box::new(dir::Folder::new(p.clone())?), Some(p.clone())),
+    })
+}
+
+/// A judge URL as the ledger records it: without credentials.
+fn recorded_url(url: &str) -> String {
+    match url::Url::parse(url.trim()) {
+        Ok(u) => crate::redact::key_url(&u),
+        Err(_) => crate::redact::redact_text_url(url),
+    }
+}
+
+/// Cancels every batch a discarded run (`--overwrite`) left open, through
+/// the provider its ledger in `dir` names, whatever the new run's settings
+/// are (it may judge online, into another folder, or not at all). `current`
+/// is the new run's judge endpoint and batch mode, when it has them: its
+/// credentials are used where it is the same server, and its mode where a
+/// ledger predates the recorded provider; elsewhere `api_key` is sent.
+/// Returns the batches cancelled, and a line for each that could not be.
+pub fn cancel_discarded(
+    dir: &Path,
+    current: Option<(&Endpoint, Option<&BatchMode>)>,
+    api_key: Option<String>,
+) -> Result<(Vec<String>, Vec<String>), Error> {
+    let ledger = Ledger::open(dir)?;
+    let open: Vec<Chunk> = ledger.chunks().into_iter().filter(Chunk::open).collect();
+    if open.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let recorded = ledger.provider.as_ref();
+    let mode = match recorded.and_then(|p| p["mode"].as_str()) {
+        Some(m) => BatchMode::parse(m).ok(),
+        None => current.and_then(|(_, m)| m.cloned()),
+    };
+    let url = recorded
+        .and_then(|p| p["url"].as_str().map(String::from))
+        .or_else(|| current.map(|(e, _)| recorded_url(&e.url)));
+    let (Some(mode), Some(url)) = (mode, url) else {
+        let lines = open
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}: its ledger does not say where it went",
+                    c.batch_id.as_deref().unwrap_or("?")
+                )
+            })
+            .collect();
+        return Ok((Vec::new(), lines));
+    };
+    let endpoint = match current {
+        Some((e, _)) if recorded_url(&e.url) == url => e.clone(),
+        _ => Endpoint {
+            url,
+            model: String::new(),
+            api_key,
+            timeout: Duration::from_secs(60),
+            retries: 0,
+            concurrency: 1,
+            requests_per_minute: None,
+            tokens_per_minute: None,
+            backoff: Duration::from_millis(500),
+        },
+    };
+    let (provider, _) = provider_for(&mode, &endpoint)?;
+    let mut ledger = ledger;
+    Ok(cancel_chunks(provider.as_ref(), &mut ledger))
+}
+
+/// Cancels every open batch of a ledger: those cancelled, and a line for
+/// each that could not be.
+fn cancel_chunks(provider: &dyn Provider, ledger: &mut Ledger) -> (Vec<String>, Vec<String>) {
+    let (mut done, mut failed) = (Vec::new(), Vec::new());
+    for c in ledger.chunks().into_iter().filter(Chunk::open) {
+        let name = provider.name(&c);
+        match provider
+            .cancel(&c)
+            .and_then(|()| ledger.record(c.number, "cancelled", json!({})))
+        {
+            Ok(()) => done.push(name),
+            Err(e) => failed.push(format!("{name}: {}", e.message)),
+        }
+    }
+    (done, failed)
 }
 
 /// One way of running request files.
@@ -165,12 +271,13 @@ impl JudgeBatches {
         endpoint: &Endpoint,
     ) -> Result<JudgeBatches, Error> {
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("{}: {e}", dir.display())))?;
-        let (provider, folder): (Box<dyn Provider + Send + Sync>, _) = match mode {
-            BatchMode::Api => (Box::new(api::Api::new(endpoint)?), None),
-            BatchMode::Dir(p) => (Box::new(dir::Folder::new(p.clone())?), Some(p.clone())),
-        };
+        let (provider, folder) = provider_for(mode, endpoint)?;
+        let mut ledger = Ledger::open(&dir)?;
+        ledger.record_provider(
+            json!({"mode": mode.recorded(), "url": recorded_url(&endpoint.url)}),
+        )?;
         Ok(JudgeBatches {
-            ledger: Ledger::open(&dir)?,
+            ledger,
             answers: Arc::new(Answers::open(&dir)?),
             dir,
             provider,
@@ -202,7 +309,7 @@ impl JudgeBatches {
         wait: Option<Duration>,
         progress: &mut dyn FnMut(&str),
     ) -> Result<Collected, Error> {
-        let deadline = wait.map(|w| Instant::now() + w);
+        let deadline = wait.and_then(|w| Instant::now().checked_add(w));
         let mut pause = Duration::from_millis(200);
         loop {
             for c in self.ledger.chunks() {
@@ -233,10 +340,13 @@ impl JudgeBatches {
                 return Ok(Collected::Ready);
             }
             let line = waiting.join("; ");
+            // Polls until the deadline itself, the last sleep cut short to
+            // end there, and once more at it.
+            let now = Instant::now();
             match deadline {
-                Some(d) if Instant::now() + pause < d => {
+                Some(d) if now < d => {
                     progress(&line);
-                    std::thread::sleep(pause);
+                    std::thread::sleep(pause.min(d - now));
                     pause = (pause * 2).min(Duration::from_secs(60));
                 }
                 _ => return Ok(Collected::Waiting(line)),
@@ -329,23 +439,5 @@ impl JudgeBatches {
             batches,
             folder: self.folder.clone(),
         }))
-    }
-
-    /// Cancels every open batch (`--overwrite` discarding the run); returns
-    /// those cancelled, and a line for each that could not be.
-    pub fn cancel_open(&mut self) -> (Vec<String>, Vec<String>) {
-        let (mut done, mut failed) = (Vec::new(), Vec::new());
-        for c in self.ledger.chunks().into_iter().filter(Chunk::open) {
-            let name = self.provider.name(&c);
-            match self
-                .provider
-                .cancel(&c)
-                .and_then(|()| self.ledger.record(c.number, "cancelled", json!({})))
-            {
-                Ok(()) => done.push(name),
-                Err(e) => failed.push(format!("{name}: {}", e.message)),
-            }
-        }
-        (done, failed)
     }
 }

@@ -111,6 +111,8 @@ pub struct JudgeStage {
     /// Rows of the last batch with a judge failure.
     last_rows_failed: u64,
     last_rows_retryable: u64,
+    /// The first of those rows' error.
+    last_retry_reason: Option<String>,
     /// The output mode last recorded in the cache and journal folders.
     recorded_mode: String,
     /// `--judge-batch`: the run's judge batches, which answer in place of
@@ -155,6 +157,7 @@ impl JudgeStage {
             fact_checks: AtomicU64::new(0),
             last_rows_failed: 0,
             last_rows_retryable: 0,
+            last_retry_reason: None,
             recorded_mode: String::new(),
             batches: None,
         };
@@ -208,6 +211,11 @@ impl JudgeStage {
     /// parse, or a 4xx, would fail the same way again.
     pub fn last_batch_rows_retryable(&self) -> u64 {
         self.last_rows_retryable
+    }
+
+    /// The error of the first of those rows.
+    pub fn last_batch_retry_reason(&self) -> Option<String> {
+        self.last_retry_reason.clone()
     }
 
     /// `--judge-where`, for messages.
@@ -400,12 +408,15 @@ impl JudgeStage {
         self.record_mode();
         self.report.rows_judged += d.judged.iter().filter(|j| **j).count() as u64;
         self.last_rows_failed = d.errors.iter().filter(|e| e.is_some()).count() as u64;
-        self.last_rows_retryable = d
+        let mut retryable = d
             .errors
             .iter()
             .zip(&d.transient)
             .filter(|(e, t)| e.is_some() && **t)
-            .count() as u64;
+            .map(|(e, _)| e.as_deref());
+        self.last_retry_reason = retryable.next().flatten().map(String::from);
+        self.last_rows_retryable =
+            self.last_retry_reason.is_some() as u64 + retryable.count() as u64;
         self.report.rows_failed += self.last_rows_failed;
         Ok(columns::build(&metrics, n, &d.verdicts, &d.usage, d.errors))
     }

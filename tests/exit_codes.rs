@@ -195,6 +195,11 @@ fn every_flag_in_the_config_file_gets_the_same_checks() {
                 err.contains("config file") || err.contains("refscore.toml"),
                 "{key} = {value:?}: {err}"
             );
+            // The file and the key's line, whichever check found it.
+            assert!(
+                err.contains(&format!("{}:1:", config.display())),
+                "{key} = {value:?}: {err}"
+            );
         }
         assert_eq!(err.trim().lines().count(), 1, "{key} = {value:?}: {err}");
         assert!(!out.exists(), "{key} = {value:?}: wrote an output");
@@ -212,6 +217,67 @@ fn every_flag_in_the_config_file_gets_the_same_checks() {
     );
     assert!(
         err.contains("refscore.toml:2") && err.contains("threshholds"),
+        "{err}"
+    );
+}
+
+/// Values of the wrong type or form in the config file name the file and
+/// the line of the key (or of the `[thresholds]` entry); a file that is
+/// not UTF-8 text is a configuration error (78), not an I/O error.
+#[test]
+fn config_file_errors_name_the_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = example();
+    let config = dir.path().join("refscore.toml");
+    let run = |text: &[u8]| {
+        std::fs::write(&config, text).unwrap();
+        let out = dir.path().join("o.parquet");
+        refscore(&[
+            "score",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--quiet",
+            "--metrics",
+            "lexical",
+            "--config",
+            config.to_str().unwrap(),
+        ])
+    };
+    let shown = config.display().to_string();
+    for (text, line, what) in [
+        ("quiet = true\n[thresholds]\nexact_match = 1\ntoken_f1 = \"high\"\n", 4, "token_f1"),
+        ("quiet = true\njudge_url = \"http://127.0.0.1:9/v1\"\njudge_batch = \"api\"\njudge_batch_wait = 90\n", 4, "judge_batch_wait"),
+        ("quiet = true\nshard = \"0/3\"\n", 2, "0/3"),
+        ("quiet = true\n\nthreads = \"two\"\n", 3, "threads"),
+        ("judge_metrics = 5\n", 1, "judge_metrics"),
+    ] {
+        let err = fails(&run(text.as_bytes()), 78);
+        assert!(
+            err.contains(&format!("{shown}:{line}:")) && err.contains(what),
+            "{text:?}: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    let err = fails(&run(b"quiet = true\nmetrics = [\"lexical\xff\"]\n"), 78);
+    assert!(err.contains("not UTF-8"), "{err}");
+    // A judge metrics file likewise.
+    let rubrics = dir.path().join("rubrics.toml");
+    std::fs::write(&rubrics, b"[judge.metric.x]\nanswer = \"verdict\xff\"\n").unwrap();
+    let out = dir.path().join("o.parquet");
+    let err = fails(
+        &refscore(&[
+            "score",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--judge-metrics",
+            rubrics.to_str().unwrap(),
+        ]),
+        78,
+    );
+    assert!(
+        err.contains("rubrics.toml") && err.contains("not UTF-8"),
         "{err}"
     );
 }

@@ -17,43 +17,85 @@ use toml::{Spanned, Value};
 /// Keys whose relative paths are taken from the config file's folder.
 const RELATIVE_PATHS: [&str; 4] = ["input", "output", "judge_cache", "judge_metrics"];
 
+/// A config file's text, read once (a file given as `/dev/stdin` can be
+/// read only once): its flags and its judge metric definitions both come
+/// from this text.
+#[derive(Debug, Clone)]
+pub(crate) struct ConfigFile {
+    /// The file, for messages.
+    pub path: PathBuf,
+    pub text: String,
+}
+
+impl ConfigFile {
+    /// Reads a config file; text that is not UTF-8 is a configuration
+    /// error (78) naming the file, other read failures are I/O (74).
+    pub(crate) fn read(path: &Path) -> Result<ConfigFile, Error> {
+        let text = refscore_batch::files::read_text(path, "config file")?;
+        Ok(ConfigFile {
+            path: path.to_path_buf(),
+            text,
+        })
+    }
+
+    /// The file as TOML, a syntax error naming its line.
+    fn table(&self) -> Result<BTreeMap<Spanned<String>, Value>, Error> {
+        toml::from_str(&self.text).map_err(|e| {
+            let line = e.span().map(|s| line_of(&self.text, s.start));
+            at(&self.path, line, e.message())
+        })
+    }
+
+    /// A configuration error at a line of this file.
+    pub(crate) fn error_at(&self, line: Option<usize>, msg: &str) -> Error {
+        at(&self.path, line, msg)
+    }
+}
+
 /// The `score` words a config file stands for.
 #[derive(Debug, Clone)]
 pub(crate) struct ConfigWords {
-    /// The file, for messages.
-    pub path: PathBuf,
+    /// The file.
+    pub file: ConfigFile,
     /// The words, flags and values, to go before the command line's.
     pub words: Vec<OsString>,
-    /// Per argument id, how many values the file gave.
-    pub given: BTreeMap<String, usize>,
+    /// Per argument id, the line of each value the file gave (a key's line;
+    /// for `[thresholds]`, each entry's).
+    pub lines: BTreeMap<String, Vec<usize>>,
     /// Whether the file has a `[judge]` table (judge metric definitions).
     pub defines_judge_metrics: bool,
 }
 
-/// Reads `path` into words of `score` (described by `cmd`), leaving out
+impl ConfigWords {
+    /// The line of argument `id`'s `index`-th value from the file.
+    pub(crate) fn line_of(&self, id: &str, index: usize) -> Option<usize> {
+        let lines = self.lines.get(id)?;
+        lines.get(index).or(lines.first()).copied()
+    }
+}
+
+/// Reads `file` into words of `score` (described by `cmd`), leaving out
 /// each key whose flag the command line sets (`on_command_line(id)`): the
 /// command line wins. `threshold` is the exception: the file's thresholds
-/// come first and the command line's add to them.
+/// come first and the command line's add to them. Each key's words are
+/// parsed alone first, so a value no flag accepts is named by its line.
 pub(crate) fn read(
-    path: &Path,
+    file: &ConfigFile,
     cmd: &Command,
     on_command_line: &dyn Fn(&str) -> bool,
 ) -> Result<ConfigWords, Error> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::io(format!("{}: cannot read config file: {e}", path.display())))?;
-    let table: BTreeMap<Spanned<String>, Value> = toml::from_str(&text).map_err(|e| {
-        let line = e.span().map(|s| line_of(&text, s.start));
-        at(path, line, e.message())
-    })?;
+    let (path, text) = (&file.path, &file.text);
+    let table = file.table()?;
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut out = ConfigWords {
-        path: path.to_path_buf(),
+        file: file.clone(),
         words: Vec::new(),
-        given: BTreeMap::new(),
+        lines: BTreeMap::new(),
         defines_judge_metrics: false,
     };
     for (key, value) in table {
-        let line = Some(line_of(&text, key.span().start));
+        let key_line = line_of(text, key.span().start);
+        let line = Some(key_line);
         let key = key.into_inner();
         if key == "judge" {
             if !value.is_table() {
@@ -78,36 +120,76 @@ pub(crate) fn read(
         if on_command_line(id) && id != "threshold" {
             continue;
         }
-        let values = values_of(&key, arg, value).map_err(|e| at(path, line, &e))?;
-        let values: Vec<String> = if RELATIVE_PATHS.contains(&id) {
+        let entry_lines = entry_lines(text, &value, key_line);
+        let paths = RELATIVE_PATHS.contains(&id);
+        let values = values_of(&key, arg, value, paths).map_err(|e| at(path, line, &e))?;
+        let values: Vec<String> = if paths {
             values.into_iter().map(|v| relative(&base, v)).collect()
         } else {
             values
         };
-        *out.given.entry(id.to_string()).or_default() += values.len();
+        let mut words = Vec::new();
         for v in values {
+            let lines = out.lines.entry(id.to_string()).or_default();
+            lines.push(entry_lines.get(lines.len()).copied().unwrap_or(key_line));
             match (arg.is_positional(), arg.get_action(), arg.get_long()) {
-                (true, _, _) => out.words.push(v.into()),
-                (false, ArgAction::SetTrue, Some(long)) => {
-                    out.words.push(format!("--{long}").into())
-                }
-                (false, _, Some(long)) => out.words.push(format!("--{long}={v}").into()),
+                (true, _, _) => words.push(v.into()),
+                (false, ArgAction::SetTrue, Some(long)) => words.push(format!("--{long}").into()),
+                (false, _, Some(long)) => words.push(format!("--{long}={v}").into()),
                 (false, _, None) => {
                     return Err(Error::internal(format!("flag {id} has no long name")))
                 }
             }
         }
+        cmd.clone().try_get_matches_from(&words).map_err(|e| {
+            at(
+                path,
+                line,
+                &format!("`{key}`: {}", crate::settings::first_line(&e)),
+            )
+        })?;
+        out.words.extend(words);
     }
     Ok(out)
 }
 
+/// The line of each entry of a `[thresholds]` table, in the order the
+/// table iterates (by key), so an entry's error names its own line.
+fn entry_lines(text: &str, value: &Value, table_line: usize) -> Vec<usize> {
+    let Value::Table(t) = value else {
+        return Vec::new();
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    t.keys()
+        .map(|k| {
+            lines
+                .iter()
+                .enumerate()
+                .skip(table_line.saturating_sub(1))
+                .find(|(_, l)| {
+                    let l = l.trim_start();
+                    l.strip_prefix(k.as_str())
+                        .or_else(|| l.strip_prefix(&format!("\"{k}\"")))
+                        .is_some_and(|rest| rest.trim_start().starts_with('='))
+                })
+                .map_or(table_line, |(i, _)| i + 1)
+        })
+        .collect()
+}
+
 /// The flag values a key's TOML value stands for: a switch's `true` is one
 /// (its presence), `false` none; a string, number or list item one each; a
-/// `thresholds` table one `METRIC=VALUE` per entry.
-fn values_of(key: &str, arg: &Arg, value: Value) -> Result<Vec<String>, String> {
+/// `thresholds` table one `METRIC=VALUE` per entry. A key naming files
+/// (`paths`) takes strings only: `judge_metrics = 5` is a mistake, not a
+/// file named "5".
+fn values_of(key: &str, arg: &Arg, value: Value, paths: bool) -> Result<Vec<String>, String> {
     let scalar = |v: &Value| -> Result<String, String> {
         match v {
             Value::String(s) => Ok(s.clone()),
+            other if paths => Err(format!(
+                "`{key}`: expected a path as a string, not {}",
+                other.type_str()
+            )),
             Value::Integer(i) => Ok(i.to_string()),
             Value::Float(f) => Ok(f.to_string()),
             Value::Boolean(b) => Ok(b.to_string()),
@@ -157,42 +239,24 @@ fn at(path: &Path, line: Option<usize>, msg: &str) -> Error {
 
 /// The files a config file's `judge_metrics` key names (relative to the
 /// file's folder), for `refscore judge-metrics --config`.
-pub(crate) fn judge_metrics_files(path: &Path) -> Result<Vec<PathBuf>, Error> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::io(format!("{}: cannot read config file: {e}", path.display())))?;
-    let table: toml::Table = toml::from_str(&text)
-        .map_err(|e| at(path, e.span().map(|s| line_of(&text, s.start)), e.message()))?;
-    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    let names: Vec<String> = match table.get("judge_metrics") {
-        None => Vec::new(),
-        Some(Value::String(s)) => vec![s.clone()],
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| match v {
-                Value::String(s) => Ok(s.clone()),
-                other => Err(at(
-                    path,
-                    None,
-                    &format!(
-                        "`judge_metrics`: expected a string, not {}",
-                        other.type_str()
-                    ),
-                )),
-            })
-            .collect::<Result<_, _>>()?,
-        Some(other) => {
-            return Err(at(
-                path,
-                None,
-                &format!(
-                    "`judge_metrics`: expected a string or a list, not {}",
-                    other.type_str()
-                ),
-            ))
+pub(crate) fn judge_metrics_files(file: &ConfigFile) -> Result<Vec<PathBuf>, Error> {
+    let base = file
+        .path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    for (key, value) in file.table()? {
+        if key.get_ref() != "judge_metrics" {
+            continue;
         }
-    };
-    Ok(names
-        .into_iter()
-        .map(|n| PathBuf::from(relative(&base, n)))
-        .collect())
+        let line = Some(line_of(&file.text, key.span().start));
+        let many = Arg::new("judge_metrics").action(ArgAction::Append);
+        let names =
+            values_of("judge_metrics", &many, value, true).map_err(|e| file.error_at(line, &e))?;
+        return Ok(names
+            .into_iter()
+            .map(|n| PathBuf::from(relative(&base, n)))
+            .collect());
+    }
+    Ok(Vec::new())
 }

@@ -11,9 +11,10 @@ pub fn run(args: JudgeMetricsArgs) -> Result<(), Error> {
     let mut known = JudgeMetrics::builtin();
     let mut files = args.judge_metrics.clone();
     if let Some(path) = &args.config {
-        known.read(path, false)?;
+        let file = crate::config::ConfigFile::read(path)?;
+        known.read_text(&file.path, &file.text, false)?;
         // The files its `judge_metrics` key names, as `score --config` reads them.
-        files.splice(0..0, crate::config::judge_metrics_files(path)?);
+        files.splice(0..0, crate::config::judge_metrics_files(&file)?);
     }
     for path in &files {
         known.read(path, true)?;

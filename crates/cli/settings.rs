@@ -184,7 +184,7 @@ struct Origin {
 impl Origin {
     /// Whether the value of argument `id` came from the file.
     fn in_file(&self, id: &str) -> bool {
-        self.file.as_ref().is_some_and(|f| f.given.contains_key(id))
+        self.file.as_ref().is_some_and(|f| f.lines.contains_key(id))
     }
 
     /// How many of argument `id`'s values came from the file (they come
@@ -192,14 +192,23 @@ impl Origin {
     fn file_values(&self, id: &str) -> usize {
         self.file
             .as_ref()
-            .and_then(|f| f.given.get(id).copied())
+            .and_then(|f| f.lines.get(id).map(Vec::len))
             .unwrap_or(0)
+    }
+
+    /// A configuration error about the `index`-th value of `id` in the
+    /// file, naming the file and the value's line.
+    fn in_file_error(&self, id: &str, index: usize, msg: &str) -> Error {
+        match &self.file {
+            Some(f) => f.file.error_at(f.line_of(id, index), msg),
+            None => Error::config(format!("config file: {msg}")),
+        }
     }
 
     /// The error for a bad value of `id`: the flag's or the file's.
     fn bad(&self, id: &str, shown: &str, why: &str) -> Error {
         if self.in_file(id) {
-            Error::config(format!("config file: {id} = {shown}: {why}"))
+            self.in_file_error(id, 0, &format!("{id} = {shown}: {why}"))
         } else {
             Error::usage(format!("--{} {shown}: {why}", id.replace('_', "-")))
         }
@@ -230,7 +239,7 @@ impl Origin {
         let Some(v) = value else { return Ok(None) };
         parse(&v).map(Some).map_err(|e| {
             if self.in_file(id) {
-                Error::config(format!("config file: {id} = {e}"))
+                self.in_file_error(id, 0, &format!("{id} = {e}"))
             } else {
                 Error::usage(format!("--{} {e}", id.replace('_', "-")))
             }
@@ -245,7 +254,7 @@ fn score_command() -> clap::Command {
 }
 
 /// clap's first line, as refscore's message.
-fn first_line(e: &clap::Error) -> String {
+pub(crate) fn first_line(e: &clap::Error) -> String {
     let text = e.render().to_string();
     let first = text.lines().next().unwrap_or("bad options").trim();
     first.strip_prefix("error: ").unwrap_or(first).to_string()
@@ -291,13 +300,16 @@ impl Settings {
             Some(path) => {
                 let on_command_line =
                     |id: &str| cli.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
-                let file = config::read(path, &cmd, &on_command_line)?;
+                let file = config::ConfigFile::read(path)?;
+                let words = config::read(&file, &cmd, &on_command_line)?;
                 // The file's words alone first: a value no flag accepts is
                 // the file's fault.
-                cmd.clone().try_get_matches_from(&file.words).map_err(|e| {
-                    Error::config(format!("{}: {}", file.path.display(), first_line(&e)))
-                })?;
-                Some(file)
+                cmd.clone()
+                    .try_get_matches_from(&words.words)
+                    .map_err(|e| {
+                        Error::config(format!("{}: {}", file.path.display(), first_line(&e)))
+                    })?;
+                Some(words)
             }
         };
         let all: Vec<OsString> = file
@@ -331,8 +343,8 @@ impl Settings {
             output: args.mapping.output_col,
         };
         let mut judge_metrics = refscore_judge::JudgeMetrics::builtin();
-        if let Some(file) = origin.file.as_ref().filter(|f| f.defines_judge_metrics) {
-            judge_metrics.read(&file.path, false)?;
+        if let Some(words) = origin.file.as_ref().filter(|f| f.defines_judge_metrics) {
+            judge_metrics.read_text(&words.file.path, &words.file.text, false)?;
         }
         for path in &args.judge_metrics {
             judge_metrics.read(path, true)?;
@@ -381,7 +393,7 @@ impl Settings {
         let metrics = metrics::plan(metric_names.as_deref(), judge_url.is_some(), &catalog)
             .map_err(|e| {
                 if names_from_file && e.class == refscore_batch::ErrorClass::Usage {
-                    Error::config(format!("config file: metrics: {}", e.message))
+                    origin.in_file_error("metrics", 0, &format!("metrics: {}", e.message))
                 } else {
                     e
                 }
@@ -400,7 +412,7 @@ impl Settings {
             let known = |k: &str| metrics::check_known(k, &catalog);
             let (k, v) = metrics::parse_threshold(t, &known).map_err(|e| {
                 if i < from_file {
-                    Error::config(format!("config file: thresholds: {}", e.message))
+                    origin.in_file_error("threshold", i, &format!("thresholds: {}", e.message))
                 } else {
                     e
                 }
@@ -602,7 +614,7 @@ impl Settings {
             .map(|s| {
                 s.parse::<refscore_job::Shard>().map_err(|e| {
                     if origin.in_file("shard") {
-                        Error::config(format!("config file: {e}"))
+                        origin.in_file_error("shard", 0, &e)
                     } else {
                         Error::usage(e)
                     }

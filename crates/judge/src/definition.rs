@@ -362,19 +362,14 @@ fn reserved(name: &str) -> bool {
 /// here, before any call: the error (78) names the file, line and key.
 pub(crate) fn read(
     path: &Path,
+    text: &str,
     only_definitions: bool,
 ) -> Result<Vec<&'static JudgeMetric>, Error> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::io(format!(
-            "{}: cannot read judge metrics: {e}",
-            path.display()
-        ))
-    })?;
     let at = |offset: usize, msg: &str| {
         let line = text[..offset.min(text.len())].matches('\n').count() + 1;
         Error::config(format!("{}:{line}: {msg}", path.display()))
     };
-    let file: FileTables = toml::from_str(&text).map_err(|e| {
+    let file: FileTables = toml::from_str(text).map_err(|e| {
         let offset = e.span().map_or(0, |s| s.start);
         at(offset, e.message().trim())
     })?;

@@ -157,12 +157,24 @@ impl JudgeMetrics {
     /// config file (whose other keys are flags). A bad definition, or a
     /// name defined twice, is a configuration error naming file and line.
     pub fn read(&mut self, path: &Path, only_definitions: bool) -> Result<(), Error> {
+        let text = refscore_batch::files::read_text(path, "judge metrics")?;
+        self.read_text(path, &text, only_definitions)
+    }
+
+    /// [`JudgeMetrics::read`] of a file's text already read (a config file
+    /// is read once: it may be a pipe); `path` names it in messages.
+    pub fn read_text(
+        &mut self,
+        path: &Path,
+        text: &str,
+        only_definitions: bool,
+    ) -> Result<(), Error> {
         let at = |j: &JudgeMetric| {
             j.definition
                 .as_ref()
                 .map_or(String::new(), |d| d.origin.clone())
         };
-        for jm in definition::read(path, only_definitions)? {
+        for jm in definition::read(path, text, only_definitions)? {
             if let Some(old) = self.defined.iter().find(|d| d.name() == jm.name()) {
                 return Err(Error::config(format!(
                     "judge metric '{}' is defined twice ({} and {})",

@@ -7,6 +7,15 @@ use std::io::Write;
 use super::*;
 use crate::metric::JudgeMetrics;
 
+/// The definitions of a file on disk.
+fn read(path: &Path, only_definitions: bool) -> Result<Vec<&'static JudgeMetric>, Error> {
+    super::read(
+        path,
+        &std::fs::read_to_string(path).unwrap(),
+        only_definitions,
+    )
+}
+
 // The built-in prompts as the code wrote them before they were definitions
 // (copied from refscore 0.x's prompts.rs), so a change of what is sent
 // cannot hide in the move.

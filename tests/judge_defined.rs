@@ -321,6 +321,13 @@ fn a_changed_rubric_stops_resume_and_is_named() {
             "Rate how short",
             "its prompt changed (concise-def-",
         ),
+        // Every request of the rubric would change: paid answers would be
+        // asked again.
+        (
+            "threshold = 4",
+            "threshold = 4\nmax_tokens = 64",
+            "its max_tokens changed (512 then, 64 now)",
+        ),
     ] {
         std::fs::write(&rubrics, RUBRICS.replace(from, to)).unwrap();
         let err = fails(&score(&inp, &out, &again), 78);
@@ -470,4 +477,201 @@ fn bad_definitions_fail_before_any_call() {
         }
     }
     assert!(server.requests().is_empty(), "no call was made");
+}
+
+#[test]
+fn judge_prompt_says_when_a_rule_decides_the_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(dir.path());
+    let rubrics = dir.path().join("rubrics.toml");
+    std::fs::write(&rubrics, RUBRICS).unwrap();
+    let prompt = |metric: &str, row: &str| {
+        ok(&refscore(&[
+            "judge-prompt",
+            "--metric",
+            metric,
+            "--row",
+            row,
+            inp.to_str().unwrap(),
+            "--judge-metrics",
+            rubrics.to_str().unwrap(),
+        ]))
+    };
+    // Row c's output is empty: every judge metric fails by rule.
+    assert_eq!(
+        prompt("cites", "c"),
+        "row c: cites is decided by a rule without a call: the output is empty, so it fails\n"
+    );
+    assert!(prompt("meaning_match", "c").contains("decided by a rule without a call"));
+    // A row the judge is asked about still prints its request.
+    let body: serde_json::Value = serde_json::from_str(&prompt("cites", "a")).unwrap();
+    assert_eq!(
+        body["messages"][1]["content"],
+        "Does it cite a section? Paris, see 4.2"
+    );
+    // The same answer as the reference decides Meaning Match by rule.
+    let same = dir.path().join("same.parquet");
+    write_parquet(
+        &same,
+        vec![
+            ("id", s(&["x"])),
+            ("reference", s(&["Paris"])),
+            ("output", s(&["paris."])),
+        ],
+    );
+    let out = ok(&refscore(&[
+        "judge-prompt",
+        "--metric",
+        "meaning_match",
+        "--row",
+        "x",
+        same.to_str().unwrap(),
+    ]));
+    assert!(
+        out.contains("the output is the reference's answer, so it passes"),
+        "{out}"
+    );
+}
+
+#[test]
+fn show_prints_toml_refscore_reads_back_whatever_the_instructions_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let rubric = dir.path().join("bell.toml");
+    // A control character (BEL), a tab and a newline in the instructions.
+    std::fs::write(
+        &rubric,
+        "[judge.metric.bell]\nanswer = \"verdict\"\ninstructions = \"Ring\\u0007 the\\tbell.\\nThen judge.\"\nprompt = \"{{ output }}\"\n",
+    )
+    .unwrap();
+    let shown = ok(&refscore(&[
+        "judge-metrics",
+        "--judge-metrics",
+        rubric.to_str().unwrap(),
+        "--show",
+        "bell",
+    ]));
+    let again = dir.path().join("again.toml");
+    std::fs::write(&again, shown.replace("metric.bell]", "metric.bell2]")).unwrap();
+    let listing = ok(&refscore(&[
+        "judge-metrics",
+        "--judge-metrics",
+        again.to_str().unwrap(),
+    ]));
+    assert!(listing.contains("bell2"), "{shown}\n{listing}");
+    let shown2 = ok(&refscore(&[
+        "judge-metrics",
+        "--judge-metrics",
+        again.to_str().unwrap(),
+        "--show",
+        "bell2",
+    ]));
+    assert_eq!(shown2, shown.replace("metric.bell]", "metric.bell2]"));
+}
+
+/// A rubric reading one input column of any type as `{{ row.value }}`.
+const READS_VALUE: &str = r#"
+[judge.metric.dated]
+answer = "verdict"
+prompt = "On {{ row.value }}: {{ output }}"
+"#;
+
+#[test]
+fn prompt_columns_render_named_time_zones_and_refuse_binary_that_is_not_text() {
+    use arrow::array::{BinaryArray, TimestampMicrosecondArray};
+    let dir = tempfile::tempdir().unwrap();
+    let rubric = dir.path().join("dated.toml");
+    std::fs::write(&rubric, READS_VALUE).unwrap();
+    let server = start(|_, _| chat(r#"{"verdict": true, "reason": "ok"}"#));
+    let out = dir.path().join("out.parquet");
+    let run = |value: ArrayRef| {
+        let inp = dir.path().join("in.parquet");
+        write_parquet(
+            &inp,
+            vec![
+                ("id", s(&["a", "b"])),
+                ("reference", s(&["Paris", "Rome"])),
+                ("output", s(&["Lyon", "Milan"])),
+                ("value", value),
+            ],
+        );
+        score(
+            &inp,
+            &out,
+            &args(
+                &server.url,
+                &[
+                    "--judge-metrics",
+                    rubric.to_str().unwrap(),
+                    "--metrics",
+                    "dated",
+                    "--overwrite",
+                ],
+            ),
+        )
+    };
+    // 2024-05-01T12:00:00Z in a column with a named zone.
+    let ts = TimestampMicrosecondArray::from(vec![1_714_564_800_000_000i64, 0])
+        .with_timezone("Europe/Paris");
+    ok(&run(Arc::new(ts)));
+    let users: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| r.user().to_string())
+        .collect();
+    assert!(
+        users
+            .iter()
+            .any(|u| u.starts_with("On 2024-05-01T14:00:00+02:00: Lyon")),
+        "{users:?}"
+    );
+    // Row b's bytes are not UTF-8: bad input naming the column and row, not
+    // an empty value in the prompt.
+    let bytes: Vec<&[u8]> = vec![b"fine", b"\xff\xfe"];
+    let err = fails(&run(Arc::new(BinaryArray::from(bytes))), 65);
+    assert!(
+        err.contains("column 'value'") && err.contains("row 1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_config_file_read_from_a_pipe_keeps_its_definitions() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(dir.path());
+    let server = rubric_judge();
+    let out = dir.path().join("out.parquet");
+    let mut child = std::process::Command::new(bin())
+        .args([
+            "score",
+            inp.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "-q",
+        ])
+        .args(args(
+            &server.url,
+            &["--config", "/dev/stdin", "--metrics", "cites"],
+        ))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(RUBRICS.as_bytes())
+        .unwrap();
+    ok(&child.wait_with_output().unwrap());
+    let b = read_parquet(&out);
+    assert_eq!(
+        texts(&b, "cites_source"),
+        vec![
+            Some("judge".into()),
+            Some("judge".into()),
+            Some("rule".into())
+        ]
+    );
 }

@@ -9,7 +9,7 @@ use arrow::util::display::array_value_to_string;
 use clap::Arg;
 use refscore_batch::metric::MetricSet;
 use refscore_batch::{Error, RowBatch};
-use refscore_judge::{Endpoint, JudgeOptions, JudgeStage};
+use refscore_judge::{Endpoint, JudgeOptions, JudgeStage, Prompt};
 use refscore_read::Dataset;
 
 use crate::settings::Settings;
@@ -55,11 +55,13 @@ pub fn run(words: &[OsString]) -> Result<(), Error> {
         judge_metrics: settings.judge_metrics.clone(),
         where_column: None,
     })?;
-    let body = stage.request_for(metric, &batch, i)?;
-    crate::print_out(&format!(
-        "{}\n",
-        serde_json::to_string_pretty(&body).expect("JSON serialises")
-    ))
+    match stage.request_for(metric, &batch, i)? {
+        Prompt::Request(body) => crate::print_out(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&body).expect("JSON serialises")
+        )),
+        Prompt::Decided(why) => crate::print_out(&format!("row {row}: {why}\n")),
+    }
 }
 
 /// The run's endpoint, or a stand-in when no `--judge-url` is given (the

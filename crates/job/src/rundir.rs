@@ -363,10 +363,17 @@ fn defined_difference(then: Option<&Value>, now: Option<&Value>) -> String {
             }
             (None, Some(_)) => return format!("judge metric '{name}' is new"),
             (Some(x), Some(y)) if x != y => {
-                let what = ["version", "threshold", "band", "answer", "scale"]
-                    .into_iter()
-                    .find(|k| x[k] != y[k])
-                    .unwrap_or("definition");
+                let what = [
+                    "version",
+                    "threshold",
+                    "band",
+                    "answer",
+                    "scale",
+                    "max_tokens",
+                ]
+                .into_iter()
+                .find(|k| x[k] != y[k])
+                .unwrap_or("definition");
                 let what = if what == "version" { "prompt" } else { what };
                 let key = if what == "prompt" { "version" } else { what };
                 return format!(

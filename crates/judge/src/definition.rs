@@ -499,8 +499,13 @@ pub(crate) fn read(
 /// A definition as TOML, for `refscore judge-metrics --show`: what a user
 /// copies to start a rubric of their own.
 pub(crate) fn to_toml(def: &Definition) -> String {
+    // A multi-line literal string where it can hold the text (no ''',
+    // no control character but tab and newline, which a literal string
+    // cannot hold); else a basic string, which escapes them.
     let text = |s: &str| {
-        if s.contains('\n') && !s.contains("'''") {
+        let literal_ok =
+            !s.contains("'''") && s.chars().all(|c| !c.is_control() || c == '\n' || c == '\t');
+        if s.contains('\n') && literal_ok {
             format!("'''\n{s}'''")
         } else {
             toml::Value::String(s.to_string()).to_string()

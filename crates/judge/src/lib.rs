@@ -43,7 +43,7 @@ use serde_json::{json, Value};
 pub use client::{check_url, probe, Endpoint, Usage, MAX_RETRY_AFTER, MAX_TIMEOUT, MIN_TIMEOUT};
 pub use metric::JudgeMetrics;
 pub use route::check_requests;
-pub use stage::JudgeStage;
+pub use stage::{JudgeStage, Prompt};
 
 /// The versions (content hashes) of every prompt template, so a run's
 /// fingerprint changes when a prompt does and a resumed run never mixes

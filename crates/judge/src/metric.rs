@@ -289,7 +289,8 @@ impl JudgeMetrics {
     /// The user's selected definitions as the run records them (in the
     /// fingerprint, the summary and the result file's footer): per name its
     /// version (the template's content hash), answer, scale, threshold,
-    /// band and columns. Empty when no defined metric is selected, so runs
+    /// band, token limit and columns: everything that changes a request or
+    /// how its answer is read. Empty when no defined metric is selected, so runs
     /// without one keep their earlier fingerprints.
     pub fn record(&self, set: &MetricSet) -> BTreeMap<String, Value> {
         self.selected(set)
@@ -309,6 +310,9 @@ impl JudgeMetrics {
                         "scale": scale,
                         "threshold": d.threshold,
                         "band": d.band,
+                        // Not in the template's hash (caches key it
+                        // apart), but it changes every request.
+                        "max_tokens": d.max_tokens,
                         "columns": j.metric.output_columns(),
                         "reason_column": j.metric.reason_column,
                         "source_column": j.metric.source_column,

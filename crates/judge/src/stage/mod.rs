@@ -35,6 +35,8 @@ mod answers;
 mod facts;
 mod rubric;
 
+pub use rubric::Prompt;
+
 use facts::{parse_check, read_word_verdict};
 
 /// One piece of work for the model. `texts` is the hash of the texts the
@@ -509,15 +511,29 @@ impl JudgeStage {
     }
 }
 
-/// The text of each column judge prompts read, for one batch.
+/// The text of each column judge prompts read, for one batch. A value
+/// that has no text form (binary that is not UTF-8) is bad input naming
+/// the file, column and row, never an empty text in the prompt.
 pub(super) fn columns_as_text(batch: &RowBatch) -> Result<Vec<(&str, StringArray)>, Error> {
     batch
         .prompt_columns
         .iter()
         .map(|(name, array)| {
-            let text = arrow::compute::cast(array, &DataType::Utf8)
-                .map_err(|e| Error::bad_input(format!("{}: column '{name}': {e}", batch.source)))?;
-            Ok((name.as_str(), text.as_string::<i32>().clone()))
+            let at = |detail: String| {
+                Error::bad_input(format!("{}: column '{name}': {detail}", batch.source))
+            };
+            let text =
+                arrow::compute::cast(array, &DataType::Utf8).map_err(|e| at(e.to_string()))?;
+            let text = text.as_string::<i32>().clone();
+            // The cast turns what it cannot convert into nulls.
+            if let Some(i) = (0..text.len()).find(|&i| array.is_valid(i) && text.is_null(i)) {
+                return Err(at(format!(
+                    "row {}: the {} value has no text form (not UTF-8?)",
+                    batch.first_row_in_source + i as u64,
+                    array.data_type()
+                )));
+            }
+            Ok((name.as_str(), text))
         })
         .collect()
 }

@@ -36,8 +36,10 @@ impl JudgeStage {
     /// The exact first request the run would send for `metric` about row
     /// `i` of `batch` (with `--judge-reasons failures` a failing answer is
     /// asked again uncut), for `refscore judge-prompt`: nothing is sent.
-    /// The metric may be any the run knows, chosen or not.
-    pub fn request_for(&self, metric: &str, batch: &RowBatch, i: usize) -> Result<Value, Error> {
+    /// The metric may be any the run knows, chosen or not. A row the run
+    /// would decide without a call (not scorable, or by a rule) gets that
+    /// decision instead of a request.
+    pub fn request_for(&self, metric: &str, batch: &RowBatch, i: usize) -> Result<Prompt, Error> {
         let known = &self.options.judge_metrics;
         let jm = known.named(metric).ok_or_else(|| {
             Error::usage(format!(
@@ -50,6 +52,27 @@ impl JudgeStage {
                 "{metric} is not asked as one question (the fact ratio extracts facts, then checks each)"
             ))
         })?;
+        if let Some(why) = batch.unscorable(i) {
+            return Ok(Prompt::Decided(format!(
+                "the row is not scored ({why}): no judge metric is asked for it"
+            )));
+        }
+        let (reference, output) = (
+            batch.reference.get(i).unwrap_or(""),
+            batch.output.get(i).unwrap_or(""),
+        );
+        let empty = output.trim().is_empty();
+        let same = !empty && rules::same_answer(reference, output);
+        if rules::by_rule(jm, empty, same).is_some() {
+            let rule = if empty {
+                "the output is empty, so it fails"
+            } else {
+                "the output is the reference's answer, so it passes"
+            };
+            return Ok(Prompt::Decided(format!(
+                "{metric} is decided by a rule without a call: {rule}"
+            )));
+        }
         let columns = columns_as_text(batch)?;
         let user = render(jm, batch, i, &columns).map_err(Error::config)?;
         let ask = Ask {
@@ -61,7 +84,7 @@ impl JudgeStage {
             },
             logprobs: true,
         };
-        Ok(self.client.first_body(&ask))
+        Ok(Prompt::Request(self.client.first_body(&ask)))
     }
 
     /// Asks a rubric about one row as
@@ -183,6 +206,15 @@ fn keys(jm: &JudgeMetric) -> (&'static str, &'static str) {
         } => (value_keys[0], reason_keys[0]),
         Asking::Facts => unreachable!("the fact ratio is not asked as one question"),
     }
+}
+
+/// What `refscore judge-prompt` shows for one metric and one row.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prompt {
+    /// The request's body, as it would be sent.
+    Request(Value),
+    /// Why no request would be sent: the row is decided without a call.
+    Decided(String),
 }
 
 /// A rubric's kind of answer.

@@ -439,12 +439,7 @@ fn overwrite_cancels_the_discarded_runs_batches_whatever_the_new_run_does() {
         );
         assert_eq!(server.batches()[0].status, "cancelled", "{new_run}");
         assert_eq!(server.batches().len(), 1, "{new_run}");
-        assert!(server
-            .state
-            .lock()
-            .unwrap()
-            .calls
-            .contains(&"POST /v1/batches/batch_1/cancel".to_string()));
+        assert!(server.called("POST /v1/batches/batch_1/cancel"));
     }
 }
 
@@ -671,12 +666,7 @@ fn overwrite_cancels_the_batches_of_the_run_it_discards() {
     let batches = server.batches();
     assert_eq!(batches[0].status, "cancelled");
     assert_eq!(batches.len(), 2);
-    assert!(server
-        .state
-        .lock()
-        .unwrap()
-        .calls
-        .contains(&"POST /v1/batches/batch_1/cancel".to_string()));
+    assert!(server.called("POST /v1/batches/batch_1/cancel"));
 }
 
 #[test]

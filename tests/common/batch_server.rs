@@ -80,6 +80,11 @@ impl BatchServer {
             .unwrap_or(0)
     }
 
+    /// Whether the server got a call ("METHOD /path").
+    pub fn called(&self, call: &str) -> bool {
+        self.state.lock().unwrap().calls.iter().any(|c| c == call)
+    }
+
     /// Requests answered, each counted once.
     pub fn answered(&self) -> usize {
         self.state.lock().unwrap().paid.len()

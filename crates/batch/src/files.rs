@@ -59,14 +59,7 @@ pub fn copy_atomically(from: &mut impl io::Read, path: &Path) -> io::Result<()> 
 /// exclusive create and written in place.
 pub fn copy_exclusively(from: &mut impl io::Read, path: &Path) -> io::Result<bool> {
     let dir = parent_of(path);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut temp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".partial")
-        .tempfile_in(dir)?;
+    let mut temp = temporary_beside(path)?;
     io::copy(from, temp.as_file_mut())?;
     temp.as_file().sync_all()?;
     match std::fs::hard_link(temp.path(), path) {
@@ -99,6 +92,19 @@ fn parent_of(path: &Path) -> &Path {
         .unwrap_or(Path::new("."))
 }
 
+/// An exclusively created, randomly named temporary file beside `path`
+/// (`.NAME.XXXX.partial`), removed when dropped unless given its name.
+fn temporary_beside(path: &Path) -> io::Result<tempfile::NamedTempFile> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".partial")
+        .tempfile_in(parent_of(path))
+}
+
 fn write_whole(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     write_whole_with(path, durable, |f| f.write_all(bytes))
 }
@@ -109,14 +115,7 @@ fn write_whole_with(
     fill: impl FnOnce(&mut std::fs::File) -> io::Result<()>,
 ) -> io::Result<()> {
     let dir = parent_of(path);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut temp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".partial")
-        .tempfile_in(dir)?;
+    let mut temp = temporary_beside(path)?;
     fill(temp.as_file_mut())?;
     if durable {
         temp.as_file().sync_all()?;

@@ -136,6 +136,17 @@ impl Provider for Folder {
 mod tests {
     use super::*;
 
+    /// Chunk `n` of `ledger` as a kill after choosing `target` leaves it:
+    /// written, its name chosen, not yet copied.
+    fn chosen(ledger: &mut Ledger, n: u32, target: &str) -> Chunk {
+        let written = json!({"name": "requests-001.jsonl", "lines": 1});
+        ledger.record(n, "written", written).unwrap();
+        ledger
+            .record(n, "create", json!({"target": target}))
+            .unwrap();
+        ledger.chunk(n)
+    }
+
     #[test]
     fn a_request_file_never_replaces_another_runs_file_of_the_same_name() {
         let run = tempfile::tempdir().unwrap();
@@ -144,49 +155,20 @@ mod tests {
         let ours = run.path().join("requests-001.jsonl");
         std::fs::write(&ours, "our requests\n").unwrap();
         let mut ledger = Ledger::open(run.path()).unwrap();
-        ledger
-            .record(
-                1,
-                "written",
-                json!({"name": "requests-001.jsonl", "lines": 1}),
-            )
-            .unwrap();
         // This run chose requests-001.jsonl and recorded it; another run
         // sharing the folder wrote that name before this one could.
-        ledger
-            .record(1, "create", json!({"target": "requests-001.jsonl"}))
-            .unwrap();
+        let chunk = chosen(&mut ledger, 1, "requests-001.jsonl");
         let theirs = shared.path().join("requests-001.jsonl");
         std::fs::write(&theirs, "their requests\n").unwrap();
-        let chunk = ledger.chunk(1);
         let name = folder.submit(&mut ledger, &chunk, &ours).unwrap();
         assert_eq!(name, "requests-002.jsonl");
-        assert_eq!(
-            std::fs::read_to_string(&theirs).unwrap(),
-            "their requests\n"
-        );
-        assert_eq!(
-            std::fs::read_to_string(shared.path().join(&name)).unwrap(),
-            "our requests\n"
-        );
-        assert_eq!(
-            ledger.chunk(1).batch_id.as_deref(),
-            Some("requests-002.jsonl")
-        );
+        let read = |p: &Path| std::fs::read_to_string(p).unwrap();
+        assert_eq!(read(&theirs), "their requests\n");
+        assert_eq!(read(&shared.path().join(&name)), "our requests\n");
+        assert_eq!(ledger.chunk(1).batch_id.as_deref(), Some(name.as_str()));
         // Killed after the copy but before recording it: the file found
         // under the recorded name is this run's own, and is kept.
-        let mut ledger = Ledger::open(run.path()).unwrap();
-        ledger
-            .record(
-                2,
-                "written",
-                json!({"name": "requests-001.jsonl", "lines": 1}),
-            )
-            .unwrap();
-        ledger
-            .record(2, "create", json!({"target": "requests-002.jsonl"}))
-            .unwrap();
-        let chunk = ledger.chunk(2);
+        let chunk = chosen(&mut ledger, 2, "requests-002.jsonl");
         assert_eq!(
             folder.submit(&mut ledger, &chunk, &ours).unwrap(),
             "requests-002.jsonl"

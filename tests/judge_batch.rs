@@ -700,3 +700,89 @@ fn judge_batch_flags_are_checked_before_anything_runs() {
     let e = fails(&with(true, &["--judge-batch", "api"]), 75);
     assert!(e.contains("Batch API") && e.contains("127.0.0.1:9"), "{e}");
 }
+
+/// Answers every request file in `folder` that has no results yet, with
+/// `line(request)` per request (None: no line at all for it).
+fn answer_folder(folder: &Path, line: &dyn Fn(&Value) -> Option<Value>) -> usize {
+    let mut answered = 0;
+    for entry in std::fs::read_dir(folder).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let results = folder.join(name.replace("requests-", "results-"));
+        if !name.starts_with("requests-") || results.exists() {
+            continue;
+        }
+        let text: String = std::fs::read_to_string(entry.path())
+            .unwrap()
+            .lines()
+            .filter_map(|l| line(&serde_json::from_str(l).unwrap()))
+            .map(|v| format!("{v}\n"))
+            .collect();
+        std::fs::write(&results, text).unwrap();
+        answered += 1;
+    }
+    answered
+}
+
+#[test]
+fn a_folder_whose_results_fail_twice_ends_75_and_a_later_resume_retries() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("box");
+    let (i, o) = (input(dir.path()), dir.path().join("dir.parquet"));
+    let mode = format!("dir:{}", folder.display());
+    let mut args = base_args(i.to_str().unwrap(), o.to_str().unwrap(), "meaning_match");
+    args.extend(["--judge-batch", &mode, "--judge-reasons", "never"]);
+    fails(&refscore(&args), 75);
+    args.push("--resume");
+    // Twice: a 500 line for rows whose answer is right, no line at all for
+    // the others (as a runner that crashed part way leaves it).
+    let failing = |r: &Value| -> Option<Value> {
+        let user = r["body"]["messages"][1]["content"].as_str().unwrap_or("");
+        user.contains("right answer").then(|| {
+            json!({"id": "x", "custom_id": r["custom_id"], "error": null,
+                   "response": {"status_code": 500, "request_id": "q",
+                                "body": {"error": {"message": "scripted crash"}}}})
+        })
+    };
+    for round in 0..2 {
+        assert_eq!(answer_folder(&folder, &failing), 1, "round {round}");
+        fails(&refscore(&args), 75);
+    }
+    // The second failure wrote the output, every row lacking its verdict.
+    let got = read_parquet(&o);
+    assert_eq!(texts(&got, "status"), vec![Some("partial".to_string()); 8]);
+    let errors = texts(&got, "error");
+    assert!(
+        errors
+            .iter()
+            .flatten()
+            .all(|e| e.contains("no answer after 2 batches")),
+        "{errors:?}"
+    );
+    assert!(errors
+        .iter()
+        .flatten()
+        .any(|e| e.contains("scripted crash")));
+    // Once the runner works: a third request file, answered, and exit 0.
+    let good = |r: &Value| {
+        Some(
+            json!({"id": "y", "custom_id": r["custom_id"], "error": null,
+                    "response": {"status_code": 200, "request_id": "q", "body": scripted(&r["body"])}}),
+        )
+    };
+    for _ in 0..3 {
+        answer_folder(&folder, &good);
+        let out = refscore(&args);
+        if out.status.success() {
+            break;
+        }
+        assert_eq!(
+            out.status.code(),
+            Some(75),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let got = read_parquet(&o);
+    assert_eq!(texts(&got, "status"), vec![Some("ok".to_string()); 8]);
+    assert_eq!(bools(&got, "meaning_match")[0], Some(true));
+}

@@ -100,6 +100,12 @@ mod tests {
     }
 
     #[test]
+    fn a_byte_order_mark_before_the_header_is_not_part_of_it() {
+        let f = file("\u{feff}LAYER,P,R,F\n3,0.5,0.6,0.55\n");
+        assert_eq!(read_baseline(f.path(), 3).unwrap(), [0.5, 0.6, 0.55]);
+    }
+
+    #[test]
     fn names_the_line_of_bad_content() {
         let f = file("LAYER,P,R,F\n0,0.5,x,0.55\n");
         let err = read_baseline(f.path(), 0).unwrap_err().message;

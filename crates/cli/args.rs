@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use refscore_batch::{metric, ErrorClass};
+use refscore_core::{metric, ErrorClass};
 
 /// Score LLM outputs against reference answers, in bulk, offline.
 #[derive(Debug, Parser)]

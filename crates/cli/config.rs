@@ -11,7 +11,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use clap::{Arg, ArgAction, Command};
-use refscore_batch::Error;
+use refscore_core::Error;
 use toml::{Spanned, Value};
 
 /// Keys whose relative paths are taken from the config file's folder.
@@ -31,7 +31,7 @@ impl ConfigFile {
     /// Reads a config file; text that is not UTF-8 is a configuration
     /// error (78) naming the file, other read failures are I/O (74).
     pub(crate) fn read(path: &Path) -> Result<ConfigFile, Error> {
-        let text = refscore_batch::files::read_text(path, "config file")?;
+        let text = refscore_core::files::read_text(path, "config file")?;
         Ok(ConfigFile {
             path: path.to_path_buf(),
             text,

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use refscore_batch::metric::Group;
-use refscore_batch::Error;
+use refscore_core::metric::Group;
+use refscore_core::Error;
 use refscore_read::Dataset;
 use serde_json::{json, Value};
 

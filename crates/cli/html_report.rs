@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use refscore_batch::files::write_atomically;
-use refscore_batch::Error;
+use refscore_core::files::write_atomically;
+use refscore_core::Error;
 use refscore_read::ColumnMapping;
 use refscore_report::{Gate, Options};
 

@@ -1,6 +1,6 @@
 //! The `inspect` command: what refscore would read, before scoring.
 
-use refscore_batch::{is_string_type, Error};
+use refscore_core::{is_string_type, Error};
 use refscore_read::{ColumnMapping, Dataset, ReadOptions, Role};
 
 use std::fmt::Write;

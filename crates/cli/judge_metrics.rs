@@ -1,7 +1,7 @@
 //! The `judge-metrics` command: the judge metrics a run can ask for, or one
 //! definition as TOML, built-in or the user's, to start a rubric from.
 
-use refscore_batch::Error;
+use refscore_core::Error;
 use refscore_judge::JudgeMetrics;
 
 use crate::args::JudgeMetricsArgs;

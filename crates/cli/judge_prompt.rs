@@ -7,8 +7,8 @@ use std::time::Duration;
 use arrow::array::{Array, ArrayRef};
 use arrow::util::display::array_value_to_string;
 use clap::Arg;
-use refscore_batch::metric::MetricSet;
-use refscore_batch::{Error, RowBatch};
+use refscore_core::metric::MetricSet;
+use refscore_core::{Error, RowBatch};
 use refscore_judge::{Endpoint, JudgeOptions, JudgeStage, Prompt};
 use refscore_read::Dataset;
 
@@ -26,7 +26,7 @@ pub fn run(words: &[OsString]) -> Result<(), Error> {
     let catalog = settings.judge_metrics.catalog();
     let chosen = catalog
         .find(metric)
-        .filter(|m| m.group == refscore_batch::metric::Group::Judge)
+        .filter(|m| m.group == refscore_core::metric::Group::Judge)
         .ok_or_else(|| {
             Error::usage(format!(
                 "--metric {metric}: not a judge metric (judge metrics: {})",

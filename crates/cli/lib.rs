@@ -25,7 +25,7 @@ use std::ffi::OsString;
 use std::io::Write;
 
 use clap::Parser;
-pub use refscore_batch::{Error, ErrorClass};
+pub use refscore_core::{Error, ErrorClass};
 
 use crate::args::{Cli, Command};
 pub use crate::scorer::{plan, score_parquet, Scorer};

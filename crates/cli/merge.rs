@@ -1,7 +1,7 @@
 //! The `merge-summaries` command: adds the summaries of the shards of one
 //! run into the summary the unsharded run would have printed.
 
-use refscore_batch::Error;
+use refscore_core::Error;
 use refscore_write::{SummaryBuilder, SummaryState};
 use serde_json::Value;
 

@@ -1,8 +1,8 @@
 //! What `--metrics` and `--threshold` accept, read against the metric
-//! registry (`refscore_batch::metric`), and which stages a run needs.
+//! registry (`refscore_core::metric`), and which stages a run needs.
 
-use refscore_batch::metric::{self, Catalog, Group, MetricSet};
-use refscore_batch::Error;
+use refscore_core::metric::{self, Catalog, Group, MetricSet};
+use refscore_core::Error;
 
 /// Which metrics a run computes.
 #[derive(Debug, Clone, PartialEq)]
@@ -161,7 +161,7 @@ mod tests {
             .chain(refscore_judge::JudgeMetrics::builtin().fields(&all))
             .map(|f| f.name().clone())
             .collect();
-        let accounting = refscore_batch::schema::JUDGE_USAGE.len() + 1;
+        let accounting = refscore_core::schema::JUDGE_USAGE.len() + 1;
         written.truncate(written.len() - accounting);
         let registry: Vec<&str> = metric::BUILTIN
             .iter()
@@ -193,9 +193,9 @@ mod tests {
             "all without an endpoint leaves the judge out"
         );
         let err = plan(Some(&names(&["similarity"])), false).unwrap_err();
-        assert_eq!(err.class, refscore_batch::ErrorClass::Config);
+        assert_eq!(err.class, refscore_core::ErrorClass::Config);
         let err = plan(Some(&names(&["vibes"])), true).unwrap_err();
-        assert_eq!(err.class, refscore_batch::ErrorClass::Usage);
+        assert_eq!(err.class, refscore_core::ErrorClass::Usage);
         assert!(err.message.contains("bertscore"), "{}", err.message);
     }
 }

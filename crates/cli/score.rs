@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use refscore_batch::{Error, Stage};
+use refscore_core::{Error, Stage};
 use refscore_job::{Job, JobSpec, Prepared};
 use refscore_judge::batch::{BatchMode, Collected};
 use refscore_judge::{Endpoint, JudgeStage};
@@ -285,7 +285,7 @@ fn cancel_discarded_batches(
 /// embedding precision, and the defined judge metrics with their versions
 /// (so a report can tell that a rubric changed between two nights).
 fn footer(settings: &Settings, embedding: bool, judge: bool) -> Vec<(String, String)> {
-    use refscore_batch::schema::footer;
+    use refscore_core::schema::footer;
     let mut out = Vec::new();
     if embedding {
         out.push((

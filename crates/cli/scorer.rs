@@ -9,7 +9,7 @@ use std::path::Path;
 use arrow::array::RecordBatch;
 use arrow::datatypes::{Schema, SchemaRef};
 use clap::Parser;
-use refscore_batch::{Error, RowBatch, Stage};
+use refscore_core::{Error, RowBatch, Stage};
 use refscore_embed::EmbeddingStage;
 use refscore_judge::JudgeStage;
 use refscore_lexical::{LexicalStage, Selection};
@@ -269,7 +269,7 @@ impl Scorer {
         }
         let mut out = Vec::with_capacity(rows.len());
         for b in &rows {
-            let scores = refscore_batch::score_stages(&mut chain, b)?;
+            let scores = refscore_core::score_stages(&mut chain, b)?;
             out.push(result_record(&out_schema, b, scores)?);
         }
         Ok((out_schema, out))

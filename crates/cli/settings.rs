@@ -6,13 +6,13 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, FromArgMatches};
-use refscore_batch::Error;
+use refscore_core::Error;
 use refscore_read::ColumnMapping;
 
 use crate::args::ScoreArgs;
 use crate::config::{self, ConfigWords};
 use crate::metrics::{self, MetricPlan};
-use refscore_batch::metric;
+use refscore_core::metric;
 
 /// Settings of the judge stage (present when a judge URL is given).
 #[derive(Debug, Clone)]
@@ -392,7 +392,7 @@ impl Settings {
         // config file is a configuration error (78).
         let metrics = metrics::plan(metric_names.as_deref(), judge_url.is_some(), &catalog)
             .map_err(|e| {
-                if names_from_file && e.class == refscore_batch::ErrorClass::Usage {
+                if names_from_file && e.class == refscore_core::ErrorClass::Usage {
                     origin.in_file_error("metrics", 0, &format!("metrics: {}", e.message))
                 } else {
                     e

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use refscore_batch::Error;
+use refscore_core::Error;
 use refscore_embed::{EmbedOptions, EmbeddingStage};
 use refscore_judge::{Endpoint, JudgeOptions, JudgeStage};
 use refscore_lexical::Selection;
@@ -165,7 +165,7 @@ pub(crate) fn prepare_embedding<R>(
     pairs: impl FnOnce() -> Result<Vec<(String, String)>, Error>,
 ) -> Result<(), Error>
 where
-    R: Iterator<Item = Result<refscore_batch::TextColumn, Error>>,
+    R: Iterator<Item = Result<refscore_core::TextColumn, Error>>,
 {
     if settings.embed.idf {
         stage.fit_idf(references()?)?;

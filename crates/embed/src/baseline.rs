@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use refscore_batch::Error;
+use refscore_core::Error;
 
 use crate::Baseline;
 

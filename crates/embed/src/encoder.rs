@@ -4,7 +4,7 @@
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use refscore_batch::Error;
+use refscore_core::Error;
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
 use crate::family::{self, EncoderModel};

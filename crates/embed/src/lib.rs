@@ -43,8 +43,8 @@ use arrow::datatypes::{DataType, Field};
 use candle_core::Device;
 use lru::LruCache;
 use rayon::prelude::*;
-use refscore_batch::metric::{self, Group, Metric, MetricSet};
-use refscore_batch::{Error, RowBatch, ScoreColumns, TextColumn};
+use refscore_core::metric::{self, Group, Metric, MetricSet};
+use refscore_core::{Error, RowBatch, ScoreColumns, TextColumn};
 use tokenizers::Tokenizer;
 
 pub use baseline::read_baseline;
@@ -127,7 +127,7 @@ impl Default for EmbedOptions {
         EmbedOptions {
             model: None,
             device: Device::Cpu,
-            metrics: refscore_batch::metric::Catalog::builtin().of_groups(&[Group::Embedding]),
+            metrics: refscore_core::metric::Catalog::builtin().of_groups(&[Group::Embedding]),
             max_seq_length: None,
             cache_bytes: 256 << 20,
             batch_tokens: 2048,
@@ -818,7 +818,7 @@ pub fn fields(metrics: &MetricSet) -> Vec<Field> {
 }
 
 /// The embedding metrics as a pipeline stage.
-impl refscore_batch::Stage for EmbeddingStage {
+impl refscore_core::Stage for EmbeddingStage {
     fn fields(&self) -> Vec<Field> {
         EmbeddingStage::fields(self)
     }

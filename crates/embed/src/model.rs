@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use refscore_batch::Error;
+use refscore_core::Error;
 use serde::Deserialize;
 
 /// The default model folder, relative to the working directory, used when

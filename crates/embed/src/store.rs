@@ -16,7 +16,7 @@ use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use refscore_batch::Error;
+use refscore_core::Error;
 
 use crate::precision::Precision;
 use sha2::{Digest, Sha256};
@@ -198,7 +198,7 @@ fn decode(bytes: &[u8], hidden: usize) -> Option<Embedded> {
 
 fn write_entry(path: &Path, bytes: &[u8]) -> io::Result<()> {
     fs::create_dir_all(path.parent().expect("entry paths have a parent"))?;
-    refscore_batch::files::write_cache_entry(path, bytes)
+    refscore_core::files::write_cache_entry(path, bytes)
 }
 
 #[cfg(test)]

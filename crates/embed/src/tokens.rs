@@ -27,7 +27,7 @@
 //! `tokenized_bytes` shows it.
 
 use rayon::prelude::*;
-use refscore_batch::Error;
+use refscore_core::Error;
 use tokenizers::normalizers::NormalizerWrapper;
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::Tokenizer;

@@ -366,7 +366,7 @@ fn long_texts_are_cut_without_changing_what_the_model_sees() {
 #[test]
 fn idf_tokenises_each_distinct_reference_once() {
     use arrow::array::StringArray;
-    use refscore_batch::TextColumn;
+    use refscore_core::TextColumn;
 
     let dir = tempfile::tempdir().unwrap();
     write_model(dir.path(), "mean", 32);

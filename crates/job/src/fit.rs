@@ -3,7 +3,7 @@
 
 use std::collections::BinaryHeap;
 
-use refscore_batch::{Error, RowBatch};
+use refscore_core::{Error, RowBatch};
 use refscore_read::Dataset;
 use sha2::{Digest, Sha256};
 

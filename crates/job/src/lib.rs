@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use arrow::datatypes::SchemaRef;
 use crossbeam_channel::bounded;
 use parquet::file::metadata::KeyValue;
-use refscore_batch::{Error, ErrorClass, RowBatch, ScoreColumns, Stage};
+use refscore_core::{Error, ErrorClass, RowBatch, ScoreColumns, Stage};
 use refscore_read::Dataset;
 use refscore_write::{PartInfo, PartWriter, SummaryBuilder};
 
@@ -64,7 +64,7 @@ pub fn batch_dir_in(run_folder: &std::path::Path) -> PathBuf {
 
 /// Footer key of the result file holding the run's fingerprint hash, so a
 /// later `--resume` can tell a finished run from another one.
-pub const RUN_KEY: &str = refscore_batch::schema::footer::RUN;
+pub const RUN_KEY: &str = refscore_core::schema::footer::RUN;
 
 /// What the caller decides about a job.
 #[derive(Debug, Clone)]
@@ -302,7 +302,7 @@ impl Job {
                         break;
                     }
                 };
-                let scores = match refscore_batch::score_stages(stages, &batch) {
+                let scores = match refscore_core::score_stages(stages, &batch) {
                     Ok(scores) => scores,
                     Err(e) => {
                         result = Err(e);
@@ -395,7 +395,7 @@ impl Job {
             extra.push(KeyValue::new(RUN_KEY.to_string(), self.hash.clone()));
         }
         extra.push(KeyValue::new(
-            refscore_batch::schema::footer::THRESHOLDS.to_string(),
+            refscore_core::schema::footer::THRESHOLDS.to_string(),
             refscore_stats::thresholds_to_json(&stats.thresholds()),
         ));
         for (key, value) in &self.spec.footer {
@@ -403,7 +403,7 @@ impl Job {
         }
         if let Some(shard) = self.spec.shard {
             extra.push(KeyValue::new(
-                refscore_batch::schema::footer::SHARD.to_string(),
+                refscore_core::schema::footer::SHARD.to_string(),
                 shard.to_string(),
             ));
         }

@@ -4,7 +4,7 @@
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
-use refscore_batch::Error;
+use refscore_core::Error;
 use refscore_read::Dataset;
 use refscore_write::{parent_dir, read_part, summary_path, sync_dir, PartInfo};
 use serde_json::{json, Map, Value};
@@ -210,7 +210,7 @@ impl RunDir {
             "fingerprint": fingerprint,
         });
         let text = serde_json::to_string_pretty(&manifest).expect("serialises");
-        refscore_batch::files::write_atomically(&path.join(MANIFEST), text.as_bytes())
+        refscore_core::files::write_atomically(&path.join(MANIFEST), text.as_bytes())
             .map_err(|e| Error::io(format!("{}: {e}", path.join(MANIFEST).display())))?;
         sync_dir(path)?;
         sync_dir(&parent_dir(path))?;
@@ -303,7 +303,7 @@ impl RunDir {
                 // Damaged, or rows worth retrying: scored again.
                 Ok(_)
                 | Err(Error {
-                    class: refscore_batch::ErrorClass::BadInput,
+                    class: refscore_core::ErrorClass::BadInput,
                     ..
                 }) => fs::remove_file(&path)
                     .map_err(|e| Error::io(format!("{}: {e}", path.display())))?,

@@ -49,7 +49,7 @@ impl DiskCache {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(fail)?;
         }
-        refscore_batch::files::write_cache_entry(&path, value.to_string().as_bytes()).map_err(fail)
+        refscore_core::files::write_cache_entry(&path, value.to_string().as_bytes()).map_err(fail)
     }
 }
 

@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use refscore_batch::Error;
+use refscore_core::Error;
 use serde_json::{json, Value};
 use url::Url;
 
@@ -801,7 +801,7 @@ mod tests {
         crate::metric::builtin()[0].template().expect("a rubric")
     }
     use crate::test_server::{chat, refused_url, start, Reply};
-    use refscore_batch::ErrorClass;
+    use refscore_core::ErrorClass;
 
     fn endpoint(url: &str) -> Endpoint {
         Endpoint {

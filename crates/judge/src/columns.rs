@@ -7,8 +7,8 @@ use arrow::array::{
     ArrayRef, BooleanArray, Float32Array, StringArray, StructArray, UInt32Array, UInt8Array,
 };
 use arrow::datatypes::{DataType, Field, Fields};
-use refscore_batch::schema::{JUDGE_TEMPLATES, JUDGE_USAGE};
-use refscore_batch::ScoreColumns;
+use refscore_core::schema::{JUDGE_TEMPLATES, JUDGE_USAGE};
+use refscore_core::ScoreColumns;
 
 use crate::client::Usage;
 use crate::metric::{Answer, Asking, JudgeMetric};

@@ -9,9 +9,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use refscore_batch::metric::{self, Group, Kind, Metric};
-use refscore_batch::schema;
-use refscore_batch::Error;
+use refscore_core::metric::{self, Group, Kind, Metric};
+use refscore_core::schema;
+use refscore_core::Error;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use toml::Spanned;

@@ -37,7 +37,7 @@ mod test_server;
 
 use std::path::PathBuf;
 
-use refscore_batch::metric::MetricSet;
+use refscore_core::metric::MetricSet;
 use serde_json::{json, Value};
 
 pub use client::{check_url, probe, Endpoint, Usage, MAX_RETRY_AFTER, MAX_TIMEOUT, MIN_TIMEOUT};

@@ -10,8 +10,8 @@ use std::path::Path;
 use std::sync::LazyLock;
 
 use arrow::datatypes::Field;
-use refscore_batch::metric::{self, Catalog, Metric, MetricSet};
-use refscore_batch::Error;
+use refscore_core::metric::{self, Catalog, Metric, MetricSet};
+use refscore_core::Error;
 use serde_json::{json, Value};
 
 use crate::definition::{self, Definition};
@@ -157,7 +157,7 @@ impl JudgeMetrics {
     /// config file (whose other keys are flags). A bad definition, or a
     /// name defined twice, is a configuration error naming file and line.
     pub fn read(&mut self, path: &Path, only_definitions: bool) -> Result<(), Error> {
-        let text = refscore_batch::files::read_text(path, "judge metrics")?;
+        let text = refscore_core::files::read_text(path, "judge metrics")?;
         self.read_text(path, &text, only_definitions)
     }
 

@@ -4,7 +4,7 @@
 
 use arrow::array::{AsArray, Float32Array};
 use arrow::datatypes::{Field, Float32Type};
-use refscore_batch::{Error, RowBatch, ScoreColumns, Stage};
+use refscore_core::{Error, RowBatch, ScoreColumns, Stage};
 use serde_json::json;
 
 use crate::{report_json, route, JudgeStage};

@@ -2,8 +2,8 @@
 
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::DataType;
-use refscore_batch::metric::Metric;
-use refscore_batch::Error;
+use refscore_core::metric::Metric;
+use refscore_core::Error;
 
 use crate::metric::JudgeMetrics;
 
@@ -30,7 +30,7 @@ impl Wanted {
 /// `--judge-where` column (`where_column`, for messages), else what that
 /// column's value says ([`requested_by`]).
 pub(crate) fn requested_rows(
-    batch: &refscore_batch::RowBatch,
+    batch: &refscore_core::RowBatch,
     where_column: Option<&str>,
     known: &JudgeMetrics,
 ) -> Result<Vec<Wanted>, Error> {
@@ -149,7 +149,7 @@ mod tests {
             format!("in.parquet: column 'which', row {i}")
         })
         .unwrap_err();
-        assert_eq!(err.class, refscore_batch::ErrorClass::BadInput);
+        assert_eq!(err.class, refscore_core::ErrorClass::BadInput);
         assert!(
             err.message.contains("column 'which', row 999") && err.message.contains("'vibes'"),
             "{}",

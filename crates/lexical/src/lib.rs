@@ -12,8 +12,8 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, Float32Array};
 use arrow::datatypes::{DataType, Field};
 use rayon::prelude::*;
-use refscore_batch::metric::{self, Metric, MetricSet};
-use refscore_batch::{RowBatch, ScoreColumns};
+use refscore_core::metric::{self, Metric, MetricSet};
+use refscore_core::{RowBatch, ScoreColumns};
 
 pub use normalize::normalize;
 use normalize::Normalized;
@@ -285,7 +285,7 @@ pub fn score_batch(batch: &RowBatch, sel: Selection) -> ScoreColumns {
 #[derive(Debug, Clone, Copy)]
 pub struct LexicalStage(pub Selection);
 
-impl refscore_batch::Stage for LexicalStage {
+impl refscore_core::Stage for LexicalStage {
     fn fields(&self) -> Vec<Field> {
         fields(self.0)
     }
@@ -294,7 +294,7 @@ impl refscore_batch::Stage for LexicalStage {
         &mut self,
         batch: &RowBatch,
         _: &ScoreColumns,
-    ) -> Result<ScoreColumns, refscore_batch::Error> {
+    ) -> Result<ScoreColumns, refscore_core::Error> {
         Ok(score_batch(batch, self.0))
     }
 }

@@ -9,7 +9,7 @@ use arrow::error::ArrowError;
 use arrow_pyarrow::{FromPyArrow, IntoPyArrow, Table};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use refscore_batch::{Error, ErrorClass};
+use refscore_core::{Error, ErrorClass};
 
 /// A `refscore.RefscoreError` carrying the CLI's message and exit code.
 fn to_py(py: Python<'_>, e: Error) -> PyErr {
@@ -106,7 +106,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("EXIT_CODES", codes)?;
     // The metric registry, so Python code reads metrics as the CLI does.
     let metrics = pyo3::types::PyList::empty(m.py());
-    for metric in refscore_batch::metric::BUILTIN {
+    for metric in refscore_core::metric::BUILTIN {
         let d = pyo3::types::PyDict::new(m.py());
         d.set_item("name", metric.name)?;
         d.set_item("group", metric.group.name())?;
@@ -114,8 +114,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         d.set_item(
             "kind",
             match metric.kind {
-                refscore_batch::metric::Kind::Binary => "binary",
-                refscore_batch::metric::Kind::Score => "score",
+                refscore_core::metric::Kind::Binary => "binary",
+                refscore_core::metric::Kind::Score => "score",
             },
         )?;
         d.set_item("default_threshold", metric.default_threshold)?;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
-use refscore_batch::Error;
+use refscore_core::Error;
 use sha2::{Digest, Sha256};
 
 use crate::InputFile;

@@ -59,9 +59,9 @@ impl Layout {
             let ok = match field.data_type() {
                 DataType::Boolean => true,
                 DataType::List(item) | DataType::LargeList(item) => {
-                    refscore_batch::is_string_type(item.data_type())
+                    refscore_core::is_string_type(item.data_type())
                 }
-                t => refscore_batch::is_string_type(t),
+                t => refscore_core::is_string_type(t),
             };
             if !ok {
                 return Err(Error::bad_input(format!(

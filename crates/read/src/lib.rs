@@ -24,7 +24,7 @@ use parquet::arrow::arrow_reader::{
     ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
 };
 use parquet::arrow::ProjectionMask;
-use refscore_batch::{Error, RowBatch, TextColumn};
+use refscore_core::{Error, RowBatch, TextColumn};
 
 use layout::check_unique;
 pub use layout::Layout;

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use arrow::datatypes::Schema;
-use refscore_batch::{is_text_type, Error};
+use refscore_core::{is_text_type, Error};
 
 use crate::InputFile;
 

@@ -89,7 +89,7 @@ pub(crate) fn unify(file: &InputFile, so_far: &Field) -> Result<Field, Error> {
     if theirs.data_type() == so_far.data_type() {
         return Ok(so_far.clone());
     }
-    let text = |t: &DataType| refscore_batch::is_string_type(t);
+    let text = |t: &DataType| refscore_core::is_string_type(t);
     if text(theirs.data_type()) && text(so_far.data_type()) {
         return Ok(so_far.clone().with_data_type(DataType::LargeUtf8));
     }

@@ -10,7 +10,7 @@ use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection
 use parquet::arrow::ProjectionMask;
 use std::sync::Arc;
 
-use refscore_batch::Error;
+use refscore_core::Error;
 
 use crate::{decode_next, files, mapping, InputFile};
 
@@ -73,8 +73,8 @@ impl Table {
                 None => f.clone(),
                 Some(prev) if prev.data_type() == f.data_type() => prev,
                 Some(prev)
-                    if refscore_batch::is_string_type(prev.data_type())
-                        && refscore_batch::is_string_type(f.data_type()) =>
+                    if refscore_core::is_string_type(prev.data_type())
+                        && refscore_core::is_string_type(f.data_type()) =>
                 {
                     prev.with_data_type(DataType::LargeUtf8)
                 }

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use rayon::prelude::*;
-use refscore_batch::Error;
+use refscore_core::Error;
 use refscore_stats::{bin_centre, Histogram as ValueHistogram, Tally};
 
 use crate::agg::{FlipEntry, LowEntry};

@@ -20,7 +20,7 @@ mod render;
 mod run;
 mod texts;
 
-use refscore_batch::Error;
+use refscore_core::Error;
 use refscore_read::ColumnMapping;
 
 pub use model::*;

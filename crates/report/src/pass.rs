@@ -4,9 +4,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use arrow::array::{Array, ArrayRef, RecordBatch};
-use refscore_batch::metric;
-use refscore_batch::schema::{ERROR, ID, STATUS};
-use refscore_batch::{Error, TextColumn};
+use refscore_core::metric;
+use refscore_core::schema::{ERROR, ID, STATUS};
+use refscore_core::{Error, TextColumn};
 use refscore_read::{Dataset, ReadOptions, Table, TableBatches};
 
 use refscore_stats::{Histogram as ValueHistogram, Tally};
@@ -812,7 +812,7 @@ fn judge(ctx: &Ctx, agg: &mut Agg, batch: &RecordBatch) {
     let r = ctx.cur;
     for name in &r.judge_cols {
         let (sum, count) = run::sum_u32(col(batch, name));
-        let k = refscore_batch::schema::JUDGE_USAGE
+        let k = refscore_core::schema::JUDGE_USAGE
             .iter()
             .position(|c| c == name)
             .expect("known");

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use minijinja::{context, Environment, Value};
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
-use refscore_batch::Error;
+use refscore_core::Error;
 
 use crate::model::{MetricReport, Report};
 

@@ -9,9 +9,9 @@ use arrow::datatypes::{
     DataType, Field, Float32Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type,
     UInt32Type, UInt64Type, UInt8Type,
 };
-use refscore_batch::metric::{self, Metric};
-use refscore_batch::schema::{footer, ERROR, ID, JUDGE_USAGE, STATUS};
-use refscore_batch::{Error, TextColumn};
+use refscore_core::metric::{self, Metric};
+use refscore_core::schema::{footer, ERROR, ID, JUDGE_USAGE, STATUS};
+use refscore_core::{Error, TextColumn};
 use refscore_read::{Role, Table, ALIASES};
 
 /// A result written by `refscore score`, opened and checked.
@@ -144,7 +144,7 @@ pub(crate) fn id_kind(t: &DataType) -> String {
         | DataType::UInt16
         | DataType::UInt32
         | DataType::UInt64 => "integer".into(),
-        t if refscore_batch::is_string_type(t) => "string".into(),
+        t if refscore_core::is_string_type(t) => "string".into(),
         t => t.to_string(),
     }
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use arrow::array::{Array, ArrayRef};
 use arrow::util::display::array_value_to_string;
-use refscore_batch::{Error, TextColumn};
+use refscore_core::{Error, TextColumn};
 use refscore_read::{Dataset, ReadOptions, Role, Table};
 
 use crate::run::{self, Run};
@@ -65,7 +65,7 @@ fn from_run(run: &Run, rows: &[u64]) -> Result<HashMap<u64, RowTexts>, Error> {
     if rows.is_empty() {
         return Ok(out);
     }
-    let mut names: Vec<&str> = vec![refscore_batch::schema::ID];
+    let mut names: Vec<&str> = vec![refscore_core::schema::ID];
     names.extend(run.text_cols.iter().flatten().map(String::as_str));
     names.extend(run.reason_cols.iter().map(String::as_str));
     let mut next = rows.iter();

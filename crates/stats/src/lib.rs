@@ -54,7 +54,7 @@ pub fn bin_centre(bin: i64) -> f64 {
 }
 
 /// Thresholds as a result file's footer stores them (the key is
-/// `refscore_batch::schema::footer::THRESHOLDS`), so that `report` computes
+/// `refscore_core::schema::footer::THRESHOLDS`), so that `report` computes
 /// the pass rates the summary did: a JSON object, metric → threshold.
 pub fn thresholds_to_json(thresholds: &[(String, f64)]) -> String {
     let map: serde_json::Map<String, serde_json::Value> = thresholds

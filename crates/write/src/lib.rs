@@ -24,14 +24,14 @@ use parquet::column::writer::ColumnCloseResult;
 use parquet::file::metadata::{KeyValue, ParquetMetaDataReader};
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
-use refscore_batch::{Error, RowBatch, ScoreColumns};
+use refscore_core::{Error, RowBatch, ScoreColumns};
 use serde::{Deserialize, Serialize};
 
 pub use summary::{
     MetricState, MetricSummary, Summary, SummaryBuilder, SummaryState, MEDIAN_RESOLUTION,
 };
 
-use refscore_batch::schema::{self, footer::PART as PART_KEY, status};
+use refscore_core::schema::{self, footer::PART as PART_KEY, status};
 
 /// Builds the result schema from the id field, the metric stages' fields
 /// and the passed-through input fields. Fails when names collide.
@@ -373,8 +373,8 @@ pub fn parent_dir(path: &Path) -> PathBuf {
 }
 
 /// Writes `text` to `path` whole or not at all (see
-/// [`refscore_batch::files::write_atomically`]).
+/// [`refscore_core::files::write_atomically`]).
 pub fn write_atomically(path: &Path, text: &str) -> Result<(), Error> {
-    refscore_batch::files::write_atomically(path, text.as_bytes())
+    refscore_core::files::write_atomically(path, text.as_bytes())
         .map_err(|e| Error::io(format!("{}: {e}", path.display())))
 }

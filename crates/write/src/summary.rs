@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Float32Type, Schema, UInt8Type};
-use refscore_batch::schema::{self, status};
+use refscore_core::schema::{self, status};
 use refscore_stats::{Histogram, Tally};
 use serde::{Deserialize, Serialize};
 

@@ -6,7 +6,7 @@
 
 use candle_core::Tensor;
 use candle_nn::VarBuilder;
-use refscore_batch::Error;
+use refscore_core::Error;
 
 use crate::precision::Precision;
 

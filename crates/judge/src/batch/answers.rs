@@ -8,7 +8,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use refscore_batch::Error;
+use refscore_core::Error;
 use serde_json::{json, Value};
 
 use super::lines;

@@ -7,7 +7,7 @@ use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
-use refscore_batch::Error;
+use refscore_core::Error;
 use serde_json::{json, Value};
 use url::Url;
 
@@ -220,7 +220,7 @@ impl Api {
         let url = self.url(&["files", file_id, "content"])?;
         let resp = self.call("GET", &url, ATTEMPTS, |r| r.call().map_err(Box::new))?;
         // A transfer cut short is worth trying again later.
-        refscore_batch::files::copy_atomically(&mut resp.into_reader(), to).map_err(|e| {
+        refscore_core::files::copy_atomically(&mut resp.into_reader(), to).map_err(|e| {
             Error::temporary(format!(
                 "the judge's Batch API: downloading {file_id} to {}: {e}",
                 to.display()

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use refscore_batch::Error;
+use refscore_core::Error;
 use serde_json::json;
 
 use super::ledger::{Chunk, Ledger};
@@ -89,7 +89,7 @@ impl Provider for Folder {
             // The name is claimed atomically: a run sharing the folder that
             // picked the same free name gets the next one, never this file.
             let placed =
-                refscore_batch::files::copy_exclusively(&mut from, &to).map_err(|e| io(&to, e))?;
+                refscore_core::files::copy_exclusively(&mut from, &to).map_err(|e| io(&to, e))?;
             // Taken: by this run before a kill (the same bytes), or by
             // another run (then try the next free name).
             if placed || same_content(path, &to).map_err(|e| io(&to, e))? {

@@ -9,7 +9,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use refscore_batch::Error;
+use refscore_core::Error;
 use serde_json::{json, Value};
 
 /// What the ledger knows of one request file.

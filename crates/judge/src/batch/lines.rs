@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use refscore_batch::Error;
+use refscore_core::Error;
 use serde_json::{json, Value};
 
 /// The endpoint every request line and batch names.

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use refscore_batch::Error;
+use refscore_core::Error;
 use serde_json::json;
 
 pub use answers::Answers;

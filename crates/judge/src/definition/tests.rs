@@ -298,7 +298,7 @@ fn bad_definitions_fail_with_file_line_and_key() {
     for (body, want) in cases {
         let f = file(&format!("# rubrics\n[judge.metric.mine]\n{body}\n"));
         let err = read(f.path(), true).unwrap_err();
-        assert_eq!(err.class, refscore_batch::ErrorClass::Config, "{body}");
+        assert_eq!(err.class, refscore_core::ErrorClass::Config, "{body}");
         // The line of the key at fault: "KEY: why", or the prompt's for its
         // template errors, the answer's for a score without a scale.
         let key = match want.split_once(':') {

@@ -39,7 +39,7 @@ fn stage_of(
     let mut known = JudgeMetrics::builtin();
     known.read(f.path(), true).unwrap();
     let catalog = known.catalog();
-    let mut metrics = refscore_batch::metric::MetricSet::new();
+    let mut metrics = refscore_core::metric::MetricSet::new();
     for n in names {
         metrics.insert(catalog.find(n).unwrap());
     }

@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 use arrow::array::{Array, AsArray, Float32Array, StringArray};
 use arrow::datatypes::{DataType, Field};
 use lru::LruCache;
-use refscore_batch::{Error, RowBatch, ScoreColumns};
+use refscore_core::{Error, RowBatch, ScoreColumns};
 use serde_json::{json, Value};
 
 use crate::batch::{BatchMode, JudgeBatches};

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use arrow::array::{ArrayRef, StringArray};
-use refscore_batch::TextColumn;
+use refscore_core::TextColumn;
 
 use super::rubric::VERDICT_TOKENS;
 use super::*;
@@ -32,9 +32,9 @@ pub(super) fn batch() -> RowBatch {
 }
 
 pub(super) fn options(url: &str, names: &[&str], cache: Option<PathBuf>) -> JudgeOptions {
-    let mut metrics = refscore_batch::metric::MetricSet::new();
+    let mut metrics = refscore_core::metric::MetricSet::new();
     for name in names {
-        metrics.insert(refscore_batch::metric::find(name).expect("a metric"));
+        metrics.insert(refscore_core::metric::find(name).expect("a metric"));
     }
     JudgeOptions {
         endpoint: Endpoint {
@@ -193,7 +193,7 @@ fn rows_with_a_judge_failure_are_counted() {
     stage
         .score_batch(
             &batch(),
-            &vec![Wanted::These(vec![&refscore_batch::metric::SIMILARITY]); 2],
+            &vec![Wanted::These(vec![&refscore_core::metric::SIMILARITY]); 2],
             None,
         )
         .unwrap();

@@ -74,6 +74,7 @@ fn cases(model: &str) -> Vec<(&'static str, Option<&'static str>, Vec<&str>, i32
         ("--judge-model", None, vec![], 0),
         // A variable name; an unset one means no key.
         ("--judge-api-key-env", None, vec![], 0),
+        ("--judge-api", Some("gemini"), judge.clone(), 64),
         ("--judge-timeout", Some("soon"), judge.clone(), 64),
         ("--judge-retries", Some("-1"), judge.clone(), 64),
         ("--judge-concurrency", Some("0"), judge.clone(), 64),

@@ -393,17 +393,23 @@ pub struct ScoreArgs {
     #[arg(long)]
     pub embed_cache_outputs: bool,
 
-    /// Base URL of an OpenAI-compatible judge endpoint, e.g. http://127.0.0.1:8080/v1 (vLLM,
-    /// llama.cpp, Ollama, OpenAI). Judge metrics run only with it
+    /// Base URL of the judge endpoint, e.g. http://127.0.0.1:8080/v1 (vLLM, llama.cpp,
+    /// Ollama, OpenAI) or https://api.anthropic.com/v1. Judge metrics run only with it
     #[arg(long, value_name = "URL")]
     pub judge_url: Option<String>,
+
+    /// The judge's protocol: openai (chat completions; nearly every server) or anthropic
+    /// (the Messages API: no token probabilities, so the sampled answer decides) [default:
+    /// anthropic for a host under anthropic.com, else openai]
+    #[arg(long, value_name = "API")]
+    pub judge_api: Option<String>,
 
     /// Model name sent to the judge endpoint [default: default]
     #[arg(long, value_name = "NAME")]
     pub judge_model: Option<String>,
 
-    /// Environment variable holding the judge API key (sent as a bearer token, never
-    /// printed or written) [default: OPENAI_API_KEY]
+    /// Environment variable holding the judge API key (sent as a bearer token, or as
+    /// x-api-key to Anthropic; never printed or written) [default: OPENAI_API_KEY]
     #[arg(long, value_name = "VAR")]
     pub judge_api_key_env: Option<String>,
 

@@ -114,6 +114,11 @@ pub(crate) fn fingerprint(
             "judge_templates".into(),
             json!(refscore_judge::template_versions()),
         );
+        // The protocol changes every request; only when not OpenAI's, so
+        // runs started before it was a choice still resume.
+        if j.api != refscore_judge::Api::OpenAi {
+            f.insert("judge_api".into(), json!(j.api.name()));
+        }
         // A run's open batches are collected only by the same mode; only
         // when set, so online runs started before still resume.
         if let Some(mode) = &j.batch {

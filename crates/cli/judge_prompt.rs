@@ -72,6 +72,10 @@ fn endpoint(settings: &Settings) -> Result<Endpoint, Error> {
     }
     Ok(Endpoint {
         url: "http://127.0.0.1/v1".into(),
+        api: settings
+            .judge
+            .as_ref()
+            .map_or_else(Default::default, |j| j.api),
         model: settings
             .judge
             .as_ref()

@@ -211,6 +211,9 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     }
     if let (Some(stage), false) = (&judge, settings.quiet) {
         let r = stage.report();
+        if let Some(note) = &r.token_probabilities {
+            eprintln!("refscore: note: token probabilities: {note}");
+        }
         if r.replies_without_logprobs > 0 {
             eprintln!(
                 "refscore: note: the judge sent no token probabilities for {} of {} replies; there, meaning_match_p is null and similarity is the sampled score",

@@ -18,6 +18,8 @@ use refscore_core::metric;
 #[derive(Debug, Clone)]
 pub struct JudgeSettings {
     pub url: String,
+    /// `--judge-api`, or the protocol the URL implies.
+    pub api: refscore_judge::Api,
     pub model: String,
     pub api_key_env: String,
     pub timeout: f64,
@@ -550,9 +552,21 @@ impl Settings {
                 "a probability from 0 to 1",
             )?
             .unwrap_or(0.5) as f32;
+        let judge_api = origin.parsed(args.judge_api, "judge_api", refscore_judge::Api::parse)?;
         let judge = match judge_url {
             None => None,
             Some(url) => {
+                let api = judge_api.unwrap_or_else(|| refscore_judge::Api::for_url(&url));
+                if let (
+                    Some(refscore_judge::batch::BatchMode::Dir(_)),
+                    refscore_judge::Api::Anthropic,
+                ) = (&batch, api)
+                {
+                    return Err(Error::config(
+                        "--judge-batch dir: writes OpenAI Batch API lines (for vllm run-batch); \
+                         a judge speaking --judge-api anthropic takes --judge-batch api",
+                    ));
+                }
                 let timeout = origin
                     .ranged(
                         args.judge_timeout,
@@ -591,6 +605,7 @@ impl Settings {
                 )?;
                 Some(JudgeSettings {
                     url,
+                    api,
                     model: args.judge_model.unwrap_or_else(|| "default".into()),
                     api_key_env: args
                         .judge_api_key_env

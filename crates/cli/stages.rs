@@ -112,6 +112,7 @@ pub(crate) fn judge_endpoint(settings: &Settings) -> Result<Option<Endpoint>, Er
     let api_key = j.api_key();
     Ok(Some(Endpoint {
         url: j.url.clone(),
+        api: j.api,
         model: j.model.clone(),
         api_key,
         timeout: Endpoint::timeout_from_secs(j.timeout)?,

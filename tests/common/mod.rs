@@ -3,8 +3,12 @@
 
 #![allow(dead_code)]
 
-pub mod batch_server;
-pub mod judge_server;
+// The scripted servers live in one crate, shared with the judge crate's
+// own tests.
+#[allow(unused_imports)]
+pub use refscore_test_servers::{
+    anthropic as anthropic_server, openai as judge_server, openai_batch as batch_server,
+};
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

@@ -10,8 +10,8 @@ use arrow::datatypes::{DataType, Field, Fields};
 use refscore_core::schema::{JUDGE_TEMPLATES, JUDGE_USAGE};
 use refscore_core::ScoreColumns;
 
-use crate::client::Usage;
 use crate::metric::{Answer, Asking, JudgeMetric};
+use crate::transport::Usage;
 
 /// A score answer's value on 0..=1: the expected score where the judge
 /// gave probabilities, else the sampled one, placed on the rubric's scale.

@@ -21,6 +21,7 @@ mod cache;
 mod client;
 mod columns;
 mod definition;
+mod endpoint;
 mod keyed_log;
 mod limiter;
 mod metric;
@@ -28,22 +29,26 @@ mod parse;
 mod pipeline;
 mod probs;
 mod prompts;
+mod protocol;
 mod redact;
 mod route;
 mod rules;
 mod stage;
 #[cfg(test)]
-mod test_server;
+use refscore_test_servers::openai as test_server;
+mod transport;
 
 use std::path::PathBuf;
 
 use refscore_core::metric::MetricSet;
 use serde_json::{json, Value};
 
-pub use client::{check_url, probe, Endpoint, Usage, MAX_RETRY_AFTER, MAX_TIMEOUT, MIN_TIMEOUT};
+pub use client::probe;
+pub use endpoint::{check_url, Api, Endpoint, MAX_TIMEOUT, MIN_TIMEOUT};
 pub use metric::JudgeMetrics;
 pub use route::check_requests;
 pub use stage::{JudgeStage, Prompt};
+pub use transport::{Usage, MAX_RETRY_AFTER};
 
 /// The versions (content hashes) of every prompt template, so a run's
 /// fingerprint changes when a prompt does and a resumed run never mixes
@@ -175,6 +180,14 @@ pub struct JudgeReport {
     /// `--judge-batch`: how the answers came.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub batch: Option<BatchReport>,
+    /// The judge's protocol, where it is not OpenAI's (`--judge-api`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
+    /// Where the protocol offers no token probabilities at all: what that
+    /// means for the verdicts and scores (none asked, so none counted in
+    /// `replies_without_logprobs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_probabilities: Option<String>,
 }
 
 /// Judge batches over the run, for the summary.

@@ -7,7 +7,7 @@
 //! answer ("true", " True", "yes", …); the mass of other tokens ("To", "The")
 //! says nothing about the answer and is left out.
 
-use crate::client::Token;
+use crate::transport::Token;
 
 /// The verdict a token spells, when it spells one: `true`/`yes` or
 /// `false`/`no` in any case, with any spaces, quotes or punctuation around.

@@ -86,12 +86,6 @@ pub(crate) fn redact_text_url(raw: &str) -> String {
     s
 }
 
-/// The chat-completions URL under a base URL: the path gets
-/// `/chat/completions` appended, the base's query stays after it.
-pub(crate) fn chat_url(base: &Url) -> Result<Url, String> {
-    api_url(base, &["chat", "completions"])
-}
-
 /// An endpoint under the base URL: `segments` appended to its path, before
 /// its query (`/files`, `/batches/ID` of the Batch API).
 pub(crate) fn api_url(base: &Url, segments: &[&str]) -> Result<Url, String> {
@@ -195,14 +189,18 @@ mod tests {
 
     #[test]
     fn the_chat_path_goes_before_the_query() {
-        let u = chat_url(&url("http://h/v1?api-version=2024-01")).unwrap();
+        let u = api_url(
+            &url("http://h/v1?api-version=2024-01"),
+            &["chat", "completions"],
+        )
+        .unwrap();
         assert_eq!(
             u.as_str(),
             "http://h/v1/chat/completions?api-version=2024-01"
         );
-        let u = chat_url(&url("http://h:8080/v1/")).unwrap();
+        let u = api_url(&url("http://h:8080/v1/"), &["chat", "completions"]).unwrap();
         assert_eq!(u.as_str(), "http://h:8080/v1/chat/completions");
-        let u = chat_url(&url("http://h")).unwrap();
+        let u = api_url(&url("http://h"), &["chat", "completions"]).unwrap();
         assert_eq!(u.as_str(), "http://h/chat/completions");
     }
 

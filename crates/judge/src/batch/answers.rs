@@ -1,20 +1,23 @@
 //! The answers of collected judge batches, by request (`custom_id`), and
 //! the requests a pass sets aside for the next batch: the judge's
-//! transport in batch mode.
+//! transport in batch mode ([`BatchTransport`]).
 
 use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use refscore_core::Error;
 use serde_json::{json, Value};
 
-use super::lines;
-use crate::cache::Store;
-use crate::client::{completion_of, status_failure, Failure, Reply, Usage};
+use super::lines::RequestLine;
+use crate::cache::{DiskCache, Store};
 use crate::keyed_log::KeyedLog;
+use crate::protocol::{self, ChatProtocol};
+use crate::redact::{api_url, key_url};
+use crate::transport::{Failure, Reply, Transport, Usage};
+use crate::Endpoint;
 
 /// How many batches a request may fail in (expired, a server error, a
 /// rate limit, no line at all) before its rows are left `partial` with the
@@ -33,8 +36,14 @@ fn session() -> &'static str {
 
 /// Answers of collected batches, and this pass's requests that no batch
 /// has answered yet.
-pub struct Answers {
+pub(crate) struct Answers {
     store: KeyedLog,
+    /// How answers are read and failures classified.
+    protocol: Arc<dyn ChatProtocol>,
+    /// The request URL without credentials: with the body, a request's id.
+    url_key: String,
+    /// How a set-aside request is written.
+    line: RequestLine,
     spool_path: PathBuf,
     spool: Mutex<Spool>,
 }
@@ -46,15 +55,25 @@ struct Spool {
 }
 
 impl Answers {
-    /// Opens the answers kept in `dir` and starts an empty spool there (a
-    /// spool left by a killed pass is rebuilt by the pass that redoes it).
-    pub(crate) fn open(dir: &Path) -> Result<Answers, Error> {
+    /// Opens the answers kept in `dir` for requests to `endpoint` and
+    /// starts an empty spool there, of lines written by `line` (a spool
+    /// left by a killed pass is rebuilt by the pass that redoes it).
+    pub(crate) fn open(
+        dir: &Path,
+        endpoint: &Endpoint,
+        line: RequestLine,
+    ) -> Result<Answers, Error> {
         let store = KeyedLog::open(dir, "answers.jsonl").map_err(Error::io)?;
+        let protocol = protocol::of(endpoint.api);
+        let url = api_url(&endpoint.base()?, protocol.path()).map_err(Error::config)?;
         let spool_path = dir.join("spool.jsonl");
         let file = File::create(&spool_path)
             .map_err(|e| Error::io(format!("{}: {e}", spool_path.display())))?;
         Ok(Answers {
             store,
+            protocol,
+            url_key: key_url(&url),
+            line,
             spool_path,
             spool: Mutex::new(Spool {
                 file: BufWriter::new(file),
@@ -63,15 +82,25 @@ impl Answers {
         })
     }
 
+    /// The `custom_id` of a request in a judge batch: a hash of where it
+    /// goes (credentials left out) and its whole body, so an answer finds
+    /// its request in any order and a request already answered is never
+    /// sent again.
+    fn id(&self, body: &Value) -> String {
+        DiskCache::key(&[&self.url_key, &body.to_string()])
+    }
+
     /// One request's answer: the reply a batch gave it, read as an online
     /// reply is; its error where it failed for good; else it is set aside
     /// for the next batch and [`Failure::Deferred`].
-    pub(crate) fn answer(&self, id: &str, body: &Value) -> Result<(Reply, Usage), Failure> {
+    fn answer(&self, body: &Value) -> Result<(Reply, Usage), Failure> {
+        let id = self.id(body);
+        let id = id.as_str();
         let Some(entry) = self.store.get(id) else {
             return self.defer(id, body);
         };
         if let Some(response) = entry.get("response") {
-            return completion_of(response);
+            return self.protocol.read(response);
         }
         let failed = &entry["failed"];
         let message = failed["message"]
@@ -80,7 +109,7 @@ impl Answers {
             .to_string();
         let status = failed["status"].as_u64().map(|s| s as u16);
         let attempts = failed["batches"].as_array().map_or(0, Vec::len);
-        match status.map(|code| status_failure(code, None, &message, body)) {
+        match status.map(|code| self.protocol.classify(code, None, &message, body)) {
             // A refusal of the request itself would be refused again.
             Some(Failure::Fatal(m)) => Err(Failure::Fatal(format!("judge batch: {m}"))),
             Some(f @ (Failure::Downgrade | Failure::NoLogprobs)) => Err(f),
@@ -119,7 +148,7 @@ impl Answers {
     fn defer(&self, id: &str, body: &Value) -> Result<(Reply, Usage), Failure> {
         let mut spool = self.spool.lock().expect("spool lock");
         if spool.seen.insert(id.to_string()) {
-            let line = lines::request_line(id, body);
+            let line = (self.line)(id, body);
             // A write error surfaces when the spool is closed.
             let _ = writeln!(spool.file, "{line}");
         }
@@ -181,5 +210,19 @@ impl Answers {
                 &json!({"failed": {"batches": batches, "status": status, "message": message}}),
             )
             .map_err(Error::io)
+    }
+}
+
+/// The judge client's transport in batch mode: a request is answered from
+/// the collected batches, or set aside for the next one.
+pub(crate) struct BatchTransport(pub(crate) Arc<Answers>);
+
+impl Transport for BatchTransport {
+    fn send(&self, body: &Value) -> Result<(Reply, Usage), Failure> {
+        self.0.answer(body)
+    }
+
+    fn paced(&self) -> bool {
+        false
     }
 }

@@ -28,6 +28,9 @@ pub(crate) struct Chunk {
     /// another machine); and the batch, once it answered.
     pub creating: bool,
     pub target: Option<String>,
+    /// When the creation was begun (seconds since the epoch), where the
+    /// backend needs it to find a batch it never heard of.
+    pub create_at: Option<u64>,
     pub batch_id: Option<String>,
     /// Its results are read into the answers: nothing more to do.
     pub collected: bool,
@@ -131,6 +134,7 @@ impl Ledger {
             "create" => {
                 c.creating = true;
                 c.target = text("target");
+                c.create_at = e["at"].as_u64();
             }
             "created" => c.batch_id = text("batch_id"),
             "collected" => c.collected = true,

@@ -1,26 +1,14 @@
-//! The Batch API's file formats (OpenAI's, which `vllm run-batch` reads and
-//! writes too): a request file of one JSON line per request, split at the
-//! protocol's limits, and result lines matched to requests by `custom_id`.
+//! Request and result files, whatever the backend's line format: the spool
+//! of a pass split into request files at the backend's limits, the
+//! `custom_id`s a request file holds, and result files read a line at a
+//! time, matched to requests by `custom_id`.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use refscore_core::Error;
-use serde_json::{json, Value};
-
-/// The endpoint every request line and batch names.
-pub(crate) const ENDPOINT: &str = "/v1/chat/completions";
-
-/// The protocol's limits per request file: requests and bytes.
-pub(crate) const MAX_LINES: usize = 50_000;
-pub(crate) const MAX_BYTES: u64 = 200 * 1024 * 1024;
-
-/// A request file's line: `custom_id`, method, endpoint and the body an
-/// online call would send.
-pub(crate) fn request_line(id: &str, body: &Value) -> String {
-    json!({"custom_id": id, "method": "POST", "url": ENDPOINT, "body": body}).to_string()
-}
+use serde_json::Value;
 
 /// One request file written from the spool.
 #[derive(Debug, Clone)]
@@ -101,6 +89,14 @@ pub(crate) fn request_ids(path: &Path) -> Result<Vec<String>, Error> {
     Ok(ids)
 }
 
+/// A backend's reading of one result line: its `custom_id` and outcome,
+/// `None` for a blank line, an error saying what is wrong.
+pub(crate) type ReadResult = fn(&str) -> Result<Option<(String, Outcome)>, String>;
+
+/// A backend's request line: `custom_id` and the body an online call
+/// would send, in the backend's format.
+pub(crate) type RequestLine = fn(&str, &Value) -> String;
+
 /// What a result line says of its request.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Outcome {
@@ -111,47 +107,12 @@ pub(crate) enum Outcome {
     Failed(Option<u16>, String),
 }
 
-/// Reads one result line (an output or error file's): its `custom_id` and
-/// outcome. `None` for a blank line; an error names what is wrong.
-pub(crate) fn read_result(line: &str) -> Result<Option<(String, Outcome)>, String> {
-    if line.trim().is_empty() {
-        return Ok(None);
-    }
-    let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
-    let id = v["custom_id"].as_str().ok_or("no custom_id")?.to_string();
-    let response = &v["response"];
-    let status = response["status_code"].as_u64().map(|s| s as u16);
-    // OpenAI puts a failed request's error in the response body; vLLM
-    // leaves the body empty and says why in `error` (an object or a text).
-    let error = match &v["error"] {
-        Value::Null => None,
-        Value::String(text) => Some(text.clone()),
-        e => Some(format!(
-            "{}: {}",
-            e["code"].as_str().unwrap_or("error"),
-            e["message"].as_str().unwrap_or("")
-        )),
-    };
-    let outcome = match (status, error) {
-        (Some(200), _) if response["body"].is_object() => Outcome::Answer(response["body"].clone()),
-        (Some(code), error) if response["body"].is_null() => Outcome::Failed(
-            Some(code),
-            error.unwrap_or_else(|| "no response body".into()),
-        ),
-        (Some(code), _) => Outcome::Failed(Some(code), response["body"].to_string()),
-        (None, Some(error)) => Outcome::Failed(None, error),
-        (None, None) => {
-            Outcome::Failed(None, "a result line with neither response nor error".into())
-        }
-    };
-    Ok(Some((id, outcome)))
-}
-
 /// Hands every result line of a file to `each`, in order, one at a time (a
 /// file may hold 200 MB); a line that cannot be read is an error naming the
 /// file and line.
 pub(crate) fn read_results(
     path: &Path,
+    read_result: ReadResult,
     mut each: impl FnMut(String, Outcome) -> Result<(), Error>,
 ) -> Result<(), Error> {
     let io = |e: std::io::Error| Error::io(format!("{}: {e}", path.display()));
@@ -176,13 +137,14 @@ pub(crate) fn read_results(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn the_spool_splits_at_the_line_and_byte_limits() {
         let dir = tempfile::tempdir().unwrap();
         let spool = dir.path().join("spool.jsonl");
         let lines: Vec<String> = (0..7)
-            .map(|k| request_line(&format!("id{k}"), &json!({"k": "x".repeat(k * 10)})))
+            .map(|k| json!({"custom_id": format!("id{k}"), "k": "x".repeat(k * 10)}).to_string())
             .collect();
         std::fs::write(&spool, lines.join("\n") + "\n").unwrap();
         let name = |k: usize| format!("requests-{:03}.jsonl", k + 1);
@@ -212,41 +174,5 @@ mod tests {
             "{}",
             too_small.message
         );
-    }
-
-    #[test]
-    fn result_lines_read_as_answers_or_the_providers_error() {
-        let ok = r#"{"id":"r1","custom_id":"a","response":{"status_code":200,"request_id":"q","body":{"choices":[]}},"error":null}"#;
-        assert_eq!(
-            read_result(ok).unwrap(),
-            Some(("a".into(), Outcome::Answer(json!({"choices": []}))))
-        );
-        let status = r#"{"custom_id":"b","response":{"status_code":429,"body":{"error":{"message":"slow"}}},"error":null}"#;
-        let Some((_, Outcome::Failed(Some(429), m))) = read_result(status).unwrap() else {
-            panic!()
-        };
-        assert!(m.contains("slow"));
-        let expired = r#"{"custom_id":"c","response":null,"error":{"code":"batch_expired","message":"not done in time"}}"#;
-        assert_eq!(
-            read_result(expired).unwrap(),
-            Some((
-                "c".into(),
-                Outcome::Failed(None, "batch_expired: not done in time".into())
-            ))
-        );
-        // vLLM's error lines: no body, the reason in `error`.
-        let vllm = r#"{"id":"v","custom_id":"d","response":{"status_code":400,"request_id":"q","body":null},"error":"max_tokens is too large"}"#;
-        assert_eq!(
-            read_result(vllm).unwrap(),
-            Some((
-                "d".into(),
-                Outcome::Failed(Some(400), "max_tokens is too large".into())
-            ))
-        );
-        assert_eq!(read_result("  ").unwrap(), None);
-        assert!(read_result("{").is_err());
-        assert!(read_result(r#"{"response":{}}"#)
-            .unwrap_err()
-            .contains("custom_id"));
     }
 }

@@ -1,8 +1,11 @@
 //! Judge batches (`--judge-batch`): what the rules, band, cache and journal
 //! leave to the judge goes out as request files instead of calls, through
-//! the Batch API of the judge's provider ([`api`]) or a folder another
-//! machine answers ([`dir`]), at about half the price and with no rate
-//! limit to pace.
+//! the batch API of the judge's provider (OpenAI's Batch API,
+//! [`openai_batches`]; Anthropic's Message Batches, [`anthropic_batches`])
+//! or a folder another machine answers ([`folder`]), at about half the
+//! price and with no rate limit to pace. One trait, [`BatchBackend`], is
+//! each of those; the answers reach the judge's client as its transport
+//! ([`BatchTransport`]).
 //!
 //! A run is a few passes. A pass scores every row it has to; a request no
 //! collected batch answers is set aside (its rows stay unfinished), and
@@ -21,10 +24,12 @@
 //! point neither loses a batch nor creates one twice.
 
 mod answers;
-mod api;
-mod dir;
+mod anthropic_batches;
+mod folder;
 mod ledger;
 mod lines;
+mod openai_batches;
+mod rest;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -34,10 +39,12 @@ use std::time::{Duration, Instant};
 use refscore_core::Error;
 use serde_json::json;
 
-pub use answers::Answers;
+use answers::Answers;
+pub(crate) use answers::BatchTransport;
 use ledger::{Chunk, Ledger};
-use lines::Outcome;
+use lines::{Outcome, ReadResult, RequestLine};
 
+use crate::endpoint::Api;
 use crate::Endpoint;
 
 /// The judge URL of a run whose request files another machine answers
@@ -90,14 +97,32 @@ impl BatchMode {
     }
 }
 
-/// The provider of a mode, and the folder a `dir:` mode answers in.
-fn provider_for(
+/// The backend of a mode for a judge speaking `endpoint.api`, and the
+/// folder a `dir:` mode answers in. A folder holds OpenAI-format lines
+/// (what `vllm run-batch` reads): no runner answers Anthropic's.
+fn backend_for(
     mode: &BatchMode,
     endpoint: &Endpoint,
-) -> Result<(Box<dyn Provider + Send + Sync>, Option<PathBuf>), Error> {
-    Ok(match mode {
-        BatchMode::Api => (Box::new(api::Api::new(endpoint)?), None),
-        BatchMode::Dir(p) => (Box::new(dir::Folder::new(p.clone())?), Some(p.clone())),
+) -> Result<(Box<dyn BatchBackend>, Option<PathBuf>), Error> {
+    Ok(match (mode, endpoint.api) {
+        (BatchMode::Api, Api::OpenAi) => (
+            Box::new(openai_batches::OpenAiBatches::new(endpoint)?),
+            None,
+        ),
+        (BatchMode::Api, Api::Anthropic) => (
+            Box::new(anthropic_batches::AnthropicBatches::new(endpoint)?),
+            None,
+        ),
+        (BatchMode::Dir(p), Api::OpenAi) => {
+            (Box::new(folder::Folder::new(p.clone())?), Some(p.clone()))
+        }
+        (BatchMode::Dir(_), other) => {
+            return Err(Error::config(format!(
+                "--judge-batch dir: writes OpenAI Batch API lines (for vllm run-batch); \
+                 a judge speaking --judge-api {} takes --judge-batch api",
+                other.name()
+            )))
+        }
     })
 }
 
@@ -131,6 +156,10 @@ pub fn cancel_discarded(
         Some(m) => BatchMode::parse(m).ok(),
         None => current.and_then(|(_, m)| m.cloned()),
     };
+    let api = match recorded.and_then(|p| p["api"].as_str()) {
+        Some(a) => Api::parse(a).unwrap_or_default(),
+        None => current.map_or(Api::OpenAi, |(e, _)| e.api),
+    };
     let url = recorded
         .and_then(|p| p["url"].as_str().map(String::from))
         .or_else(|| current.map(|(e, _)| recorded_url(&e.url)));
@@ -147,9 +176,10 @@ pub fn cancel_discarded(
         return Ok((Vec::new(), lines));
     };
     let endpoint = match current {
-        Some((e, _)) if recorded_url(&e.url) == url => e.clone(),
+        Some((e, _)) if recorded_url(&e.url) == url && e.api == api => e.clone(),
         _ => Endpoint {
             url,
+            api,
             model: String::new(),
             api_key,
             timeout: Duration::from_secs(60),
@@ -160,14 +190,14 @@ pub fn cancel_discarded(
             backoff: Duration::from_millis(500),
         },
     };
-    let (provider, _) = provider_for(&mode, &endpoint)?;
+    let (backend, _) = backend_for(&mode, &endpoint)?;
     let mut ledger = ledger;
-    Ok(cancel_chunks(provider.as_ref(), &mut ledger))
+    Ok(cancel_chunks(backend.as_ref(), &mut ledger))
 }
 
 /// Cancels every open batch of a ledger: those cancelled, and a line for
 /// each that could not be.
-fn cancel_chunks(provider: &dyn Provider, ledger: &mut Ledger) -> (Vec<String>, Vec<String>) {
+fn cancel_chunks(provider: &dyn BatchBackend, ledger: &mut Ledger) -> (Vec<String>, Vec<String>) {
     let (mut done, mut failed) = (Vec::new(), Vec::new());
     for c in ledger.chunks().into_iter().filter(Chunk::open) {
         let name = provider.name(&c);
@@ -182,8 +212,15 @@ fn cancel_chunks(provider: &dyn Provider, ledger: &mut Ledger) -> (Vec<String>, 
     (done, failed)
 }
 
-/// One way of running request files.
-pub(crate) trait Provider {
+/// One way of running request files: a provider's batch API, or a folder
+/// another machine answers.
+pub(crate) trait BatchBackend: Send + Sync {
+    /// How a request is written as a line of a request file.
+    fn request_line(&self) -> RequestLine;
+    /// How a line of a result file is read.
+    fn read_result(&self) -> ReadResult;
+    /// The most requests and bytes one request file may hold.
+    fn limits(&self) -> (usize, u64);
     /// Hands a request file over, recording each step in the ledger before
     /// taking it; returns the batch's id.
     fn submit(&self, ledger: &mut Ledger, chunk: &Chunk, path: &Path) -> Result<String, Error>;
@@ -257,7 +294,7 @@ impl Submitted {
 /// files, downloaded results and the answers.
 pub struct JudgeBatches {
     dir: PathBuf,
-    provider: Box<dyn Provider + Send + Sync>,
+    provider: Box<dyn BatchBackend>,
     ledger: Ledger,
     answers: Arc<Answers>,
     folder: Option<PathBuf>,
@@ -271,23 +308,23 @@ impl JudgeBatches {
         endpoint: &Endpoint,
     ) -> Result<JudgeBatches, Error> {
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("{}: {e}", dir.display())))?;
-        let (provider, folder) = provider_for(mode, endpoint)?;
+        let (provider, folder) = backend_for(mode, endpoint)?;
         let mut ledger = Ledger::open(&dir)?;
-        ledger.record_provider(
-            json!({"mode": mode.recorded(), "url": recorded_url(&endpoint.url)}),
-        )?;
+        ledger.record_provider(json!({"mode": mode.recorded(),
+            "url": recorded_url(&endpoint.url), "api": endpoint.api.name()}))?;
         Ok(JudgeBatches {
             ledger,
-            answers: Arc::new(Answers::open(&dir)?),
+            answers: Arc::new(Answers::open(&dir, endpoint, provider.request_line())?),
             dir,
             provider,
             folder,
         })
     }
 
-    /// The answers, for the judge's client.
-    pub(crate) fn answers(&self) -> Arc<Answers> {
-        Arc::clone(&self.answers)
+    /// The judge client's transport: answers from the collected batches,
+    /// the rest set aside for the next.
+    pub(crate) fn transport(&self) -> BatchTransport {
+        BatchTransport(Arc::clone(&self.answers))
     }
 
     /// Batches made over the run, and the requests they held.
@@ -370,7 +407,7 @@ impl JudgeBatches {
         let mut seen: HashSet<String> = HashSet::new();
         let (mut answered, mut failed) = (0u64, 0u64);
         for file in results {
-            lines::read_results(file, |id, outcome| {
+            lines::read_results(file, self.provider.read_result(), |id, outcome| {
                 if !ours.contains(id.as_str()) {
                     return Ok(());
                 }
@@ -413,12 +450,7 @@ impl JudgeBatches {
         let spool = self.answers.close_spool()?.to_path_buf();
         let first = self.ledger.next_number();
         let name = |k: usize| format!("requests-{:03}.jsonl", first as usize + k);
-        let written = lines::split(
-            &spool,
-            &self.dir,
-            (lines::MAX_LINES, lines::MAX_BYTES),
-            name,
-        )?;
+        let written = lines::split(&spool, &self.dir, self.provider.limits(), name)?;
         for (k, w) in written.iter().enumerate() {
             let file = w.path.file_name().expect("a file").to_string_lossy();
             self.ledger.record(

@@ -191,6 +191,6 @@ pub(super) fn parse_check(v: &Value) -> Result<bool, String> {
 }
 
 /// The first token that is not only whitespace.
-pub(super) fn first_word(tokens: &[crate::client::Token]) -> Option<&crate::client::Token> {
+pub(super) fn first_word(tokens: &[crate::transport::Token]) -> Option<&crate::transport::Token> {
     tokens.iter().find(|t| !t.text.trim().is_empty())
 }

@@ -21,14 +21,16 @@ use serde_json::{json, Value};
 
 use crate::batch::{BatchMode, JudgeBatches};
 use crate::cache::{DiskCache, Store};
-use crate::client::{Ask, AskFailure, Client, Reply, Usage};
+use crate::client::{AskFailure, Client};
 use crate::columns::{self, normalised, Decisions, Outcome, Source};
 use crate::keyed_log::KeyedLog;
 use crate::metric::{Answer, Asking, JudgeMetric, JudgeMetrics};
 use crate::parse::{self, extract_object, snippet};
 use crate::probs::{expected_score, value_token, verdict_p, verdict_word};
 use crate::prompts::{Template, FACT_CHECK, FACT_EXTRACT};
+use crate::protocol::Ask;
 use crate::route::Wanted;
+use crate::transport::{Reply, Usage};
 use crate::{rules, BatchReport, JudgeOptions, JudgeReport, Reasons};
 
 mod answers;
@@ -141,9 +143,17 @@ impl JudgeStage {
             Some(d) => Some(DiskCache::open(d.clone()).map_err(Error::io)?),
             None => None,
         };
+        let api = options.endpoint.api;
         let report = JudgeReport {
             templates: crate::template_versions(),
             reasons: options.reasons.name().to_string(),
+            api: (api != crate::Api::OpenAi).then(|| api.name().to_string()),
+            token_probabilities: (!client.protocol().token_probabilities()).then(|| {
+                format!(
+                    "none: the {} API offers none; every verdict and score is the sampled answer, and *_p columns are null",
+                    api.name()
+                )
+            }),
             ..JudgeReport::default()
         };
         let mut stage = JudgeStage {
@@ -185,7 +195,7 @@ impl JudgeStage {
     /// and the rest waits for [`JudgeStage::batches`]' next submission.
     pub fn use_batches(&mut self, dir: PathBuf, mode: &BatchMode) -> Result<(), Error> {
         let batches = JudgeBatches::open(dir, mode, &self.options.endpoint)?;
-        self.client.use_batch(batches.answers());
+        self.client.use_transport(Box::new(batches.transport()));
         self.report.batch = Some(BatchReport {
             mode: mode.name(),
             ..BatchReport::default()

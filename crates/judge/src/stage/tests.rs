@@ -39,6 +39,7 @@ pub(super) fn options(url: &str, names: &[&str], cache: Option<PathBuf>) -> Judg
     JudgeOptions {
         endpoint: Endpoint {
             url: url.into(),
+            api: crate::Api::OpenAi,
             model: "m".into(),
             api_key: None,
             timeout: Duration::from_secs(5),

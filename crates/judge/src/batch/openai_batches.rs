@@ -1,127 +1,89 @@
 //! The OpenAI Batch API (also served by Azure OpenAI, Groq, Together,
 //! Fireworks, Mistral and others): upload a request file, create a batch,
 //! poll it, download its output and error files, cancel it; and find a
-//! batch whose creation we never heard back from by its metadata.
+//! batch whose creation we never heard back from by its metadata. Its line
+//! formats (which `vllm run-batch` reads and writes too) are here.
 
 use std::io::Read;
 use std::path::Path;
-use std::time::Duration;
 
 use refscore_core::Error;
 use serde_json::{json, Value};
-use url::Url;
 
 use super::ledger::{Chunk, Ledger};
-use super::lines::ENDPOINT;
-use super::{Poll, Provider};
-use crate::parse::snippet;
-use crate::redact::{api_url, redact_url, scrub, secrets};
+use super::lines::{Outcome, ReadResult, RequestLine};
+use super::rest::{Rest, ATTEMPTS};
+use super::{BatchBackend, Poll};
 use crate::Endpoint;
 
-/// Attempts per idempotent call (uploads, reads) on a transient failure.
-/// Creating a batch is never retried blindly: see [`Api::create`].
-const ATTEMPTS: u32 = 3;
+/// The endpoint every request line and batch names.
+pub(crate) const ENDPOINT: &str = "/v1/chat/completions";
+
+/// The protocol's limits per request file: requests and bytes.
+pub(crate) const MAX_LINES: usize = 50_000;
+pub(crate) const MAX_BYTES: u64 = 200 * 1024 * 1024;
+
+/// A request file's line: `custom_id`, method, endpoint and the body an
+/// online call would send.
+pub(crate) fn request_line(id: &str, body: &Value) -> String {
+    json!({"custom_id": id, "method": "POST", "url": ENDPOINT, "body": body}).to_string()
+}
+
+/// Reads one result line (an output or error file's): its `custom_id` and
+/// outcome. `None` for a blank line; an error names what is wrong.
+pub(crate) fn read_result(line: &str) -> Result<Option<(String, Outcome)>, String> {
+    if line.trim().is_empty() {
+        return Ok(None);
+    }
+    let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+    let id = v["custom_id"].as_str().ok_or("no custom_id")?.to_string();
+    let response = &v["response"];
+    let status = response["status_code"].as_u64().map(|s| s as u16);
+    // OpenAI puts a failed request's error in the response body; vLLM
+    // leaves the body empty and says why in `error` (an object or a text).
+    let error = match &v["error"] {
+        Value::Null => None,
+        Value::String(text) => Some(text.clone()),
+        e => Some(format!(
+            "{}: {}",
+            e["code"].as_str().unwrap_or("error"),
+            e["message"].as_str().unwrap_or("")
+        )),
+    };
+    let outcome = match (status, error) {
+        (Some(200), _) if response["body"].is_object() => Outcome::Answer(response["body"].clone()),
+        (Some(code), error) if response["body"].is_null() => Outcome::Failed(
+            Some(code),
+            error.unwrap_or_else(|| "no response body".into()),
+        ),
+        (Some(code), _) => Outcome::Failed(Some(code), response["body"].to_string()),
+        (None, Some(error)) => Outcome::Failed(None, error),
+        (None, None) => {
+            Outcome::Failed(None, "a result line with neither response nor error".into())
+        }
+    };
+    Ok(Some((id, outcome)))
+}
 
 /// Most pages of `GET /batches` read when looking for a batch by its
 /// metadata (100 each, newest first).
 const LIST_PAGES: u32 = 50;
 
-/// A Batch API at the judge's base URL.
-pub(crate) struct Api {
-    agent: ureq::Agent,
-    base: Url,
-    key: Option<String>,
-    secrets: Vec<String>,
-    /// How long a wait between attempts starts at.
-    backoff: Duration,
+/// The OpenAI Batch API at the judge's base URL.
+pub(crate) struct OpenAiBatches {
+    rest: Rest,
 }
 
-impl Api {
-    pub(crate) fn new(endpoint: &Endpoint) -> Result<Api, Error> {
-        let base = Url::parse(endpoint.url.trim())
-            .map_err(|e| Error::usage(format!("--judge-url: {e}")))?;
-        // Request files run to 200 MB each way: give transfers room.
-        let agent = ureq::AgentBuilder::new()
-            .timeout_connect(endpoint.timeout.min(Duration::from_secs(60)))
-            .timeout_read(endpoint.timeout.max(Duration::from_secs(600)))
-            .timeout_write(Duration::from_secs(600))
-            .build();
-        Ok(Api {
-            agent,
-            secrets: secrets(&base, endpoint.api_key.as_deref()),
-            base,
-            key: endpoint.api_key.clone(),
-            backoff: endpoint.backoff,
-        })
-    }
-
-    fn url(&self, segments: &[&str]) -> Result<Url, Error> {
-        api_url(&self.base, segments).map_err(Error::config)
-    }
-
-    fn request(&self, method: &str, url: &Url) -> ureq::Request {
-        let req = self.agent.request_url(method, url);
-        match &self.key {
-            Some(key) => req.set("Authorization", &format!("Bearer {key}")),
-            None => req,
-        }
-    }
-
-    /// One call with up to `attempts` tries on a transient failure; the
-    /// error is one line naming the (redacted) URL: configuration for a
-    /// refusal (401, 403, 404, other 4xx), temporary for the rest.
-    fn call(
-        &self,
-        method: &str,
-        url: &Url,
-        attempts: u32,
-        send: impl Fn(ureq::Request) -> Result<ureq::Response, Box<ureq::Error>>,
-    ) -> Result<ureq::Response, Error> {
-        let shown = redact_url(url);
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let failure = match send(self.request(method, url)).map_err(|e| *e) {
-                Ok(resp) => return Ok(resp),
-                Err(ureq::Error::Status(code, resp)) => {
-                    let text = scrub(
-                        &snippet(&resp.into_string().unwrap_or_default()),
-                        &self.secrets,
-                    );
-                    let msg =
-                        format!("the judge's Batch API: {method} {shown}: HTTP {code}: {text}");
-                    if code != 429 && code < 500 {
-                        return Err(Error::config(msg));
-                    }
-                    msg
-                }
-                Err(ureq::Error::Transport(t)) => scrub(
-                    &format!("the judge's Batch API: {method} {shown} failed: {t}"),
-                    &self.secrets,
-                ),
-            };
-            if attempt >= attempts {
-                return Err(Error::temporary(failure));
-            }
-            std::thread::sleep(self.backoff * 2u32.pow(attempt - 1));
-        }
-    }
-
-    fn json(&self, resp: ureq::Response, what: &str) -> Result<Value, Error> {
-        let text = resp
-            .into_string()
-            .map_err(|e| Error::temporary(format!("the judge's Batch API: {what}: {e}")))?;
-        serde_json::from_str(&text).map_err(|_| {
-            Error::temporary(format!(
-                "the judge's Batch API: {what}: not JSON: {}",
-                snippet(&text)
-            ))
+impl OpenAiBatches {
+    pub(crate) fn new(endpoint: &Endpoint) -> Result<OpenAiBatches, Error> {
+        Ok(OpenAiBatches {
+            rest: Rest::new(endpoint)?,
         })
     }
 
     /// `POST /files` (purpose `batch`), streaming the file as multipart.
     fn upload(&self, path: &Path, name: &str) -> Result<String, Error> {
-        let url = self.url(&["files"])?;
+        let url = self.rest.url(&["files"])?;
         let boundary = format!(
             "refscore-{}",
             crate::prompts::hex(&rand::random::<[u8; 12]>())
@@ -136,7 +98,7 @@ impl Api {
             .map_err(|e| Error::io(format!("{}: {e}", path.display())))?
             .len();
         let total = head.len() as u64 + len + tail.len() as u64;
-        let resp = self.call("POST", &url, ATTEMPTS, |req| {
+        let resp = self.rest.call("POST", &url, ATTEMPTS, |req| {
             let file = std::fs::File::open(path).map_err(|e| {
                 Box::new(ureq::Error::from(std::io::Error::new(
                     e.kind(),
@@ -152,34 +114,23 @@ impl Api {
             .send(body)
             .map_err(Box::new)
         })?;
-        self.id_in(resp, "uploading a request file")
-    }
-
-    /// The `id` of what a call created (a file, a batch).
-    fn id_in(&self, resp: ureq::Response, what: &str) -> Result<String, Error> {
-        let v = self.json(resp, what)?;
-        v["id"].as_str().map(String::from).ok_or_else(|| {
-            Error::temporary(format!(
-                "the judge's Batch API: {what}: the answer has no id: {}",
-                snippet(&v.to_string())
-            ))
-        })
+        self.rest.id_in(resp, "uploading a request file")
     }
 
     /// `POST /batches`. Never retried here: a creation whose answer was lost
-    /// may have happened, and only [`Api::find`] can tell.
+    /// may have happened, and only [`OpenAiBatches::find`] can tell.
     fn create(&self, file_id: &str, metadata: Value) -> Result<String, Error> {
-        let url = self.url(&["batches"])?;
+        let url = self.rest.url(&["batches"])?;
         let body = json!({
             "input_file_id": file_id,
             "endpoint": ENDPOINT,
             "completion_window": "24h",
             "metadata": metadata,
         });
-        let resp = self.call("POST", &url, 1, |req| {
+        let resp = self.rest.call("POST", &url, 1, |req| {
             req.send_json(body.clone()).map_err(Box::new)
         })?;
-        self.id_in(resp, "creating a batch")
+        self.rest.id_in(resp, "creating a batch")
     }
 
     /// The batch this run created for a request file, looked up by its
@@ -188,15 +139,12 @@ impl Api {
     fn find(&self, tag: &str, name: &str) -> Result<Option<String>, Error> {
         let mut after: Option<String> = None;
         for _ in 0..LIST_PAGES {
-            let mut url = self.url(&["batches"])?;
+            let mut url = self.rest.url(&["batches"])?;
             url.query_pairs_mut().append_pair("limit", "100");
             if let Some(a) = &after {
                 url.query_pairs_mut().append_pair("after", a);
             }
-            let page = self.json(
-                self.call("GET", &url, ATTEMPTS, |r| r.call().map_err(Box::new))?,
-                "listing batches",
-            )?;
+            let page = self.rest.get_json(&url, "listing batches")?;
             let data = page["data"].as_array().cloned().unwrap_or_default();
             for b in &data {
                 let m = &b["metadata"];
@@ -214,22 +162,21 @@ impl Api {
         }
         Ok(None)
     }
-
-    /// Downloads a file's content to `to`, whole or not at all.
-    fn download(&self, file_id: &str, to: &Path) -> Result<(), Error> {
-        let url = self.url(&["files", file_id, "content"])?;
-        let resp = self.call("GET", &url, ATTEMPTS, |r| r.call().map_err(Box::new))?;
-        // A transfer cut short is worth trying again later.
-        refscore_core::files::copy_atomically(&mut resp.into_reader(), to).map_err(|e| {
-            Error::temporary(format!(
-                "the judge's Batch API: downloading {file_id} to {}: {e}",
-                to.display()
-            ))
-        })
-    }
 }
 
-impl Provider for Api {
+impl BatchBackend for OpenAiBatches {
+    fn request_line(&self) -> RequestLine {
+        request_line
+    }
+
+    fn read_result(&self) -> ReadResult {
+        read_result
+    }
+
+    fn limits(&self) -> (usize, u64) {
+        (MAX_LINES, MAX_BYTES)
+    }
+
     fn submit(&self, ledger: &mut Ledger, chunk: &Chunk, path: &Path) -> Result<String, Error> {
         let n = chunk.number;
         let file_id = match &chunk.file_id {
@@ -262,11 +209,9 @@ impl Provider for Api {
 
     fn poll(&self, chunk: &Chunk, into: &Path) -> Result<Poll, Error> {
         let id = chunk.batch_id.as_deref().expect("a created batch");
-        let url = self.url(&["batches", id])?;
-        let b = self.json(
-            self.call("GET", &url, ATTEMPTS, |r| r.call().map_err(Box::new))?,
-            "reading a batch",
-        )?;
+        let b = self
+            .rest
+            .get_json(&self.rest.url(&["batches", id])?, "reading a batch")?;
         let status = b["status"].as_str().unwrap_or("unknown").to_string();
         let count = |k: &str| b["request_counts"][k].as_u64().unwrap_or(0);
         if !matches!(
@@ -286,7 +231,8 @@ impl Provider for Api {
                     "{}.{suffix}.jsonl",
                     chunk.name.trim_end_matches(".jsonl")
                 ));
-                self.download(file, &to)?;
+                self.rest
+                    .download(&self.rest.url(&["files", file, "content"])?, &to)?;
                 results.push(to);
             }
         }
@@ -309,11 +255,12 @@ impl Provider for Api {
 
     fn cancel(&self, chunk: &Chunk) -> Result<(), Error> {
         let id = chunk.batch_id.as_deref().expect("a created batch");
-        let url = self.url(&["batches", id, "cancel"])?;
-        self.call("POST", &url, ATTEMPTS, |r| {
-            r.send_json(json!({})).map_err(Box::new)
-        })
-        .map(|_| ())
+        let url = self.rest.url(&["batches", id, "cancel"])?;
+        self.rest
+            .call("POST", &url, ATTEMPTS, |r| {
+                r.send_json(json!({})).map_err(Box::new)
+            })
+            .map(|_| ())
     }
 
     fn name(&self, chunk: &Chunk) -> String {
@@ -321,5 +268,46 @@ impl Provider for Api {
             "batch {}",
             chunk.batch_id.as_deref().unwrap_or("(not created)")
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_lines_read_as_answers_or_the_providers_error() {
+        let ok = r#"{"id":"r1","custom_id":"a","response":{"status_code":200,"request_id":"q","body":{"choices":[]}},"error":null}"#;
+        assert_eq!(
+            read_result(ok).unwrap(),
+            Some(("a".into(), Outcome::Answer(json!({"choices": []}))))
+        );
+        let status = r#"{"custom_id":"b","response":{"status_code":429,"body":{"error":{"message":"slow"}}},"error":null}"#;
+        let Some((_, Outcome::Failed(Some(429), m))) = read_result(status).unwrap() else {
+            panic!()
+        };
+        assert!(m.contains("slow"));
+        let expired = r#"{"custom_id":"c","response":null,"error":{"code":"batch_expired","message":"not done in time"}}"#;
+        assert_eq!(
+            read_result(expired).unwrap(),
+            Some((
+                "c".into(),
+                Outcome::Failed(None, "batch_expired: not done in time".into())
+            ))
+        );
+        // vLLM's error lines: no body, the reason in `error`.
+        let vllm = r#"{"id":"v","custom_id":"d","response":{"status_code":400,"request_id":"q","body":null},"error":"max_tokens is too large"}"#;
+        assert_eq!(
+            read_result(vllm).unwrap(),
+            Some((
+                "d".into(),
+                Outcome::Failed(Some(400), "max_tokens is too large".into())
+            ))
+        );
+        assert_eq!(read_result("  ").unwrap(), None);
+        assert!(read_result("{").is_err());
+        assert!(read_result(r#"{"response":{}}"#)
+            .unwrap_err()
+            .contains("custom_id"));
     }
 }

@@ -10,7 +10,9 @@ use refscore_core::Error;
 use serde_json::json;
 
 use super::ledger::{Chunk, Ledger};
-use super::{Poll, Provider};
+use super::lines::{ReadResult, RequestLine};
+use super::openai_batches;
+use super::{BatchBackend, Poll};
 
 /// A folder shared with the machine that runs the requests.
 pub(crate) struct Folder {
@@ -66,7 +68,21 @@ fn same_content(a: &Path, b: &Path) -> std::io::Result<bool> {
     }
 }
 
-impl Provider for Folder {
+/// Request files in the OpenAI Batch API's line format, which `vllm
+/// run-batch` reads and writes.
+impl BatchBackend for Folder {
+    fn request_line(&self) -> RequestLine {
+        openai_batches::request_line
+    }
+
+    fn read_result(&self) -> ReadResult {
+        openai_batches::read_result
+    }
+
+    fn limits(&self) -> (usize, u64) {
+        (openai_batches::MAX_LINES, openai_batches::MAX_BYTES)
+    }
+
     fn submit(&self, ledger: &mut Ledger, chunk: &Chunk, path: &Path) -> Result<String, Error> {
         let io = |p: &Path, e: std::io::Error| Error::io(format!("{}: {e}", p.display()));
         // A copy begun before a kill is finished under the name it was

@@ -6,12 +6,14 @@
 //! a chosen call, so a test can kill -9 the client there.
 
 use std::collections::HashMap;
-use std::io::{BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::BufReader;
+use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+
+use crate::http::{listen, read_request, write_reply};
 
 /// What a batch's request line gets: a chat completion body, or an HTTP
 /// status and error body (the line goes to the error file); status 0: the
@@ -98,8 +100,7 @@ pub fn start(
     end: impl Fn(usize) -> &'static str + Send + Sync + 'static,
     hang_at: Option<&str>,
 ) -> BatchServer {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let (listener, url) = listen();
     let state = Arc::new(Mutex::new(State {
         hang_at: hang_at.map(String::from),
         ..State::default()
@@ -120,7 +121,7 @@ pub fn start(
 fn serve(stream: TcpStream, state: &Mutex<State>, answer: &AnswerFn, end: &EndOf) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     loop {
-        let Some((head, body)) = super::judge_server::read_request(&mut reader) else {
+        let Some((head, body)) = read_request(&mut reader) else {
             return;
         };
         let first = head.lines().next().unwrap_or_default().to_string();
@@ -151,16 +152,11 @@ fn serve(stream: TcpStream, state: &Mutex<State>, answer: &AnswerFn, end: &EndOf
             hold(state);
             return;
         }
-        let text = match &reply {
-            Reply::Json(v) => v.to_string(),
-            Reply::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+        let bytes = match reply {
+            Reply::Json(v) => v.to_string().into_bytes(),
+            Reply::Bytes(b) => b,
         };
-        let out = format!(
-            "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
-            text.len()
-        );
-        let mut w = &stream;
-        if w.write_all(out.as_bytes()).is_err() {
+        if !write_reply(&stream, code, &[], &bytes) {
             return;
         }
     }

@@ -57,7 +57,7 @@ fn metrics_help() -> String {
             .named(name)
             .expect("a group has members");
         let group = members[0].group;
-        let names: Vec<&str> = members.iter().map(|m| m.name).collect();
+        let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
         let mut words = names.join(", ");
         if group.name() == name && !group.needs().is_empty() {
             words.push_str(&format!(" ({})", group.needs()));

@@ -23,7 +23,7 @@ pub fn run(args: JudgeMetricsArgs) -> Result<(), Error> {
         None => crate::print_out(&known.listing()),
         Some(name) => match known.show(name) {
             Some(toml) => crate::print_out(&toml),
-            None if known.names().contains(&name.as_str()) => Err(Error::usage(format!(
+            None if known.names().contains(name) => Err(Error::usage(format!(
                 "{name} has no definition to show: the fact ratio extracts facts, then checks each, with prompts of its own"
             ))),
             None => Err(Error::usage(format!(

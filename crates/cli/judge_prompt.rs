@@ -34,7 +34,7 @@ pub fn run(words: &[OsString]) -> Result<(), Error> {
             ))
         })?;
     let mut only = MetricSet::new();
-    only.insert(chosen);
+    only.insert(&chosen);
     let mut read = crate::score::read_options(&settings);
     read.prompt_columns = settings.judge_metrics.columns_read(&only);
     read.row_filter = None;

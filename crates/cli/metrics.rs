@@ -50,11 +50,11 @@ pub fn report_metric(_name: &str) -> Result<(), Error> {
 }
 
 /// Every name `--metrics` takes: the metrics', then "all" and the groups'.
-fn all_names(catalog: &Catalog) -> Vec<&'static str> {
-    let mut names: Vec<&'static str> = catalog
+fn all_names(catalog: &Catalog) -> Vec<&str> {
+    let mut names: Vec<&str> = catalog
         .iter()
         .filter(|m| m.group != Group::Judge)
-        .map(|m| m.name)
+        .map(|m| m.name.as_str())
         .collect();
     names.push("all");
     names.extend(metric::group_names());
@@ -121,10 +121,11 @@ pub fn plan(
             "all" => catalog
                 .of_groups(&default_groups(judge_configured))
                 .iter()
+                .cloned()
                 .collect(),
             _ => catalog.named(name).ok_or_else(|| unknown(name, catalog))?,
         };
-        for m in chosen {
+        for m in &chosen {
             metrics.insert(m);
         }
     }
@@ -165,7 +166,7 @@ mod tests {
         written.truncate(written.len() - accounting);
         let registry: Vec<&str> = metric::BUILTIN
             .iter()
-            .flat_map(|m| m.output_columns().iter().copied())
+            .flat_map(|m| m.output_columns().iter().map(String::as_str))
             .collect();
         assert_eq!(written, registry);
     }
@@ -176,7 +177,7 @@ mod tests {
         let builtin = Catalog::builtin();
         let plan = |names: Option<&[String]>, judge| plan(names, judge, &builtin);
         let p = plan(Some(&names(&["bertscore", "token_f1"])), false).unwrap();
-        let chosen: Vec<&str> = p.metrics.iter().map(|m| m.name).collect();
+        let chosen: Vec<&str> = p.metrics.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(
             chosen,
             [

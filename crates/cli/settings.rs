@@ -405,7 +405,7 @@ impl Settings {
         let mut thresholds: BTreeMap<String, f64> = metrics::default_thresholds(&catalog)
             .into_iter()
             .filter(|(name, _)| {
-                metric::find(name).is_some() || metrics.metrics.iter().any(|m| m.name == name)
+                metric::find(name).is_some() || metrics.metrics.iter().any(|m| m.name == *name)
             })
             .collect();
         // The file's thresholds come first; the command line's add to them.

@@ -6,6 +6,8 @@
 //! judge columns from it, so adding a metric is one entry here plus the
 //! code that computes it.
 
+use std::sync::{Arc, LazyLock};
+
 /// The stage that computes a metric, which is also a `--metrics` group name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Group {
@@ -51,12 +53,14 @@ pub enum Kind {
 }
 
 /// One metric: what `--metrics` calls it and everything downstream needs to
-/// know about its output without running it.
+/// know about its output without running it. Built-in metrics are made
+/// once per process ([`BUILTIN`]); a judge metric the user defines is made
+/// when its definition is read, and shared by [`MetricRef`]s.
 #[derive(Debug, PartialEq)]
 pub struct Metric {
     /// The name `--metrics`, `--threshold` and `--judge-where` use; also the
     /// column holding the metric's value.
-    pub name: &'static str,
+    pub name: String,
     /// The stage that computes it.
     pub group: Group,
     /// A second name that selects it with its siblings ("bertscore").
@@ -67,147 +71,179 @@ pub struct Metric {
     pub default_threshold: f64,
     /// Every column the metric writes, in output order (its value column
     /// among them).
-    pub columns: &'static [&'static str],
+    pub columns: Vec<String>,
     /// The column with the judge's explanation, for judge metrics.
-    pub reason_column: Option<&'static str>,
+    pub reason_column: Option<String>,
     /// The column saying how each value was decided (rule, band, cache, judge).
-    pub source_column: Option<&'static str>,
+    pub source_column: Option<String>,
     /// Whether the input (question) column is part of what it reads.
     pub reads_input: bool,
 }
 
+/// A metric as the registry hands it out: shared, cheap to clone.
+pub type MetricRef = Arc<Metric>;
+
 impl Metric {
-    const fn lexical(name: &'static str, kind: Kind, default_threshold: f64) -> Metric {
+    fn lexical(name: &str, kind: Kind, default_threshold: f64) -> Metric {
         Metric {
-            name,
+            name: name.into(),
             group: Group::Lexical,
             family: None,
             kind,
             default_threshold,
-            columns: &[],
+            columns: vec![name.into()],
             reason_column: None,
             source_column: None,
             reads_input: false,
         }
     }
 
-    const fn embedding(name: &'static str, family: Option<&'static str>) -> Metric {
+    fn embedding(name: &str, family: Option<&'static str>, default_threshold: f64) -> Metric {
         Metric {
-            name,
+            name: name.into(),
             group: Group::Embedding,
             family,
             kind: Kind::Score,
-            default_threshold: 0.8,
-            columns: &[],
+            default_threshold,
+            columns: vec![name.into()],
             reason_column: None,
             source_column: None,
             reads_input: false,
         }
     }
 
-    /// The columns it writes: [`Metric::columns`], or its name alone.
-    pub fn output_columns(&'static self) -> &'static [&'static str] {
-        if self.columns.is_empty() {
-            std::slice::from_ref(&self.name)
-        } else {
-            self.columns
+    /// A judge metric writing `columns` (its value column among them), its
+    /// reason (where it has one) and source columns last.
+    pub fn judge(
+        name: &str,
+        kind: Kind,
+        default_threshold: f64,
+        columns: &[&str],
+        reason_column: Option<&str>,
+        reads_input: bool,
+    ) -> Metric {
+        let source = format!("{name}_source");
+        let mut all: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+        all.extend(reason_column.map(String::from));
+        all.push(source.clone());
+        Metric {
+            name: name.into(),
+            group: Group::Judge,
+            family: None,
+            kind,
+            default_threshold,
+            columns: all,
+            reason_column: reason_column.map(String::from),
+            source_column: Some(source),
+            reads_input,
         }
+    }
+
+    /// The columns it writes, in output order.
+    pub fn output_columns(&self) -> &[String] {
+        &self.columns
     }
 }
 
+/// A built-in metric, made once per process.
+pub type Builtin = LazyLock<MetricRef>;
+
 /// strip(reference) == strip(output).
-pub static EXACT_MATCH: Metric = Metric::lexical("exact_match", Kind::Binary, 1.0);
+pub static EXACT_MATCH: Builtin =
+    LazyLock::new(|| Arc::new(Metric::lexical("exact_match", Kind::Binary, 1.0)));
 /// strip(reference) is a substring of strip(output).
-pub static CONTAINS_MATCH: Metric = Metric::lexical("contains_match", Kind::Binary, 1.0);
+pub static CONTAINS_MATCH: Builtin =
+    LazyLock::new(|| Arc::new(Metric::lexical("contains_match", Kind::Binary, 1.0)));
 /// Normalised texts equal.
-pub static EXACT_MATCH_NORM: Metric = Metric::lexical("exact_match_norm", Kind::Binary, 1.0);
+pub static EXACT_MATCH_NORM: Builtin =
+    LazyLock::new(|| Arc::new(Metric::lexical("exact_match_norm", Kind::Binary, 1.0)));
 /// Normalised reference tokens a contiguous run of the output's.
-pub static CONTAINS_MATCH_NORM: Metric = Metric::lexical("contains_match_norm", Kind::Binary, 1.0);
+pub static CONTAINS_MATCH_NORM: Builtin =
+    LazyLock::new(|| Arc::new(Metric::lexical("contains_match_norm", Kind::Binary, 1.0)));
 /// SQuAD-style token F1.
-pub static TOKEN_F1: Metric = Metric::lexical("token_f1", Kind::Score, 0.5);
+pub static TOKEN_F1: Builtin =
+    LazyLock::new(|| Arc::new(Metric::lexical("token_f1", Kind::Score, 0.5)));
 /// Cosine of the pooled embeddings.
-pub static COSINE: Metric = Metric {
-    default_threshold: 0.7,
-    ..Metric::embedding("cosine", None)
-};
+pub static COSINE: Builtin = LazyLock::new(|| Arc::new(Metric::embedding("cosine", None, 0.7)));
 /// BERTScore precision.
-pub static BERTSCORE_PRECISION: Metric =
-    Metric::embedding("bertscore_precision", Some("bertscore"));
+pub static BERTSCORE_PRECISION: Builtin = LazyLock::new(|| {
+    Arc::new(Metric::embedding(
+        "bertscore_precision",
+        Some("bertscore"),
+        0.8,
+    ))
+});
 /// BERTScore recall.
-pub static BERTSCORE_RECALL: Metric = Metric::embedding("bertscore_recall", Some("bertscore"));
+pub static BERTSCORE_RECALL: Builtin = LazyLock::new(|| {
+    Arc::new(Metric::embedding(
+        "bertscore_recall",
+        Some("bertscore"),
+        0.8,
+    ))
+});
 /// BERTScore F1.
-pub static BERTSCORE_F1: Metric = Metric::embedding("bertscore_f1", Some("bertscore"));
+pub static BERTSCORE_F1: Builtin =
+    LazyLock::new(|| Arc::new(Metric::embedding("bertscore_f1", Some("bertscore"), 0.8)));
 /// The judge's verdict: same meaning as the reference.
-pub static MEANING_MATCH: Metric = Metric {
-    name: "meaning_match",
-    group: Group::Judge,
-    family: None,
-    kind: Kind::Binary,
-    default_threshold: 1.0,
-    columns: &[
+pub static MEANING_MATCH: Builtin = LazyLock::new(|| {
+    Arc::new(Metric::judge(
         "meaning_match",
-        "meaning_match_p",
-        "meaning_match_reason",
-        "meaning_match_source",
-    ],
-    reason_column: Some("meaning_match_reason"),
-    source_column: Some("meaning_match_source"),
-    reads_input: true,
-};
+        Kind::Binary,
+        1.0,
+        &["meaning_match", "meaning_match_p"],
+        Some("meaning_match_reason"),
+        true,
+    ))
+});
 /// The judge's 0–10 similarity rubric, on 0..=1.
-pub static SIMILARITY: Metric = Metric {
-    name: "similarity",
-    group: Group::Judge,
-    family: None,
-    kind: Kind::Score,
-    default_threshold: 0.7,
-    columns: &[
-        "similarity_score",
+pub static SIMILARITY: Builtin = LazyLock::new(|| {
+    Arc::new(Metric::judge(
         "similarity",
-        "similarity_rationale",
-        "similarity_source",
-    ],
-    reason_column: Some("similarity_rationale"),
-    source_column: Some("similarity_source"),
-    reads_input: true,
-};
+        Kind::Score,
+        0.7,
+        &["similarity_score", "similarity"],
+        Some("similarity_rationale"),
+        true,
+    ))
+});
 /// The fact ratio: facts the two answers share.
-pub static FACT_SIMILARITY: Metric = Metric {
-    name: "fact_similarity",
-    group: Group::Judge,
-    family: None,
-    kind: Kind::Score,
-    default_threshold: 0.5,
-    columns: &[
+pub static FACT_SIMILARITY: Builtin = LazyLock::new(|| {
+    Arc::new(Metric::judge(
         "fact_similarity",
-        "fact_recall",
-        "fact_precision",
-        "fact_counts",
-        "fact_similarity_source",
-    ],
-    reason_column: None,
-    source_column: Some("fact_similarity_source"),
-    reads_input: true,
-};
+        Kind::Score,
+        0.5,
+        &[
+            "fact_similarity",
+            "fact_recall",
+            "fact_precision",
+            "fact_counts",
+        ],
+        None,
+        true,
+    ))
+});
 
 /// Every built-in metric, in output order.
-pub static BUILTIN: [&Metric; 12] = [
-    &EXACT_MATCH,
-    &CONTAINS_MATCH,
-    &EXACT_MATCH_NORM,
-    &CONTAINS_MATCH_NORM,
-    &TOKEN_F1,
-    &COSINE,
-    &BERTSCORE_PRECISION,
-    &BERTSCORE_RECALL,
-    &BERTSCORE_F1,
-    &MEANING_MATCH,
-    &SIMILARITY,
-    &FACT_SIMILARITY,
-];
+pub static BUILTIN: LazyLock<[MetricRef; 12]> = LazyLock::new(|| {
+    [
+        &EXACT_MATCH,
+        &CONTAINS_MATCH,
+        &EXACT_MATCH_NORM,
+        &CONTAINS_MATCH_NORM,
+        &TOKEN_F1,
+        &COSINE,
+        &BERTSCORE_PRECISION,
+        &BERTSCORE_RECALL,
+        &BERTSCORE_F1,
+        &MEANING_MATCH,
+        &SIMILARITY,
+        &FACT_SIMILARITY,
+    ]
+    .map(|m| Arc::clone(m))
+});
 
 /// The metric named `name`, if refscore has one built in.
-pub fn find(name: &str) -> Option<&'static Metric> {
+pub fn find(name: &str) -> Option<MetricRef> {
     Catalog::builtin().find(name)
 }
 
@@ -235,7 +271,7 @@ pub fn group_names() -> Vec<&'static str> {
 /// and thresholded like a built-in one.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Catalog {
-    defined: Vec<&'static Metric>,
+    defined: Vec<MetricRef>,
 }
 
 impl Catalog {
@@ -247,28 +283,29 @@ impl Catalog {
     /// The built-ins and `defined` (judge metrics, after the built-ins in
     /// output order; their names are checked not to clash by whoever made
     /// them).
-    pub fn with_defined(defined: Vec<&'static Metric>) -> Catalog {
+    pub fn with_defined(defined: Vec<MetricRef>) -> Catalog {
         Catalog { defined }
     }
 
     /// Every metric: the built-ins in output order, then the defined ones.
-    pub fn iter(&self) -> impl Iterator<Item = &'static Metric> + '_ {
-        BUILTIN.iter().copied().chain(self.defined.iter().copied())
+    pub fn iter(&self) -> impl Iterator<Item = &MetricRef> + '_ {
+        BUILTIN.iter().chain(self.defined.iter())
     }
 
     /// The metric named `name`.
-    pub fn find(&self, name: &str) -> Option<&'static Metric> {
-        self.iter().find(|m| m.name == name)
+    pub fn find(&self, name: &str) -> Option<MetricRef> {
+        self.iter().find(|m| m.name == name).cloned()
     }
 
     /// The metrics a `--metrics` word names, a metric or a group ("lexical",
     /// "bertscore", "judge" with the defined ones), in output order; `None`
     /// for a word nothing knows. ("all" is the caller's: it depends on
     /// whether a judge is configured.)
-    pub fn named(&self, word: &str) -> Option<Vec<&'static Metric>> {
-        let members: Vec<&'static Metric> = self
+    pub fn named(&self, word: &str) -> Option<Vec<MetricRef>> {
+        let members: Vec<MetricRef> = self
             .iter()
             .filter(|m| m.name == word || m.group.name() == word || m.family == Some(word))
+            .cloned()
             .collect();
         (!members.is_empty()).then_some(members)
     }
@@ -286,7 +323,7 @@ impl Catalog {
 /// A run's chosen metrics, kept in registry order (defined metrics after
 /// the built-ins, by name) whatever order they were named in, so output columns never depend on how the flag was spelt.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct MetricSet(Vec<&'static Metric>);
+pub struct MetricSet(Vec<MetricRef>);
 
 impl MetricSet {
     /// No metric.
@@ -295,15 +332,11 @@ impl MetricSet {
     }
 
     /// Adds a metric (a no-op when present).
-    pub fn insert(&mut self, metric: &'static Metric) {
+    pub fn insert(&mut self, metric: &MetricRef) {
         if !self.contains(metric) {
-            self.0.push(metric);
+            self.0.push(Arc::clone(metric));
             // Built-ins in registry order, then defined metrics by name.
-            let rank = |m: &&Metric| {
-                let builtin = BUILTIN.iter().position(|b| b.name == m.name);
-                (builtin.unwrap_or(usize::MAX), m.name)
-            };
-            self.0.sort_by_key(rank);
+            self.0.sort_by(|a, b| rank(a).cmp(&rank(b)));
         }
     }
 
@@ -323,8 +356,8 @@ impl MetricSet {
     }
 
     /// The metrics, in order.
-    pub fn iter(&self) -> impl Iterator<Item = &'static Metric> + '_ {
-        self.0.iter().copied()
+    pub fn iter(&self) -> impl Iterator<Item = &MetricRef> + '_ {
+        self.0.iter()
     }
 
     /// For each built-in metric of `group`, in registry order, whether the
@@ -339,6 +372,13 @@ impl MetricSet {
     }
 }
 
+/// Where a metric goes among a set's: built-ins in registry order, then
+/// defined metrics by name.
+fn rank(m: &Metric) -> (usize, &str) {
+    let builtin = BUILTIN.iter().position(|b| b.name == m.name);
+    (builtin.unwrap_or(usize::MAX), m.name.as_str())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,11 +386,11 @@ mod tests {
     #[test]
     fn names_and_columns_are_unique() {
         let mut seen = std::collections::HashSet::new();
-        for m in BUILTIN {
-            assert!(seen.insert(m.name), "{} twice", m.name);
+        for m in BUILTIN.iter() {
+            assert!(seen.insert(m.name.clone()), "{} twice", m.name);
             assert!(m.output_columns().contains(&m.name), "{}", m.name);
             for c in m.output_columns().iter().filter(|c| **c != m.name) {
-                assert!(seen.insert(c), "{c} twice");
+                assert!(seen.insert(c.clone()), "{c} twice");
             }
         }
         for g in group_names() {
@@ -365,7 +405,7 @@ mod tests {
         s.insert(&TOKEN_F1);
         s.insert(&MEANING_MATCH);
         s.insert(&TOKEN_F1);
-        let names: Vec<_> = s.iter().map(|m| m.name).collect();
+        let names: Vec<_> = s.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(names, ["token_f1", "meaning_match", "fact_similarity"]);
         assert_eq!(s.flags(Group::Judge), [true, false, true]);
         assert_eq!(

@@ -43,7 +43,7 @@ use arrow::datatypes::{DataType, Field};
 use candle_core::Device;
 use lru::LruCache;
 use rayon::prelude::*;
-use refscore_core::metric::{self, Group, Metric, MetricSet};
+use refscore_core::metric::{self, Group, MetricSet};
 use refscore_core::{Error, RowBatch, ScoreColumns, TextColumn};
 use tokenizers::Tokenizer;
 
@@ -76,7 +76,7 @@ const GPU_MAX_BATCH_TEXTS: usize = 512;
 
 /// The embedding metrics, in the order of a row's scores (cosine, then
 /// BERTScore precision, recall, F1) and of the output columns.
-static OUTPUTS: [&Metric; 4] = [
+static OUTPUTS: [&metric::Builtin; 4] = [
     &metric::COSINE,
     &metric::BERTSCORE_PRECISION,
     &metric::BERTSCORE_RECALL,
@@ -733,7 +733,7 @@ impl EmbeddingStage {
             }
             let array: Float32Array = scores.iter().map(|s| s.map(|v| v[k])).collect();
             out.push(
-                Field::new(m.name, DataType::Float32, true),
+                Field::new(m.name.clone(), DataType::Float32, true),
                 Arc::new(array) as ArrayRef,
             );
         }
@@ -813,7 +813,7 @@ pub fn fields(metrics: &MetricSet) -> Vec<Field> {
     OUTPUTS
         .iter()
         .filter(|m| metrics.contains(m))
-        .map(|m| Field::new(m.name, DataType::Float32, true))
+        .map(|m| Field::new(m.name.clone(), DataType::Float32, true))
         .collect()
 }
 

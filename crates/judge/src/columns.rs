@@ -10,7 +10,8 @@ use arrow::datatypes::{DataType, Field, Fields};
 use refscore_core::schema::{JUDGE_TEMPLATES, JUDGE_USAGE};
 use refscore_core::ScoreColumns;
 
-use crate::metric::{Answer, Asking, JudgeMetric};
+use crate::definition::Answer;
+use crate::metric::{JudgeMetric, JudgeMetrics};
 use crate::transport::Usage;
 
 /// A score answer's value on 0..=1: the expected score where the judge
@@ -67,7 +68,7 @@ pub(crate) type Decisions = Vec<Option<(Outcome, Source)>>;
 /// order) its columns from `verdicts[m][row]`, then the per-row usage and
 /// templates, and the rows' errors.
 pub(crate) fn build(
-    metrics: &[&JudgeMetric],
+    metrics: &[JudgeMetric],
     n: usize,
     verdicts: &[Decisions],
     usage: &[Usage],
@@ -124,50 +125,46 @@ fn metric_arrays(jm: &JudgeMetric, n: usize, decided: &Decisions) -> Vec<ArrayRe
             .collect::<StringArray>(),
     );
     let verdict = |i: usize| decided[i].as_ref().map(|(v, _)| v);
-    match &jm.asking {
-        Asking::Rubric {
-            answer: Answer::Verdict,
-            ..
-        } => {
-            let get = |i: usize| match verdict(i) {
-                Some(Outcome::Verdict {
-                    verdict,
-                    p_true,
-                    reason,
-                }) => (Some(*verdict), *p_true, reason.as_deref()),
-                _ => (None, None, None),
-            };
-            vec![
-                Arc::new((0..n).map(|i| get(i).0).collect::<BooleanArray>()),
-                Arc::new((0..n).map(|i| get(i).1).collect::<Float32Array>()),
-                Arc::new((0..n).map(|i| get(i).2).collect::<StringArray>()),
-                source,
-            ]
-        }
-        Asking::Rubric {
-            answer: Answer::Score { min, max },
-            ..
-        } => {
-            let get = |i: usize| match verdict(i) {
-                Some(Outcome::Score {
-                    score,
-                    expected,
-                    reason,
-                }) => (
-                    Some(*score),
-                    Some(normalised(*score, *expected, (*min, *max))),
-                    reason.as_deref(),
-                ),
-                _ => (None, None, None),
-            };
-            vec![
-                Arc::new((0..n).map(|i| get(i).0).collect::<UInt8Array>()),
-                Arc::new((0..n).map(|i| get(i).1).collect::<Float32Array>()),
-                Arc::new((0..n).map(|i| get(i).2).collect::<StringArray>()),
-                source,
-            ]
-        }
-        Asking::Facts => {
+    match jm {
+        JudgeMetric::Rubric(r) => match r.answer {
+            Answer::Verdict => {
+                let get = |i: usize| match verdict(i) {
+                    Some(Outcome::Verdict {
+                        verdict,
+                        p_true,
+                        reason,
+                    }) => (Some(*verdict), *p_true, reason.as_deref()),
+                    _ => (None, None, None),
+                };
+                vec![
+                    Arc::new((0..n).map(|i| get(i).0).collect::<BooleanArray>()),
+                    Arc::new((0..n).map(|i| get(i).1).collect::<Float32Array>()),
+                    Arc::new((0..n).map(|i| get(i).2).collect::<StringArray>()),
+                    source,
+                ]
+            }
+            Answer::Score { min, max } => {
+                let get = |i: usize| match verdict(i) {
+                    Some(Outcome::Score {
+                        score,
+                        expected,
+                        reason,
+                    }) => (
+                        Some(*score),
+                        Some(normalised(*score, *expected, (min, max))),
+                        reason.as_deref(),
+                    ),
+                    _ => (None, None, None),
+                };
+                vec![
+                    Arc::new((0..n).map(|i| get(i).0).collect::<UInt8Array>()),
+                    Arc::new((0..n).map(|i| get(i).1).collect::<Float32Array>()),
+                    Arc::new((0..n).map(|i| get(i).2).collect::<StringArray>()),
+                    source,
+                ]
+            }
+        },
+        JudgeMetric::FactRatio => {
             let counts: Vec<Option<Option<(u32, u32, u32)>>> = (0..n)
                 .map(|i| match verdict(i) {
                     Some(Outcome::Facts(c)) => Some(*c),
@@ -224,26 +221,21 @@ fn count_fields() -> Fields {
 /// One metric's output fields: the names from its registry entry, the
 /// types from its kind of answer.
 fn metric_fields(jm: &JudgeMetric) -> Vec<Field> {
-    let types = match &jm.asking {
-        Asking::Rubric {
-            answer: Answer::Verdict,
-            ..
-        } => vec![
+    let types = match jm {
+        JudgeMetric::Rubric(r) if r.answer == Answer::Verdict => vec![
             DataType::Boolean,
             DataType::Float32,
             DataType::Utf8,
             DataType::Utf8,
         ],
-        Asking::Rubric {
-            answer: Answer::Score { .. },
-            ..
-        } => vec![
+        // A score rubric.
+        JudgeMetric::Rubric(_) => vec![
             DataType::UInt8,
             DataType::Float32,
             DataType::Utf8,
             DataType::Utf8,
         ],
-        Asking::Facts => vec![
+        JudgeMetric::FactRatio => vec![
             DataType::Float32,
             DataType::Float32,
             DataType::Float32,
@@ -251,18 +243,18 @@ fn metric_fields(jm: &JudgeMetric) -> Vec<Field> {
             DataType::Utf8,
         ],
     };
-    let names = jm.metric.output_columns();
+    let names = jm.metric().output_columns();
     assert_eq!(names.len(), types.len(), "{}: columns", jm.name());
     names
         .iter()
         .zip(types)
-        .map(|(name, t)| Field::new(*name, t, true))
+        .map(|(name, t)| Field::new(name.as_str(), t, true))
         .collect()
 }
 
 /// The output fields of the judge metrics of a run, in output order, then
 /// the per-row accounting columns.
-pub(crate) fn fields_of(metrics: &[&JudgeMetric]) -> Vec<Field> {
+pub(crate) fn fields_of(metrics: &[JudgeMetric]) -> Vec<Field> {
     let text = |n: &str| Field::new(n, DataType::Utf8, true);
     let mut f: Vec<Field> = metrics.iter().flat_map(|j| metric_fields(j)).collect();
     for name in JUDGE_USAGE {
@@ -270,4 +262,12 @@ pub(crate) fn fields_of(metrics: &[&JudgeMetric]) -> Vec<Field> {
     }
     f.push(text(JUDGE_TEMPLATES));
     f
+}
+
+impl JudgeMetrics {
+    /// The output fields of the selected metrics, then the accounting and
+    /// template columns.
+    pub fn fields(&self, set: &refscore_core::metric::MetricSet) -> Vec<Field> {
+        fields_of(&self.selected(set))
+    }
 }

@@ -1,22 +1,23 @@
 //! Rubrics as definitions: what a `[judge.metric.NAME]` table holds (in the
-//! `--config` file or a `--judge-metrics` file), and what the built-in
-//! rubrics, Meaning Match and the 0–10 similarity rubric, are written as.
-//! [`build`] turns a definition into a [`JudgeMetric`] (its template, JSON
-//! schema, registry entry and columns); the built-ins and the user's go
-//! through it, so every rubric is asked, read, cached and written by the
-//! same code.
+//! `--config` file or a `--judge-metrics` file), what the built-in rubrics,
+//! Meaning Match and the 0–10 similarity rubric, are written as, and the
+//! [`Rubric`] each becomes (its template, JSON schema, registry entry and
+//! columns, owned by it). The built-ins and the user's go through
+//! [`Rubric::build`], so every rubric is asked, read, cached and written by
+//! the same code.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
-use refscore_core::metric::{self, Group, Kind, Metric};
+use refscore_core::metric::{self, Kind, Metric, MetricRef};
 use refscore_core::schema;
 use refscore_core::Error;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use toml::Spanned;
 
-use crate::metric::{Answer, Asking, JudgeMetric, Rules};
 use crate::prompts::{Schema, Template};
 
 /// The slots a rubric's prompt may use besides `row.NAME`.
@@ -25,6 +26,17 @@ pub(crate) const SLOTS: [&str; 3] = ["input", "reference", "output"];
 /// Widest score scale: a score's probabilities are read number by number,
 /// and "10" is the longest number read as a whole (see `probs.rs`).
 const SCALE_LIMIT: u8 = 10;
+
+/// The kind of answer a rubric asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// true or false, read with P(true); passes where P(true) reaches
+    /// `--judge-threshold` (or the sampled word, without probabilities).
+    Verdict,
+    /// An integer on `min..=max`, read with its probability-weighted
+    /// expectation and written normalised to 0..=1.
+    Score { min: u8, max: u8 },
+}
 
 /// One rubric as written.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,11 +60,109 @@ pub(crate) struct Definition {
     pub origin: String,
 }
 
+/// A rubric ready to ask: one question per row, rendered from its
+/// template, answered with a verdict or a score and a reason.
+#[derive(Debug)]
+pub(crate) struct Rubric {
+    /// Its registry entry: name, columns, default threshold.
+    pub metric: MetricRef,
+    /// What is asked.
+    pub template: Template,
+    /// A verdict or a score.
+    pub answer: Answer,
+    /// The JSON keys the answer's value may come under; the first is the
+    /// one the prompt asks for (its token probabilities are read).
+    pub value_keys: &'static [&'static str],
+    /// The JSON keys the reason may come under; the first is the one the
+    /// prompt asks for.
+    pub reason_keys: &'static [&'static str],
+    /// The same answer as the reference (up to case, whitespace, articles
+    /// and final punctuation) passes without a call.
+    pub same_answer_passes: bool,
+    /// The input columns its prompt reads (`row.NAME`), sorted.
+    pub columns: Vec<String>,
+    /// The definition it was built from.
+    pub definition: Definition,
+}
+
+impl Rubric {
+    /// The name, as `--metrics` and messages use it.
+    pub(crate) fn name(&self) -> &str {
+        &self.metric.name
+    }
+
+    /// The key its value is asked under, and its reason's.
+    pub(crate) fn keys(&self) -> (&'static str, &'static str) {
+        (self.value_keys[0], self.reason_keys[0])
+    }
+
+    /// A verdict's own pass probability, from its definition (None:
+    /// `--judge-threshold`).
+    pub(crate) fn p_threshold(&self) -> Option<f32> {
+        match self.answer {
+            Answer::Verdict => self.definition.threshold.map(|t| t as f32),
+            Answer::Score { .. } => None,
+        }
+    }
+
+    /// Whether `--judge-band` decides it outside the band.
+    pub(crate) fn band(&self) -> bool {
+        self.definition.band
+    }
+
+    /// Whether the user defined it.
+    pub(crate) fn is_defined(&self) -> bool {
+        metric::find(self.name()).is_none()
+    }
+
+    /// Turns a definition into a rubric, `shape` saying what a built-in
+    /// keeps from before it was a definition.
+    fn build(def: Definition, shape: Shape) -> Result<Rubric, String> {
+        let mut env = minijinja::Environment::new();
+        env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+        env.set_keep_trailing_newline(true);
+        env.add_template_owned(def.name.clone(), def.prompt.clone())
+            .map_err(|e| format!("does not compile: {e:#}"))?;
+        let (columns, reads_input) =
+            columns_read(&env.get_template(&def.name).map_err(|e| e.to_string())?)?;
+        let template = Template {
+            name: Cow::Owned(def.name.clone()),
+            version: shape.version,
+            system: Cow::Owned(system_message(&def, &shape)),
+            user: Cow::Owned(def.prompt.clone()),
+            jinja: Some(Arc::new(env)),
+            schema: Schema::Built(answer_schema(&def, &shape)),
+            max_tokens: def.max_tokens,
+            structured: true,
+        };
+        // A prompt that fails on sample values (an unknown filter, say)
+        // would fail on every row: say so now.
+        let sample: BTreeMap<&str, &str> = columns.iter().map(|c| (c.as_str(), "x")).collect();
+        template.render_row(&minijinja::context! {
+            input => "x", reference => "x", output => "x", row => sample
+        })?;
+        let metric = match shape.metric {
+            Some(m) => Arc::clone(m),
+            None => Arc::new(user_metric(&def, reads_input)),
+        };
+        Ok(Rubric {
+            metric,
+            template,
+            answer: def.answer,
+            value_keys: shape.value_keys,
+            reason_keys: shape.reason_keys,
+            same_answer_passes: shape.same_answer_passes,
+            columns,
+            definition: def,
+        })
+    }
+}
+
 /// What the built-in rubrics keep from before they were definitions: their
 /// registry entries and column names, the JSON keys their prompts ask for
 /// (and older spellings accepted), and the same-answer rule.
 struct Shape {
-    metric: Option<&'static Metric>,
+    metric: Option<&'static MetricRef>,
     version: &'static str,
     value_keys: &'static [&'static str],
     reason_keys: &'static [&'static str],
@@ -76,12 +186,6 @@ impl Shape {
             same_answer_passes: false,
         }
     }
-}
-
-/// A string that lives as long as the process: definitions are read once
-/// per run and the metric registry holds `&'static` entries.
-fn leak(s: String) -> &'static str {
-    Box::leak(s.into_boxed_str())
 }
 
 /// The system message: the instructions, then the line asking for the JSON
@@ -117,37 +221,27 @@ fn answer_schema(def: &Definition, shape: &Shape) -> Value {
 /// The registry entry of a user's rubric: a verdict writes `NAME`,
 /// `NAME_p`; a score `NAME_score` (the integer) and `NAME` (on 0..=1); both
 /// then `NAME_reason` and `NAME_source`.
-fn user_metric(def: &Definition, reads_input: bool) -> &'static Metric {
+fn user_metric(def: &Definition, reads_input: bool) -> Metric {
     let n = &def.name;
     let (kind, default_threshold, columns) = match def.answer {
-        Answer::Verdict => (Kind::Binary, 1.0, vec![n.clone(), format!("{n}_p")]),
+        Answer::Verdict => (Kind::Binary, 1.0, [n.clone(), format!("{n}_p")]),
         Answer::Score { min, max } => {
             let t = def
                 .threshold
                 .unwrap_or(f64::from(min) + 0.7 * f64::from(max - min));
             let normalised = (t - f64::from(min)) / f64::from(max - min);
-            (
-                Kind::Score,
-                normalised,
-                vec![format!("{n}_score"), n.clone()],
-            )
+            (Kind::Score, normalised, [format!("{n}_score"), n.clone()])
         }
     };
-    let mut columns: Vec<&'static str> = columns.into_iter().map(leak).collect();
-    let reason = leak(format!("{n}_reason"));
-    let source = leak(format!("{n}_source"));
-    columns.extend([reason, source]);
-    Box::leak(Box::new(Metric {
-        name: leak(n.clone()),
-        group: Group::Judge,
-        family: None,
+    let reason = format!("{n}_reason");
+    Metric::judge(
+        n,
         kind,
         default_threshold,
-        columns: Box::leak(columns.into_boxed_slice()),
-        reason_column: Some(reason),
-        source_column: Some(source),
+        &[columns[0].as_str(), columns[1].as_str()],
+        Some(&reason),
         reads_input,
-    }))
+    )
 }
 
 /// The input columns a prompt reads (`row.NAME`), after checking that it
@@ -176,53 +270,6 @@ fn columns_read(template: &minijinja::Template) -> Result<(Vec<String>, bool), S
     }
     columns.sort();
     Ok((columns, used.contains("input")))
-}
-
-/// Turns a definition into a judge metric.
-fn build(def: Definition, shape: Shape) -> Result<&'static JudgeMetric, String> {
-    let name = leak(def.name.clone());
-    let source = leak(def.prompt.clone());
-    let mut env = minijinja::Environment::new();
-    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
-    env.set_keep_trailing_newline(true);
-    env.add_template(name, source)
-        .map_err(|e| format!("does not compile: {e:#}"))?;
-    let env: &'static minijinja::Environment<'static> = Box::leak(Box::new(env));
-    let (columns, reads_input) = columns_read(&env.get_template(name).map_err(|e| e.to_string())?)?;
-    let template: &'static Template = Box::leak(Box::new(Template {
-        name,
-        version: shape.version,
-        system: leak(system_message(&def, &shape)),
-        user: source,
-        jinja: Some(env),
-        schema: Schema::Built(Box::leak(Box::new(answer_schema(&def, &shape)))),
-        max_tokens: def.max_tokens,
-        structured: true,
-    }));
-    // A prompt that fails on sample values (an unknown filter, say) would
-    // fail on every row: say so now.
-    let sample: BTreeMap<&str, &str> = columns.iter().map(|c| (c.as_str(), "x")).collect();
-    template.render_row(&minijinja::context! {
-        input => "x", reference => "x", output => "x", row => sample
-    })?;
-    let metric = shape
-        .metric
-        .unwrap_or_else(|| user_metric(&def, reads_input));
-    Ok(Box::leak(Box::new(JudgeMetric {
-        metric,
-        asking: Asking::Rubric {
-            template,
-            answer: def.answer,
-            value_keys: shape.value_keys,
-            reason_keys: shape.reason_keys,
-        },
-        rules: Rules {
-            same_answer_passes: shape.same_answer_passes,
-            cosine_band: def.band,
-        },
-        columns: columns.into_iter().map(leak).collect(),
-        definition: Some(def),
-    })))
 }
 
 /// The instructions of Meaning Match.
@@ -257,7 +304,7 @@ const QUESTION_AND_ANSWERS: &str =
     "Question:\n{{ input }}\n\nReference answer:\n{{ reference }}\n\nCandidate answer:\n{{ output }}";
 
 /// Meaning Match and the similarity rubric, as definitions.
-pub(crate) fn builtin_rubrics() -> [&'static JudgeMetric; 2] {
+pub(crate) fn builtin_rubrics() -> [Rubric; 2] {
     let def = |name: &str, answer, instructions: &str, band, max_tokens| Definition {
         name: name.to_string(),
         answer,
@@ -268,7 +315,7 @@ pub(crate) fn builtin_rubrics() -> [&'static JudgeMetric; 2] {
         max_tokens,
         origin: "built in".into(),
     };
-    let meaning_match = build(
+    let meaning_match = Rubric::build(
         def(
             "meaning_match",
             Answer::Verdict,
@@ -285,7 +332,7 @@ pub(crate) fn builtin_rubrics() -> [&'static JudgeMetric; 2] {
             same_answer_passes: true,
         },
     );
-    let similarity = build(
+    let similarity = Rubric::build(
         def(
             "similarity",
             Answer::Score { min: 0, max: 10 },
@@ -349,7 +396,7 @@ fn reserved(name: &str) -> bool {
     ];
     metric::BUILTIN
         .iter()
-        .flat_map(|m| m.output_columns().iter().copied())
+        .flat_map(|m| m.output_columns().iter().map(String::as_str))
         .chain(metric::group_names())
         .chain(fixed)
         .chain(schema::JUDGE_USAGE)
@@ -360,11 +407,7 @@ fn reserved(name: &str) -> bool {
 /// With `only_definitions` (a `--judge-metrics` file) any other key is an
 /// error; in a config file the other keys are flags. Every check is made
 /// here, before any call: the error (78) names the file, line and key.
-pub(crate) fn read(
-    path: &Path,
-    text: &str,
-    only_definitions: bool,
-) -> Result<Vec<&'static JudgeMetric>, Error> {
+pub(crate) fn read(path: &Path, text: &str, only_definitions: bool) -> Result<Vec<Rubric>, Error> {
     let at = |offset: usize, msg: &str| {
         let line = text[..offset.min(text.len())].matches('\n').count() + 1;
         Error::config(format!("{}:{line}: {msg}", path.display()))
@@ -481,7 +524,7 @@ pub(crate) fn read(
                 text[..table_at].matches('\n').count() + 1
             ),
         };
-        let built = build(def, Shape::user(answer))
+        let built = Rubric::build(def, Shape::user(answer))
             .map_err(|e| key_error("prompt", w.prompt.span().start, &e))?;
         if let Some(c) = built.metric.output_columns().iter().find(|c| reserved(c)) {
             return Err(at(

@@ -54,11 +54,7 @@ pub use transport::{Usage, MAX_RETRY_AFTER};
 /// fingerprint changes when a prompt does and a resumed run never mixes
 /// answers to two versions of a question.
 pub fn template_versions() -> Vec<String> {
-    let rubrics = metric::builtin().into_iter().filter_map(|j| j.template());
-    rubrics
-        .chain([&prompts::FACT_EXTRACT, &prompts::FACT_CHECK])
-        .map(|t| t.hash())
-        .collect()
+    metric::builtin_versions()
 }
 
 /// When the judge is asked for the reason of its verdict or score

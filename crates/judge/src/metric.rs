@@ -1,97 +1,50 @@
-//! Judge metrics as values of one type: what is asked, what kind of answer
-//! comes back and how it is read, which rules decide without asking, and
-//! (through the registry entry) which columns it writes. Meaning Match, the
-//! similarity rubric and the user's rubrics are rubrics built from
-//! definitions (`definition.rs`); the fact ratio runs its own pipeline of
-//! extractions and checks on the same client, cache and journal.
+//! The judge metrics a run knows, as values of two kinds: rubrics (one
+//! question per row, answered with a verdict or a score: Meaning Match, the
+//! similarity rubric and the user's, see `definition.rs`) and the fact ratio
+//! (its own pipeline of extractions and checks on the same client, cache and
+//! journal). Each carries its registry entry, which names its columns.
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
-use arrow::datatypes::Field;
-use refscore_core::metric::{self, Catalog, Metric, MetricSet};
+use refscore_core::metric::{self, Catalog, MetricRef, MetricSet};
 use refscore_core::Error;
 use serde_json::{json, Value};
 
-use crate::definition::{self, Definition};
-use crate::prompts::{self, Template};
+use crate::definition::{self, Answer, Rubric};
+use crate::prompts;
 
-/// The kind of answer a rubric asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Answer {
-    /// true or false, read with P(true); passes where P(true) reaches
-    /// `--judge-threshold` (or the sampled word, without probabilities).
-    Verdict,
-    /// An integer on `min..=max`, read with its probability-weighted
-    /// expectation and written normalised to 0..=1.
-    Score { min: u8, max: u8 },
-}
-
-/// How a judge metric is asked.
-#[derive(Debug)]
-pub(crate) enum Asking {
-    /// One question per row, rendered from a template.
-    Rubric {
-        template: &'static Template,
-        answer: Answer,
-        /// The JSON keys the answer's value may come under; the first is
-        /// the one the prompt asks for (its token probabilities are read).
-        value_keys: &'static [&'static str],
-        /// The JSON keys the reason may come under; the first is the one
-        /// the prompt asks for.
-        reason_keys: &'static [&'static str],
-    },
+/// One judge metric.
+#[derive(Debug, Clone)]
+pub(crate) enum JudgeMetric {
+    /// A rubric: one question per row.
+    Rubric(Arc<Rubric>),
     /// The fact ratio: the facts of each answer extracted once, then one
-    /// check per fact.
-    Facts,
-}
-
-/// Rules that decide a value without asking the judge.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Rules {
-    /// The same answer as the reference (up to case, whitespace, articles
-    /// and final punctuation) passes.
-    pub same_answer_passes: bool,
-    /// `--judge-band cosine:LO..HI` decides it outside the band.
-    pub cosine_band: bool,
-}
-
-/// One judge metric. (An empty output fails every judge metric, by rule.)
-#[derive(Debug)]
-pub(crate) struct JudgeMetric {
-    /// Its registry entry: name, columns, default threshold.
-    pub metric: &'static Metric,
-    /// What is asked and how the answer is read.
-    pub asking: Asking,
-    /// The rules that decide it without a call.
-    pub rules: Rules,
-    /// The input columns its prompt reads (`row.NAME`), sorted.
-    pub columns: Vec<&'static str>,
-    /// The definition it was built from (none for the fact ratio).
-    pub definition: Option<Definition>,
+    /// check per fact, counted by refscore.
+    FactRatio,
 }
 
 impl JudgeMetric {
-    /// The name, as `--metrics` and messages use it.
-    pub fn name(&self) -> &'static str {
-        self.metric.name
+    /// Its registry entry.
+    pub(crate) fn metric(&self) -> &MetricRef {
+        match self {
+            JudgeMetric::Rubric(r) => &r.metric,
+            JudgeMetric::FactRatio => &metric::FACT_SIMILARITY,
+        }
     }
 
-    /// The template of a rubric (none for the fact ratio).
-    pub fn template(&self) -> Option<&'static Template> {
-        match &self.asking {
-            Asking::Rubric { template, .. } => Some(template),
-            Asking::Facts => None,
-        }
+    /// The name, as `--metrics` and messages use it.
+    pub(crate) fn name(&self) -> &str {
+        &self.metric().name
     }
 
     /// The prompt versions its answers come from, as the `judge_templates`
     /// column lists them.
-    pub fn template_versions(&self) -> String {
-        match &self.asking {
-            Asking::Rubric { template, .. } => template.hash(),
-            Asking::Facts => format!(
+    pub(crate) fn template_versions(&self) -> String {
+        match self {
+            JudgeMetric::Rubric(r) => r.template.hash(),
+            JudgeMetric::FactRatio => format!(
                 "{},{}",
                 prompts::FACT_EXTRACT.hash(),
                 prompts::FACT_CHECK.hash()
@@ -99,41 +52,55 @@ impl JudgeMetric {
         }
     }
 
-    /// A verdict's own pass probability, from its definition (None:
-    /// `--judge-threshold`).
-    pub fn p_threshold(&self) -> Option<f32> {
-        let d = self.definition.as_ref()?;
-        match d.answer {
-            Answer::Verdict => d.threshold.map(|t| t as f32),
-            Answer::Score { .. } => None,
+    /// The rubric it is, when it is one.
+    pub(crate) fn rubric(&self) -> Option<&Arc<Rubric>> {
+        match self {
+            JudgeMetric::Rubric(r) => Some(r),
+            JudgeMetric::FactRatio => None,
         }
     }
 
-    /// Whether the user defined it.
-    fn is_defined(&self) -> bool {
-        metric::find(self.name()).is_none()
+    /// Whether `--judge-band` decides it outside the band.
+    pub(crate) fn band(&self) -> bool {
+        matches!(self, JudgeMetric::Rubric(r) if r.band())
     }
 }
 
-/// The fact ratio.
-static FACT_SIMILARITY: JudgeMetric = JudgeMetric {
-    metric: &metric::FACT_SIMILARITY,
-    asking: Asking::Facts,
-    rules: Rules {
-        same_answer_passes: false,
-        cosine_band: false,
-    },
-    columns: Vec::new(),
-    definition: None,
-};
+/// Meaning Match and the similarity rubric, built from their definitions
+/// once per process.
+fn builtin_rubrics() -> &'static [Arc<Rubric>; 2] {
+    static RUBRICS: LazyLock<[Arc<Rubric>; 2]> =
+        LazyLock::new(|| definition::builtin_rubrics().map(Arc::new));
+    &RUBRICS
+}
 
-/// Every judge metric refscore ships, in output order: Meaning Match and
-/// the similarity rubric (built from their definitions once), the fact
-/// ratio.
-pub(crate) fn builtin() -> [&'static JudgeMetric; 3] {
-    static RUBRICS: LazyLock<[&'static JudgeMetric; 2]> =
-        LazyLock::new(definition::builtin_rubrics);
-    [RUBRICS[0], RUBRICS[1], &FACT_SIMILARITY]
+/// Built-in rubric `i` (Meaning Match, then the similarity rubric).
+#[cfg(test)]
+pub(crate) fn builtin_rubric(i: usize) -> &'static Arc<Rubric> {
+    &builtin_rubrics()[i]
+}
+
+/// The versions (content hashes) of every built-in prompt template:
+/// Meaning Match's, the similarity rubric's, the fact ratio's two.
+pub(crate) fn builtin_versions() -> Vec<String> {
+    let [mm, sim] = builtin_rubrics();
+    vec![
+        mm.template.hash(),
+        sim.template.hash(),
+        prompts::FACT_EXTRACT.hash(),
+        prompts::FACT_CHECK.hash(),
+    ]
+}
+
+/// Every judge metric refscore ships, in output order: Meaning Match, the
+/// similarity rubric, the fact ratio.
+pub(crate) fn builtin() -> [JudgeMetric; 3] {
+    let [mm, sim] = builtin_rubrics();
+    [
+        JudgeMetric::Rubric(Arc::clone(mm)),
+        JudgeMetric::Rubric(Arc::clone(sim)),
+        JudgeMetric::FactRatio,
+    ]
 }
 
 /// The judge metrics a run can ask for: the built-ins and the rubrics the
@@ -143,7 +110,7 @@ pub(crate) fn builtin() -> [&'static JudgeMetric; 3] {
 /// and the output columns all take their judge metrics from it.
 #[derive(Debug, Clone, Default)]
 pub struct JudgeMetrics {
-    defined: Vec<&'static JudgeMetric>,
+    defined: Vec<Arc<Rubric>>,
 }
 
 impl JudgeMetrics {
@@ -169,75 +136,82 @@ impl JudgeMetrics {
         text: &str,
         only_definitions: bool,
     ) -> Result<(), Error> {
-        let at = |j: &JudgeMetric| {
-            j.definition
-                .as_ref()
-                .map_or(String::new(), |d| d.origin.clone())
-        };
-        for jm in definition::read(path, text, only_definitions)? {
-            if let Some(old) = self.defined.iter().find(|d| d.name() == jm.name()) {
+        for rubric in definition::read(path, text, only_definitions)? {
+            let at = |r: &Rubric| r.definition.origin.clone();
+            if let Some(old) = self.defined.iter().find(|d| d.name() == rubric.name()) {
                 return Err(Error::config(format!(
                     "judge metric '{}' is defined twice ({} and {})",
-                    jm.name(),
+                    rubric.name(),
                     at(old),
-                    at(jm)
+                    at(&rubric)
                 )));
             }
             // Two metrics writing one column ("x_score" of a score named x
             // and a verdict named x_score) would collide in the result.
-            let columns = |j: &JudgeMetric| j.metric.output_columns().to_vec();
             for old in &self.defined {
-                if let Some(c) = columns(jm).iter().find(|c| columns(old).contains(c)) {
+                let theirs = old.metric.output_columns();
+                if let Some(c) = rubric
+                    .metric
+                    .output_columns()
+                    .iter()
+                    .find(|c| theirs.contains(c))
+                {
                     return Err(Error::config(format!(
                         "{}: judge metric '{}' would write column '{c}', which judge metric '{}' ({}) writes too; rename one",
-                        at(jm),
-                        jm.name(),
+                        at(&rubric),
+                        rubric.name(),
                         old.name(),
                         at(old)
                     )));
                 }
             }
-            self.defined.push(jm);
-            self.defined.sort_by_key(|j| j.name());
+            self.defined.push(Arc::new(rubric));
+            self.defined.sort_by(|a, b| a.name().cmp(b.name()));
         }
         Ok(())
     }
 
     /// The selected metrics that `--judge-band` decides outside the band.
-    pub fn banded(&self, set: &MetricSet) -> Vec<&'static str> {
+    pub fn banded(&self, set: &MetricSet) -> Vec<String> {
         self.selected(set)
             .into_iter()
-            .filter(|j| j.rules.cosine_band)
-            .map(JudgeMetric::name)
+            .filter(JudgeMetric::band)
+            .map(|j| j.name().to_string())
             .collect()
     }
 
     /// The metric catalog of a run with these judge metrics.
     pub fn catalog(&self) -> Catalog {
-        Catalog::with_defined(self.defined.iter().map(|j| j.metric).collect())
+        Catalog::with_defined(self.defined.iter().map(|r| Arc::clone(&r.metric)).collect())
     }
 
     /// Every judge metric, built-ins first, then the defined ones by name
     /// (the order [`MetricSet`] keeps).
-    pub(crate) fn all(&self) -> impl Iterator<Item = &'static JudgeMetric> + '_ {
-        builtin().into_iter().chain(self.defined.iter().copied())
+    pub(crate) fn all(&self) -> impl Iterator<Item = JudgeMetric> + '_ {
+        builtin().into_iter().chain(
+            self.defined
+                .iter()
+                .map(|r| JudgeMetric::Rubric(Arc::clone(r))),
+        )
     }
 
     /// The judge metrics of a run's metric set, in output order.
-    pub(crate) fn selected(&self, set: &MetricSet) -> Vec<&'static JudgeMetric> {
-        self.all().filter(|j| set.contains(j.metric)).collect()
+    pub(crate) fn selected(&self, set: &MetricSet) -> Vec<JudgeMetric> {
+        self.all().filter(|j| set.contains(j.metric())).collect()
     }
 
     /// The judge metric a `--judge-where` value names: its name, or its
     /// first column (`similarity_score`).
-    pub(crate) fn named(&self, name: &str) -> Option<&'static JudgeMetric> {
-        self.all()
-            .find(|j| j.name() == name || j.metric.output_columns().first() == Some(&name))
+    pub(crate) fn named(&self, name: &str) -> Option<JudgeMetric> {
+        self.all().find(|j| {
+            j.name() == name
+                || j.metric().output_columns().first().map(String::as_str) == Some(name)
+        })
     }
 
     /// The names of every judge metric, for messages and listings.
-    pub fn names(&self) -> Vec<&'static str> {
-        self.all().map(JudgeMetric::name).collect()
+    pub fn names(&self) -> Vec<String> {
+        self.all().map(|j| j.name().to_string()).collect()
     }
 
     /// A rubric's definition as TOML (`refscore judge-metrics --show`);
@@ -245,24 +219,23 @@ impl JudgeMetrics {
     /// pipeline.
     pub fn show(&self, name: &str) -> Option<String> {
         let jm = self.all().find(|j| j.name() == name)?;
-        jm.definition.as_ref().map(definition::to_toml)
+        jm.rubric().map(|r| definition::to_toml(&r.definition))
     }
 
     /// One line per judge metric: name, answer, where it is defined.
     pub fn listing(&self) -> String {
         let mut out = String::new();
         for jm in self.all() {
-            let what = match &jm.definition {
-                Some(d) => match d.answer {
-                    Answer::Verdict => "verdict".to_string(),
-                    Answer::Score { min, max } => format!("score {min}-{max}"),
-                },
-                None => "fact ratio".to_string(),
+            let (what, origin) = match &jm {
+                JudgeMetric::Rubric(r) => (
+                    match r.answer {
+                        Answer::Verdict => "verdict".to_string(),
+                        Answer::Score { min, max } => format!("score {min}-{max}"),
+                    },
+                    r.definition.origin.as_str(),
+                ),
+                JudgeMetric::FactRatio => ("fact ratio".to_string(), "built in"),
             };
-            let origin = jm
-                .definition
-                .as_ref()
-                .map_or("built in", |d| d.origin.as_str());
             out.push_str(&format!("{:<24} {:<12} {origin}\n", jm.name(), what));
         }
         out
@@ -273,13 +246,13 @@ impl JudgeMetrics {
     pub fn columns_read(&self, set: &MetricSet) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = Vec::new();
         for jm in self.selected(set) {
-            for c in &jm.columns {
+            let Some(r) = jm.rubric() else {
+                continue;
+            };
+            for c in &r.columns {
                 if !out.iter().any(|(n, _)| n == c) {
-                    let at = jm
-                        .definition
-                        .as_ref()
-                        .map_or(String::new(), |d| d.origin.clone());
-                    out.push((c.to_string(), format!("{at}: judge metric '{}'", jm.name())));
+                    let at = &r.definition.origin;
+                    out.push((c.to_string(), format!("{at}: judge metric '{}'", r.name())));
                 }
             }
         }
@@ -290,22 +263,22 @@ impl JudgeMetrics {
     /// fingerprint, the summary and the result file's footer): per name its
     /// version (the template's content hash), answer, scale, threshold,
     /// band, token limit and columns: everything that changes a request or
-    /// how its answer is read. Empty when no defined metric is selected, so runs
-    /// without one keep their earlier fingerprints.
+    /// how its answer is read. Empty when no defined metric is selected, so
+    /// runs without one keep their earlier fingerprints.
     pub fn record(&self, set: &MetricSet) -> BTreeMap<String, Value> {
-        self.selected(set)
-            .into_iter()
-            .filter(|j| j.is_defined())
-            .filter_map(|j| {
-                let d = j.definition.as_ref()?;
+        self.defined
+            .iter()
+            .filter(|r| set.contains(&r.metric) && r.is_defined())
+            .map(|r| {
+                let d = &r.definition;
                 let (answer, scale) = match d.answer {
                     Answer::Verdict => ("verdict", Value::Null),
                     Answer::Score { min, max } => ("score", json!([min, max])),
                 };
-                Some((
-                    j.name().to_string(),
+                (
+                    r.name().to_string(),
                     json!({
-                        "version": j.template_versions(),
+                        "version": r.template.hash(),
                         "answer": answer,
                         "scale": scale,
                         "threshold": d.threshold,
@@ -313,19 +286,13 @@ impl JudgeMetrics {
                         // Not in the template's hash (caches key it
                         // apart), but it changes every request.
                         "max_tokens": d.max_tokens,
-                        "columns": j.metric.output_columns(),
-                        "reason_column": j.metric.reason_column,
-                        "source_column": j.metric.source_column,
+                        "columns": r.metric.output_columns(),
+                        "reason_column": r.metric.reason_column,
+                        "source_column": r.metric.source_column,
                     }),
-                ))
+                )
             })
             .collect()
-    }
-
-    /// The output fields of the selected metrics, then the accounting and
-    /// template columns.
-    pub fn fields(&self, set: &MetricSet) -> Vec<Field> {
-        crate::columns::fields_of(&self.selected(set))
     }
 }
 
@@ -341,9 +308,9 @@ mod tests {
             .filter(|m| m.group == metric::Group::Judge)
         {
             let j = known
-                .named(m.name)
+                .named(&m.name)
                 .unwrap_or_else(|| panic!("{} has no definition", m.name));
-            assert_eq!(j.metric, *m);
+            assert_eq!(j.metric(), m);
         }
     }
 }

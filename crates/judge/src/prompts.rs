@@ -4,31 +4,36 @@
 //! templates (Meaning Match, similarity, the user's) are built from their
 //! definitions (`definition.rs`); the fact ratio's two are written here.
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 /// The JSON schema a reply must follow.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) enum Schema {
     /// Written in the code (the fact ratio's templates).
     Fixed(fn() -> Value),
     /// Built from a rubric's definition when it was read.
-    Built(&'static Value),
+    Built(Value),
 }
 
 /// One prompt template: a system message and a user message with slots,
-/// plus the JSON schema the reply must follow.
+/// plus the JSON schema the reply must follow. The fact ratio's are
+/// constants; a rubric's is built when its definition is read, and owns
+/// its texts and its compiled user message.
 #[derive(Debug, Clone)]
 pub(crate) struct Template {
-    pub name: &'static str,
+    pub name: Cow<'static, str>,
     pub version: &'static str,
-    pub system: &'static str,
+    pub system: Cow<'static, str>,
     /// The user message's source: `{name}` slots, or a minijinja template
     /// when [`Template::jinja`] is set.
-    pub user: &'static str,
+    pub user: Cow<'static, str>,
     /// The compiled user message of a rubric (its template is named
     /// [`Template::name`]); none for the fact ratio's brace templates.
-    pub jinja: Option<&'static minijinja::Environment<'static>>,
+    pub jinja: Option<Arc<minijinja::Environment<'static>>>,
     pub schema: Schema,
     pub max_tokens: u32,
     /// Sent with the negotiated structured output (JSON schema, JSON mode or
@@ -42,10 +47,10 @@ impl Template {
     pub(crate) fn hash(&self) -> String {
         let mut h = Sha256::new();
         for part in [
-            self.name,
+            &*self.name,
             self.version,
-            self.system,
-            self.user,
+            &*self.system,
+            &*self.user,
             &self.schema().to_string(),
         ] {
             h.update(part.as_bytes());
@@ -57,7 +62,7 @@ impl Template {
 
     /// The JSON schema a reply must follow.
     pub(crate) fn schema(&self) -> Value {
-        match self.schema {
+        match &self.schema {
             Schema::Fixed(f) => f(),
             Schema::Built(v) => v.clone(),
         }
@@ -66,8 +71,8 @@ impl Template {
     /// Renders a rubric's user message for one row; `row` holds `input`,
     /// `reference`, `output` and the `row` map of the columns it reads.
     pub(crate) fn render_row(&self, row: &minijinja::Value) -> Result<String, String> {
-        let env = self.jinja.ok_or("not a rubric template")?;
-        env.get_template(self.name)
+        let env = self.jinja.as_ref().ok_or("not a rubric template")?;
+        env.get_template(&self.name)
             .and_then(|t| t.render(row))
             .map_err(|e| format!("template of {} does not render: {e:#}", self.name))
     }
@@ -79,7 +84,7 @@ impl Template {
     pub(crate) fn render(&self, slots: &[(&str, &str)]) -> String {
         let extra: usize = slots.iter().map(|(_, v)| v.len()).sum();
         let mut out = String::with_capacity(self.user.len() + extra);
-        let mut rest = self.user;
+        let mut rest: &str = &self.user;
         while let Some(open) = rest.find('{') {
             out.push_str(&rest[..open]);
             let after = &rest[open + 1..];
@@ -114,14 +119,14 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 /// that each fact costs one generated token, and the question and answer
 /// come before the fact so every fact of a row shares the cached prefix.
 pub(crate) const FACT_CHECK: Template = Template {
-    name: "fact_check",
+    name: Cow::Borrowed("fact_check"),
     version: "v1",
-    system: "You check whether an answer to a question states a given fact. The fact is stated when the \
+    system: Cow::Borrowed("You check whether an answer to a question states a given fact. The fact is stated when the \
 answer says the same thing, in any words. It is not stated when the answer says something different, \
 says nothing about it, or says something merely compatible with it but vaguer or less precise \
 (\"more than 95\" does not state \"96 years old\"; \"fruit\" does not state \"apples\").\n\
-Reply with one word: yes if the answer states the fact, no if it does not.",
-    user: "Question:\n{input}\n\nAnswer:\n{answer}\n\nFact:\n{fact}",
+Reply with one word: yes if the answer states the fact, no if it does not."),
+    user: Cow::Borrowed("Question:\n{input}\n\nAnswer:\n{answer}\n\nFact:\n{fact}"),
     jinja: None,
     schema: Schema::Fixed(|| json!({"type": "boolean"})),
     max_tokens: 1,
@@ -133,13 +138,13 @@ Reply with one word: yes if the answer states the fact, no if it does not.",
 /// to "…and what language is spoken there?" gained "French is spoken").
 /// The checks ([`FACT_CHECK`]) see the question.
 pub(crate) const FACT_EXTRACT: Template = Template {
-    name: "fact_extract",
+    name: Cow::Borrowed("fact_extract"),
     version: "v2",
-    system: "You split a text into atomic facts: short, self-contained statements that each assert one \
+    system: Cow::Borrowed("You split a text into atomic facts: short, self-contained statements that each assert one \
 thing the text says. Never add a fact the text does not state. Do not merge two facts into one, and do not \
 repeat a fact.\n\
-Reply with a JSON object only: {\"facts\": [\"fact one\", \"fact two\", ...]}.",
-    user: "Text:\n{answer}",
+Reply with a JSON object only: {\"facts\": [\"fact one\", \"fact two\", ...]}."),
+    user: Cow::Borrowed("Text:\n{answer}"),
     jinja: None,
     schema: Schema::Fixed(|| {
         json!({"type": "object", "properties": {
@@ -185,7 +190,7 @@ mod tests {
     #[test]
     fn braces_that_are_not_slots_are_kept() {
         let t = Template {
-            user: "{a} {unknown} {{a}} {b",
+            user: Cow::Borrowed("{a} {unknown} {{a}} {b"),
             ..FACT_CHECK
         };
         assert_eq!(t.render(&[("a", "1")]), "1 {unknown} {1} {b");

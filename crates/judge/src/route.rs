@@ -2,7 +2,7 @@
 
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::DataType;
-use refscore_core::metric::Metric;
+use refscore_core::metric::{Metric, MetricRef};
 use refscore_core::Error;
 
 use crate::metric::JudgeMetrics;
@@ -13,7 +13,7 @@ pub(crate) enum Wanted {
     /// Every judge metric of the run.
     Every,
     /// These (none for a null or false value).
-    These(Vec<&'static Metric>),
+    These(Vec<MetricRef>),
 }
 
 impl Wanted {
@@ -96,7 +96,7 @@ pub(crate) fn requested_by(
     let mut out = Vec::new();
     for name in names {
         match known.named(&name) {
-            Some(jm) => out.push(jm.metric),
+            Some(jm) => out.push(std::sync::Arc::clone(jm.metric())),
             None => {
                 return Err(Error::bad_input(format!(
                     "{}: unknown judge metric '{name}' (expected {})",

@@ -4,7 +4,8 @@
 use unicode_normalization::UnicodeNormalization;
 
 use crate::columns::Outcome;
-use crate::metric::{Answer, Asking, JudgeMetric};
+use crate::definition::Answer;
+use crate::metric::JudgeMetric;
 
 /// True when the output gives the reference's answer so plainly that no
 /// judge is needed for Meaning Match: equal after a normalisation that only
@@ -76,27 +77,24 @@ pub(crate) fn conservative(text: &str) -> String {
 pub(crate) fn by_rule(jm: &JudgeMetric, empty: bool, same: bool) -> Option<Outcome> {
     if empty {
         let reason = Some("the output is empty".to_string());
-        return Some(match &jm.asking {
-            Asking::Rubric {
-                answer: Answer::Verdict,
-                ..
-            } => Outcome::Verdict {
-                verdict: false,
-                p_true: None,
-                reason,
+        return Some(match jm {
+            JudgeMetric::Rubric(r) => match r.answer {
+                Answer::Verdict => Outcome::Verdict {
+                    verdict: false,
+                    p_true: None,
+                    reason,
+                },
+                Answer::Score { min, .. } => Outcome::Score {
+                    score: min,
+                    expected: None,
+                    reason,
+                },
             },
-            Asking::Rubric {
-                answer: Answer::Score { min, .. },
-                ..
-            } => Outcome::Score {
-                score: *min,
-                expected: None,
-                reason,
-            },
-            Asking::Facts => Outcome::Facts(None),
+            JudgeMetric::FactRatio => Outcome::Facts(None),
         });
     }
-    (jm.rules.same_answer_passes && same).then(|| Outcome::Verdict {
+    let passes = matches!(jm, JudgeMetric::Rubric(r) if r.same_answer_passes);
+    (passes && same).then(|| Outcome::Verdict {
         verdict: true,
         p_true: None,
         reason: Some("normalised exact match".into()),

@@ -251,7 +251,7 @@ fn f(b: bool) -> f32 {
 pub fn fields(sel: Selection) -> Vec<Field> {
     sel.columns()
         .into_iter()
-        .map(|(m, _)| Field::new(m.name, DataType::Float32, true))
+        .map(|(m, _)| Field::new(m.name.clone(), DataType::Float32, true))
         .collect()
 }
 
@@ -274,7 +274,7 @@ pub fn score_batch(batch: &RowBatch, sel: Selection) -> ScoreColumns {
     for (m, get) in sel.columns() {
         let array: Float32Array = rows.iter().map(|r| r.as_ref().map(get)).collect();
         out.push(
-            Field::new(m.name, DataType::Float32, true),
+            Field::new(m.name.clone(), DataType::Float32, true),
             Arc::new(array) as ArrayRef,
         );
     }
@@ -369,7 +369,7 @@ mod tests {
 
     #[test]
     fn only_the_selected_metrics_are_computed() {
-        let only = |m: &'static Metric| {
+        let only = |m: &metric::MetricRef| {
             let mut set = MetricSet::new();
             set.insert(m);
             Selection::of(&set)

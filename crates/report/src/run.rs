@@ -94,9 +94,9 @@ impl Run {
                 .map(String::from)
                 .collect()
         };
-        let mut source_cols = registry_columns(|m| m.source_column, &has);
+        let mut source_cols = registry_columns(|m| m.source_column.as_deref(), &has);
         source_cols.extend(defined_columns("source_column"));
-        let mut reason_cols = registry_columns(|m| m.reason_column, &has);
+        let mut reason_cols = registry_columns(|m| m.reason_column.as_deref(), &has);
         reason_cols.extend(defined_columns("reason_column"));
         Ok(Run {
             shown,
@@ -120,10 +120,7 @@ impl Run {
 
 /// The columns of one role (judge sources, judge reasons) that the
 /// registry's metrics write and the result has, in output order.
-fn registry_columns(
-    role: fn(&Metric) -> Option<&'static str>,
-    has: &dyn Fn(&str) -> bool,
-) -> Vec<String> {
+fn registry_columns(role: fn(&Metric) -> Option<&str>, has: &dyn Fn(&str) -> bool) -> Vec<String> {
     metric::BUILTIN
         .iter()
         .filter_map(|m| role(m))

@@ -8,7 +8,7 @@ use super::*;
 use crate::metric::JudgeMetrics;
 
 /// The definitions of a file on disk.
-fn read(path: &Path, only_definitions: bool) -> Result<Vec<&'static JudgeMetric>, Error> {
+fn read(path: &Path, only_definitions: bool) -> Result<Vec<Rubric>, Error> {
     super::read(
         path,
         &std::fs::read_to_string(path).unwrap(),
@@ -53,8 +53,8 @@ wrong values. Answers may be long or structured (lists, JSON); compare their con
     };
 }
 
-fn rubric(i: usize) -> &'static Template {
-    crate::metric::builtin()[i].template().expect("a rubric")
+fn rubric(i: usize) -> Template {
+    builtin_rubrics()[i].template.clone()
 }
 
 #[test]
@@ -139,7 +139,7 @@ prompt = "Reference: {{ reference }}\nAnswer: {{ output }}"
 fn definitions_become_metrics_with_their_columns_and_thresholds() {
     let f = file(TWO);
     let defined = read(f.path(), true).unwrap();
-    let (concise, lang) = (defined[0], defined[1]);
+    let (concise, lang) = (&defined[0], &defined[1]);
     assert_eq!(concise.name(), "concise");
     assert_eq!(
         concise.metric.output_columns(),
@@ -169,7 +169,7 @@ fn definitions_become_metrics_with_their_columns_and_thresholds() {
     assert_eq!(lang.p_threshold(), Some(0.6));
     assert_eq!(lang.columns, ["policy_section"]);
     assert!(lang.metric.reads_input);
-    let t = lang.template().unwrap();
+    let t = &lang.template;
     assert_eq!(
         t.system,
         "You check languages.\nReply with a JSON object only: {\"verdict\": true or false, \"reason\": \"one or two sentences\"}."
@@ -186,8 +186,8 @@ fn definitions_become_metrics_with_their_columns_and_thresholds() {
     // A changed prompt is another version.
     let g = file(&TWO.replace("Policy:", "Section:"));
     let again = read(g.path(), true).unwrap();
-    assert_ne!(again[1].template_versions(), lang.template_versions());
-    assert_eq!(again[0].template_versions(), concise.template_versions());
+    assert_ne!(again[1].template.hash(), lang.template.hash());
+    assert_eq!(again[0].template.hash(), concise.template.hash());
 }
 
 #[test]
@@ -199,8 +199,11 @@ fn show_prints_a_definition_that_reads_back_the_same() {
     let g = file(&shown);
     let back = read(g.path(), true).unwrap();
     let (a, b) = (
-        back[0].definition.clone().unwrap(),
-        known.named("concise").unwrap().definition.clone().unwrap(),
+        back[0].definition.clone(),
+        known
+            .named("concise")
+            .and_then(|j| j.rubric().map(|r| r.definition.clone()))
+            .unwrap(),
     );
     assert_eq!(
         Definition {
@@ -215,17 +218,13 @@ fn show_prints_a_definition_that_reads_back_the_same() {
     // A built-in, copied under another name, asks the same question.
     let mm = known.show("meaning_match").unwrap();
     let h = file(&mm.replace("[judge.metric.meaning_match]", "[judge.metric.my_match]"));
-    let mine = read(h.path(), true).unwrap()[0];
+    let mine = read(h.path(), true).unwrap().remove(0);
     let row = minijinja::context! { input => "Q", reference => "R", output => "O", row => BTreeMap::<&str, &str>::new() };
     assert_eq!(
-        mine.template().unwrap().render_row(&row).unwrap(),
+        mine.template.render_row(&row).unwrap(),
         rubric(0).render_row(&row).unwrap()
     );
-    assert!(mine
-        .template()
-        .unwrap()
-        .system
-        .starts_with(MEANING_MATCH_RULES));
+    assert!(mine.template.system.starts_with(MEANING_MATCH_RULES));
     assert!(known.show("fact_similarity").is_none());
     assert!(known.listing().contains("concise"));
 }

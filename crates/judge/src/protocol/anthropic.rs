@@ -132,7 +132,7 @@ mod tests {
 
     #[test]
     fn requests_carry_the_system_prompt_apart_and_the_key_in_its_header() {
-        let template = crate::metric::builtin()[0].template().expect("a rubric");
+        let template = &crate::metric::builtin_rubric(0).template;
         let ask = Ask {
             template,
             user: "Q".into(),

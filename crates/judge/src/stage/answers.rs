@@ -43,17 +43,14 @@ impl JudgeStage {
     /// The hash of a rubric's question for a row (its rendered user
     /// message), with what else decides the stored answer: with `failures`,
     /// whether a reason was asked depends on the metric's pass threshold.
-    pub(super) fn ask_texts(&self, jm: &JudgeMetric, user: &str) -> String {
+    pub(super) fn ask_texts(&self, r: &Rubric, user: &str) -> String {
         match self.options.reasons {
             Reasons::Always => DiskCache::key(&[user]),
             Reasons::Never => DiskCache::key(&[user, "never"]),
             Reasons::Failures => {
-                let pass = match &jm.asking {
-                    Asking::Rubric {
-                        answer: Answer::Verdict,
-                        ..
-                    } => self.p_threshold(jm),
-                    _ => self.score_pass(jm),
+                let pass = match r.answer {
+                    Answer::Verdict => self.p_threshold(r),
+                    Answer::Score { .. } => self.score_pass(r),
                 };
                 DiskCache::key(&[user, "failures", &pass.to_string()])
             }

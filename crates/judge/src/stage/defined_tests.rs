@@ -41,7 +41,7 @@ fn stage_of(
     let catalog = known.catalog();
     let mut metrics = refscore_core::metric::MetricSet::new();
     for n in names {
-        metrics.insert(catalog.find(n).unwrap());
+        metrics.insert(&catalog.find(n).unwrap());
     }
     let mut thresholds: Vec<(String, f64)> = catalog
         .iter()

@@ -16,7 +16,7 @@ impl JudgeStage {
         extraction_down: &HashSet<String>,
         d: &mut Decided,
     ) {
-        let mut checks: Vec<Job> = Vec::new();
+        let mut checks: Vec<Check> = Vec::new();
         let mut check_index: HashMap<String, usize> = HashMap::new();
         // Per use of a check: its row, whether it checks a reference fact,
         // and the check (asked once per batch however many rows need it).
@@ -88,7 +88,7 @@ impl JudgeStage {
                     }
                     check_index.insert(texts.clone(), checks.len());
                     uses.push((i, is_ref, checks.len()));
-                    checks.push(Job::Check {
+                    checks.push(Check {
                         texts,
                         input: input.into(),
                         answer: answer.into(),
@@ -148,7 +148,7 @@ impl JudgeStage {
         texts: &str,
         answer: &str,
         extracting: &mut HashSet<String>,
-        jobs: &mut Vec<Job>,
+        jobs: &mut Vec<Work>,
     ) {
         if self.facts.contains(texts) || extracting.contains(texts) {
             return;
@@ -163,7 +163,7 @@ impl JudgeStage {
             }
         }
         extracting.insert(texts.to_string());
-        jobs.push(Job::Extract {
+        jobs.push(Work::Extract {
             texts: texts.to_string(),
             answer: answer.into(),
         });

@@ -23,8 +23,9 @@ use crate::batch::{BatchMode, JudgeBatches};
 use crate::cache::{DiskCache, Store};
 use crate::client::{AskFailure, Client};
 use crate::columns::{self, normalised, Decisions, Outcome, Source};
+use crate::definition::{Answer, Rubric};
 use crate::keyed_log::KeyedLog;
-use crate::metric::{Answer, Asking, JudgeMetric, JudgeMetrics};
+use crate::metric::{JudgeMetric, JudgeMetrics};
 use crate::parse::{self, extract_object, snippet};
 use crate::probs::{expected_score, value_token, verdict_p, verdict_word};
 use crate::prompts::{Template, FACT_CHECK, FACT_EXTRACT};
@@ -41,27 +42,96 @@ pub use rubric::Prompt;
 
 use facts::{parse_check, read_word_verdict};
 
-/// One piece of work for the model. `texts` is the hash of the texts the
-/// prompt is made of; with the request's other parameters it makes the
-/// cache and journal key (see [`JudgeStage::key`]).
-enum Job {
+/// One question for the model, asked on a worker thread; its paid answer
+/// is kept the moment it arrives. `texts` (in each) is the hash of the
+/// texts the prompt is made of; with the request's other parameters it
+/// makes the cache and journal key (see [`JudgeStage::key`]).
+trait Question: Sync {
+    /// Asks it, with retries: the parsed answer, its cost and the output
+    /// mode that produced it.
+    fn ask(&self, stage: &JudgeStage) -> JobResult;
+    /// Keeps a paid answer in the cache and journal when it parses as this
+    /// question's kind of answer (a reply that will be retried is not).
+    fn keep(&self, stage: &JudgeStage, v: &Value, u: Usage, mode: &str);
+}
+
+/// The first phase's work: the rubrics of the rows, and the facts of the
+/// answers the fact ratio needs.
+enum Work {
     /// One rubric of one row; `metric` indexes the stage's metrics, `user`
     /// is the rendered user message.
     Ask {
         row: usize,
         metric: usize,
+        rubric: Arc<Rubric>,
         texts: String,
         user: String,
     },
     /// The atomic facts of one answer (a reference or an output).
     Extract { texts: String, answer: String },
-    /// Does `answer` state `fact`? One check of the fact ratio.
-    Check {
-        texts: String,
-        input: String,
-        answer: String,
-        fact: String,
-    },
+}
+
+impl Question for Work {
+    fn ask(&self, stage: &JudgeStage) -> JobResult {
+        match self {
+            Work::Extract { answer, .. } => stage.client.ask(
+                &FACT_EXTRACT,
+                &FACT_EXTRACT.render(&[("answer", answer)]),
+                |v| parse::facts(v).map(|_| v.clone()),
+            ),
+            Work::Ask { rubric, user, .. } => stage.ask_rubric(rubric, user),
+        }
+    }
+
+    fn keep(&self, stage: &JudgeStage, v: &Value, u: Usage, mode: &str) {
+        match self {
+            Work::Ask { rubric, texts, .. } => {
+                if stage.verdict(rubric, v).is_ok() {
+                    stage.record(&rubric.template, mode, texts, v, u);
+                }
+            }
+            Work::Extract { texts, .. } => {
+                if parse::facts(v).is_ok() {
+                    stage.record(&FACT_EXTRACT, mode, texts, v, u);
+                }
+            }
+        }
+    }
+}
+
+/// The second phase's work: does `answer` state `fact`? One check of the
+/// fact ratio.
+struct Check {
+    texts: String,
+    input: String,
+    answer: String,
+    fact: String,
+}
+
+impl Question for Check {
+    fn ask(&self, stage: &JudgeStage) -> JobResult {
+        stage.fact_checks.fetch_add(1, Ordering::Relaxed);
+        let ask = Ask {
+            template: &FACT_CHECK,
+            user: FACT_CHECK.render(&[
+                ("input", &self.input),
+                ("answer", &self.answer),
+                ("fact", &self.fact),
+            ]),
+            max_tokens: FACT_CHECK.max_tokens,
+            logprobs: true,
+        };
+        stage
+            .client
+            .send_ask(&ask, read_word_verdict)
+            .map(|(v, u, _)| (v, u, NO_FORMAT))
+    }
+
+    fn keep(&self, stage: &JudgeStage, v: &Value, u: Usage, mode: &str) {
+        if parse_check(v).is_ok() {
+            stage.record(&FACT_CHECK, mode, &self.texts, v, u);
+        }
+    }
 }
 
 /// What the judging of one batch has decided so far.
@@ -100,7 +170,7 @@ pub struct JudgeStage {
     client: Client,
     options: JudgeOptions,
     /// The run's judge metrics, in output order.
-    metrics: Vec<&'static JudgeMetric>,
+    metrics: Vec<JudgeMetric>,
     disk: Option<DiskCache>,
     journal: Option<KeyedLog>,
     /// Facts of answers already extracted, by the hash of the answer.
@@ -291,7 +361,7 @@ impl JudgeStage {
         let metrics = self.metrics.clone();
         let mut d = Decided::new(metrics.len(), n);
         let mut extraction_down: HashSet<String> = HashSet::new();
-        let mut jobs: Vec<Job> = Vec::new();
+        let mut jobs: Vec<Work> = Vec::new();
         // Fact-ratio rows: (row, metric, hash of its reference's texts, of
         // its output's).
         let mut fact_rows: Vec<FactRow> = Vec::new();
@@ -299,7 +369,7 @@ impl JudgeStage {
 
         let prompt_columns = columns_as_text(batch)?;
         for (i, wanted) in requested.iter().enumerate().take(n) {
-            if batch.unscorable(i).is_some() || !metrics.iter().any(|j| wanted.asks(j.metric)) {
+            if batch.unscorable(i).is_some() || !metrics.iter().any(|j| wanted.asks(j.metric())) {
                 continue;
             }
             self.report.rows_requested += 1;
@@ -310,7 +380,7 @@ impl JudgeStage {
             let empty = output.trim().is_empty();
             let same = !empty && rules::same_answer(reference, output);
             for (m, jm) in metrics.iter().enumerate() {
-                if !wanted.asks(jm.metric) {
+                if !wanted.asks(jm.metric()) {
                     continue;
                 }
                 if let Some(verdict) = rules::by_rule(jm, empty, same) {
@@ -318,9 +388,7 @@ impl JudgeStage {
                     d.verdicts[m][i] = Some((verdict, Source::Rule));
                     continue;
                 }
-                if let (true, Some(band), Some(cos)) =
-                    (jm.rules.cosine_band, self.options.band, cosine)
-                {
+                if let (true, Some(band), Some(cos)) = (jm.band(), self.options.band, cosine) {
                     if cos.is_valid(i) {
                         if let Some(verdict) = rules::by_band(cos.value(i), band) {
                             self.report.decided_by_band += 1;
@@ -329,28 +397,28 @@ impl JudgeStage {
                         }
                     }
                 }
-                let Some(template) = jm.template() else {
-                    let mut keys = Vec::with_capacity(2);
-                    for answer in [reference, output] {
-                        let texts = DiskCache::key(&[answer]);
-                        self.want_facts(&texts, answer, &mut extracting, &mut jobs);
-                        keys.push(texts);
-                    }
-                    let out_key = keys.pop().expect("two keys");
-                    let ref_key = keys.pop().expect("two keys");
-                    fact_rows.push((i, m, ref_key, out_key));
-                    continue;
-                };
-                let user = match render(jm, batch, i, &prompt_columns) {
-                    Ok(user) => user,
-                    Err(e) => {
-                        fail(&mut d.errors[i], &mut self.report, jm.name(), &e);
+                let rubric = match jm {
+                    JudgeMetric::Rubric(r) => r,
+                    JudgeMetric::FactRatio => {
+                        let [ref_key, out_key] = [reference, output].map(|answer| {
+                            let texts = DiskCache::key(&[answer]);
+                            self.want_facts(&texts, answer, &mut extracting, &mut jobs);
+                            texts
+                        });
+                        fact_rows.push((i, m, ref_key, out_key));
                         continue;
                     }
                 };
-                let texts = self.ask_texts(jm, &user);
-                if let Some((v, u, source)) = self.lookup(template, &texts) {
-                    if let Ok(verdict) = self.verdict(jm, &v) {
+                let user = match render(rubric, batch, i, &prompt_columns) {
+                    Ok(user) => user,
+                    Err(e) => {
+                        fail(&mut d.errors[i], &mut self.report, rubric.name(), &e);
+                        continue;
+                    }
+                };
+                let texts = self.ask_texts(rubric, &user);
+                if let Some((v, u, source)) = self.lookup(&rubric.template, &texts) {
+                    if let Ok(verdict) = self.verdict(rubric, &v) {
                         if source == Source::Judge {
                             self.count_replay(u);
                             add_usage(&mut d.usage[i], u);
@@ -362,9 +430,10 @@ impl JudgeStage {
                         continue;
                     }
                 }
-                jobs.push(Job::Ask {
+                jobs.push(Work::Ask {
                     row: i,
                     metric: m,
+                    rubric: Arc::clone(rubric),
                     texts,
                     user,
                 });
@@ -375,42 +444,44 @@ impl JudgeStage {
         let results = self.run_jobs(&jobs);
         for (job, result) in jobs.iter().zip(results) {
             match (job, result) {
-                (Job::Ask { row, metric, .. }, Ok((v, u, _))) => {
+                (
+                    Work::Ask {
+                        row,
+                        metric,
+                        rubric,
+                        ..
+                    },
+                    Ok((v, u, _)),
+                ) => {
                     add_usage(&mut d.usage[*row], u);
                     d.judged[*row] = true;
-                    match self.verdict(metrics[*metric], &v) {
+                    match self.verdict(rubric, &v) {
                         Ok(verdict) => {
                             d.verdicts[*metric][*row] = Some((verdict, Source::Judge));
                         }
-                        Err(e) => fail(
-                            &mut d.errors[*row],
-                            &mut self.report,
-                            metrics[*metric].name(),
-                            &e,
-                        ),
+                        Err(e) => fail(&mut d.errors[*row], &mut self.report, rubric.name(), &e),
                     }
                 }
-                (Job::Ask { row, metric, .. }, Err(e)) => {
+                (Work::Ask { row, rubric, .. }, Err(e)) => {
                     d.judged[*row] = true;
                     d.transient[*row] |= e.transient;
                     fail(
                         &mut d.errors[*row],
                         &mut self.report,
-                        metrics[*metric].name(),
+                        rubric.name(),
                         &e.message,
                     );
                 }
-                (Job::Extract { texts, .. }, Ok((v, _, _))) => {
+                (Work::Extract { texts, .. }, Ok((v, _, _))) => {
                     if let Ok(f) = parse::facts(&v) {
                         self.facts.put(texts.clone(), Arc::new(f));
                     }
                 }
-                (Job::Extract { texts, .. }, Err(e)) => {
+                (Work::Extract { texts, .. }, Err(e)) => {
                     if e.transient {
                         extraction_down.insert(texts.clone());
                     }
                 }
-                (Job::Check { .. }, _) => unreachable!("checks run in phase 2"),
             }
         }
 
@@ -433,27 +504,28 @@ impl JudgeStage {
         Ok(columns::build(&metrics, n, &d.verdicts, &d.usage, d.errors))
     }
 
-    /// Runs jobs on `concurrency` worker threads; results in job order.
-    fn run_jobs(&self, jobs: &[Job]) -> Vec<JobResult> {
-        let results: Vec<OnceLock<JobResult>> = (0..jobs.len()).map(|_| OnceLock::new()).collect();
+    /// Asks `questions` on `concurrency` worker threads; results in their
+    /// order. A paid answer is journaled the moment it arrives: a crash
+    /// later in the batch must not lose it.
+    fn run_jobs<Q: Question>(&self, questions: &[Q]) -> Vec<JobResult> {
+        let results: Vec<OnceLock<JobResult>> =
+            (0..questions.len()).map(|_| OnceLock::new()).collect();
         let next = AtomicUsize::new(0);
         let workers = self
             .options
             .endpoint
             .concurrency
-            .clamp(1, jobs.len().max(1));
+            .clamp(1, questions.len().max(1));
         std::thread::scope(|s| {
             for _ in 0..workers {
                 s.spawn(|| loop {
                     let k = next.fetch_add(1, Ordering::Relaxed);
-                    if k >= jobs.len() {
+                    if k >= questions.len() {
                         break;
                     }
-                    let result = self.run_job(&jobs[k]);
+                    let result = questions[k].ask(self);
                     if let Ok((v, u, mode)) = &result {
-                        // Journal a paid answer the moment it arrives: a
-                        // crash later in the batch must not lose it.
-                        self.record_valid(&jobs[k], v, *u, mode);
+                        questions[k].keep(self, v, *u, mode);
                     }
                     let _ = results[k].set(result);
                 });
@@ -461,63 +533,8 @@ impl JudgeStage {
         });
         results
             .into_iter()
-            .map(|r| r.into_inner().expect("every job ran"))
+            .map(|r| r.into_inner().expect("every question was asked"))
             .collect()
-    }
-
-    /// Records an answer in the cache and journal when it parses as the
-    /// job's kind of answer (a reply that will be retried is not kept).
-    fn record_valid(&self, job: &Job, v: &Value, u: Usage, mode: &str) {
-        match job {
-            Job::Ask { metric, texts, .. } => {
-                let jm = self.metrics[*metric];
-                if let (Ok(_), Some(template)) = (self.verdict(jm, v), jm.template()) {
-                    self.record(template, mode, texts, v, u);
-                }
-            }
-            Job::Extract { texts, .. } => {
-                if parse::facts(v).is_ok() {
-                    self.record(&FACT_EXTRACT, mode, texts, v, u);
-                }
-            }
-            Job::Check { texts, .. } => {
-                if parse_check(v).is_ok() {
-                    self.record(&FACT_CHECK, mode, texts, v, u);
-                }
-            }
-        }
-    }
-
-    fn run_job(&self, job: &Job) -> JobResult {
-        match job {
-            Job::Extract { answer, .. } => self.client.ask(
-                &FACT_EXTRACT,
-                &FACT_EXTRACT.render(&[("answer", answer)]),
-                |v| parse::facts(v).map(|_| v.clone()),
-            ),
-            Job::Check {
-                input,
-                answer,
-                fact,
-                ..
-            } => {
-                self.fact_checks.fetch_add(1, Ordering::Relaxed);
-                let ask = Ask {
-                    template: &FACT_CHECK,
-                    user: FACT_CHECK.render(&[
-                        ("input", input),
-                        ("answer", answer),
-                        ("fact", fact),
-                    ]),
-                    max_tokens: FACT_CHECK.max_tokens,
-                    logprobs: true,
-                };
-                self.client
-                    .send_ask(&ask, read_word_verdict)
-                    .map(|(v, u, _)| (v, u, NO_FORMAT))
-            }
-            Job::Ask { metric, user, .. } => self.ask_metric(self.metrics[*metric], user.clone()),
-        }
     }
 }
 
@@ -552,12 +569,12 @@ pub(super) fn columns_as_text(batch: &RowBatch) -> Result<Vec<(&str, StringArray
 /// question, reference, output and the input columns it reads (a null
 /// value is empty text).
 pub(super) fn render(
-    jm: &JudgeMetric,
+    rubric: &Rubric,
     batch: &RowBatch,
     i: usize,
     columns: &[(&str, StringArray)],
 ) -> Result<String, String> {
-    let template = jm.template().expect("a rubric");
+    let template = &rubric.template;
     let input = batch
         .input
         .as_ref()
@@ -565,7 +582,7 @@ pub(super) fn render(
         .unwrap_or("(no question given)");
     let row: std::collections::BTreeMap<&str, &str> = columns
         .iter()
-        .filter(|(name, _)| jm.columns.contains(name))
+        .filter(|(name, _)| rubric.columns.iter().any(|c| c == name))
         .map(|(name, a)| (*name, if a.is_valid(i) { a.value(i) } else { "" }))
         .collect();
     template.render_row(&minijinja::context! {

@@ -5,31 +5,21 @@ use super::*;
 
 impl JudgeStage {
     /// A stored or fresh answer to a rubric as the row's verdict.
-    pub(super) fn verdict(&self, jm: &JudgeMetric, v: &Value) -> Result<Outcome, String> {
-        let Asking::Rubric {
-            answer,
-            value_keys,
-            reason_keys,
-            ..
-        } = &jm.asking
-        else {
-            unreachable!("the fact ratio is not asked as one question")
-        };
-        match *answer {
+    pub(super) fn verdict(&self, r: &Rubric, v: &Value) -> Result<Outcome, String> {
+        match r.answer {
             Answer::Verdict => {
-                parse::verdict(v, value_keys, reason_keys).map(|a| Outcome::Verdict {
-                    verdict: a.p_true.map_or(a.sampled, |p| p >= self.p_threshold(jm)),
+                parse::verdict(v, r.value_keys, r.reason_keys).map(|a| Outcome::Verdict {
+                    verdict: a.p_true.map_or(a.sampled, |p| p >= self.p_threshold(r)),
                     p_true: a.p_true,
                     reason: a.reason,
                 })
             }
-            Answer::Score { min, max } => {
-                parse::score(v, value_keys, reason_keys, (min, max)).map(|a| Outcome::Score {
+            Answer::Score { min, max } => parse::score(v, r.value_keys, r.reason_keys, (min, max))
+                .map(|a| Outcome::Score {
                     score: a.score,
                     expected: a.expected,
                     reason: a.reason,
-                })
-            }
+                }),
         }
     }
 
@@ -47,11 +37,11 @@ impl JudgeStage {
                 known.names().join(", ")
             ))
         })?;
-        let template = jm.template().ok_or_else(|| {
-            Error::usage(format!(
+        let JudgeMetric::Rubric(rubric) = &jm else {
+            return Err(Error::usage(format!(
                 "{metric} is not asked as one question (the fact ratio extracts facts, then checks each)"
-            ))
-        })?;
+            )));
+        };
         if let Some(why) = batch.unscorable(i) {
             return Ok(Prompt::Decided(format!(
                 "the row is not scored ({why}): no judge metric is asked for it"
@@ -63,7 +53,7 @@ impl JudgeStage {
         );
         let empty = output.trim().is_empty();
         let same = !empty && rules::same_answer(reference, output);
-        if rules::by_rule(jm, empty, same).is_some() {
+        if rules::by_rule(&jm, empty, same).is_some() {
             let rule = if empty {
                 "the output is empty, so it fails"
             } else {
@@ -74,7 +64,8 @@ impl JudgeStage {
             )));
         }
         let columns = columns_as_text(batch)?;
-        let user = render(jm, batch, i, &columns).map_err(Error::config)?;
+        let user = render(rubric, batch, i, &columns).map_err(Error::config)?;
+        let template = &rubric.template;
         let ask = Ask {
             template,
             user,
@@ -95,16 +86,16 @@ impl JudgeStage {
     /// again only where the verdict fails: the prompt is byte for byte the
     /// first one, so the server's prompt cache covers all of it, and the
     /// judge repeats its verdict and goes on to the reason.
-    pub(super) fn ask_metric(&self, jm: &JudgeMetric, user: String) -> JobResult {
+    pub(super) fn ask_rubric(&self, r: &Rubric, user: &str) -> JobResult {
         if self.options.reasons == Reasons::Always {
-            return self.ask_json(jm, &user, None);
+            return self.ask_json(r, user, None);
         }
-        let (mut v, mut usage, mode) = self.ask_json(jm, &user, Some(VERDICT_TOKENS))?;
-        if self.options.reasons == Reasons::Failures && self.fails(jm, &v)? {
+        let (mut v, mut usage, mode) = self.ask_json(r, user, Some(VERDICT_TOKENS))?;
+        if self.options.reasons == Reasons::Failures && self.fails(r, &v)? {
             self.reasons_asked.fetch_add(1, Ordering::Relaxed);
-            let (full, u, _) = self.ask_json(jm, &user, None)?;
+            let (full, u, _) = self.ask_json(r, user, None)?;
             add_usage(&mut usage, u);
-            let key = keys(jm).1;
+            let key = r.keys().1;
             v[key] = full.get(key).cloned().unwrap_or(Value::Null);
         }
         Ok((v, usage, mode))
@@ -112,40 +103,37 @@ impl JudgeStage {
 
     /// The P(true) a verdict passes at: the rubric's own, else
     /// `--judge-threshold`.
-    pub(super) fn p_threshold(&self, jm: &JudgeMetric) -> f32 {
-        jm.p_threshold().unwrap_or(self.options.threshold)
+    pub(super) fn p_threshold(&self, r: &Rubric) -> f32 {
+        r.p_threshold().unwrap_or(self.options.threshold)
     }
 
     /// The normalised score a score rubric passes at: the run's
     /// `--threshold` for it, else its default.
-    pub(super) fn score_pass(&self, jm: &JudgeMetric) -> f32 {
+    pub(super) fn score_pass(&self, r: &Rubric) -> f32 {
         let given = self
             .options
             .thresholds
             .iter()
             .rev()
-            .find(|(n, _)| n == jm.name());
-        given.map_or(jm.metric.default_threshold, |(_, t)| *t) as f32
+            .find(|(n, _)| n == r.name());
+        given.map_or(r.metric.default_threshold, |(_, t)| *t) as f32
     }
 
     /// Whether an answer fails: a verdict false, or a score below its
     /// metric's pass threshold.
-    pub(super) fn fails(&self, jm: &JudgeMetric, v: &Value) -> Result<bool, AskFailure> {
+    pub(super) fn fails(&self, r: &Rubric, v: &Value) -> Result<bool, AskFailure> {
         let bad = |message: String| AskFailure {
             message,
             transient: false,
         };
-        Ok(match (self.verdict(jm, v).map_err(bad)?, &jm.asking) {
+        Ok(match (self.verdict(r, v).map_err(bad)?, r.answer) {
             (Outcome::Verdict { verdict, .. }, _) => !verdict,
             (
                 Outcome::Score {
                     score, expected, ..
                 },
-                Asking::Rubric {
-                    answer: Answer::Score { min, max },
-                    ..
-                },
-            ) => normalised(score, expected, (*min, *max)) < self.score_pass(jm),
+                Answer::Score { min, max },
+            ) => normalised(score, expected, (min, max)) < self.score_pass(r),
             _ => false,
         })
     }
@@ -154,57 +142,39 @@ impl JudgeStage {
     /// `cut` tokens, and reads the verdict's token probabilities where the
     /// server gives them. A cut answer keeps only the verdict (what it began
     /// of the reason is dropped).
-    pub(super) fn ask_json(&self, jm: &JudgeMetric, user: &str, cut: Option<u32>) -> JobResult {
-        let template = jm.template().expect("a rubric");
+    pub(super) fn ask_json(&self, r: &Rubric, user: &str, cut: Option<u32>) -> JobResult {
+        let template = &r.template;
         let ask = Ask {
             template,
             user: user.to_string(),
             max_tokens: cut.unwrap_or(template.max_tokens),
             logprobs: true,
         };
-        let Asking::Rubric {
-            value_keys,
-            reason_keys,
-            ..
-        } = &jm.asking
-        else {
-            unreachable!("the fact ratio is not asked as one question")
-        };
         self.client.send_ask(&ask, |reply| {
-            let mut v =
-                parse::rubric_answer(&extract_object(&reply.content)?, value_keys, reason_keys)?;
-            self.verdict(jm, &v)?;
-            let (key, why) = keys(jm);
+            let mut v = parse::rubric_answer(
+                &extract_object(&reply.content)?,
+                r.value_keys,
+                r.reason_keys,
+            )?;
+            self.verdict(r, &v)?;
+            let (key, why) = r.keys();
             if cut.is_some() {
                 v[why] = Value::Null;
             }
             if let Some(tokens) = &reply.tokens {
                 let at = value_token(tokens, key);
-                match verdict_of(jm) {
-                    Some(Answer::Verdict) => {
+                match r.answer {
+                    Answer::Verdict => {
                         v["p_true"] = json!(at.and_then(|k| verdict_p(&tokens[k])));
                     }
-                    Some(Answer::Score { min, max }) => {
+                    Answer::Score { min, max } => {
                         v["expected"] =
                             json!(at.and_then(|k| expected_score(tokens, k, (min, max))));
                     }
-                    None => {}
                 }
             }
             Ok(v)
         })
-    }
-}
-
-/// The JSON keys a rubric's prompt asks for: its value's and its reason's.
-fn keys(jm: &JudgeMetric) -> (&'static str, &'static str) {
-    match &jm.asking {
-        Asking::Rubric {
-            value_keys,
-            reason_keys,
-            ..
-        } => (value_keys[0], reason_keys[0]),
-        Asking::Facts => unreachable!("the fact ratio is not asked as one question"),
     }
 }
 
@@ -215,14 +185,6 @@ pub enum Prompt {
     Request(Value),
     /// Why no request would be sent: the row is decided without a call.
     Decided(String),
-}
-
-/// A rubric's kind of answer.
-fn verdict_of(jm: &JudgeMetric) -> Option<Answer> {
-    match &jm.asking {
-        Asking::Rubric { answer, .. } => Some(*answer),
-        Asking::Facts => None,
-    }
 }
 
 /// Generated tokens that hold a JSON answer's verdict or score: `{"`,

@@ -34,7 +34,7 @@ pub(super) fn batch() -> RowBatch {
 pub(super) fn options(url: &str, names: &[&str], cache: Option<PathBuf>) -> JudgeOptions {
     let mut metrics = refscore_core::metric::MetricSet::new();
     for name in names {
-        metrics.insert(refscore_core::metric::find(name).expect("a metric"));
+        metrics.insert(&refscore_core::metric::find(name).expect("a metric"));
     }
     JudgeOptions {
         endpoint: Endpoint {
@@ -194,7 +194,7 @@ fn rows_with_a_judge_failure_are_counted() {
     stage
         .score_batch(
             &batch(),
-            &vec![Wanted::These(vec![&refscore_core::metric::SIMILARITY]); 2],
+            &vec![Wanted::These(vec![refscore_core::metric::SIMILARITY.clone()]); 2],
             None,
         )
         .unwrap();

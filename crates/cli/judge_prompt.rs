@@ -12,6 +12,7 @@ use refscore_core::{Error, RowBatch};
 use refscore_judge::{Endpoint, JudgeOptions, JudgeStage, Prompt};
 use refscore_read::Dataset;
 
+use crate::pipeline;
 use crate::settings::Settings;
 
 /// Prints the request for `--metric` about the row `--row` names.
@@ -35,25 +36,18 @@ pub fn run(words: &[OsString]) -> Result<(), Error> {
         })?;
     let mut only = MetricSet::new();
     only.insert(&chosen);
-    let mut read = crate::score::read_options(&settings);
+    let mut read = pipeline::read_options(&settings);
     read.prompt_columns = settings.judge_metrics.columns_read(&only);
     read.row_filter = None;
     let dataset = Dataset::open(&settings.input, &read)?;
     let (batch, i) = find_row(&dataset, row)?;
+    // The request alone: no cascade decides, no cache answers, every row
+    // asks.
     let stage = JudgeStage::new(JudgeOptions {
-        endpoint: endpoint(&settings)?,
-        metrics: only,
         band: None,
         cache_dir: None,
-        reasons: settings
-            .judge
-            .as_ref()
-            .map(|j| j.reasons)
-            .unwrap_or_default(),
-        threshold: settings.judge.as_ref().map_or(0.5, |j| j.threshold),
-        thresholds: settings.thresholds.clone(),
-        judge_metrics: settings.judge_metrics.clone(),
         where_column: None,
+        ..pipeline::judge_options(&settings, endpoint(&settings)?, only)
     })?;
     match stage.request_for(metric, &batch, i)? {
         Prompt::Request(body) => crate::print_out(&format!(
@@ -67,7 +61,7 @@ pub fn run(words: &[OsString]) -> Result<(), Error> {
 /// The run's endpoint, or a stand-in when no `--judge-url` is given (the
 /// request's body names only the model).
 fn endpoint(settings: &Settings) -> Result<Endpoint, Error> {
-    if let Some(e) = crate::stages::judge_endpoint(settings)? {
+    if let Some(e) = pipeline::judge_endpoint(settings)? {
         return Ok(e);
     }
     Ok(Endpoint {

@@ -7,24 +7,23 @@
 
 mod args;
 mod config;
-mod fingerprint;
 mod html_report;
 mod inspect;
 mod judge_metrics;
 mod judge_prompt;
 mod merge;
 mod metrics;
+mod pipeline;
 mod progress;
 mod report;
 mod score;
 mod scorer;
 mod settings;
-mod stages;
 
 use std::ffi::OsString;
 use std::io::Write;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 pub use refscore_core::{Error, ErrorClass};
 
 use crate::args::{Cli, Command};
@@ -43,8 +42,11 @@ where
     T: Into<OsString> + Clone,
 {
     let argv: Vec<OsString> = args.into_iter().map(Into::into).collect();
-    let cli = match Cli::try_parse_from(&argv) {
-        Ok(cli) => cli,
+    let parsed = Cli::command()
+        .try_get_matches_from(&argv)
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let (cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => {
             let code = if e.use_stderr() {
                 ErrorClass::Usage.exit_code()
@@ -67,7 +69,10 @@ where
         .skip(1)
         .position(|a| a == command)
         .map_or(&[][..], |at| &argv[at + 2..]);
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli, score_words)));
+    let score_matches = matches.subcommand_matches("score");
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run(cli, score_matches, score_words)
+    }));
     match outcome {
         Ok(Ok(code)) => code,
         Ok(Err(e)) => {
@@ -82,16 +87,28 @@ where
 
 /// Runs a command; `Ok` holds the exit code (0, or 1 for a failed
 /// regression gate of `report`).
-fn run(cli: Cli, score_words: &[OsString]) -> Result<u8, Error> {
+fn run(
+    cli: Cli,
+    score_matches: Option<&clap::ArgMatches>,
+    score_words: &[OsString],
+) -> Result<u8, Error> {
     match cli.command {
         Command::Report(args) => html_report::run(*args).map(u8::from),
-        command => run_other(command, score_words).map(|()| 0),
+        command => run_other(command, score_matches, score_words).map(|()| 0),
     }
 }
 
-fn run_other(command: Command, score_words: &[OsString]) -> Result<(), Error> {
+fn run_other(
+    command: Command,
+    score_matches: Option<&clap::ArgMatches>,
+    score_words: &[OsString],
+) -> Result<(), Error> {
     match command {
-        Command::Score(_) => settings::Settings::from_words(score_words).and_then(|s| {
+        Command::Score(args) => {
+            let matches = score_matches.ok_or_else(|| Error::internal("score without matches"))?;
+            settings::Settings::from_parsed(*args, matches, score_words)
+        }
+        .and_then(|s| {
             scorer::set_threads(s.threads)?;
             match score::run(&s)? {
                 score::Outcome::Scored(summary) if !s.quiet => print_out(&format!(

@@ -7,44 +7,28 @@
 use std::path::Path;
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::{Schema, SchemaRef};
-use clap::Parser;
+use arrow::datatypes::{Field, Schema, SchemaRef};
 use refscore_core::{Error, RowBatch, Stage};
 use refscore_embed::EmbeddingStage;
 use refscore_judge::JudgeStage;
-use refscore_lexical::{LexicalStage, Selection};
+use refscore_lexical::LexicalStage;
 use refscore_read::Layout;
 use refscore_write::{result_record, result_schema};
 
-use crate::args::{Cli, Command};
+use crate::pipeline::{read_options, Pipeline};
 use crate::score::{self, Outcome};
 use crate::settings::Settings;
-use crate::stages;
 
 /// How in-memory data is named in messages, where a run over files names
 /// the file.
 pub const DATA_NAME: &str = "data";
 
-/// Parses `score` flags (everything after `refscore score`) into settings.
-/// A flag the CLI would refuse is a usage error (exit 64) with clap's first
-/// line as the message.
+/// Parses `score` flags (everything after `refscore score`) into settings,
+/// through the parser the command line uses: a flag it would refuse is a
+/// usage error (exit 64) with clap's first line as the message.
 fn parse(flags: &[String]) -> Result<Settings, Error> {
-    let argv = ["refscore", "score"]
-        .into_iter()
-        .map(String::from)
-        .chain(flags.iter().cloned());
-    let cli = Cli::try_parse_from(argv).map_err(|e| {
-        let text = e.render().to_string();
-        let first = text.lines().next().unwrap_or("bad options").trim();
-        Error::usage(first.strip_prefix("error: ").unwrap_or(first).to_string())
-    })?;
-    match cli.command {
-        Command::Score(_) => {
-            let words: Vec<std::ffi::OsString> = flags.iter().map(Into::into).collect();
-            Settings::from_words(&words)
-        }
-        _ => Err(Error::internal("parsed a score command as another")),
-    }
+    let words: Vec<std::ffi::OsString> = flags.iter().map(Into::into).collect();
+    Settings::from_words(&words)
 }
 
 /// Sizes this process's worker threads (`--threads`): the thread pool can be
@@ -112,11 +96,7 @@ fn parse_in_memory(flags: &[String]) -> Result<Settings, Error> {
 /// column (if the data has one) are returned.
 pub fn plan(flags: &[String], schema: &Schema) -> Result<(usize, Option<String>), Error> {
     let settings = parse_in_memory(flags)?;
-    let layout = Layout::new(
-        schema,
-        &score::read_options(&settings),
-        Path::new(DATA_NAME),
-    )?;
+    let layout = Layout::new(schema, &read_options(&settings), Path::new(DATA_NAME))?;
     Ok((settings.batch_size, layout.columns().id.clone()))
 }
 
@@ -124,6 +104,8 @@ pub fn plan(flags: &[String], schema: &Schema) -> Result<(usize, Option<String>)
 /// client) and used for any number of in-memory datasets.
 pub struct Scorer {
     settings: Settings,
+    /// The metric columns of the result, in order.
+    metric_fields: Vec<Field>,
     lexical: LexicalStage,
     embed: Option<EmbeddingStage>,
     judge: Option<JudgeStage>,
@@ -146,23 +128,15 @@ impl Scorer {
             ));
         }
         set_threads(settings.threads)?;
-        let endpoint = stages::judge_endpoint(&settings)?;
-        let model = stages::resolve_embedding(&settings)?;
-        if let Some(endpoint) = &endpoint {
-            // Fail loudly before any work when the judge cannot answer.
-            refscore_judge::probe(endpoint)?;
-        }
-        let embed = match model {
-            Some(_) => Some(stages::load_embedding(&settings)?),
-            None => None,
-        };
-        let judge = match endpoint {
-            Some(endpoint) => Some(stages::new_judge(&settings, endpoint)?),
-            None => None,
-        };
+        let pipeline = Pipeline::plan(&settings)?;
+        // Fails loudly before any work when the judge cannot answer.
+        let judge = pipeline.online_judge()?;
+        let embed = pipeline.load_embedding()?;
+        let (lexical, metric_fields) = (pipeline.lexical(), pipeline.metric_fields());
         Ok(Scorer {
-            lexical: LexicalStage(Selection::of(&settings.metrics.metrics)),
             settings,
+            metric_fields,
+            lexical,
             embed,
             judge,
         })
@@ -171,19 +145,13 @@ impl Scorer {
     /// The result schema for input of `schema`: the CLI's output columns and
     /// types for the same input.
     pub fn result_schema(&self, schema: &Schema) -> Result<SchemaRef, Error> {
-        let layout = Layout::new(
-            schema,
-            &score::read_options(&self.settings),
-            Path::new(DATA_NAME),
-        )?
-        .plain_strings();
+        let layout = Layout::new(schema, &read_options(&self.settings), Path::new(DATA_NAME))?
+            .plain_strings();
         self.schema_for(&layout)
     }
 
     fn schema_for(&self, layout: &Layout) -> Result<SchemaRef, Error> {
-        let fields =
-            stages::metric_fields(&self.settings, self.embed.is_some(), self.judge.is_some());
-        result_schema(layout.id_field(), &fields, layout.keep_fields())
+        result_schema(layout.id_field(), &self.metric_fields, layout.keep_fields())
     }
 
     /// Scores `batches` (all of `schema`) as one input: the same column
@@ -207,8 +175,7 @@ impl Scorer {
         batches: &[RecordBatch],
     ) -> Result<(SchemaRef, Vec<RecordBatch>), Error> {
         let source = Path::new(DATA_NAME);
-        let layout =
-            Layout::new(schema, &score::read_options(&self.settings), source)?.plain_strings();
+        let layout = Layout::new(schema, &read_options(&self.settings), source)?.plain_strings();
         let out_schema = self.schema_for(&layout)?;
         // Only the columns the run reads, cut into the CLI's batches.
         let needed: Vec<usize> = layout
@@ -252,9 +219,7 @@ impl Scorer {
             }
         }
         if let Some(stage) = self.embed.as_mut() {
-            stages::prepare_embedding(
-                stage,
-                &self.settings,
+            stage.prepare(
                 DATA_NAME,
                 || Ok(rows.iter().map(|b| Ok(b.reference.clone()))),
                 || refscore_job::fit::mismatched_pairs_of(rows.iter().cloned().map(Ok), 1000),

@@ -26,10 +26,12 @@
 mod baseline;
 mod encoder;
 mod family;
+mod fingerprint;
 mod kernels;
 mod math;
 mod model;
 mod precision;
+mod prepare;
 mod store;
 mod tokens;
 
@@ -53,6 +55,7 @@ pub use kernels::{kernel_path, use_kernels, KernelPath};
 pub use math::{bertscore, cosine, Embedded, PromptSpan};
 pub use model::{read_settings, resolve, ModelFiles, ModelLookup, Pooling, DEFAULT_MODEL_DIR};
 pub use precision::Precision;
+pub use prepare::Rescale;
 
 use encoder::Encoder;
 use store::EmbeddingStore;
@@ -120,6 +123,11 @@ pub struct EmbedOptions {
     /// Where the model is looked for when `model` is `None`, and whether
     /// the hub may be called.
     pub lookup: ModelLookup,
+    /// `--idf`: weigh BERTScore's tokens by their IDF over the input's
+    /// references ([`EmbeddingStage::prepare`]).
+    pub idf: bool,
+    /// `--rescale-baseline`: how BERTScore is rescaled, if at all.
+    pub rescale: Option<Rescale>,
 }
 
 impl Default for EmbedOptions {
@@ -137,6 +145,8 @@ impl Default for EmbedOptions {
             layer: None,
             prompt: None,
             lookup: ModelLookup::default(),
+            idf: false,
+            rescale: None,
         }
     }
 }

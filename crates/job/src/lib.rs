@@ -19,6 +19,7 @@
 //! summary is the sum of the parts' statistics, and the folder is removed.
 
 pub mod fit;
+mod passes;
 mod plan;
 mod rundir;
 
@@ -33,6 +34,7 @@ use refscore_core::{Error, ErrorClass, RowBatch, ScoreColumns, Stage};
 use refscore_read::Dataset;
 use refscore_write::{PartInfo, PartWriter, SummaryBuilder};
 
+pub use passes::{run_passes, Passes, Tick};
 pub use plan::{remaining, shard_units, Range, Shard};
 use rundir::RunDir;
 

@@ -22,18 +22,18 @@ mod client;
 mod columns;
 mod definition;
 mod endpoint;
+mod fingerprint;
 mod keyed_log;
 mod limiter;
 mod metric;
 mod parse;
-mod pipeline;
 mod probs;
 mod prompts;
 mod protocol;
 mod redact;
-mod route;
 mod rules;
 mod stage;
+mod where_column;
 #[cfg(test)]
 use refscore_test_servers::openai as test_server;
 mod transport;
@@ -46,9 +46,9 @@ use serde_json::{json, Value};
 pub use client::probe;
 pub use endpoint::{check_url, Api, Endpoint, MAX_TIMEOUT, MIN_TIMEOUT};
 pub use metric::JudgeMetrics;
-pub use route::check_requests;
 pub use stage::{JudgeStage, Prompt};
 pub use transport::{Usage, MAX_RETRY_AFTER};
+pub use where_column::check_requests;
 
 /// The versions (content hashes) of every prompt template, so a run's
 /// fingerprint changes when a prompt does and a resumed run never mixes
@@ -92,6 +92,10 @@ impl Reasons {
         }
     }
 }
+
+/// `--judge-threshold`'s default: Meaning Match is true where the judge
+/// gives "true" at least even odds.
+pub const DEFAULT_THRESHOLD: f32 = 0.5;
 
 /// Settings of the judge stage.
 #[derive(Debug, Clone)]

@@ -23,13 +23,13 @@
 //! The [`ledger`] records each step before it is taken, so a kill at any
 //! point neither loses a batch nor creates one twice.
 
-mod answers;
 mod anthropic_batches;
 mod folder;
 mod ledger;
 mod lines;
 mod openai_batches;
 mod rest;
+mod transport;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -39,10 +39,10 @@ use std::time::{Duration, Instant};
 use refscore_core::Error;
 use serde_json::json;
 
-use answers::Answers;
-pub(crate) use answers::BatchTransport;
 use ledger::{Chunk, Ledger};
 use lines::{Outcome, ReadResult, RequestLine};
+use transport::Answers;
+pub(crate) use transport::BatchTransport;
 
 use crate::endpoint::Api;
 use crate::Endpoint;

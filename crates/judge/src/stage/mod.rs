@@ -19,7 +19,7 @@ use lru::LruCache;
 use refscore_core::{Error, RowBatch, ScoreColumns};
 use serde_json::{json, Value};
 
-use crate::batch::{BatchMode, JudgeBatches};
+use crate::batch::{BatchMode, Collected, JudgeBatches};
 use crate::cache::{DiskCache, Store};
 use crate::client::{AskFailure, Client};
 use crate::columns::{self, normalised, Decisions, Outcome, Source};
@@ -30,13 +30,14 @@ use crate::parse::{self, extract_object, snippet};
 use crate::probs::{expected_score, value_token, verdict_p, verdict_word};
 use crate::prompts::{Template, FACT_CHECK, FACT_EXTRACT};
 use crate::protocol::Ask;
-use crate::route::Wanted;
 use crate::transport::{Reply, Usage};
+use crate::where_column::Wanted;
 use crate::{rules, BatchReport, JudgeOptions, JudgeReport, Reasons};
 
-mod answers;
+mod core_stage;
 mod facts;
 mod rubric;
+mod stored;
 
 pub use rubric::Prompt;
 
@@ -262,7 +263,7 @@ impl JudgeStage {
 
     /// Sends what the judge is asked as judge batches kept in `dir` (the
     /// run folder's) instead of calls: answers come from collected batches
-    /// and the rest waits for [`JudgeStage::batches`]' next submission.
+    /// and the rest waits for [`JudgeStage::send_out_batches`].
     pub fn use_batches(&mut self, dir: PathBuf, mode: &BatchMode) -> Result<(), Error> {
         let batches = JudgeBatches::open(dir, mode, &self.options.endpoint)?;
         self.client.use_transport(Box::new(batches.transport()));
@@ -274,10 +275,32 @@ impl JudgeStage {
         Ok(())
     }
 
-    /// The run's judge batches, in batch mode: to collect before a pass and
-    /// submit after it.
-    pub fn batches(&mut self) -> Option<&mut JudgeBatches> {
-        self.batches.as_mut()
+    /// In batch mode, before a pass: collects the batches sent out after the
+    /// last one, waiting up to `wait` (none: polls once) and telling
+    /// `progress` how they stand; `Some(message)` while some still run.
+    pub fn batches_still_out(
+        &mut self,
+        wait: Option<std::time::Duration>,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<Option<String>, Error> {
+        let Some(batches) = self.batches.as_mut() else {
+            return Ok(None);
+        };
+        Ok(match batches.collect(wait, progress)? {
+            Collected::Ready => None,
+            Collected::Waiting(line) => Some(format!(
+                "judge batches still running: {line}; run the same command with --resume to collect"
+            )),
+        })
+    }
+
+    /// In batch mode, after a pass: submits what the pass set aside;
+    /// `Some(message)` says what went out and how to collect it.
+    pub fn send_out_batches(&mut self) -> Result<Option<String>, Error> {
+        match self.batches.as_mut() {
+            Some(batches) => Ok(batches.submit()?.map(|s| s.message())),
+            None => Ok(None),
+        }
     }
 
     /// Rows of the last [`score_batch`](Self::score_batch) call where at

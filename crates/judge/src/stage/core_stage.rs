@@ -7,7 +7,7 @@ use arrow::datatypes::{Field, Float32Type};
 use refscore_core::{Error, RowBatch, ScoreColumns, Stage};
 use serde_json::json;
 
-use crate::{report_json, route, JudgeStage};
+use crate::{report_json, where_column, JudgeStage};
 
 impl Stage for JudgeStage {
     fn fields(&self) -> Vec<Field> {
@@ -15,7 +15,7 @@ impl Stage for JudgeStage {
     }
 
     fn score(&mut self, batch: &RowBatch, earlier: &ScoreColumns) -> Result<ScoreColumns, Error> {
-        let requested = route::requested_rows(batch, self.where_column(), self.known())?;
+        let requested = where_column::requested_rows(batch, self.where_column(), self.known())?;
         let cosine: Option<Float32Array> = earlier
             .column("cosine")
             .map(|c| c.as_primitive::<Float32Type>().clone());

@@ -1,0 +1,400 @@
+//! The one place a run's stages come from its settings: which stages run
+//! (with the embedding model and the judge endpoint they need), the result's
+//! columns, the job's spec and fingerprint, and the stages themselves.
+//! `score`, Python's `Scorer` and `judge-prompt` all build through it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use arrow::datatypes::Field;
+use refscore_core::metric::MetricSet;
+use refscore_core::{Error, Stage};
+use refscore_embed::{EmbedOptions, EmbeddingStage, ModelFiles};
+use refscore_job::{Job, JobSpec, Passes};
+use refscore_judge::batch::BatchMode;
+use refscore_judge::{Endpoint, JudgeOptions, JudgeStage};
+use refscore_lexical::{LexicalStage, Selection};
+use refscore_read::{Dataset, ReadOptions, Role};
+use serde_json::{json, Value};
+
+use crate::settings::{Settings, KERNELS_ENV};
+
+/// The stages a run's settings ask for, resolved (the model found, the
+/// judge endpoint built) but not loaded.
+pub(crate) struct Pipeline<'s> {
+    settings: &'s Settings,
+    model: Option<ModelFiles>,
+    endpoint: Option<Endpoint>,
+}
+
+impl<'s> Pipeline<'s> {
+    /// Resolves the stages `settings` ask for. A model or layer the
+    /// settings cannot have fails here, before any work.
+    pub(crate) fn plan(settings: &'s Settings) -> Result<Pipeline<'s>, Error> {
+        let endpoint = judge_endpoint(settings)?;
+        let model = resolve_model(settings)?;
+        Ok(Pipeline {
+            settings,
+            model,
+            endpoint,
+        })
+    }
+
+    /// The judge endpoint, when the run has judge metrics.
+    pub(crate) fn endpoint(&self) -> Option<&Endpoint> {
+        self.endpoint.as_ref()
+    }
+
+    /// The metric columns of the result, in order.
+    pub(crate) fn metric_fields(&self) -> Vec<Field> {
+        let metrics = &self.settings.metrics.metrics;
+        let mut fields = refscore_lexical::fields(Selection::of(metrics));
+        if self.model.is_some() {
+            fields.extend(refscore_embed::fields(metrics));
+        }
+        if self.endpoint.is_some() {
+            fields.extend(self.settings.judge_metrics.fields(metrics));
+        }
+        fields
+    }
+
+    /// The job over `dataset`: the output and how to treat one already
+    /// there, and the fingerprint a resumed run must match.
+    pub(crate) fn job_spec(&self, dataset: &Dataset) -> Result<JobSpec, Error> {
+        let s = self.settings;
+        Ok(JobSpec {
+            output: s.output.clone(),
+            overwrite: s.overwrite,
+            resume: s.resume,
+            shard: s.shard,
+            settings: self.fingerprint(dataset)?,
+            thresholds: s.thresholds.clone(),
+            footer: self.footer(),
+            commit_intervals: refscore_job::commit_intervals(s.commit_seconds.as_deref()),
+        })
+    }
+
+    /// Everything that changes a result value: the run's own settings here,
+    /// each stage's from its options.
+    fn fingerprint(&self, dataset: &Dataset) -> Result<BTreeMap<String, Value>, Error> {
+        let s = self.settings;
+        let mut f = BTreeMap::new();
+        let (key, lexical) = refscore_lexical::fingerprint(&s.metrics.metrics);
+        f.insert(key, json!(lexical));
+        let cols = dataset.columns();
+        f.insert(
+            "columns".into(),
+            json!([cols.id, cols.input, cols.reference, cols.output]),
+        );
+        f.insert("keep".into(), json!(s.keep));
+        f.insert("batch_size".into(), json!(s.batch_size));
+        if let Some(files) = &self.model {
+            f.extend(self.embed_options()?.fingerprint(files, &s.embed.device)?);
+        }
+        if let Some(endpoint) = &self.endpoint {
+            let batch = s.judge.as_ref().and_then(|j| j.batch.as_ref());
+            let options = judge_options(s, endpoint.clone(), s.metrics.metrics.clone());
+            f.extend(options.fingerprint(batch));
+        }
+        Ok(f)
+    }
+
+    /// The result file's footer beyond the run hash and thresholds: the
+    /// embedding precision, and the defined judge metrics with their
+    /// versions (so a report can tell that a rubric changed between two
+    /// nights).
+    fn footer(&self) -> Vec<(String, String)> {
+        use refscore_core::schema::footer;
+        let s = self.settings;
+        let mut out = Vec::new();
+        if self.model.is_some() {
+            out.push((footer::PRECISION.into(), s.embed.precision.name().into()));
+        }
+        let defined = s.judge_metrics.record(&s.metrics.metrics);
+        if self.endpoint.is_some() && !defined.is_empty() {
+            out.push((footer::JUDGE_METRICS.into(), json!(defined).to_string()));
+        }
+        out
+    }
+
+    /// The lexical stage.
+    pub(crate) fn lexical(&self) -> LexicalStage {
+        LexicalStage(Selection::of(&self.settings.metrics.metrics))
+    }
+
+    /// The embedding stage with its model loaded, when the run embeds.
+    pub(crate) fn load_embedding(&self) -> Result<Option<EmbeddingStage>, Error> {
+        match &self.model {
+            Some(_) => EmbeddingStage::load(self.embed_options()?).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn embed_options(&self) -> Result<EmbedOptions, Error> {
+        let e = &self.settings.embed;
+        Ok(EmbedOptions {
+            model: e.model.clone(),
+            device: refscore_embed::parse_device(&e.device)?,
+            metrics: self.settings.metrics.metrics.clone(),
+            max_seq_length: e.max_seq_length,
+            cache_bytes: e.cache_mb << 20,
+            store: e.store.clone(),
+            store_outputs: e.store_outputs,
+            precision: e.precision,
+            layer: e.layer,
+            prompt: e.prompt.clone(),
+            lookup: e.lookup.clone(),
+            idf: e.idf,
+            rescale: e.rescale.clone(),
+            ..EmbedOptions::default()
+        })
+    }
+
+    /// The judge stage, when the run judges: calling the endpoint, which
+    /// is probed first so that a wrong URL, key or model fails before any
+    /// work.
+    pub(crate) fn online_judge(&self) -> Result<Option<JudgeStage>, Error> {
+        let Some(endpoint) = &self.endpoint else {
+            return Ok(None);
+        };
+        refscore_judge::probe(endpoint)?;
+        self.new_judge(endpoint).map(Some)
+    }
+
+    fn new_judge(&self, endpoint: &Endpoint) -> Result<JudgeStage, Error> {
+        let s = self.settings;
+        JudgeStage::new(judge_options(
+            s,
+            endpoint.clone(),
+            s.metrics.metrics.clone(),
+        ))
+    }
+
+    /// The stages of a job, built pass by pass as [`Passes`] asks.
+    pub(crate) fn for_job(&'s self, input: &'s Dataset) -> JobStages<'s> {
+        JobStages {
+            pipeline: self,
+            input,
+            lexical: self.lexical(),
+            embed: None,
+            judge: None,
+        }
+    }
+}
+
+/// How the input is read: the column mapping, `--keep`, batch size and the
+/// `--judge-where` column.
+pub(crate) fn read_options(settings: &Settings) -> ReadOptions {
+    ReadOptions {
+        mapping: settings.mapping.clone(),
+        keep: settings.keep.clone(),
+        batch_size: settings.batch_size,
+        row_filter: settings.judge_where.clone(),
+        prompt_columns: settings
+            .judge_metrics
+            .columns_read(&settings.metrics.metrics),
+    }
+}
+
+/// The judge stage's options for `metrics` at `endpoint`, from the run's
+/// judge settings (their defaults when the run has none).
+pub(crate) fn judge_options(
+    settings: &Settings,
+    endpoint: Endpoint,
+    metrics: MetricSet,
+) -> JudgeOptions {
+    let j = settings.judge.as_ref();
+    JudgeOptions {
+        endpoint,
+        metrics,
+        band: j.and_then(|j| j.band),
+        cache_dir: j.and_then(|j| j.cache.clone()),
+        reasons: j.map(|j| j.reasons).unwrap_or_default(),
+        threshold: j.map_or(refscore_judge::DEFAULT_THRESHOLD, |j| j.threshold),
+        thresholds: settings.thresholds.clone(),
+        judge_metrics: settings.judge_metrics.clone(),
+        where_column: settings.judge_where.clone(),
+    }
+}
+
+/// The judge endpoint when judge metrics are wanted.
+pub(crate) fn judge_endpoint(settings: &Settings) -> Result<Option<Endpoint>, Error> {
+    let (Some(j), true) = (&settings.judge, settings.metrics.wants_judge()) else {
+        return Ok(None);
+    };
+    Ok(Some(Endpoint {
+        url: j.url.clone(),
+        api: j.api,
+        model: j.model.clone(),
+        api_key: j.api_key(),
+        timeout: Endpoint::timeout_from_secs(j.timeout)?,
+        retries: j.retries,
+        concurrency: j.concurrency,
+        requests_per_minute: j.rpm,
+        tokens_per_minute: j.tpm,
+        backoff: Duration::from_millis(500),
+    }))
+}
+
+/// The embedding model when embedding metrics are wanted. When the user
+/// asked for none by name (and named no model) and none is found, the run
+/// goes on without them, with a warning.
+fn resolve_model(settings: &Settings) -> Result<Option<ModelFiles>, Error> {
+    let plan = &settings.metrics;
+    if !plan.wants_embedding() {
+        return Ok(None);
+    }
+    let model = settings.embed.model.as_deref();
+    // A model named by the environment is a model asked for, like --model.
+    let named = model.is_some() || settings.embed.model_dir_named;
+    match refscore_embed::resolve(model, &settings.embed.lookup) {
+        Ok(files) => {
+            check_against_model(settings, &files)?;
+            Ok(Some(files))
+        }
+        Err(e) if plan.explicit || named => Err(e),
+        Err(e) => {
+            if settings.judge.as_ref().is_some_and(|j| j.band.is_some()) {
+                return Err(Error::config(format!(
+                    "--judge-band needs cosine, but the embedding model is missing: {e}"
+                )));
+            }
+            if !settings.quiet {
+                eprintln!("refscore: warning: embedding metrics skipped: {e}");
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// The embedding settings checked against the model found: its layers, its
+/// position limit, the device and kernels this machine has.
+fn check_against_model(settings: &Settings, files: &ModelFiles) -> Result<(), Error> {
+    let e = &settings.embed;
+    if let Some(n) = e.layer.filter(|&n| n > files.layers) {
+        return Err(settings.bad_value(
+            "layer",
+            &n.to_string(),
+            &format!("the model has {} layers (0 = the embeddings)", files.layers),
+        ));
+    }
+    if let Some(n) = e
+        .max_seq_length
+        .filter(|&n| n < 2 || n > files.max_positions)
+    {
+        return Err(settings.bad_value(
+            "max_seq_length",
+            &n.to_string(),
+            &format!(
+                "must be between 2 and the model's position limit {}",
+                files.max_positions
+            ),
+        ));
+    }
+    refscore_embed::parse_device(&e.device)?;
+    let kernels = e.kernels.as_deref();
+    refscore_embed::use_kernels(kernels)
+        .map_err(|err| Error::config(format!("{KERNELS_ENV}={}: {err}", kernels.unwrap_or(""))))?;
+    Ok(())
+}
+
+/// A job's stages, pass by pass: the judge answers from the run's batches
+/// in batch mode, or calls the endpoint (probed first); the model loads
+/// once, when rows are first left to score.
+pub(crate) struct JobStages<'s> {
+    pipeline: &'s Pipeline<'s>,
+    input: &'s Dataset,
+    lexical: LexicalStage,
+    embed: Option<EmbeddingStage>,
+    judge: Option<JudgeStage>,
+}
+
+impl JobStages<'_> {
+    /// The stages that ran, for the summary.
+    pub(crate) fn ran(&self) -> [Option<&dyn Stage>; 2] {
+        [
+            self.embed.as_ref().map(|s| s as &dyn Stage),
+            self.judge.as_ref().map(|s| s as &dyn Stage),
+        ]
+    }
+
+    /// The judge stage of the last pass, if the run judged.
+    pub(crate) fn judge(&self) -> Option<&JudgeStage> {
+        self.judge.as_ref()
+    }
+
+    fn batch_mode(&self) -> Option<&BatchMode> {
+        (self.pipeline.settings.judge.as_ref()).and_then(|j| j.batch.as_ref())
+    }
+}
+
+impl Passes for JobStages<'_> {
+    fn set_up(&mut self, job: &Job, to_do: u64) -> Result<(), Error> {
+        self.judge = None;
+        let (Some(endpoint), true) = (self.pipeline.endpoint(), to_do > 0) else {
+            return Ok(());
+        };
+        let mut stage = self.pipeline.new_judge(endpoint)?;
+        // Answers paid for in this job, kept with its progress: a part
+        // scored again after a crash or a judge failure never pays twice.
+        stage.set_journal_dir(job.journal_dir())?;
+        match self.batch_mode() {
+            Some(mode) => stage.use_batches(job.batch_dir(), mode)?,
+            None => refscore_judge::probe(endpoint)?,
+        }
+        self.judge = Some(stage);
+        Ok(())
+    }
+
+    fn still_out(&mut self, wait: Option<Duration>) -> Result<Option<String>, Error> {
+        let quiet = self.pipeline.settings.quiet;
+        let mut tell = |line: &str| {
+            if !quiet {
+                eprintln!("refscore: judge batches: {line}");
+            }
+        };
+        match self.judge.as_mut() {
+            Some(judge) => judge.batches_still_out(wait, &mut tell),
+            None => Ok(None),
+        }
+    }
+
+    fn load(&mut self) -> Result<(), Error> {
+        if self.embed.is_some() {
+            return Ok(());
+        }
+        let Some(mut stage) = self.pipeline.load_embedding()? else {
+            return Ok(());
+        };
+        let input = self.input;
+        stage.prepare(
+            &self.pipeline.settings.input,
+            || {
+                Ok(input
+                    .text_column(Role::Reference)?
+                    .expect("reference column is always mapped"))
+            },
+            || refscore_job::fit::mismatched_pairs(input, 1000),
+        )?;
+        self.embed = Some(stage);
+        Ok(())
+    }
+
+    fn stages(&mut self) -> Vec<&mut dyn Stage> {
+        let mut chain: Vec<&mut dyn Stage> = vec![&mut self.lexical];
+        if let Some(s) = self.embed.as_mut() {
+            chain.push(s);
+        }
+        if let Some(s) = self.judge.as_mut() {
+            chain.push(s);
+        }
+        chain
+    }
+
+    fn send_out(&mut self) -> Result<Option<String>, Error> {
+        match self.judge.as_mut() {
+            Some(judge) => judge.send_out_batches(),
+            None => Ok(None),
+        }
+    }
+}

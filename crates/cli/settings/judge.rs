@@ -1,0 +1,244 @@
+//! The judge stage's settings: where the judge is and how it is spoken
+//! to (`--judge-url`, `--judge-api`, batches), how hard it is pushed
+//! (timeouts, retries, concurrency, rate limits), and what it decides
+//! (band, reasons, threshold).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use refscore_core::metric;
+use refscore_core::Error;
+use refscore_judge::batch::BatchMode;
+use refscore_judge::Api;
+
+use super::env_text;
+use super::origin::Origin;
+use crate::args::ScoreArgs;
+use crate::metrics::MetricPlan;
+
+/// Settings of the judge stage (present when a judge URL is given).
+#[derive(Debug, Clone)]
+pub struct JudgeSettings {
+    pub url: String,
+    /// `--judge-api`, or the protocol the URL implies.
+    pub api: refscore_judge::Api,
+    pub model: String,
+    pub api_key_env: String,
+    pub timeout: f64,
+    pub retries: u32,
+    pub concurrency: usize,
+    pub rpm: Option<u32>,
+    pub tpm: Option<u32>,
+    pub band: Option<(f32, f32)>,
+    pub cache: Option<PathBuf>,
+    /// `--judge-reasons`.
+    pub reasons: refscore_judge::Reasons,
+    /// `--judge-threshold`.
+    pub threshold: f32,
+    /// `--judge-batch`.
+    pub batch: Option<refscore_judge::batch::BatchMode>,
+    /// `--judge-batch-wait`.
+    pub batch_wait: Option<std::time::Duration>,
+}
+
+/// The variable the judge's API key is read from unless
+/// `--judge-api-key-env` names another.
+const DEFAULT_KEY_ENV: &str = "OPENAI_API_KEY";
+
+impl JudgeSettings {
+    /// The API key, from the variable `--judge-api-key-env` names (none when
+    /// unset or blank). Read when the endpoint is built, never stored in
+    /// the settings, so no printout of them can show it.
+    pub(crate) fn api_key(&self) -> Option<String> {
+        env_text(&self.api_key_env)
+    }
+}
+
+/// `--judge-concurrency`'s default: a local server's few slots.
+pub(super) const DEFAULT_CONCURRENCY: usize = 4;
+/// `--judge-timeout`'s default, in seconds.
+const DEFAULT_TIMEOUT_SECS: f64 = 60.0;
+/// `--judge-retries`' default.
+const DEFAULT_RETRIES: u32 = 4;
+/// `--judge-model`'s default: the name llama-server and vLLM answer to
+/// whatever they serve.
+const DEFAULT_MODEL: &str = "default";
+
+/// The longest `--judge-batch-wait`: a week, well past any provider's
+/// completion window (24 hours), and far from where adding it to the clock
+/// would overflow.
+const MAX_BATCH_WAIT: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+/// Where the judge's answers come from, read before the metrics: the run
+/// has judge metrics by default when it has a judge.
+pub(super) struct JudgeTarget {
+    /// `--judge-url`, or the placeholder of a `dir:` batch run without one.
+    pub url: Option<String>,
+    batch: Option<BatchMode>,
+    batch_wait: Option<Duration>,
+}
+
+/// Reads `--judge-url`, `--judge-batch` and `--judge-batch-wait`.
+pub(super) fn target(args: &mut ScoreArgs, origin: &Origin) -> Result<JudgeTarget, Error> {
+    let url = origin.parsed(args.judge_url.take(), "judge_url", |url| {
+        refscore_judge::check_url(url).map(|()| url.to_string())
+    })?;
+    let batch = origin.parsed(args.judge_batch.take(), "judge_batch", BatchMode::parse)?;
+    let batch_wait = origin.parsed(args.judge_batch_wait.take(), "judge_batch_wait", |t| {
+        match humantime::parse_duration(t) {
+            Ok(d) if d <= MAX_BATCH_WAIT => Ok(d),
+            Ok(_) => Err(format!(
+                "'{t}': longer than a batch can run (at most {})",
+                humantime::format_duration(MAX_BATCH_WAIT)
+            )),
+            Err(e) => Err(format!("'{t}': {e} (expected e.g. 90s, 45m, 2h 30m)")),
+        }
+    })?;
+    if batch_wait.is_some() && batch.is_none() {
+        return Err(Error::config(
+            "--judge-batch-wait needs --judge-batch (api or dir:PATH)",
+        ));
+    }
+    if batch == Some(BatchMode::Api) && url.is_none() {
+        return Err(Error::config(
+            "--judge-batch api needs --judge-url: the Batch API is found under it",
+        ));
+    }
+    // Request files for another machine name no server: the judge is
+    // whatever answers them.
+    let url = match (&batch, url) {
+        (Some(BatchMode::Dir(_)), None) => Some(refscore_judge::batch::OFFLINE_URL.to_string()),
+        (_, url) => url,
+    };
+    Ok(JudgeTarget {
+        url,
+        batch,
+        batch_wait,
+    })
+}
+
+/// Reads the rest of the judge's settings out of `args`, for a run with
+/// `metrics` (of which `banded` the band may decide); none without a judge.
+pub(super) fn resolve(
+    args: &mut ScoreArgs,
+    origin: &Origin,
+    target: JudgeTarget,
+    metrics: &MetricPlan,
+    banded: bool,
+) -> Result<Option<JudgeSettings>, Error> {
+    let band = origin.parsed(args.judge_band.take(), "judge_band", parse_band)?;
+    if band.is_some()
+        && !(banded && metrics.metrics.contains(&metric::COSINE) && target.url.is_some())
+    {
+        return Err(Error::config(
+            "--judge-band needs the cosine metric and a judge metric the band decides (meaning_match, or one defined with band = true) in the run",
+        ));
+    }
+    let reasons = origin
+        .parsed(
+            args.judge_reasons.take(),
+            "judge_reasons",
+            refscore_judge::Reasons::parse,
+        )?
+        .unwrap_or_default();
+    let threshold = origin
+        .ranged(
+            args.judge_threshold,
+            "judge_threshold",
+            |p| (0.0..=1.0).contains(&p),
+            "a probability from 0 to 1",
+        )?
+        .map_or(refscore_judge::DEFAULT_THRESHOLD, |p| p as f32);
+    let api = origin.parsed(args.judge_api.take(), "judge_api", Api::parse)?;
+    let Some(url) = target.url else {
+        return Ok(None);
+    };
+    let api = api.unwrap_or_else(|| Api::for_url(&url));
+    if let (Some(BatchMode::Dir(_)), Api::Anthropic) = (&target.batch, api) {
+        return Err(Error::config(
+            "--judge-batch dir: writes OpenAI Batch API lines (for vllm run-batch); \
+             a judge speaking --judge-api anthropic takes --judge-batch api",
+        ));
+    }
+    let timeout = origin
+        .ranged(
+            args.judge_timeout,
+            "judge_timeout",
+            |t| t > 0.0 && t <= 86_400.0,
+            "seconds above 0 and at most 86400",
+        )?
+        .unwrap_or(DEFAULT_TIMEOUT_SECS);
+    let concurrency = origin
+        .ranged(
+            args.judge_concurrency,
+            "judge_concurrency",
+            |n| (1..=256).contains(&n),
+            "1 to 256",
+        )?
+        .unwrap_or(DEFAULT_CONCURRENCY);
+    let retries = origin
+        .ranged(
+            args.judge_retries,
+            "judge_retries",
+            |n| n <= 100,
+            "0 to 100",
+        )?
+        .unwrap_or(DEFAULT_RETRIES);
+    let rpm = origin.ranged(
+        args.judge_rpm,
+        "judge_rpm",
+        |n| n >= 1,
+        "at least 1 request per minute",
+    )?;
+    let tpm = origin.ranged(
+        args.judge_tpm,
+        "judge_tpm",
+        |n| n >= 1,
+        "at least 1 token per minute",
+    )?;
+    Ok(Some(JudgeSettings {
+        url,
+        api,
+        model: args
+            .judge_model
+            .take()
+            .unwrap_or_else(|| DEFAULT_MODEL.into()),
+        api_key_env: args
+            .judge_api_key_env
+            .take()
+            .unwrap_or_else(|| DEFAULT_KEY_ENV.into()),
+        timeout,
+        retries,
+        concurrency,
+        rpm,
+        tpm,
+        band,
+        reasons,
+        threshold,
+        cache: args.judge_cache.take(),
+        batch: target.batch,
+        batch_wait: target.batch_wait,
+    }))
+}
+
+/// The API key sent when `--overwrite` cancels a discarded run's batches
+/// for a run without a judge: the default variable's.
+pub(super) fn default_api_key() -> Option<String> {
+    env_text(DEFAULT_KEY_ENV)
+}
+
+/// Parses `cosine:LO..HI` (the message names the value; [`Origin::parsed`] names
+/// where it came from).
+fn parse_band(spec: &str) -> Result<(f32, f32), String> {
+    let bad = || format!("{spec}: expected cosine:LO..HI with 0 <= LO <= HI <= 1");
+    let range = spec.strip_prefix("cosine:").ok_or_else(bad)?;
+    let (lo, hi) = range.split_once("..").ok_or_else(bad)?;
+    let (lo, hi): (f32, f32) = (
+        lo.trim().parse().map_err(|_| bad())?,
+        hi.trim().parse().map_err(|_| bad())?,
+    );
+    if !(0.0..=1.0).contains(&lo) || !(0.0..=1.0).contains(&hi) || lo > hi {
+        return Err(bad());
+    }
+    Ok((lo, hi))
+}

@@ -1,85 +1,106 @@
-//! The summary table printed at the end of a run.
+//! The `report` command: flags → `refscore_report::Options`, then the page,
+//! the JSON and the verdict lines. (`report.rs` is `score`'s summary table.)
 
-use refscore_write::Summary;
+use std::path::Path;
 
-/// Renders the summary as an aligned plain-text table.
-pub fn table(summary: &Summary) -> String {
-    let mut out = String::new();
-    out.push_str(&format!(
-        "rows {}  (ok {}, partial {}, error {})  in {:.2}s  = {:.0} rows/s\n",
-        summary.rows,
-        summary.rows_ok,
-        summary.rows_partial,
-        summary.rows_error,
-        summary.seconds,
-        summary.rows_per_second
-    ));
-    out.push_str(&format!(
-        "{:<22} {:>9} {:>8} {:>8} {:>9} {:>9}\n",
-        "metric", "rows", "mean", "median", "threshold", "pass rate"
-    ));
-    let num = |v: Option<f64>, digits: usize| {
-        v.map(|x| format!("{x:.digits$}"))
-            .unwrap_or_else(|| "-".into())
-    };
-    for m in &summary.metrics {
-        out.push_str(&format!(
-            "{:<22} {:>9} {:>8} {:>8} {:>9} {:>9}\n",
-            m.name,
-            m.count,
-            num(m.mean, 4),
-            num(m.median, 4),
-            num(m.threshold, 2),
-            m.pass_rate
-                .map(|p| format!("{:.1}%", p * 100.0))
-                .unwrap_or_else(|| "-".into())
+use refscore_core::files::write_atomically;
+use refscore_core::Error;
+use refscore_read::ColumnMapping;
+use refscore_report::{Gate, Options};
+
+use crate::args::ReportArgs;
+use crate::metrics;
+
+/// Builds and writes the report; returns true when a regression gate failed.
+pub fn run(args: ReportArgs) -> Result<bool, Error> {
+    if args.output.is_none() && args.json.is_none() {
+        return Err(Error::usage(
+            "report: nothing to write: pass -o report.html and/or --json report.json",
         ));
     }
-    if let Some(precision) = summary
-        .extra
-        .get("embedding")
-        .and_then(|e| e["precision"].as_str())
-    {
-        if precision != "fp32" {
-            out.push_str(&format!(
-                "embedding metrics in {precision}, not fp32: they differ from fp32 by the \
-                 deviation in docs/performance.md#precision\n"
-            ));
+    if !(100..=100_000).contains(&args.replicates) {
+        return Err(Error::usage(format!(
+            "--replicates {}: expected 100 to 100000",
+            args.replicates
+        )));
+    }
+    for path in args.output.iter().chain(args.json.iter()) {
+        check_writable(path)?;
+    }
+    let thresholds = args
+        .threshold
+        .iter()
+        .map(|t| metrics::parse_threshold(t, &metrics::report_metric))
+        .collect::<Result<Vec<_>, _>>()?;
+    let gates = args
+        .fail_on_regression
+        .iter()
+        .filter(|g| !g.trim().is_empty())
+        .map(|g| Gate::parse(g))
+        .collect::<Result<Vec<_>, _>>()?;
+    let options = Options {
+        result: args.result,
+        baseline: args.baseline,
+        input: args.input,
+        mapping: ColumnMapping {
+            id: args.mapping.id_col,
+            input: args.mapping.input_col,
+            reference: args.mapping.reference_col,
+            output: args.mapping.output_col,
+        },
+        by: args.by,
+        thresholds,
+        gates,
+        lowest: args.lowest,
+        flips: args.flips,
+        seed: args.seed,
+        replicates: args.replicates,
+    };
+    let report = refscore_report::build(&options)?;
+    if let Some(path) = &args.output {
+        let html = report.html()?;
+        write_atomically(path, html.as_bytes())
+            .map_err(|e| Error::io(format!("{}: cannot write: {e}", path.display())))?;
+    }
+    if let Some(path) = &args.json {
+        write_atomically(path, report.json().as_bytes())
+            .map_err(|e| Error::io(format!("{}: cannot write: {e}", path.display())))?;
+    }
+    if !args.quiet {
+        let mut out = String::new();
+        for m in &report.metrics {
+            if let Some(c) = &m.change {
+                out.push_str(&c.line);
+                out.push('\n');
+            }
         }
+        for p in args.output.iter().chain(args.json.iter()) {
+            out.push_str(&format!("wrote {}\n", p.display()));
+        }
+        crate::print_out(&out)?;
     }
-    if let Some(j) = summary.extra.get("judge") {
-        out.push_str(&judge_line(j));
+    let failed = report.failed_gates();
+    for g in &failed {
+        eprintln!("refscore: {}", g.line);
     }
-    out.push_str(&format!(
-        "(medians are exact to within ±{:.0e}: bins of {:.0e})\n",
-        summary.median_resolution / 2.0,
-        summary.median_resolution
-    ));
-    out
+    Ok(!failed.is_empty())
 }
 
-/// One line of judge accounting: what was judged, what it cost, how much of
-/// the prompt the server's cache covered, and when reasons were asked.
-fn judge_line(j: &serde_json::Value) -> String {
-    let n = |k: &str| j[k].as_u64().unwrap_or(0);
-    let prompt = n("prompt_tokens");
-    let cached = n("prompt_tokens_cached");
-    let cache = if cached > 0 && prompt > 0 {
-        format!(
-            " ({:.0}% from the prompt cache)",
-            cached as f64 * 100.0 / prompt as f64
-        )
-    } else {
-        String::new()
-    };
-    format!(
-        "judge: {} rows judged, {} calls, {} prompt tokens{cache}, {} completion tokens, {:.2} s per judged row; reasons: {} ({} asked)\n",
-        n("rows_judged"),
-        n("calls"),
-        prompt,
-        n("completion_tokens"),
-        j["seconds_per_judged_row"].as_f64().unwrap_or(0.0),
-        j["reasons"].as_str().unwrap_or("-"),
-        n("reasons_asked"),
-    )
+/// Fails before any reading when an output's folder is missing.
+fn check_writable(path: &Path) -> Result<(), Error> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(Error::io(format!(
+            "{}: output folder {} does not exist",
+            path.display(),
+            dir.display()
+        )));
+    }
+    if path.is_dir() {
+        return Err(Error::io(format!("{}: is a directory", path.display())));
+    }
+    Ok(())
 }

@@ -106,9 +106,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("EXIT_CODES", codes)?;
     // The metric registry, so Python code reads metrics as the CLI does.
     let metrics = pyo3::types::PyList::empty(m.py());
-    for metric in refscore_core::metric::BUILTIN {
+    for metric in refscore_core::metric::BUILTIN.iter() {
         let d = pyo3::types::PyDict::new(m.py());
-        d.set_item("name", metric.name)?;
+        d.set_item("name", metric.name.as_str())?;
         d.set_item("group", metric.group.name())?;
         d.set_item("family", metric.family)?;
         d.set_item(
@@ -120,8 +120,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         )?;
         d.set_item("default_threshold", metric.default_threshold)?;
         d.set_item("columns", metric.output_columns().to_vec())?;
-        d.set_item("reason_column", metric.reason_column)?;
-        d.set_item("source_column", metric.source_column)?;
+        d.set_item("reason_column", metric.reason_column.as_deref())?;
+        d.set_item("source_column", metric.source_column.as_deref())?;
         metrics.append(d)?;
     }
     m.add("METRICS", metrics)?;

@@ -1,0 +1,85 @@
+//! The summary table printed at the end of a run.
+
+use refscore_write::Summary;
+
+/// Renders the summary as an aligned plain-text table.
+pub fn table(summary: &Summary) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "rows {}  (ok {}, partial {}, error {})  in {:.2}s  = {:.0} rows/s\n",
+        summary.rows,
+        summary.rows_ok,
+        summary.rows_partial,
+        summary.rows_error,
+        summary.seconds,
+        summary.rows_per_second
+    ));
+    out.push_str(&format!(
+        "{:<22} {:>9} {:>8} {:>8} {:>9} {:>9}\n",
+        "metric", "rows", "mean", "median", "threshold", "pass rate"
+    ));
+    let num = |v: Option<f64>, digits: usize| {
+        v.map(|x| format!("{x:.digits$}"))
+            .unwrap_or_else(|| "-".into())
+    };
+    for m in &summary.metrics {
+        out.push_str(&format!(
+            "{:<22} {:>9} {:>8} {:>8} {:>9} {:>9}\n",
+            m.name,
+            m.count,
+            num(m.mean, 4),
+            num(m.median, 4),
+            num(m.threshold, 2),
+            m.pass_rate
+                .map(|p| format!("{:.1}%", p * 100.0))
+                .unwrap_or_else(|| "-".into())
+        ));
+    }
+    if let Some(precision) = summary
+        .extra
+        .get("embedding")
+        .and_then(|e| e["precision"].as_str())
+    {
+        if precision != "fp32" {
+            out.push_str(&format!(
+                "embedding metrics in {precision}, not fp32: they differ from fp32 by the \
+                 deviation in docs/performance.md#precision\n"
+            ));
+        }
+    }
+    if let Some(j) = summary.extra.get("judge") {
+        out.push_str(&judge_line(j));
+    }
+    out.push_str(&format!(
+        "(medians are exact to within ±{:.0e}: bins of {:.0e})\n",
+        summary.median_resolution / 2.0,
+        summary.median_resolution
+    ));
+    out
+}
+
+/// One line of judge accounting: what was judged, what it cost, how much of
+/// the prompt the server's cache covered, and when reasons were asked.
+fn judge_line(j: &serde_json::Value) -> String {
+    let n = |k: &str| j[k].as_u64().unwrap_or(0);
+    let prompt = n("prompt_tokens");
+    let cached = n("prompt_tokens_cached");
+    let cache = if cached > 0 && prompt > 0 {
+        format!(
+            " ({:.0}% from the prompt cache)",
+            cached as f64 * 100.0 / prompt as f64
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "judge: {} rows judged, {} calls, {} prompt tokens{cache}, {} completion tokens, {:.2} s per judged row; reasons: {} ({} asked)\n",
+        n("rows_judged"),
+        n("calls"),
+        prompt,
+        n("completion_tokens"),
+        j["seconds_per_judged_row"].as_f64().unwrap_or(0.0),
+        j["reasons"].as_str().unwrap_or("-"),
+        n("reasons_asked"),
+    )
+}

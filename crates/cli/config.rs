@@ -4,7 +4,7 @@
 //! The words go through the same parser and the same checks as the command
 //! line, so the file accepts exactly what the flags accept. The one table
 //! that is not a flag, `[judge.metric.NAME]`, defines judge metrics; the
-//! judge crate reads those from the same file.
+//! judge crate reads those from the same parse of the file.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -12,37 +12,57 @@ use std::path::{Path, PathBuf};
 
 use clap::{Arg, ArgAction, Command};
 use refscore_core::Error;
+use refscore_judge::JudgeMetrics;
+use serde::Deserialize;
 use toml::{Spanned, Value};
 
 /// Keys whose relative paths are taken from the config file's folder.
 const RELATIVE_PATHS: [&str; 4] = ["input", "output", "judge_cache", "judge_metrics"];
 
-/// A config file's text, read once (a file given as `/dev/stdin` can be
-/// read only once): its flags and its judge metric definitions both come
-/// from this text.
+/// A config file, read and parsed once (a file given as `/dev/stdin` can
+/// be read only once): its flags and its judge metric definitions both come
+/// from this one parse.
 #[derive(Debug, Clone)]
 pub(crate) struct ConfigFile {
     /// The file, for messages.
     pub path: PathBuf,
+    /// Its text, for the lines of messages.
     pub text: String,
+    /// Its keys and their values.
+    table: BTreeMap<Spanned<String>, Value>,
+    /// The judge metrics a run with this file knows: the built-in ones
+    /// and the file's `[judge.metric.NAME]` definitions.
+    pub judge_metrics: JudgeMetrics,
 }
 
 impl ConfigFile {
     /// Reads a config file; text that is not UTF-8 is a configuration
-    /// error (78) naming the file, other read failures are I/O (74).
+    /// error (78) naming the file, other read failures are I/O (74), TOML
+    /// that does not parse or a bad definition a configuration error at
+    /// its line.
     pub(crate) fn read(path: &Path) -> Result<ConfigFile, Error> {
         let text = refscore_core::files::read_text(path, "config file")?;
+        let syntax = |e: toml::de::Error| {
+            let line = e.span().map(|s| line_of(&text, s.start));
+            at(path, line, e.message())
+        };
+        let parsed = toml::de::DeTable::parse(&text).map_err(syntax)?;
+        let table: BTreeMap<Spanned<String>, Value> =
+            Deserialize::deserialize(toml::de::Deserializer::from(parsed.clone()))
+                .map_err(syntax)?;
+        let mut judge_metrics = JudgeMetrics::builtin();
+        // A `judge` key that is no table is refused with the other keys.
+        if table
+            .iter()
+            .any(|(k, v)| k.get_ref() == "judge" && v.is_table())
+        {
+            judge_metrics.read_config_table(path, &text, parsed)?;
+        }
         Ok(ConfigFile {
             path: path.to_path_buf(),
             text,
-        })
-    }
-
-    /// The file as TOML, a syntax error naming its line.
-    fn table(&self) -> Result<BTreeMap<Spanned<String>, Value>, Error> {
-        toml::from_str(&self.text).map_err(|e| {
-            let line = e.span().map(|s| line_of(&self.text, s.start));
-            at(&self.path, line, e.message())
+            table,
+            judge_metrics,
         })
     }
 
@@ -62,8 +82,6 @@ pub(crate) struct ConfigWords {
     /// Per argument id, the line of each value the file gave (a key's line;
     /// for `[thresholds]`, each entry's).
     pub lines: BTreeMap<String, Vec<usize>>,
-    /// Whether the file has a `[judge]` table (judge metric definitions).
-    pub defines_judge_metrics: bool,
 }
 
 impl ConfigWords {
@@ -85,13 +103,12 @@ pub(crate) fn read(
     on_command_line: &dyn Fn(&str) -> bool,
 ) -> Result<ConfigWords, Error> {
     let (path, text) = (&file.path, &file.text);
-    let table = file.table()?;
+    let table = file.table.clone();
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut out = ConfigWords {
         file: file.clone(),
         words: Vec::new(),
         lines: BTreeMap::new(),
-        defines_judge_metrics: false,
     };
     for (key, value) in table {
         let key_line = line_of(text, key.span().start);
@@ -105,7 +122,6 @@ pub(crate) fn read(
                     "`judge` is a table: [judge.metric.NAME] defines a judge metric",
                 ));
             }
-            out.defines_judge_metrics = true;
             continue;
         }
         let id = if key == "thresholds" {
@@ -245,7 +261,7 @@ pub(crate) fn judge_metrics_files(file: &ConfigFile) -> Result<Vec<PathBuf>, Err
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    for (key, value) in file.table()? {
+    for (key, value) in file.table.clone() {
         if key.get_ref() != "judge_metrics" {
             continue;
         }

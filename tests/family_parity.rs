@@ -4,7 +4,7 @@
 //! (`--layer`, bert_score's num_layers), with idf off and on, and rescaled
 //! with a baseline file in bert_score's format (`--rescale-baseline FILE`),
 //! within 1e-4 on every row of its tests/fixtures/parity-NAME.jsonl (made by
-//! scripts/make-family-fixture.py with those libraries; multilingual rows
+//! scripts/fixtures/make-family-fixture.py with those libraries; multilingual rows
 //! included), on every CPU kernel path this machine runs:
 //!
 //! - all-mpnet-base-v2: MPNet, real weights (scripts/fetch-model.sh);
@@ -13,7 +13,7 @@
 //! - tiny-bert-unigram: a BERT body with a Unigram tokenizer, CLS pooling.
 //!
 //! The tiny ones are random-weight checkpoints committed under
-//! tests/fixtures/models (scripts/make-tiny-models.py).
+//! tests/fixtures/models (scripts/fixtures/make-tiny-models.py).
 
 mod common;
 

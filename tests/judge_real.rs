@@ -1,5 +1,5 @@
 //! End to end with a real judge: llama.cpp's llama-server running
-//! Qwen2.5-Coder-1.5B-Instruct (scripts/judge-server.sh), on the example
+//! Qwen2.5-Coder-1.5B-Instruct (scripts/env/judge-server.sh), on the example
 //! set's judge rows. Checks that every requested row gets a verdict, that no
 //! reply fails to parse, agreement with the hand labels, P(true) and reasons
 //! as `--judge-reasons` says, prompt-cache hits, what the cosine cascade
@@ -22,7 +22,7 @@ fn url() -> Option<String> {
         _ => {
             assert!(
                 std::env::var("REFSCORE_REQUIRE_REAL_JUDGE").is_err(),
-                "REFSCORE_REQUIRE_REAL_JUDGE is set but REFSCORE_JUDGE_URL is not (scripts/judge-server.sh start prints it)"
+                "REFSCORE_REQUIRE_REAL_JUDGE is set but REFSCORE_JUDGE_URL is not (scripts/env/judge-server.sh start prints it)"
             );
             eprintln!("skipping: no REFSCORE_JUDGE_URL (scripts/test.sh starts a real judge)");
             None

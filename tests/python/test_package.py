@@ -1,5 +1,5 @@
 """The `refscore` Python package (crates/python), installed from the wheel
-that scripts/build-wheel.sh builds: Scorer on pyarrow, Polars and DuckDB
+that scripts/env/build-wheel.sh builds: Scorer on pyarrow, Polars and DuckDB
 data against the CLI's Parquet output, errors, score_parquet, and the
 `refscore` console script running the README's first command."""
 

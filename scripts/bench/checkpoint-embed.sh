@@ -4,10 +4,10 @@
 # same generated set, alternating runs, and prints the median of each and
 # their ratio. Needs python3 with pyarrow and the default model.
 #
-# Usage: scripts/bench-checkpoint-embed.sh BASELINE_BIN [ROWS] [REPEAT]
+# Usage: scripts/bench/checkpoint-embed.sh BASELINE_BIN [ROWS] [REPEAT]
 # ROW_GROUP=N sets the rows per input row group (default 10000).
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 baseline="${1:?usage: $0 BASELINE_BIN [ROWS] [REPEAT]}"
 rows="${2:-3000}"
 repeat="${3:-3}"

@@ -17,7 +17,7 @@ without a batch runner), and for refscore's own measurements. Standard
 library only.
 
 Usage:
-  python scripts/answer-batch-dir.py --judge-url http://127.0.0.1:8080/v1 \
+  python scripts/tools/answer-batch-dir.py --judge-url http://127.0.0.1:8080/v1 \
       --dir PATH [--concurrency 2] [--api-key-env OPENAI_API_KEY]
 """
 

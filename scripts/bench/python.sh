@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Benchmarks the Python and Ray paths against the CLI on the same files, in
-# one run (scripts/bench_python_paths.py); figures go to docs/performance.md.
+# one run (scripts/bench/python-paths.py); figures go to docs/performance.md.
 # Builds the CLI and the wheel (reusing $CARGO_TARGET_DIR) and installs the
 # wheel and the test requirements (Ray included) into a virtualenv.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
 venv="${REFSCORE_BENCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/refscore/venv-bench-python}"
@@ -13,6 +13,6 @@ scripts/fetch-model.sh
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/python/requirements.txt
 cargo build --release --locked --bin refscore
 "$venv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps \
-  "$(PYTHON="$venv/bin/python" scripts/build-wheel.sh)"
+  "$(PYTHON="$venv/bin/python" scripts/env/build-wheel.sh)"
 lscpu | grep 'Model name' || true
-REFSCORE_BIN="$target_dir/release/refscore" "$venv/bin/python" scripts/bench_python_paths.py
+REFSCORE_BIN="$target_dir/release/refscore" "$venv/bin/python" scripts/bench/python-paths.py

@@ -3,14 +3,14 @@
 # and no Rust, no registry and no model hub (the device machines: CUDA 13 driver,
 # PyTorch with sentence-transformers, pandas and pyarrow).
 #
-#   scripts/bench-gpu.sh pack   here: puts everything the GPU machine needs into
+#   scripts/bench/gpu.sh pack   here: puts everything the GPU machine needs into
 #                               .gpu/ (git-ignored, so `run` can carry it): the
-#                               CUDA binary (scripts/build-cuda.sh) xz-compressed,
+#                               CUDA binary (scripts/env/build-cuda.sh) xz-compressed,
 #                               the model with its weights as f16 (to fit one
 #                               64 MiB transfer; widened back to f32 there, so every
 #                               engine reads the same weights), the parity fixture,
 #                               the benchmark sets and the bert-score wheel
-#   scripts/bench-gpu.sh run    there, from the repository root with .gpu/ carried:
+#   scripts/bench/gpu.sh run    there, from the repository root with .gpu/ carried:
 #                               1. parity: the GPU's cosine and BERTScore against the
 #                                  same binary's CPU fp32 on the committed fixture,
 #                                  at most TOL (1e-4) apart, else exit 1;
@@ -29,7 +29,7 @@
 # target/cuda/release/refscore), OUT.
 # Candle's f32 matrix products on CUDA do not use TF32 unless asked; refscore never asks.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 pack_dir="$root/.gpu"
 rows="${ROWS:-20000}" # pack only
@@ -39,7 +39,7 @@ die() { log "error: $*"; exit 1; }
 
 pack() {
   local bin="${REFSCORE_CUDA_BIN:-${CARGO_TARGET_DIR:-$root/target/cuda}/release/refscore}"
-  [ -x "$bin" ] || die "no CUDA binary at $bin: run scripts/build-cuda.sh first (or set REFSCORE_CUDA_BIN)"
+  [ -x "$bin" ] || die "no CUDA binary at $bin: run scripts/env/build-cuda.sh first (or set REFSCORE_CUDA_BIN)"
   readelf -d "$bin" | grep -q 'libcuda\.so' || die "$bin is not a CUDA build (it does not link libcuda)"
   scripts/fetch-model.sh >/dev/null
   rm -rf "$pack_dir"
@@ -54,22 +54,22 @@ pack() {
     [ -f "$f" ] && [ "$(basename "$f")" != model.safetensors ] && cp "$f" "$pack_dir/model/"
   done
   cp -r "$model/1_Pooling" "$pack_dir/model/"
-  "$py" scripts/bench_gpu.py weights "$model/model.safetensors" "$pack_dir/model-f16.safetensors" f16
+  "$py" scripts/bench/gpu.py weights "$model/model.safetensors" "$pack_dir/model-f16.safetensors" f16
   xz -T0 -6 "$pack_dir/model-f16.safetensors"
   log "the parity fixture and the benchmark sets ($rows rows each)"
-  "$py" scripts/bench_gpu.py fixture tests/fixtures/parity.jsonl "$pack_dir/parity.parquet"
-  "$py" scripts/make_bench_sets.py --rows "$rows" "$pack_dir" >&2
+  "$py" scripts/bench/gpu.py fixture tests/fixtures/parity.jsonl "$pack_dir/parity.parquet"
+  "$py" scripts/fixtures/make-bench-sets.py --rows "$rows" "$pack_dir" >&2
   python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
-    -d "$pack_dir/wheels" "$(grep '^bert-score==' scripts/parity-requirements.txt)"
+    -d "$pack_dir/wheels" "$(grep '^bert-score==' scripts/env/parity-requirements.txt)"
   local size
   size="$(du -sm "$pack_dir" | cut -f1)"
   [ "$size" -lt 60 ] || die ".gpu is $size MiB; a transfer takes 64 MiB with the repository"
-  log ".gpu is $size MiB. On the GPU machine: run(command='bash scripts/bench-gpu.sh run', carry=['.gpu'])"
+  log ".gpu is $size MiB. On the GPU machine: run(command='bash scripts/bench/gpu.sh run', carry=['.gpu'])"
 }
 
 run() {
   local device="${DEVICE:-cuda}" out="${OUT:-/tmp/refscore-gpu-out}" work=/tmp/refscore-gpu
-  [ -d "$pack_dir" ] || die "no .gpu folder: run 'scripts/bench-gpu.sh pack' here first and carry .gpu"
+  [ -d "$pack_dir" ] || die "no .gpu folder: run 'scripts/bench/gpu.sh pack' here first and carry .gpu"
   mkdir -p "$work" "$out"
   python3 - "$pack_dir" "$work" <<'EOF'
 import lzma, shutil, sys
@@ -81,7 +81,7 @@ with lzma.open(f"{src}/model-f16.safetensors.xz") as i, open(f"{dst}/model-f16.s
 EOF
   chmod +x "$work/refscore"
   rm -rf "$work/model" && cp -r "$pack_dir/model" "$work/model"
-  python3 scripts/bench_gpu.py weights "$work/model-f16.safetensors" "$work/model/model.safetensors" f32
+  python3 scripts/bench/gpu.py weights "$work/model-f16.safetensors" "$work/model/model.safetensors" f32
   python3 -m pip install --quiet --no-index --no-deps --target "$work/site" "$pack_dir"/wheels/*.whl
   export PYTHONPATH="$work/site${PYTHONPATH:+:$PYTHONPATH}"
   # The CUDA 13 libraries refscore links (cuBLAS, cuRAND, the runtime) come with PyTorch.
@@ -100,7 +100,7 @@ EOF
   "$bin" score "$pack_dir/parity.parquet" -o "$work/parity-cpu.parquet" --overwrite --quiet \
     --metrics embedding --model "$model" --device cpu
   local parity_ok=0
-  python3 scripts/bench_gpu.py compare "$work/parity-gpu.parquet" "$work/parity-cpu.parquet" "$tol" \
+  python3 scripts/bench/gpu.py compare "$work/parity-gpu.parquet" "$work/parity-cpu.parquet" "$tol" \
     >"$work/parity.json" || parity_ok=1
 
   log "2. refscore on $device"
@@ -122,9 +122,9 @@ EOF
   local notes=("bf16 on the GPU not run: refscore's --precision bf16 runs on the CPU only")
   if python3 -c 'import torch, sentence_transformers, bert_score' 2>/dev/null; then
     for set in nightly distinct; do
-      python3 scripts/bench_python.py "$pack_dir/$set.parquet" "$work/$set-python.parquet" \
+      python3 scripts/bench/python.py "$pack_dir/$set.parquet" "$work/$set-python.parquet" \
         --model "$model" --device "$device" --threads "$(nproc)" >"$work/$set-python.json"
-      python3 scripts/bench_python.py "$pack_dir/$set.parquet" --encoder-only \
+      python3 scripts/bench/python.py "$pack_dir/$set.parquet" --encoder-only \
         --model "$model" --device "$device" --threads "$(nproc)" >"$work/$set-encoder.json"
       python3 - "$work/$set-python.json" "$work/$set-encoder.json" "$set" >>"$runs" <<'EOF'
 import json, sys
@@ -147,7 +147,7 @@ result = {"gpu": gpu, "rows": pq.read_metadata(sets).num_rows, "parity": json.lo
           "runs": [json.loads(l) for l in open(runs) if l.strip()], "notes": sys.argv[6:]}
 json.dump(result, open(out, "w"), indent=1)
 EOF
-  python3 scripts/bench_gpu.py table "$out/bench-gpu.json"
+  python3 scripts/bench/gpu.py table "$out/bench-gpu.json"
   [ "$parity_ok" = 0 ] || die "parity failed: see the table's parity line"
 }
 

@@ -2,7 +2,7 @@
 Ray paths (refscore.ray.score on a Ray Dataset; the `python -m refscore.ray`
 shard job), on the same generated file and machine, in one run.
 
-    scripts/bench-python.sh            # builds and installs, then runs this
+    scripts/bench/python.sh            # builds and installs, then runs this
 
 Prints a Markdown table for docs/performance.md."""
 
@@ -18,9 +18,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "common"))
+from refscore_scripts import DEFAULT_MODEL, REPO  # noqa: E402
+
+ROOT = Path(REPO)
 BIN = os.environ.get("REFSCORE_BIN", str(ROOT / "target" / "release" / "refscore"))
-MODEL = os.environ.get("REFSCORE_MODEL_DIR") or str(ROOT / "models" / "all-MiniLM-L6-v2")
+MODEL = os.environ.get("REFSCORE_MODEL_DIR") or DEFAULT_MODEL
 
 
 def make(path: Path, copies: int):

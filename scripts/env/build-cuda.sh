@@ -5,10 +5,10 @@
 # a newer nvcc would not load there).
 #
 # Usage:
-#   scripts/build-cuda.sh           # release binary: target/cuda/release/refscore
-#   scripts/build-cuda.sh --check   # `cargo check --features cuda` only (no linking):
-#                                   # what the test command runs to keep the feature compiling
-#   scripts/build-cuda.sh --env     # prints the environment lines the build uses
+#   scripts/env/build-cuda.sh           # release binary: target/cuda/release/refscore
+#   scripts/env/build-cuda.sh --check   # `cargo check --features cuda` only (no linking):
+#                                       # what the test command runs to keep the feature compiling
+#   scripts/env/build-cuda.sh --env     # prints the environment lines the build uses
 #
 # Settings (environment):
 #   CUDA_COMPUTE_CAP        compute capability of the kernels (default 90: Hopper)
@@ -25,7 +25,7 @@
 # On the GPU machine the binary needs the CUDA 13 libraries (cuBLAS, cuRAND, NVRTC)
 # on LD_LIBRARY_PATH: this toolkit's lib/ carried along, or PyTorch's nvidia/cu13/lib.
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 mode=build
 case "${1:-}" in

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Helpers of scripts/bench-gpu.sh, standard library plus what the GPU
+"""Helpers of scripts/bench/gpu.sh, standard library plus what the GPU
 machine has (numpy, pyarrow):
 
   weights SRC DST f16|f32   rewrite a safetensors file's float tensors in another
@@ -9,7 +9,7 @@ machine has (numpy, pyarrow):
   fixture JSONL OUT         the parity fixture's (id, reference, output) as Parquet
   compare A B TOL           max |A - B| per embedding metric column of two results;
                             exit 1 when any exceeds TOL
-  table RESULTS.json        prints the benchmark table of bench-gpu.sh
+  table RESULTS.json        prints the benchmark table of gpu.sh
 """
 
 import json

@@ -5,23 +5,23 @@
 #
 #   1. makes a virtualenv OUTSIDE the repository if it is missing (torch,
 #      transformers, sentence-transformers, bert_score pinned by
-#      scripts/parity-requirements.txt, plus pyarrow);
+#      scripts/env/parity-requirements.txt, plus pyarrow);
 #   2. fetches the model (scripts/fetch-model.sh);
 #   3. generates nightly.parquet (ROWS/20 references x 20 outputs) and
-#      distinct.parquet (no repeated text) with scripts/make_bench_sets.py;
+#      distinct.parquet (no repeated text) with scripts/fixtures/make-bench-sets.py;
 #   4. uses the refscore binary (builds it with `cargo build --release` only when
 #      the default path is missing);
 #   5. for each set runs refscore (--metrics embedding) and then the Python
-#      anchor (scripts/bench_python.py) on the same file;
+#      anchor (scripts/bench/python.py) on the same file;
 #   6. compares the scores row by row, then times a second night of the nightly
 #      set with --embed-cache (references stored by the first);
 #   7. times the bare PyTorch encoder forward over the nightly set's distinct
-#      texts (scripts/bench_python.py --encoder-only);
+#      texts (scripts/bench/python.py --encoder-only);
 #   8. prints a table and writes everything to $OUT/bench-results.json.
 #
 # Usage:
-#   scripts/bench-vs-python.sh
-#   ROWS=200 scripts/bench-vs-python.sh           # a quick smoke run
+#   scripts/bench/vs-python.sh
+#   ROWS=200 scripts/bench/vs-python.sh           # a quick smoke run
 #
 # Environment:
 #   ROWS                 rows per set (default 20000)
@@ -45,7 +45,7 @@
 # inside the max, which inflates some of its scores (docs/metrics.md#embedding-metrics).
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 caller_pwd="$PWD"
 
 rows="${ROWS:-20000}"
@@ -82,9 +82,9 @@ if [[ ! -x "$py" ]]; then
     command -v "$PYTHON" >/dev/null 2>&1 || die "'$PYTHON' not found (set PYTHON=/path/to/python3.11)"
     mkdir -p "$(dirname "$venv")"
     "$PYTHON" -m venv "$venv"
-    "$py" -m pip install --quiet --disable-pip-version-check -r scripts/parity-requirements.txt pyarrow
+    "$py" -m pip install --quiet --disable-pip-version-check -r scripts/env/parity-requirements.txt pyarrow
 elif ! "$py" -c 'import torch, transformers, sentence_transformers, bert_score, tokenizers, pyarrow' 2>/dev/null; then
-    "$py" -m pip install --quiet --disable-pip-version-check -r scripts/parity-requirements.txt pyarrow
+    "$py" -m pip install --quiet --disable-pip-version-check -r scripts/env/parity-requirements.txt pyarrow
 fi
 "$py" -c 'import torch, transformers, sentence_transformers, bert_score, tokenizers, pyarrow' \
     || die "the virtualenv at $venv lacks packages; remove it and run again"
@@ -101,7 +101,7 @@ esac
 # --- 3. inputs -------------------------------------------------------------------
 step "benchmark sets ($rows rows each) in $out"
 mkdir -p "$out"
-REFSCORE_MODEL_DIR="$model" "$py" scripts/make_bench_sets.py "$out" --rows "$rows"
+REFSCORE_MODEL_DIR="$model" "$py" scripts/fixtures/make-bench-sets.py "$out" --rows "$rows"
 
 # --- 4. refscore binary ----------------------------------------------------------
 step "refscore binary ($bin)"
@@ -137,7 +137,7 @@ EOF
     done
 
     step "$set: Python anchor (sentence-transformers + bert_score, $threads torch threads)"
-    "$py" scripts/bench_python.py "$input" "$out/$set.python.parquet" \
+    "$py" scripts/bench/python.py "$input" "$out/$set.python.parquet" \
         --threads "$threads" --model "$model" >"$out/$set.python.json"
     cat "$out/$set.python.json" >&2
 
@@ -232,7 +232,7 @@ EOF
 
 # --- 7. bare PyTorch encoder ----------------------------------------------------
 step "PyTorch encoder forward over the nightly set's distinct texts ($threads threads)"
-"$py" scripts/bench_python.py "$out/nightly.parquet" --encoder-only \
+"$py" scripts/bench/python.py "$out/nightly.parquet" --encoder-only \
     --threads "$threads" --model "$model" >"$out/encoder.python.json"
 cat "$out/encoder.python.json" >&2
 

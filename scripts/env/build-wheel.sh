@@ -4,12 +4,12 @@
 # prints the wheel's path. The Rust build reuses $CARGO_TARGET_DIR, so after a
 # `cargo build --release` only the binding itself is compiled.
 #
-#   scripts/build-wheel.sh [OUTDIR]      # default OUTDIR: $CARGO_TARGET_DIR/wheels
-#   PYTHON=/path/to/venv/bin/python scripts/build-wheel.sh   # the interpreter to build for
-#   REFSCORE_CUDA=1 scripts/build-wheel.sh                   # with the CUDA encoder
-#   pip install "$(scripts/build-wheel.sh)"
+#   scripts/env/build-wheel.sh [OUTDIR]      # default OUTDIR: $CARGO_TARGET_DIR/wheels
+#   PYTHON=/path/to/venv/bin/python scripts/env/build-wheel.sh   # the interpreter to build for
+#   REFSCORE_CUDA=1 scripts/env/build-wheel.sh                   # with the CUDA encoder
+#   pip install "$(scripts/env/build-wheel.sh)"
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 python="${PYTHON:-python3}"
 target_dir="${CARGO_TARGET_DIR:-$root/target}"

@@ -2,7 +2,7 @@
 and what its int8 dynamic quantisation runs per product (DynamicQuantizeLinear
 of the activations, MatMulInteger u8 x s8 -> s32, then the scale multiply),
 all in one graph per shape. Prints the same CSV columns as the embed crate's
-`product_speed` measurement. Run by scripts/bench-products.sh."""
+`product_speed` measurement. Run by scripts/bench/products.sh."""
 import os
 import statistics
 import time

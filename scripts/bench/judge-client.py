@@ -16,7 +16,7 @@ user messages / 4, plus max_tokens), which the server recomputes from each
 body it receives.
 
 Usage (from the repository root, after a release build):
-  python scripts/bench_judge_client.py [--bin target/release/refscore]
+  python scripts/bench/judge-client.py [--bin target/release/refscore]
       [--rows 4096] [--latency 0.2] [--concurrency 64,256] [--batch-size auto,1024]
       [--rpm 600 --rpm-seconds 20] [--tpm 60000 --tpm-seconds 20] [--json results.json]
 Needs pyarrow (the test venv has it). Prints a markdown table.

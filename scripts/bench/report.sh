@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Seconds and peak RSS of `refscore report` at 1M and 10M rows, with and
 # without a baseline (docs/performance.md). Inputs are generated
-# (scripts/make_report_bench.py), scored with the real binary (lexical
+# (scripts/fixtures/make-report-bench.py), scored with the real binary (lexical
 # metrics, `--keep category`), then reported on: alone, and against last
 # night's run with --by category and texts joined from --input.
 #
-# usage: scripts/bench-report.sh [ROWS...]   (default: 1000000 10000000)
+# usage: scripts/bench/report.sh [ROWS...]   (default: 1000000 10000000)
 # env:   REFSCORE_BIN (default target/release/refscore), PYTHON (with numpy and
 #        pyarrow; default the test venv), BENCH_DIR (default a temporary folder)
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 bin="${REFSCORE_BIN:-${CARGO_TARGET_DIR:-$root/target}/release/refscore}"
 python="${PYTHON:-${XDG_CACHE_HOME:-$HOME/.cache}/refscore/venv-test/bin/python}"
 dir="${BENCH_DIR:-$(mktemp -d)}"
@@ -29,7 +29,7 @@ echo "| --- | ---: | ---: |"
 for rows in "${sizes[@]}"; do
   d="$dir/$rows"
   if [ ! -f "$d/cur.scores.parquet" ]; then
-    "$python" "$root/scripts/make_report_bench.py" "$rows" "$d"
+    "$python" "$root/scripts/fixtures/make-report-bench.py" "$rows" "$d"
     for night in base cur; do
       "$bin" score "$d/$night.parquet" -o "$d/$night.scores.parquet" --metrics lexical \
         --keep category --quiet --overwrite

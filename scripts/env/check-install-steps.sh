@@ -3,12 +3,12 @@
 # once did on a fresh machine (a background `apt-get install cmake` beside a
 # foreground `apt-get update`: "Could not get lock", exit 100).
 #
-# It runs scripts/system-deps.sh as on a fresh machine: dpkg's state is an empty
+# It runs scripts/env/system-deps.sh as on a fresh machine: dpkg's state is an empty
 # folder (nothing installed), and apt-get is a stand-in that behaves like the
 # real one where it matters: it takes apt's lock without waiting and fails with
 # apt's own message when another apt-get holds it, holds the lock for a while,
 # and marks the packages installed in that state. Checked:
-#   1. no script but scripts/system-deps.sh calls apt-get;
+#   1. no script but scripts/env/system-deps.sh calls apt-get;
 #   2. a fresh machine gets one `update` and one `install` of every package;
 #      a second run installs nothing;
 #   3. two installers started at once both succeed, one after the other;
@@ -16,7 +16,7 @@
 #      a missing package is an error and apt-get is never called.
 # Takes a few seconds; touches nothing outside a temporary folder.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 fail() { printf 'check-install-steps: FAILED: %s\n' "$*" >&2; exit 1; }
 
@@ -24,9 +24,9 @@ fail() { printf 'check-install-steps: FAILED: %s\n' "$*" >&2; exit 1; }
 strays="$(grep -rn --include='*.sh' --include='*.py' --include='run' \
   -E 'apt-get([[:space:]]+-[^[:space:]]+)*[[:space:]]+(update|install|upgrade|dist-upgrade|remove|purge)|[(]apt-get[)]|apt_get' \
   scripts .ci tests crates 2>/dev/null \
-  | grep -v -E '^scripts/(system-deps|check-install-steps)\.sh:' \
+  | grep -v -E '^scripts/env/(system-deps|check-install-steps)\.sh:' \
   | grep -v -E '^[^:]+:[0-9]+:[[:space:]]*#' || true)"
-[ -z "$strays" ] || fail "apt-get called outside scripts/system-deps.sh:
+[ -z "$strays" ] || fail "apt-get called outside scripts/env/system-deps.sh:
 $strays"
 
 work="$(mktemp -d)"
@@ -72,7 +72,7 @@ deps() {
   local dir="$1"
   shift
   REFSCORE_DPKG_ADMINDIR="$dir" REFSCORE_APT_GET="$fake" REFSCORE_APT_LOCK="$dir/refscore.lock" \
-    scripts/system-deps.sh "$@"
+    scripts/env/system-deps.sh "$@"
 }
 
 # 2. A fresh machine: one update, one install of everything; then nothing.

@@ -15,8 +15,8 @@ fresh output and no judge cache, so every row is a paid call. Wall time is the
 binary's whole run (model-free: only the judge stage runs); seconds per judged
 row = wall time / rows the summary says were judged.
 
-Usage (the judge running, e.g. `scripts/judge-server.sh start`):
-  python scripts/bench_judge.py --judge-url http://127.0.0.1:PORT/v1 \
+Usage (the judge running, e.g. `scripts/env/judge-server.sh start`):
+  python scripts/bench/judge.py --judge-url http://127.0.0.1:PORT/v1 \
       [--bin target/release/refscore] [--modes always,failures,never] \
       [--threshold 0.5] [--json results.json]
 Prints markdown tables; `--json` also writes every figure.
@@ -29,11 +29,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "common"))
+from refscore_scripts import REPO as ROOT, cpu_model  # noqa: E402
+
 BINS = [(0.0, 0.1), (0.1, 0.3), (0.3, 0.5), (0.5, 0.7), (0.7, 0.9), (0.9, 1.0001)]
 
 
@@ -133,8 +136,7 @@ def main():
     ap.add_argument("--threshold", type=float, default=0.5)
     ap.add_argument("--json")
     args = ap.parse_args()
-    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    cpu = next((l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")), "?")
+    cpu = cpu_model()
     results = {"cpu": cpu, "threshold": args.threshold, "sets": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.sets.split(","):

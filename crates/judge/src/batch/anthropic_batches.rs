@@ -16,7 +16,7 @@ use url::Url;
 
 use super::ledger::{Chunk, Ledger};
 use super::lines::{Outcome, ReadResult, RequestLine};
-use super::rest::{Rest, ATTEMPTS};
+use super::rest::Rest;
 use super::{BatchBackend, Poll};
 use crate::Endpoint;
 
@@ -243,7 +243,7 @@ impl BatchBackend for AnthropicBatches {
     }
 
     fn poll(&self, chunk: &Chunk, into: &Path) -> Result<Poll, Error> {
-        let id = chunk.batch_id.as_deref().expect("a created batch");
+        let id = chunk.created()?;
         let b = self.rest.get_json(
             &self.rest.url(&["messages", "batches", id])?,
             "reading a batch",
@@ -283,20 +283,12 @@ impl BatchBackend for AnthropicBatches {
     }
 
     fn cancel(&self, chunk: &Chunk) -> Result<(), Error> {
-        let id = chunk.batch_id.as_deref().expect("a created batch");
-        let url = self.rest.url(&["messages", "batches", id, "cancel"])?;
         self.rest
-            .call("POST", &url, ATTEMPTS, |r| {
-                r.send_json(json!({})).map_err(Box::new)
-            })
-            .map(|_| ())
+            .post_empty(&["messages", "batches", chunk.created()?, "cancel"])
     }
 
     fn name(&self, chunk: &Chunk) -> String {
-        format!(
-            "batch {}",
-            chunk.batch_id.as_deref().unwrap_or("(not created)")
-        )
+        chunk.remote_name()
     }
 }
 

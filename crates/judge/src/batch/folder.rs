@@ -116,7 +116,7 @@ impl BatchBackend for Folder {
     }
 
     fn poll(&self, chunk: &Chunk, _into: &Path) -> Result<Poll, Error> {
-        let name = chunk.batch_id.as_deref().expect("a written file");
+        let name = chunk.created()?;
         let results = self.results(name);
         if results.exists() {
             return Ok(Poll::Ended {
@@ -133,7 +133,7 @@ impl BatchBackend for Folder {
     }
 
     fn cancel(&self, chunk: &Chunk) -> Result<(), Error> {
-        let name = chunk.batch_id.as_deref().expect("a written file");
+        let name = chunk.created()?;
         if !self.results(name).exists() {
             let _ = std::fs::remove_file(self.path.join(name));
         }

@@ -43,6 +43,22 @@ impl Chunk {
     pub(crate) fn open(&self) -> bool {
         self.batch_id.is_some() && !self.collected && !self.cancelled
     }
+
+    /// The provider's id of the batch (a file's name, for a folder): polling
+    /// and cancelling happen only after creation, so its absence is a bug.
+    pub(crate) fn created(&self) -> Result<&str, Error> {
+        self.batch_id
+            .as_deref()
+            .ok_or_else(|| Error::internal(format!("judge batch {} was never created", self.name)))
+    }
+
+    /// The batch as messages name it: its id, once created.
+    pub(crate) fn remote_name(&self) -> String {
+        format!(
+            "batch {}",
+            self.batch_id.as_deref().unwrap_or("(not created)")
+        )
+    }
 }
 
 /// The ledger file and what it says.

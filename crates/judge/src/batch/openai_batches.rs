@@ -208,7 +208,7 @@ impl BatchBackend for OpenAiBatches {
     }
 
     fn poll(&self, chunk: &Chunk, into: &Path) -> Result<Poll, Error> {
-        let id = chunk.batch_id.as_deref().expect("a created batch");
+        let id = chunk.created()?;
         let b = self
             .rest
             .get_json(&self.rest.url(&["batches", id])?, "reading a batch")?;
@@ -254,20 +254,12 @@ impl BatchBackend for OpenAiBatches {
     }
 
     fn cancel(&self, chunk: &Chunk) -> Result<(), Error> {
-        let id = chunk.batch_id.as_deref().expect("a created batch");
-        let url = self.rest.url(&["batches", id, "cancel"])?;
         self.rest
-            .call("POST", &url, ATTEMPTS, |r| {
-                r.send_json(json!({})).map_err(Box::new)
-            })
-            .map(|_| ())
+            .post_empty(&["batches", chunk.created()?, "cancel"])
     }
 
     fn name(&self, chunk: &Chunk) -> String {
-        format!(
-            "batch {}",
-            chunk.batch_id.as_deref().unwrap_or("(not created)")
-        )
+        chunk.remote_name()
     }
 }
 

@@ -102,6 +102,16 @@ impl Rest {
         }
     }
 
+    /// A `POST` of an empty JSON object to `segments` under the base URL
+    /// (a batch's cancel), with [`ATTEMPTS`] tries.
+    pub(crate) fn post_empty(&self, segments: &[&str]) -> Result<(), Error> {
+        let url = self.url(segments)?;
+        self.call("POST", &url, ATTEMPTS, |r| {
+            r.send_json(serde_json::json!({})).map_err(Box::new)
+        })
+        .map(|_| ())
+    }
+
     /// A `GET` of JSON, with [`ATTEMPTS`] tries.
     pub(crate) fn get_json(&self, url: &Url, what: &str) -> Result<Value, Error> {
         self.json(

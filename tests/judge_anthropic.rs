@@ -16,30 +16,9 @@ use common::anthropic_server::{self, Answer, Server};
 use common::*;
 use serde_json::Value;
 
-/// Eight rows: four right answers, four wrong.
+/// The eight rows every test here scores.
 fn input(dir: &Path) -> PathBuf {
-    let p = dir.join("in.parquet");
-    let q: Vec<String> = (0..8).map(|k| format!("question {k}")).collect();
-    let r: Vec<String> = (0..8).map(|k| format!("the reference {k}")).collect();
-    let o: Vec<String> = (0..8)
-        .map(|k| {
-            if k % 2 == 0 {
-                format!("the right answer {k}")
-            } else {
-                format!("a wrong answer {k}")
-            }
-        })
-        .collect();
-    let strs = |v: &[String]| s(&v.iter().map(String::as_str).collect::<Vec<_>>());
-    write_parquet(
-        &p,
-        vec![
-            ("question", strs(&q)),
-            ("reference", strs(&r)),
-            ("output", strs(&o)),
-        ],
-    );
-    p
+    eight_judged_rows(dir)
 }
 
 /// The scripted Claude: the same answer to the same request, online or in
@@ -246,7 +225,7 @@ fn a_batch_whose_creation_was_never_acknowledged_is_found_not_made_twice() {
         .spawn()
         .unwrap();
     let start = std::time::Instant::now();
-    while !server.state.lock().unwrap().hung {
+    while !server.state.lock().unwrap().faults.hung {
         assert!(
             start.elapsed() < Duration::from_secs(30),
             "never reached the creation"

@@ -17,30 +17,9 @@ use common::judge_server::{self, Reply};
 use common::*;
 use serde_json::{json, Value};
 
-/// Eight rows: four right answers, four wrong; every one needs the judge.
+/// The eight rows every test here scores.
 fn input(dir: &Path) -> PathBuf {
-    let p = dir.join("in.parquet");
-    let q: Vec<String> = (0..8).map(|k| format!("question {k}")).collect();
-    let r: Vec<String> = (0..8).map(|k| format!("the reference {k}")).collect();
-    let o: Vec<String> = (0..8)
-        .map(|k| {
-            if k % 2 == 0 {
-                format!("the right answer {k}")
-            } else {
-                format!("a wrong answer {k}")
-            }
-        })
-        .collect();
-    let strs = |v: &[String]| s(&v.iter().map(String::as_str).collect::<Vec<_>>());
-    write_parquet(
-        &p,
-        vec![
-            ("question", strs(&q)),
-            ("reference", strs(&r)),
-            ("output", strs(&o)),
-        ],
-    );
-    p
+    eight_judged_rows(dir)
 }
 
 /// A chat completion body.
@@ -526,7 +505,7 @@ fn kill_at_hang(args: &[&str], server: &BatchServer) {
             .spawn()
             .unwrap();
         loop {
-            if server.state.lock().unwrap().hung {
+            if server.state.lock().unwrap().faults.hung {
                 child.kill().unwrap();
                 child.wait().unwrap();
                 server.release();

@@ -247,3 +247,30 @@ pub fn cpu_has(feature: &str) -> bool {
         false
     }
 }
+
+/// Eight rows for the judge tests: four right answers, four wrong, none
+/// the rules decide, so every one needs the judge.
+pub fn eight_judged_rows(dir: &Path) -> PathBuf {
+    let p = dir.join("in.parquet");
+    let q: Vec<String> = (0..8).map(|k| format!("question {k}")).collect();
+    let r: Vec<String> = (0..8).map(|k| format!("the reference {k}")).collect();
+    let o: Vec<String> = (0..8)
+        .map(|k| {
+            if k % 2 == 0 {
+                format!("the right answer {k}")
+            } else {
+                format!("a wrong answer {k}")
+            }
+        })
+        .collect();
+    let strs = |v: &[String]| s(&v.iter().map(String::as_str).collect::<Vec<_>>());
+    write_parquet(
+        &p,
+        vec![
+            ("question", strs(&q)),
+            ("reference", strs(&r)),
+            ("output", strs(&o)),
+        ],
+    );
+    p
+}

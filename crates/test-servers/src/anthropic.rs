@@ -7,14 +7,13 @@
 //! as the real API refuses them.
 
 use std::collections::HashMap;
-use std::io::BufReader;
-use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use crate::http::{listen, read_request, write_reply};
+use crate::faults::{self, Faults, Incoming};
+use crate::http::listen;
 
 /// What a request gets: the assistant's text, or an error (the API's error
 /// type, e.g. `invalid_request_error`, and a message).
@@ -40,16 +39,12 @@ pub struct Batch {
 #[derive(Default)]
 pub struct State {
     pub batches: Vec<Batch>,
-    /// "METHOD /path" of every call, in order.
-    pub calls: Vec<String>,
     /// Messages requests answered online, in order (the probe left out).
     pub online: Vec<Value>,
     /// Times each request (its body, as text) was answered successfully.
     pub paid: HashMap<String, usize>,
-    /// The call to hang at (its "METHOD /path" prefix), once; set when hit.
-    pub hang_at: Option<String>,
-    pub hung: bool,
-    pub release: bool,
+    /// The calls got, and the one to hang at.
+    pub faults: Faults,
 }
 
 /// A running server.
@@ -71,12 +66,18 @@ impl Server {
 
     /// Whether the server got a call ("METHOD /path").
     pub fn called(&self, call: &str) -> bool {
-        self.state.lock().unwrap().calls.iter().any(|c| c == call)
+        self.state
+            .lock()
+            .unwrap()
+            .faults
+            .calls
+            .iter()
+            .any(|c| c == call)
     }
 
     /// Lets a hung call go (its client is gone by then).
     pub fn release(&self) {
-        self.state.lock().unwrap().release = true;
+        self.state.lock().unwrap().faults.release = true;
     }
 }
 
@@ -88,7 +89,10 @@ pub fn start(
 ) -> Server {
     let (listener, url) = listen();
     let state = Arc::new(Mutex::new(State {
-        hang_at: hang_at.map(String::from),
+        faults: Faults {
+            hang_at: hang_at.map(String::from),
+            ..Faults::default()
+        },
         ..State::default()
     }));
     let answer: Arc<AnswerFn> = Arc::new(answer);
@@ -98,68 +102,36 @@ pub fn start(
         for stream in listener.incoming() {
             let Ok(stream) = stream else { continue };
             let (st, answer, base) = (Arc::clone(&st), Arc::clone(&answer), base.clone());
-            std::thread::spawn(move || serve(stream, &st, &*answer, &base));
+            std::thread::spawn(move || {
+                faults::serve(
+                    stream,
+                    &st,
+                    |s| &mut s.faults,
+                    "POST /v1/messages/batches",
+                    &|r| reply(&st, r, &*answer, &base),
+                )
+            });
         }
     });
     Server { url, state }
 }
 
-fn serve(stream: TcpStream, state: &Mutex<State>, answer: &AnswerFn, base: &str) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    loop {
-        let Some((head, body)) = read_request(&mut reader) else {
-            return;
+/// The reply to one request: refused without Anthropic's headers.
+fn reply(state: &Mutex<State>, r: &Incoming, answer: &AnswerFn, base: &str) -> (u16, Vec<u8>) {
+    let lower = r.head.to_ascii_lowercase();
+    let (code, reply) =
+        if !lower.contains("\r\nx-api-key:") || !lower.contains("\r\nanthropic-version:") {
+            (
+                401,
+                error_body(
+                    "authentication_error",
+                    "x-api-key and anthropic-version are required",
+                ),
+            )
+        } else {
+            handle(state, r.method, r.path, r.target, r.body, answer, base)
         };
-        let first = head.lines().next().unwrap_or_default().to_string();
-        let mut parts = first.split_whitespace();
-        let method = parts.next().unwrap_or_default().to_string();
-        let target = parts.next().unwrap_or_default().to_string();
-        let path = target.split('?').next().unwrap_or_default().to_string();
-        let call = format!("{method} {path}");
-        let hang = {
-            let mut s = state.lock().unwrap();
-            s.calls.push(call.clone());
-            let hit = s.hang_at.as_deref().is_some_and(|h| call.starts_with(h));
-            if hit {
-                s.hang_at = None;
-            }
-            hit
-        };
-        let creates = call == "POST /v1/messages/batches";
-        if hang && !creates {
-            hold(state);
-            return;
-        }
-        let lower = head.to_ascii_lowercase();
-        let (code, reply) =
-            if !lower.contains("\r\nx-api-key:") || !lower.contains("\r\nanthropic-version:") {
-                (
-                    401,
-                    error_body(
-                        "authentication_error",
-                        "x-api-key and anthropic-version are required",
-                    ),
-                )
-            } else {
-                handle(state, &method, &path, &target, &body, answer, base)
-            };
-        if hang {
-            hold(state);
-            return;
-        }
-        if !write_reply(&stream, code, &[], reply.as_bytes()) {
-            return;
-        }
-    }
-}
-
-/// Holds a call until the test releases it (or 60 s pass), then drops it.
-fn hold(state: &Mutex<State>) {
-    state.lock().unwrap().hung = true;
-    let start = Instant::now();
-    while !state.lock().unwrap().release && start.elapsed() < Duration::from_secs(60) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    (code, reply.into_bytes())
 }
 
 fn error_body(kind: &str, message: &str) -> String {

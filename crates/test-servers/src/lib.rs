@@ -6,8 +6,10 @@
 //! says, so failure paths are tested against real sockets.
 
 pub mod anthropic;
+mod faults;
 mod http;
 pub mod openai;
 pub mod openai_batch;
 
+pub use faults::Faults;
 pub use http::{read_request, refused_url};

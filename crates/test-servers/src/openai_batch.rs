@@ -6,14 +6,12 @@
 //! a chosen call, so a test can kill -9 the client there.
 
 use std::collections::HashMap;
-use std::io::BufReader;
-use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::http::{listen, read_request, write_reply};
+use crate::faults::{self, Faults};
+use crate::http::listen;
 
 /// What a batch's request line gets: a chat completion body, or an HTTP
 /// status and error body (the line goes to the error file); status 0: the
@@ -44,14 +42,10 @@ pub struct Batch {
 pub struct State {
     pub files: HashMap<String, Vec<u8>>,
     pub batches: Vec<Batch>,
-    /// "METHOD /path" of every call, in order.
-    pub calls: Vec<String>,
     /// Times each custom_id was answered with a 200 (what is paid).
     pub paid: HashMap<String, usize>,
-    /// The call to hang at (its "METHOD /path" prefix), once; set when hit.
-    pub hang_at: Option<String>,
-    pub hung: bool,
-    pub release: bool,
+    /// The calls got, and the one to hang at.
+    pub faults: Faults,
 }
 
 /// A running server.
@@ -63,7 +57,7 @@ pub struct BatchServer {
 impl BatchServer {
     /// Lets a hung call go (its client is gone by then).
     pub fn release(&self) {
-        self.state.lock().unwrap().release = true;
+        self.state.lock().unwrap().faults.release = true;
     }
 
     pub fn batches(&self) -> Vec<Batch> {
@@ -84,7 +78,13 @@ impl BatchServer {
 
     /// Whether the server got a call ("METHOD /path").
     pub fn called(&self, call: &str) -> bool {
-        self.state.lock().unwrap().calls.iter().any(|c| c == call)
+        self.state
+            .lock()
+            .unwrap()
+            .faults
+            .calls
+            .iter()
+            .any(|c| c == call)
     }
 
     /// Requests answered, each counted once.
@@ -102,7 +102,10 @@ pub fn start(
 ) -> BatchServer {
     let (listener, url) = listen();
     let state = Arc::new(Mutex::new(State {
-        hang_at: hang_at.map(String::from),
+        faults: Faults {
+            hang_at: hang_at.map(String::from),
+            ..Faults::default()
+        },
         ..State::default()
     }));
     let answer: Arc<AnswerFn> = Arc::new(answer);
@@ -112,63 +115,23 @@ pub fn start(
         for stream in listener.incoming() {
             let Ok(stream) = stream else { continue };
             let (st, answer, end) = (Arc::clone(&st), Arc::clone(&answer), Arc::clone(&end));
-            std::thread::spawn(move || serve(stream, &st, &*answer, &*end));
+            std::thread::spawn(move || {
+                // Creating a batch hangs after the batch exists: the client
+                // never hears of a batch the provider made.
+                faults::serve(stream, &st, |s| &mut s.faults, "POST /v1/batches", &|r| {
+                    let (code, reply) = handle(
+                        &st, r.method, r.path, r.target, r.head, r.body, &*answer, &*end,
+                    );
+                    let bytes = match reply {
+                        Reply::Json(v) => v.to_string().into_bytes(),
+                        Reply::Bytes(b) => b,
+                    };
+                    (code, bytes)
+                })
+            });
         }
     });
     BatchServer { url, state }
-}
-
-fn serve(stream: TcpStream, state: &Mutex<State>, answer: &AnswerFn, end: &EndOf) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    loop {
-        let Some((head, body)) = read_request(&mut reader) else {
-            return;
-        };
-        let first = head.lines().next().unwrap_or_default().to_string();
-        let mut parts = first.split_whitespace();
-        let method = parts.next().unwrap_or_default().to_string();
-        let target = parts.next().unwrap_or_default().to_string();
-        let path = target.split('?').next().unwrap_or_default().to_string();
-        let call = format!("{method} {path}");
-        let hang = {
-            let mut s = state.lock().unwrap();
-            s.calls.push(call.clone());
-            let hit = s.hang_at.as_deref().is_some_and(|h| call.starts_with(h));
-            if hit {
-                s.hang_at = None;
-            }
-            hit
-        };
-        // Creating a batch hangs after the batch exists: the client never
-        // hears of a batch the provider made.
-        let creates = call == "POST /v1/batches";
-        let (code, reply) = if hang && !creates {
-            hold(state);
-            return;
-        } else {
-            handle(state, &method, &path, &target, &head, &body, answer, end)
-        };
-        if hang {
-            hold(state);
-            return;
-        }
-        let bytes = match reply {
-            Reply::Json(v) => v.to_string().into_bytes(),
-            Reply::Bytes(b) => b,
-        };
-        if !write_reply(&stream, code, &[], &bytes) {
-            return;
-        }
-    }
-}
-
-/// Holds a call until the test releases it (or 60 s pass), then drops it.
-fn hold(state: &Mutex<State>) {
-    state.lock().unwrap().hung = true;
-    let start = Instant::now();
-    while !state.lock().unwrap().release && start.elapsed() < Duration::from_secs(60) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 enum Reply {

@@ -87,17 +87,6 @@ fn online(dir: &Path) -> (RecordBatch, Value, Server) {
     (read_parquet(&o), summary(&o), server)
 }
 
-/// Two result tables are equal in every column but the call latency.
-fn assert_same_results(a: &RecordBatch, b: &RecordBatch) {
-    let names = column_names(a);
-    assert_eq!(names, column_names(b));
-    for (k, name) in names.iter().enumerate() {
-        if name != "judge_latency_ms" {
-            assert_eq!(a.column(k).to_data(), b.column(k).to_data(), "{name}");
-        }
-    }
-}
-
 #[test]
 fn the_messages_api_judges_with_the_sampled_verdict() {
     let dir = tempfile::tempdir().unwrap();
@@ -165,20 +154,6 @@ fn the_url_chooses_the_protocol_and_a_missing_key_is_refused_at_the_probe() {
     );
 }
 
-fn resume_until_done(args: &[&str], rounds: usize) -> usize {
-    let mut with_resume: Vec<&str> = args.to_vec();
-    with_resume.push("--resume");
-    for k in 1..=rounds {
-        let out = run(&with_resume);
-        match out.status.code() {
-            Some(0) => return k,
-            Some(75) => {}
-            _ => panic!("run {k}: {}", String::from_utf8_lossy(&out.stderr)),
-        }
-    }
-    panic!("not done after {rounds} runs");
-}
-
 #[test]
 fn message_batches_give_the_online_output_through_every_round() {
     let dir = tempfile::tempdir().unwrap();
@@ -189,7 +164,7 @@ fn message_batches_give_the_online_output_through_every_round() {
     a.extend(["--judge-batch", "api"]);
     let err = fails(&run(&a), 75);
     assert!(err.contains("submitted in batch msgbatch_01"), "{err}");
-    resume_until_done(&a, 10);
+    resume_until_done(run, &a, 10);
     assert_same_results(&expected, &read_parquet(&o));
     // Verdicts and scores, then the failing rows' reasons: two batches,
     // every request paid once.
@@ -235,7 +210,7 @@ fn a_batch_whose_creation_was_never_acknowledged_is_found_not_made_twice() {
     child.kill().unwrap();
     child.wait().unwrap();
     server.release();
-    resume_until_done(&a, 10);
+    resume_until_done(run, &a, 10);
     assert_same_results(&expected, &read_parquet(&o));
     assert_eq!(
         server.batches().len(),

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use arrow::array::{Array, RecordBatch};
+use arrow::array::RecordBatch;
 use common::batch_server::{self, BatchServer};
 use common::judge_server::{self, Reply};
 use common::*;
@@ -114,38 +114,6 @@ fn online(dir: &Path, metrics: &str) -> (RecordBatch, Value) {
     (read_parquet(&o), summary(&o))
 }
 
-/// Runs `args` with --resume until it exits 0 (at most `rounds` times, each
-/// other exit being 75); the number of runs.
-fn resume_until_done(args: &[&str], rounds: usize) -> usize {
-    let mut with_resume: Vec<&str> = args.to_vec();
-    with_resume.push("--resume");
-    for k in 1..=rounds {
-        let out = refscore(&with_resume);
-        match out.status.code() {
-            Some(0) => return k,
-            Some(75) => {}
-            _ => panic!("run {k}: {}", String::from_utf8_lossy(&out.stderr)),
-        }
-    }
-    panic!("not done after {rounds} runs");
-}
-
-/// Two result tables are equal in every column but the call latency.
-fn assert_same_results(a: &RecordBatch, b: &RecordBatch) {
-    let names = column_names(a);
-    assert_eq!(names, column_names(b));
-    for (k, name) in names.iter().enumerate() {
-        if name == "judge_latency_ms" {
-            continue;
-        }
-        assert_eq!(
-            a.column(k).to_data(),
-            b.column(k).to_data(),
-            "column {name}"
-        );
-    }
-}
-
 fn api_args<'a>(base: &[&'a str], url: &'a str) -> Vec<&'a str> {
     let mut args = base.to_vec();
     args.extend(["--judge-url", url, "--judge-batch", "api"]);
@@ -168,7 +136,7 @@ fn a_batch_run_gives_the_online_output_through_every_round() {
     assert!(!o.exists());
     // Rounds: verdicts, similarity scores and facts; then reasons for the
     // failing ones and the facts' checks.
-    let runs = resume_until_done(&args, 12);
+    let runs = resume_until_done(refscore, &args, 12);
     assert!(runs >= 4, "{runs} runs: every round is polled to its end");
     let got = read_parquet(&o);
     assert_same_results(&expected, &got);
@@ -327,7 +295,7 @@ fn expired_failed_and_refused_lines_are_sent_once_more_then_left_partial() {
     assert_eq!(refused_runs.load(std::sync::atomic::Ordering::SeqCst), 1);
     // The same command again, once the provider is back: the two requests
     // get a fifth batch (which completes) and the run ends 0.
-    resume_until_done(&args, 4);
+    resume_until_done(refscore, &args, 4);
     let lines: Vec<usize> = server
         .batches()
         .iter()
@@ -557,7 +525,7 @@ fn kill_9_at_each_step_of_a_batch_neither_loses_nor_pays_twice() {
             &resumed
         };
         kill_at_hang(first, &server);
-        resume_until_done(&args, 12);
+        resume_until_done(refscore, &args, 12);
         assert_same_results(&expected, &read_parquet(&o));
         let batches = server.batches();
         assert_eq!(

@@ -274,3 +274,36 @@ pub fn eight_judged_rows(dir: &Path) -> PathBuf {
     );
     p
 }
+
+/// Runs `args` and `--resume` through `run` until it exits 0 (at most
+/// `rounds` times, each other exit being 75, as judge batches end runs);
+/// the number of runs.
+pub fn resume_until_done(run: fn(&[&str]) -> Output, args: &[&str], rounds: usize) -> usize {
+    let mut with_resume: Vec<&str> = args.to_vec();
+    with_resume.push("--resume");
+    for k in 1..=rounds {
+        let out = run(&with_resume);
+        match out.status.code() {
+            Some(0) => return k,
+            Some(75) => {}
+            _ => panic!("run {k}: {}", String::from_utf8_lossy(&out.stderr)),
+        }
+    }
+    panic!("not done after {rounds} runs");
+}
+
+/// Two result tables are equal in every column but the call latency (the
+/// judge's, which differs between any two runs).
+pub fn assert_same_results(a: &RecordBatch, b: &RecordBatch) {
+    let names = column_names(a);
+    assert_eq!(names, column_names(b));
+    for (k, name) in names.iter().enumerate() {
+        if name != "judge_latency_ms" {
+            assert_eq!(
+                a.column(k).to_data(),
+                b.column(k).to_data(),
+                "column {name}"
+            );
+        }
+    }
+}

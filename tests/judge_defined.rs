@@ -417,6 +417,27 @@ fn show_lists_and_prompt_print_without_calling() {
         65,
     );
     assert!(err.contains("no row has id 'zz'"), "{err}");
+    // Without --judge-url the protocol and model named still shape the request.
+    let out = ok(&refscore(&[
+        "judge-prompt",
+        "--metric",
+        "concise",
+        "--row",
+        "a",
+        inp.to_str().unwrap(),
+        "--judge-metrics",
+        r,
+        "--judge-api",
+        "anthropic",
+        "--judge-model",
+        "claude-x",
+    ]));
+    let body: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(body["model"], "claude-x");
+    assert!(body.get("response_format").is_none(), "{body}");
+    assert!(body["system"]
+        .as_str()
+        .is_some_and(|s| s.starts_with("Rate how concise the answer is.")));
 }
 
 #[test]

@@ -2,7 +2,6 @@
 //! one metric and one row, read with the run's own settings, sent nowhere.
 
 use std::ffi::OsString;
-use std::time::Duration;
 
 use arrow::array::{Array, ArrayRef};
 use arrow::util::display::array_value_to_string;
@@ -58,30 +57,13 @@ pub fn run(words: &[OsString]) -> Result<(), Error> {
     }
 }
 
-/// The run's endpoint, or a stand-in when no `--judge-url` is given (the
-/// request's body names only the model).
+/// The run's endpoint; without `--judge-url`, the settings stand a
+/// placeholder URL in (the request's body names only the model). Never
+/// called: no key is read.
 fn endpoint(settings: &Settings) -> Result<Endpoint, Error> {
-    if let Some(e) = pipeline::judge_endpoint(settings)? {
-        return Ok(e);
-    }
-    Ok(Endpoint {
-        url: "http://127.0.0.1/v1".into(),
-        api: settings
-            .judge
-            .as_ref()
-            .map_or_else(Default::default, |j| j.api),
-        model: settings
-            .judge
-            .as_ref()
-            .map_or_else(|| "(--judge-model)".into(), |j| j.model.clone()),
-        api_key: None,
-        timeout: Duration::from_secs(1),
-        retries: 0,
-        concurrency: 1,
-        requests_per_minute: None,
-        tokens_per_minute: None,
-        backoff: Duration::from_millis(1),
-    })
+    let j = (settings.judge.as_ref())
+        .ok_or_else(|| Error::internal("judge-prompt settings without a judge"))?;
+    Ok(Endpoint::new(j.url.clone(), j.api, j.model.clone(), None))
 }
 
 /// The batch holding the row whose id reads `id`, and the row's index in it.

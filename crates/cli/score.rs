@@ -137,7 +137,7 @@ fn cancel_discarded_batches(
     }
     let mode = settings.judge.as_ref().and_then(|j| j.batch.as_ref());
     let current = pipeline.endpoint().map(|e| (e, mode));
-    match refscore_judge::batch::cancel_discarded(&dir, current, settings.batch_api_key()) {
+    match refscore_judge::batch::cancel_discarded(&dir, current, settings.default_api_key()) {
         Ok((cancelled, failed)) => {
             for name in cancelled.iter().filter(|_| !settings.quiet) {
                 eprintln!("refscore: --overwrite: cancelled judge {name}");

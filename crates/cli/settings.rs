@@ -188,7 +188,8 @@ impl Settings {
         };
         let judge_metrics = read_judge_metrics(&args, origin)?;
         let catalog = judge_metrics.catalog();
-        let target = judge::target(&mut args, origin)?;
+        // Only judge-prompt reads settings without an output.
+        let target = judge::target(&mut args, origin, !needs_output)?;
         // A bad --metrics value is a usage error (64); the same in the
         // config file is a configuration error (78).
         let metrics = metrics::plan(args.metrics.as_deref(), target.url.is_some(), &catalog)
@@ -200,7 +201,7 @@ impl Settings {
                 }
             })?;
         let thresholds = thresholds(&args, origin, &catalog, &metrics)?;
-        let banded = !judge_metrics.banded(&metrics.metrics).is_empty();
+        let banded = judge_metrics.any_banded(&metrics.metrics);
         let judge = judge::resolve(&mut args, origin, target, &metrics, banded)?;
         // Slow stages get smaller batches, so that commits (every 30 s at
         // batch ends) bound what a crash loses: judged rows take seconds,
@@ -266,13 +267,11 @@ impl Settings {
     }
 
     /// The API key sent when `--overwrite` cancels a discarded run's
-    /// batches: this run's judge key, or, for a run without a judge, the
-    /// default variable's (`OPENAI_API_KEY`).
-    pub(crate) fn batch_api_key(&self) -> Option<String> {
-        match &self.judge {
-            Some(j) => j.api_key(),
-            None => judge::default_api_key(),
-        }
+    /// batches at a server other than this run's judge: the default
+    /// variable's (`OPENAI_API_KEY`), never a key this run named for its
+    /// own judge.
+    pub(crate) fn default_api_key(&self) -> Option<String> {
+        judge::default_api_key()
     }
 }
 

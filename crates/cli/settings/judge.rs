@@ -78,8 +78,18 @@ pub(super) struct JudgeTarget {
     batch_wait: Option<Duration>,
 }
 
-/// Reads `--judge-url`, `--judge-batch` and `--judge-batch-wait`.
-pub(super) fn target(args: &mut ScoreArgs, origin: &Origin) -> Result<JudgeTarget, Error> {
+/// Where `judge-prompt` says a request without `--judge-url` would go: it
+/// prints the request and sends nothing, so the protocol and model named
+/// still shape it.
+const PROMPT_ONLY_URL: &str = "http://127.0.0.1/v1";
+
+/// Reads `--judge-url`, `--judge-batch` and `--judge-batch-wait`;
+/// `prompt_only` (`judge-prompt`) stands a placeholder in for a missing URL.
+pub(super) fn target(
+    args: &mut ScoreArgs,
+    origin: &Origin,
+    prompt_only: bool,
+) -> Result<JudgeTarget, Error> {
     let url = origin.parsed(args.judge_url.take(), "judge_url", |url| {
         refscore_judge::check_url(url).map(|()| url.to_string())
     })?;
@@ -108,6 +118,7 @@ pub(super) fn target(args: &mut ScoreArgs, origin: &Origin) -> Result<JudgeTarge
     // whatever answers them.
     let url = match (&batch, url) {
         (Some(BatchMode::Dir(_)), None) => Some(refscore_judge::batch::OFFLINE_URL.to_string()),
+        (_, None) if prompt_only => Some(PROMPT_ONLY_URL.to_string()),
         (_, url) => url,
     };
     Ok(JudgeTarget {
@@ -222,7 +233,7 @@ pub(super) fn resolve(
 }
 
 /// The API key sent when `--overwrite` cancels a discarded run's batches
-/// for a run without a judge: the default variable's.
+/// at a server other than this run's judge: the default variable's.
 pub(super) fn default_api_key() -> Option<String> {
     env_text(DEFAULT_KEY_ENV)
 }

@@ -109,6 +109,24 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 pub const MIN_TIMEOUT: Duration = Duration::from_millis(1);
 
 impl Endpoint {
+    /// An endpoint with one request at a time, no retries, no rate limits,
+    /// a 60 s timeout and a 500 ms first backoff; a run sets its own
+    /// limits over these.
+    pub fn new(url: String, api: Api, model: String, api_key: Option<String>) -> Endpoint {
+        Endpoint {
+            url,
+            api,
+            model,
+            api_key,
+            timeout: Duration::from_secs(60),
+            retries: 0,
+            concurrency: 1,
+            requests_per_minute: None,
+            tokens_per_minute: None,
+            backoff: Duration::from_millis(500),
+        }
+    }
+
     /// The URL as it may be shown in messages: credentials replaced by `***`.
     pub fn display_url(&self) -> String {
         redact_text_url(&self.url)

@@ -125,18 +125,7 @@ impl JudgeMetrics {
     /// name defined twice, is a configuration error naming file and line.
     pub fn read(&mut self, path: &Path, only_definitions: bool) -> Result<(), Error> {
         let text = refscore_core::files::read_text(path, "judge metrics")?;
-        self.read_text(path, &text, only_definitions)
-    }
-
-    /// [`JudgeMetrics::read`] of a file's text already read (a config file
-    /// is read once: it may be a pipe); `path` names it in messages.
-    pub fn read_text(
-        &mut self,
-        path: &Path,
-        text: &str,
-        only_definitions: bool,
-    ) -> Result<(), Error> {
-        self.add(definition::read(path, text, only_definitions)?)
+        self.add(definition::read(path, &text, only_definitions)?)
     }
 
     /// Adds the definitions of a config file whose text (`text`, read from
@@ -189,13 +178,10 @@ impl JudgeMetrics {
         Ok(())
     }
 
-    /// The selected metrics that `--judge-band` decides outside the band.
-    pub fn banded(&self, set: &MetricSet) -> Vec<String> {
-        self.selected(set)
-            .into_iter()
-            .filter(JudgeMetric::band)
-            .map(|j| j.name().to_string())
-            .collect()
+    /// Whether the band may decide one of the judge metrics of `set`
+    /// (`--judge-band` needs one).
+    pub fn any_banded(&self, set: &MetricSet) -> bool {
+        self.selected(set).iter().any(JudgeMetric::band)
     }
 
     /// The metric catalog of a run with these judge metrics.

@@ -138,13 +138,14 @@ fn recorded_url(url: &str) -> String {
 /// the provider its ledger in `dir` names, whatever the new run's settings
 /// are (it may judge online, into another folder, or not at all). `current`
 /// is the new run's judge endpoint and batch mode, when it has them: its
-/// credentials are used where it is the same server, and its mode where a
-/// ledger predates the recorded provider; elsewhere `api_key` is sent.
+/// credentials are used where it is the same server and protocol, and its
+/// mode where a ledger predates the recorded provider. Another server gets
+/// `default_key` (the default key variable's), never this run's own key.
 /// Returns the batches cancelled, and a line for each that could not be.
 pub fn cancel_discarded(
     dir: &Path,
     current: Option<(&Endpoint, Option<&BatchMode>)>,
-    api_key: Option<String>,
+    default_key: Option<String>,
 ) -> Result<(Vec<String>, Vec<String>), Error> {
     let ledger = Ledger::open(dir)?;
     let open: Vec<Chunk> = ledger.chunks().into_iter().filter(Chunk::open).collect();
@@ -156,14 +157,15 @@ pub fn cancel_discarded(
         Some(m) => BatchMode::parse(m).ok(),
         None => current.and_then(|(_, m)| m.cloned()),
     };
+    // A protocol this version does not know is as good as none recorded.
     let api = match recorded.and_then(|p| p["api"].as_str()) {
-        Some(a) => Api::parse(a).unwrap_or_default(),
-        None => current.map_or(Api::OpenAi, |(e, _)| e.api),
+        Some(a) => Api::parse(a).ok(),
+        None => Some(current.map_or(Api::OpenAi, |(e, _)| e.api)),
     };
     let url = recorded
         .and_then(|p| p["url"].as_str().map(String::from))
         .or_else(|| current.map(|(e, _)| recorded_url(&e.url)));
-    let (Some(mode), Some(url)) = (mode, url) else {
+    let (Some(mode), Some(url), Some(api)) = (mode, url, api) else {
         let lines = open
             .iter()
             .map(|c| {
@@ -177,18 +179,7 @@ pub fn cancel_discarded(
     };
     let endpoint = match current {
         Some((e, _)) if recorded_url(&e.url) == url && e.api == api => e.clone(),
-        _ => Endpoint {
-            url,
-            api,
-            model: String::new(),
-            api_key,
-            timeout: Duration::from_secs(60),
-            retries: 0,
-            concurrency: 1,
-            requests_per_minute: None,
-            tokens_per_minute: None,
-            backoff: Duration::from_millis(500),
-        },
+        _ => Endpoint::new(url, api, String::new(), default_key),
     };
     let (backend, _) = backend_for(&mode, &endpoint)?;
     let mut ledger = ledger;

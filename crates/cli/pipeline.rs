@@ -23,7 +23,9 @@ use crate::settings::{Settings, KERNELS_ENV};
 /// judge endpoint built) but not loaded.
 pub(crate) struct Pipeline<'s> {
     settings: &'s Settings,
-    model: Option<ModelFiles>,
+    /// The model found and the embedding stage's options, built once for
+    /// its fingerprint and its loading, when the run embeds.
+    embedding: Option<(ModelFiles, EmbedOptions)>,
     endpoint: Option<Endpoint>,
 }
 
@@ -32,10 +34,13 @@ impl<'s> Pipeline<'s> {
     /// settings cannot have fails here, before any work.
     pub(crate) fn plan(settings: &'s Settings) -> Result<Pipeline<'s>, Error> {
         let endpoint = judge_endpoint(settings)?;
-        let model = resolve_model(settings)?;
+        let embedding = match resolve_model(settings)? {
+            Some(files) => Some((files, embed_options(settings)?)),
+            None => None,
+        };
         Ok(Pipeline {
             settings,
-            model,
+            embedding,
             endpoint,
         })
     }
@@ -49,7 +54,7 @@ impl<'s> Pipeline<'s> {
     pub(crate) fn metric_fields(&self) -> Vec<Field> {
         let metrics = &self.settings.metrics.metrics;
         let mut fields = refscore_lexical::fields(Selection::of(metrics));
-        if self.model.is_some() {
+        if self.embedding.is_some() {
             fields.extend(refscore_embed::fields(metrics));
         }
         if self.endpoint.is_some() {
@@ -88,8 +93,8 @@ impl<'s> Pipeline<'s> {
         );
         f.insert("keep".into(), json!(s.keep));
         f.insert("batch_size".into(), json!(s.batch_size));
-        if let Some(files) = &self.model {
-            f.extend(self.embed_options()?.fingerprint(files, &s.embed.device)?);
+        if let Some((files, options)) = &self.embedding {
+            f.extend(options.fingerprint(files, &s.embed.device)?);
         }
         if let Some(endpoint) = &self.endpoint {
             let batch = s.judge.as_ref().and_then(|j| j.batch.as_ref());
@@ -107,7 +112,7 @@ impl<'s> Pipeline<'s> {
         use refscore_core::schema::footer;
         let s = self.settings;
         let mut out = Vec::new();
-        if self.model.is_some() {
+        if self.embedding.is_some() {
             out.push((footer::PRECISION.into(), s.embed.precision.name().into()));
         }
         let defined = s.judge_metrics.record(&s.metrics.metrics);
@@ -124,30 +129,12 @@ impl<'s> Pipeline<'s> {
 
     /// The embedding stage with its model loaded, when the run embeds.
     pub(crate) fn load_embedding(&self) -> Result<Option<EmbeddingStage>, Error> {
-        match &self.model {
-            Some(_) => EmbeddingStage::load(self.embed_options()?).map(Some),
+        match &self.embedding {
+            Some((files, options)) => {
+                EmbeddingStage::load_found(files.clone(), options.clone()).map(Some)
+            }
             None => Ok(None),
         }
-    }
-
-    fn embed_options(&self) -> Result<EmbedOptions, Error> {
-        let e = &self.settings.embed;
-        Ok(EmbedOptions {
-            model: e.model.clone(),
-            device: refscore_embed::parse_device(&e.device)?,
-            metrics: self.settings.metrics.metrics.clone(),
-            max_seq_length: e.max_seq_length,
-            cache_bytes: e.cache_mb << 20,
-            store: e.store.clone(),
-            store_outputs: e.store_outputs,
-            precision: e.precision,
-            layer: e.layer,
-            prompt: e.prompt.clone(),
-            lookup: e.lookup.clone(),
-            idf: e.idf,
-            rescale: e.rescale.clone(),
-            ..EmbedOptions::default()
-        })
     }
 
     /// The judge stage, when the run judges: calling the endpoint, which
@@ -175,11 +162,34 @@ impl<'s> Pipeline<'s> {
         JobStages {
             pipeline: self,
             input,
-            lexical: self.lexical(),
-            embed: None,
-            judge: None,
+            stages: Stages {
+                lexical: self.lexical(),
+                embed: None,
+                judge: None,
+            },
         }
     }
+}
+
+/// The embedding stage's options from the run's settings.
+fn embed_options(settings: &Settings) -> Result<EmbedOptions, Error> {
+    let e = &settings.embed;
+    Ok(EmbedOptions {
+        model: e.model.clone(),
+        device: refscore_embed::parse_device(&e.device)?,
+        metrics: settings.metrics.metrics.clone(),
+        max_seq_length: e.max_seq_length,
+        cache_bytes: e.cache_mb << 20,
+        store: e.store.clone(),
+        store_outputs: e.store_outputs,
+        precision: e.precision,
+        layer: e.layer,
+        prompt: e.prompt.clone(),
+        lookup: e.lookup.clone(),
+        idf: e.idf,
+        rescale: e.rescale.clone(),
+        ..EmbedOptions::default()
+    })
 }
 
 /// How the input is read: the column mapping, `--keep`, batch size and the
@@ -223,16 +233,12 @@ pub(crate) fn judge_endpoint(settings: &Settings) -> Result<Option<Endpoint>, Er
         return Ok(None);
     };
     Ok(Some(Endpoint {
-        url: j.url.clone(),
-        api: j.api,
-        model: j.model.clone(),
-        api_key: j.api_key(),
         timeout: Endpoint::timeout_from_secs(j.timeout)?,
         retries: j.retries,
         concurrency: j.concurrency,
         requests_per_minute: j.rpm,
         tokens_per_minute: j.tpm,
-        backoff: Duration::from_millis(500),
+        ..Endpoint::new(j.url.clone(), j.api, j.model.clone(), j.api_key())
     }))
 }
 
@@ -268,7 +274,8 @@ fn resolve_model(settings: &Settings) -> Result<Option<ModelFiles>, Error> {
 }
 
 /// The embedding settings checked against the model found: its layers, its
-/// position limit, the device and kernels this machine has.
+/// position limit, the kernels this machine has (the device is checked as
+/// the stage's options are built).
 fn check_against_model(settings: &Settings, files: &ModelFiles) -> Result<(), Error> {
     let e = &settings.embed;
     if let Some(n) = e.layer.filter(|&n| n > files.layers) {
@@ -291,7 +298,6 @@ fn check_against_model(settings: &Settings, files: &ModelFiles) -> Result<(), Er
             ),
         ));
     }
-    refscore_embed::parse_device(&e.device)?;
     let kernels = e.kernels.as_deref();
     refscore_embed::use_kernels(kernels)
         .map_err(|err| Error::config(format!("{KERNELS_ENV}={}: {err}", kernels.unwrap_or(""))))?;
@@ -304,23 +310,18 @@ fn check_against_model(settings: &Settings, files: &ModelFiles) -> Result<(), Er
 pub(crate) struct JobStages<'s> {
     pipeline: &'s Pipeline<'s>,
     input: &'s Dataset,
-    lexical: LexicalStage,
-    embed: Option<EmbeddingStage>,
-    judge: Option<JudgeStage>,
+    stages: Stages,
 }
 
 impl JobStages<'_> {
     /// The stages that ran, for the summary.
     pub(crate) fn ran(&self) -> [Option<&dyn Stage>; 2] {
-        [
-            self.embed.as_ref().map(|s| s as &dyn Stage),
-            self.judge.as_ref().map(|s| s as &dyn Stage),
-        ]
+        self.stages.ran()
     }
 
     /// The judge stage of the last pass, if the run judged.
     pub(crate) fn judge(&self) -> Option<&JudgeStage> {
-        self.judge.as_ref()
+        self.stages.judge.as_ref()
     }
 
     fn batch_mode(&self) -> Option<&BatchMode> {
@@ -330,7 +331,7 @@ impl JobStages<'_> {
 
 impl Passes for JobStages<'_> {
     fn set_up(&mut self, job: &Job, to_do: u64) -> Result<(), Error> {
-        self.judge = None;
+        self.stages.judge = None;
         let (Some(endpoint), true) = (self.pipeline.endpoint(), to_do > 0) else {
             return Ok(());
         };
@@ -342,7 +343,7 @@ impl Passes for JobStages<'_> {
             Some(mode) => stage.use_batches(job.batch_dir(), mode)?,
             None => refscore_judge::probe(endpoint)?,
         }
-        self.judge = Some(stage);
+        self.stages.judge = Some(stage);
         Ok(())
     }
 
@@ -353,14 +354,14 @@ impl Passes for JobStages<'_> {
                 eprintln!("refscore: judge batches: {line}");
             }
         };
-        match self.judge.as_mut() {
+        match self.stages.judge.as_mut() {
             Some(judge) => judge.batches_still_out(wait, &mut tell),
             None => Ok(None),
         }
     }
 
     fn load(&mut self) -> Result<(), Error> {
-        if self.embed.is_some() {
+        if self.stages.embed.is_some() {
             return Ok(());
         }
         let Some(mut stage) = self.pipeline.load_embedding()? else {
@@ -376,11 +377,33 @@ impl Passes for JobStages<'_> {
             },
             || refscore_job::fit::mismatched_pairs(input, 1000),
         )?;
-        self.embed = Some(stage);
+        self.stages.embed = Some(stage);
         Ok(())
     }
 
     fn stages(&mut self) -> Vec<&mut dyn Stage> {
+        self.stages.chain()
+    }
+
+    fn send_out(&mut self) -> Result<Option<String>, Error> {
+        match self.stages.judge.as_mut() {
+            Some(judge) => judge.send_out_batches(),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The stages of a run, in their order: lexical, then embedding and judge
+/// where the run has them.
+pub(crate) struct Stages {
+    pub lexical: LexicalStage,
+    pub embed: Option<EmbeddingStage>,
+    pub judge: Option<JudgeStage>,
+}
+
+impl Stages {
+    /// The stages to score a batch with, in order.
+    pub(crate) fn chain(&mut self) -> Vec<&mut dyn Stage> {
         let mut chain: Vec<&mut dyn Stage> = vec![&mut self.lexical];
         if let Some(s) = self.embed.as_mut() {
             chain.push(s);
@@ -391,10 +414,11 @@ impl Passes for JobStages<'_> {
         chain
     }
 
-    fn send_out(&mut self) -> Result<Option<String>, Error> {
-        match self.judge.as_mut() {
-            Some(judge) => judge.send_out_batches(),
-            None => Ok(None),
-        }
+    /// The stages with something to say in the summary.
+    pub(crate) fn ran(&self) -> [Option<&dyn Stage>; 2] {
+        [
+            self.embed.as_ref().map(|s| s as &dyn Stage),
+            self.judge.as_ref().map(|s| s as &dyn Stage),
+        ]
     }
 }

@@ -8,14 +8,11 @@ use std::path::Path;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::{Field, Schema, SchemaRef};
-use refscore_core::{Error, RowBatch, Stage};
-use refscore_embed::EmbeddingStage;
-use refscore_judge::JudgeStage;
-use refscore_lexical::LexicalStage;
+use refscore_core::{Error, RowBatch};
 use refscore_read::Layout;
 use refscore_write::{result_record, result_schema};
 
-use crate::pipeline::{read_options, Pipeline};
+use crate::pipeline::{read_options, Pipeline, Stages};
 use crate::score::{self, Outcome};
 use crate::settings::Settings;
 
@@ -106,9 +103,7 @@ pub struct Scorer {
     settings: Settings,
     /// The metric columns of the result, in order.
     metric_fields: Vec<Field>,
-    lexical: LexicalStage,
-    embed: Option<EmbeddingStage>,
-    judge: Option<JudgeStage>,
+    stages: Stages,
 }
 
 impl Scorer {
@@ -132,13 +127,16 @@ impl Scorer {
         // Fails loudly before any work when the judge cannot answer.
         let judge = pipeline.online_judge()?;
         let embed = pipeline.load_embedding()?;
-        let (lexical, metric_fields) = (pipeline.lexical(), pipeline.metric_fields());
+        let stages = Stages {
+            lexical: pipeline.lexical(),
+            embed,
+            judge,
+        };
+        let metric_fields = pipeline.metric_fields();
         Ok(Scorer {
             settings,
             metric_fields,
-            lexical,
-            embed,
-            judge,
+            stages,
         })
     }
 
@@ -205,7 +203,7 @@ impl Scorer {
             rows.push(layout.row_batch(&slice, source, at as u64, at as u64)?);
             at += n;
         }
-        if let (Some(_), Some(column)) = (&self.judge, &self.settings.judge_where) {
+        if let (Some(_), Some(column)) = (&self.stages.judge, &self.settings.judge_where) {
             for b in &rows {
                 if let Some(filter) = &b.row_filter {
                     score::check_row_filter(
@@ -218,20 +216,14 @@ impl Scorer {
                 }
             }
         }
-        if let Some(stage) = self.embed.as_mut() {
+        if let Some(stage) = self.stages.embed.as_mut() {
             stage.prepare(
                 DATA_NAME,
                 || Ok(rows.iter().map(|b| Ok(b.reference.clone()))),
                 || refscore_job::fit::mismatched_pairs_of(rows.iter().cloned().map(Ok), 1000),
             )?;
         }
-        let mut chain: Vec<&mut dyn Stage> = vec![&mut self.lexical];
-        if let Some(s) = self.embed.as_mut() {
-            chain.push(s);
-        }
-        if let Some(s) = self.judge.as_mut() {
-            chain.push(s);
-        }
+        let mut chain = self.stages.chain();
         let mut out = Vec::with_capacity(rows.len());
         for b in &rows {
             let scores = refscore_core::score_stages(&mut chain, b)?;

@@ -247,8 +247,15 @@ pub struct EmbeddingStage {
 impl EmbeddingStage {
     /// Finds and loads the model and tokenizer.
     pub fn load(options: EmbedOptions) -> Result<EmbeddingStage, Error> {
-        let kernels = kernels::kernel_path();
         let files = model::resolve(options.model.as_deref(), &options.lookup)?;
+        EmbeddingStage::load_found(files, options)
+    }
+
+    /// Loads the model and tokenizer of `files`, found already (by
+    /// [`resolve`], from the same options), so its folder is not read
+    /// again.
+    pub fn load_found(files: ModelFiles, options: EmbedOptions) -> Result<EmbeddingStage, Error> {
+        let kernels = kernels::kernel_path();
         let max_len = match options.max_seq_length {
             // Out of range for this model: a usage error (64), like any
             // out-of-range flag value.

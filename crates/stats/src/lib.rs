@@ -10,6 +10,10 @@
 
 use std::collections::BTreeMap;
 
+pub mod agreement;
+pub mod gold;
+pub mod ppi;
+
 /// Width of a histogram bin. Medians are bin centres, so they are exact to
 /// within half a bin.
 pub const BIN_WIDTH: f64 = 1e-4;
@@ -186,7 +190,7 @@ pub struct Tally {
 /// report sums tens of millions of values (measured: 1M-row report with a
 /// baseline and slices 15% slower with it, AMD EPYC Zen 5).
 #[inline]
-fn fixed(v: f64) -> i128 {
+pub(crate) fn fixed(v: f64) -> i128 {
     let bits = v.clamp(-SUM_LIMIT, SUM_LIMIT).to_bits();
     let exponent = ((bits >> 52) & 0x7ff) as i32;
     if exponent == 0 {

@@ -1,0 +1,337 @@
+//! One metric against its human labels over a whole run: the labelled rows
+//! kept whole (a labelled slice is hundreds to thousands of rows) and the
+//! unlabelled rows as sums, so that parts of a run merge exactly into what
+//! one pass would have gathered, and [`GoldState::calibration`] computes
+//! every agreement figure and the corrected estimate from them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::agreement::{
+    probability_calibration, score_agreement, score_separation, verdict_agreement, Confusion,
+    ProbabilityCalibration, ScoreAgreement, ScoreSeparation, VerdictAgreement,
+};
+use crate::ppi::{corrected_mean, CorrectedMean, PpiSums, MIN_LABELS};
+use crate::{fixed, SUM_SCALE};
+
+/// How a metric's value is compared with its label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LabelKind {
+    /// A judge verdict against a boolean label (agreement, kappa, the
+    /// probability's calibration, a corrected pass rate).
+    Verdict,
+    /// A judge score against a label on the same 0–1 scale (correlations,
+    /// error, weighted kappa, a corrected mean).
+    Score,
+    /// An embedding or lexical score read as a verdict against a boolean
+    /// label: how well it could stand in for the judge (AUC, best cut-off).
+    StandIn,
+}
+
+/// One labelled row: its label, the metric's value, and what else the
+/// figures read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabelledRow {
+    /// The human label: 0 or 1 for a verdict, the score otherwise.
+    pub gold: f64,
+    /// The metric's value (a verdict as 0 or 1).
+    pub value: f64,
+    /// The judge's P(true), where the metric has one and the judge gave it.
+    pub p: Option<f64>,
+    /// The run's embedding and lexical scores on this row, in
+    /// [`GoldState::stand_ins`] order (verdicts only).
+    pub stand_ins: Vec<Option<f64>>,
+    /// Whether the cascade band decided the value (source `band`).
+    pub by_band: bool,
+}
+
+/// A metric's labelled rows and unlabelled sums; see the module text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GoldState {
+    /// The metric.
+    pub metric: String,
+    /// The column holding its labels.
+    pub column: String,
+    /// How value and label are compared.
+    pub kind: LabelKind,
+    /// The embedding and lexical scores recorded beside each labelled row.
+    pub stand_ins: Vec<String>,
+    /// The labelled rows with a value, sorted (so a merge is order-free).
+    pub rows: Vec<LabelledRow>,
+    /// Labelled rows where the metric has no value (not requested, failed).
+    pub labels_without_value: u64,
+    /// Rows with a value and no label.
+    pub unlabelled: u64,
+    /// Σ value over them, fixed point (value × 2^64), as a decimal string.
+    #[serde(with = "decimal")]
+    pub unlabelled_sum: i128,
+    /// Σ value² over them, fixed point, as a decimal string.
+    #[serde(with = "decimal")]
+    pub unlabelled_sum_sq: i128,
+}
+
+/// Fixed-point sums stored as decimal strings: JSON numbers beyond 2^53
+/// lose digits in most readers.
+mod decimal {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &i128, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&v.to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<i128, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse()
+            .map_err(|_| serde::de::Error::custom(format!("bad fixed-point sum '{text}'")))
+    }
+}
+
+/// Agreement figures computed from one [`GoldState`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Calibration {
+    /// The metric.
+    pub metric: String,
+    /// The column holding its labels.
+    pub gold_column: String,
+    /// How value and label were compared.
+    pub kind: LabelKind,
+    /// Labelled rows with a value: what every figure below is computed on.
+    pub labels: u64,
+    /// Labelled rows without a value, left out.
+    pub labels_without_value: u64,
+    /// A verdict's agreement with the labels.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<VerdictAgreement>,
+    /// How well the judge's P(true) separates the classes, and the
+    /// `--judge-threshold` that would have agreed best.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probability: Option<ScoreSeparation>,
+    /// Brier score, ECE and the reliability diagram of P(true).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probability_calibration: Option<ProbabilityCalibration>,
+    /// A score's agreement with labelled scores.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<ScoreAgreement>,
+    /// A stand-in's separation of the label classes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub separation: Option<ScoreSeparation>,
+    /// The run's embedding and lexical scores as stand-ins for this verdict.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stand_ins: Vec<StandIn>,
+    /// The verdicts the cascade band decided, against their labels.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub band: Option<VerdictAgreement>,
+    /// The run-wide mean (pass rate) corrected for the judge's error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub corrected: Option<Corrected>,
+}
+
+/// One embedding or lexical score's separation of a verdict's labels.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StandIn {
+    /// The stand-in metric.
+    pub metric: String,
+    /// Its AUC and best cut-off against the labels.
+    pub separation: ScoreSeparation,
+}
+
+/// The run-wide figure as the judge gives it and as corrected by the labels.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Corrected {
+    /// Rows with a value (labelled or not).
+    pub rows: u64,
+    /// The metric's mean over them as the judge gave it (a verdict's pass rate).
+    pub raw: f64,
+    /// The corrected estimate, with its interval where there are enough labels.
+    #[serde(flatten)]
+    pub mean: CorrectedMean,
+    /// Why there is no interval: fewer than [`MIN_LABELS`] labels (then
+    /// `low` and `high` are NaN, null in JSON).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl GoldState {
+    /// An empty state for `metric` labelled by `column`.
+    pub fn new(metric: &str, column: &str, kind: LabelKind, stand_ins: Vec<String>) -> GoldState {
+        GoldState {
+            metric: metric.into(),
+            column: column.into(),
+            kind,
+            stand_ins,
+            rows: Vec::new(),
+            labels_without_value: 0,
+            unlabelled: 0,
+            unlabelled_sum: 0,
+            unlabelled_sum_sq: 0,
+        }
+    }
+
+    /// Counts one row: its label (if any), the metric's value (if any), and
+    /// the rest of [`LabelledRow`] for a labelled one.
+    pub fn add(
+        &mut self,
+        gold: Option<f64>,
+        value: Option<f64>,
+        labelled: impl FnOnce() -> (Option<f64>, Vec<Option<f64>>, bool),
+    ) {
+        match (gold, value.filter(|v| v.is_finite())) {
+            (Some(gold), Some(value)) => {
+                let (p, stand_ins, by_band) = labelled();
+                self.rows.push(LabelledRow {
+                    gold,
+                    value,
+                    p,
+                    stand_ins,
+                    by_band,
+                });
+            }
+            (Some(_), None) => self.labels_without_value += 1,
+            (None, Some(v)) => {
+                self.unlabelled += 1;
+                self.unlabelled_sum += fixed(v);
+                self.unlabelled_sum_sq += fixed(v * v);
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// Adds another part of the same run. Fails when it labels another
+    /// metric, column or stand-in set.
+    pub fn merge(&mut self, other: &GoldState) -> Result<(), String> {
+        if (&self.metric, &self.column, self.kind, &self.stand_ins)
+            != (&other.metric, &other.column, other.kind, &other.stand_ins)
+        {
+            return Err(format!(
+                "the parts label differently: {} by '{}' and {} by '{}'",
+                self.metric, self.column, other.metric, other.column
+            ));
+        }
+        self.rows.extend(other.rows.iter().cloned());
+        self.labels_without_value += other.labels_without_value;
+        self.unlabelled += other.unlabelled;
+        self.unlabelled_sum += other.unlabelled_sum;
+        self.unlabelled_sum_sq += other.unlabelled_sum_sq;
+        self.sort();
+        Ok(())
+    }
+
+    /// Puts the labelled rows in their canonical order.
+    pub fn sort(&mut self) {
+        let key = |r: &LabelledRow| {
+            let mut k = vec![r.gold, r.value, r.p.unwrap_or(f64::NAN), r.by_band as u8 as f64];
+            k.extend(r.stand_ins.iter().map(|v| v.unwrap_or(f64::NAN)));
+            k
+        };
+        self.rows.sort_by(|a, b| {
+            key(a)
+                .iter()
+                .zip(key(b).iter())
+                .map(|(x, y)| x.total_cmp(y))
+                .find(|o| o.is_ne())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+    }
+
+    /// The sums the corrected mean needs.
+    fn ppi_sums(&self) -> PpiSums {
+        let mut s = PpiSums {
+            big_n: self.unlabelled as f64,
+            fu: self.unlabelled_sum as f64 / SUM_SCALE,
+            ffu: self.unlabelled_sum_sq as f64 / SUM_SCALE,
+            ..PpiSums::default()
+        };
+        for r in &self.rows {
+            s.n += 1.0;
+            s.y += r.gold;
+            s.f += r.value;
+            s.yy += r.gold * r.gold;
+            s.ff += r.value * r.value;
+            s.yf += r.gold * r.value;
+        }
+        s
+    }
+
+    /// Every figure the labels allow; see [`Calibration`].
+    pub fn calibration(&self) -> Calibration {
+        let gold_true: Vec<bool> = self.rows.iter().map(|r| r.gold >= 0.5).collect();
+        let values: Vec<f64> = self.rows.iter().map(|r| r.value).collect();
+        let mut c = Calibration {
+            metric: self.metric.clone(),
+            gold_column: self.column.clone(),
+            kind: self.kind,
+            labels: self.rows.len() as u64,
+            labels_without_value: self.labels_without_value,
+            verdict: None,
+            probability: None,
+            probability_calibration: None,
+            score: None,
+            separation: None,
+            stand_ins: Vec::new(),
+            band: None,
+            corrected: None,
+        };
+        match self.kind {
+            LabelKind::Verdict => {
+                let pairs = self.rows.iter().map(|r| (r.gold >= 0.5, r.value >= 0.5));
+                c.verdict = verdict_agreement(Confusion::of(pairs));
+                let band = self.rows.iter().filter(|r| r.by_band);
+                c.band = verdict_agreement(Confusion::of(
+                    band.map(|r| (r.gold >= 0.5, r.value >= 0.5)),
+                ));
+                let (p, g): (Vec<f64>, Vec<bool>) = self
+                    .rows
+                    .iter()
+                    .filter_map(|r| Some((r.p?, r.gold >= 0.5)))
+                    .unzip();
+                c.probability = score_separation(&p, &g);
+                c.probability_calibration = probability_calibration(&p, &g);
+                for (k, name) in self.stand_ins.iter().enumerate() {
+                    let (s, g): (Vec<f64>, Vec<bool>) = self
+                        .rows
+                        .iter()
+                        .filter_map(|r| Some((r.stand_ins.get(k).copied().flatten()?, r.gold >= 0.5)))
+                        .filter(|(v, _)| v.is_finite())
+                        .unzip();
+                    if let Some(separation) = score_separation(&s, &g) {
+                        c.stand_ins.push(StandIn {
+                            metric: name.clone(),
+                            separation,
+                        });
+                    }
+                }
+            }
+            LabelKind::Score => {
+                let gold: Vec<f64> = self.rows.iter().map(|r| r.gold).collect();
+                c.score = score_agreement(&values, &gold);
+            }
+            LabelKind::StandIn => c.separation = score_separation(&values, &gold_true),
+        }
+        if self.kind != LabelKind::StandIn {
+            c.corrected = self.corrected();
+        }
+        c
+    }
+
+    fn corrected(&self) -> Option<Corrected> {
+        let s = self.ppi_sums();
+        let rows = self.unlabelled + self.rows.len() as u64;
+        let raw = (s.f + s.fu) / rows as f64;
+        let mut mean = corrected_mean(&s)?;
+        let mut note = None;
+        if (self.rows.len() as u64) < MIN_LABELS {
+            note = Some(format!(
+                "{} labels: at least {MIN_LABELS} are needed for an interval",
+                self.rows.len()
+            ));
+            mean.low = f64::NAN;
+            mean.high = f64::NAN;
+        }
+        Some(Corrected {
+            rows,
+            raw,
+            mean,
+            note,
+        })
+    }
+}

@@ -188,6 +188,11 @@ pub struct ReportArgs {
     #[arg(long, value_name = "METRIC=VALUE")]
     pub threshold: Vec<String>,
 
+    /// Human labels for a metric, as `score --gold` takes them (repeatable) [default: the
+    /// mapping the result records]
+    #[arg(long, value_name = "METRIC=COLUMN")]
+    pub gold: Vec<String>,
+
     /// Lowest-scoring rows listed per metric
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub lowest: usize,
@@ -492,6 +497,15 @@ pub struct ScoreArgs {
     /// Pass threshold for a metric in the summary, e.g. token_f1=0.6 (repeatable)
     #[arg(long, value_name = "METRIC=VALUE")]
     pub threshold: Vec<String>,
+
+    /// Human labels for a metric: an input column holding a label on some rows (null
+    /// elsewhere), e.g. meaning_match=human_label (repeatable; config: a [gold] table). A
+    /// verdict's labels are booleans, a judge score's numbers on its 0-1 scale; an embedding
+    /// or lexical metric is read as a verdict against boolean labels. The column travels
+    /// into the result; the summary gets the metric's agreement with the labels and, for a
+    /// judge metric, its run-wide mean corrected for the judge's error with a 95% interval
+    #[arg(long, value_name = "METRIC=COLUMN")]
+    pub gold: Vec<String>,
 
     /// Rows per record batch read from the input
     #[arg(long, value_name = "N")]

@@ -195,7 +195,7 @@ fn entry_lines(text: &str, value: &Value, table_line: usize) -> Vec<usize> {
 
 /// The flag values a key's TOML value stands for: a switch's `true` is one
 /// (its presence), `false` none; a string, number or list item one each; a
-/// `thresholds` table one `METRIC=VALUE` per entry. A key naming files
+/// `thresholds` or `gold` table one `METRIC=VALUE` per entry. A key naming files
 /// (`paths`) takes strings only: `judge_metrics = 5` is a mistake, not a
 /// file named "5".
 fn values_of(key: &str, arg: &Arg, value: Value, paths: bool) -> Result<Vec<String>, String> {
@@ -222,7 +222,7 @@ fn values_of(key: &str, arg: &Arg, value: Value, paths: bool) -> Result<Vec<Stri
             "`{key}`: expected true or false, not {}",
             other.type_str()
         )),
-        (_, Value::Table(t)) if arg.get_id() == "threshold" => t
+        (_, Value::Table(t)) if ["threshold", "gold"].contains(&arg.get_id().as_str()) => t
             .iter()
             .map(|(metric, v)| scalar(v).map(|v| format!("{metric}={v}")))
             .collect(),

@@ -7,6 +7,7 @@
 
 mod args;
 mod config;
+mod gold;
 mod inspect;
 mod judge_metrics;
 mod judge_prompt;

@@ -14,6 +14,7 @@ pub fn run(args: MergeArgs) -> Result<(), Error> {
     let mut seconds: f64 = 0.0;
     let mut shards: Vec<String> = Vec::new();
     let mut run_ids: Vec<String> = Vec::new();
+    let mut gold = Vec::new();
     for path in &args.summaries {
         let shown = path.display();
         let text = std::fs::read_to_string(path)
@@ -35,6 +36,8 @@ pub fn run(args: MergeArgs) -> Result<(), Error> {
             }
             shards.push(s.to_string());
         }
+        crate::gold::merge(&mut gold, crate::gold::states_of(&json, &shown.to_string())?)
+            .map_err(|e| Error::config(format!("{shown}: not a shard of the same run: {e}")))?;
         match merged.as_mut() {
             None => {
                 merged = Some(
@@ -61,6 +64,10 @@ pub fn run(args: MergeArgs) -> Result<(), Error> {
     );
     if !shards.is_empty() {
         summary.extra.insert("shards".into(), shards.into());
+    }
+    if !gold.is_empty() {
+        // Exact: the labelled rows are kept whole and the rest are sums.
+        crate::gold::insert(&mut summary, &gold);
     }
     if let Some(out) = &args.output {
         let text = serde_json::to_string_pretty(&summary).expect("summary serialises");

@@ -105,9 +105,9 @@ impl<'s> Pipeline<'s> {
     }
 
     /// The result file's footer beyond the run hash and thresholds: the
-    /// embedding precision, and the defined judge metrics with their
-    /// versions (so a report can tell that a rubric changed between two
-    /// nights).
+    /// embedding precision, the defined judge metrics with their versions
+    /// (so a report can tell that a rubric changed between two nights), and
+    /// the `--gold` mapping (so a report finds the labels).
     fn footer(&self) -> Vec<(String, String)> {
         use refscore_core::schema::footer;
         let s = self.settings;
@@ -118,6 +118,12 @@ impl<'s> Pipeline<'s> {
         let defined = s.judge_metrics.record(&s.metrics.metrics);
         if self.endpoint.is_some() && !defined.is_empty() {
             out.push((footer::JUDGE_METRICS.into(), json!(defined).to_string()));
+        }
+        if !s.gold.is_empty() {
+            out.push((
+                refscore_report::gold::FOOTER.into(),
+                refscore_report::gold::mapping_to_json(&s.gold),
+            ));
         }
         out
     }

@@ -55,6 +55,11 @@ pub fn run(args: ReportArgs) -> Result<bool, Error> {
         flips: args.flips,
         seed: args.seed,
         replicates: args.replicates,
+        gold: args
+            .gold
+            .iter()
+            .map(|g| refscore_report::gold::parse_mapping(g))
+            .collect::<Result<_, _>>()?,
     };
     let report = refscore_report::build(&options)?;
     if let Some(path) = &args.output {

@@ -37,6 +37,8 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         &pipeline.metric_fields(),
         dataset.keep_fields(),
     )?;
+    let gold = refscore_report::gold::resolve(&schema, &settings.gold, &settings.input)?;
+    crate::gold::check_input(&dataset, &gold)?;
     let spec = pipeline.job_spec(&dataset)?;
     let prepared = Job::prepare_discarding(&dataset, spec.clone(), |old| {
         cancel_discarded_batches(old, &pipeline, settings);
@@ -59,6 +61,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     let (mut job, to_do) = run_passes(&dataset, &spec, &schema, job, &mut stages, wait, &mut tick)?;
     let finished = job.finish(&schema, settings.max_judge_failures)?;
     let mut summary = finished.stats.finish(start.elapsed().as_secs_f64(), to_do);
+    crate::gold::summarise(&settings.output, &gold, &mut summary)?;
     let extra = &mut summary.extra;
     extra.insert("input".into(), settings.input.clone().into());
     extra.insert(

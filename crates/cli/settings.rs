@@ -32,6 +32,9 @@ pub struct Settings {
     pub keep: Vec<String>,
     pub metrics: MetricPlan,
     pub thresholds: Vec<(String, f64)>,
+    /// `--gold METRIC=COLUMN`: human labels, metric → input column (each
+    /// column also kept in the result).
+    pub gold: Vec<(String, String)>,
     pub batch_size: usize,
     pub threads: Option<usize>,
     pub quiet: bool,
@@ -243,6 +246,17 @@ impl Settings {
                 })
             })
             .transpose()?;
+        let gold = args
+            .gold
+            .iter()
+            .map(|g| refscore_report::gold::parse_mapping(g))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut keep = args.keep.take().unwrap_or_default();
+        for (_, column) in &gold {
+            if !keep.contains(column) {
+                keep.push(column.clone());
+            }
+        }
         Ok(Settings {
             commit_seconds: env_text("REFSCORE_COMMIT_SECONDS"),
             origin: origin.clone(),
@@ -257,7 +271,8 @@ impl Settings {
             output,
             overwrite: args.overwrite,
             mapping,
-            keep: args.keep.take().unwrap_or_default(),
+            keep,
+            gold,
             metrics,
             thresholds,
             batch_size,

@@ -50,6 +50,7 @@ pub fn table(summary: &Summary) -> String {
     if let Some(j) = summary.extra.get("judge") {
         out.push_str(&judge_line(j));
     }
+    out.push_str(&crate::gold::lines(summary));
     out.push_str(&format!(
         "(medians are exact to within ±{:.0e}: bins of {:.0e})\n",
         summary.median_resolution / 2.0,

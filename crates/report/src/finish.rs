@@ -326,6 +326,7 @@ pub(crate) fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Resul
         .map(|b| rubric_changes(&ctx.cur.defined, &b.defined))
         .unwrap_or_default();
     Ok(Report {
+        calibration: Vec::new(),
         rubric_changes,
         refscore_version: env!("CARGO_PKG_VERSION"),
         result: RunSummary {

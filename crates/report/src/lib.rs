@@ -14,6 +14,7 @@
 mod agg;
 pub mod bootstrap;
 mod finish;
+pub mod gold;
 mod model;
 mod pass;
 mod render;
@@ -52,6 +53,9 @@ pub struct Options {
     pub seed: u64,
     /// Bootstrap replicates.
     pub replicates: usize,
+    /// Human labels, metric → column (`--gold`); empty: the mapping the
+    /// result's footer records, if any.
+    pub gold: Vec<(String, String)>,
 }
 
 /// Default bootstrap seed: reports of the same runs are identical.
@@ -99,7 +103,9 @@ impl Gate {
 
 /// Reads the runs and computes every figure.
 pub fn build(options: &Options) -> Result<Report, Error> {
-    pass::build(options)
+    let mut report = pass::build(options)?;
+    report.calibration = gold::figures(&options.result, &options.gold)?;
+    Ok(report)
 }
 
 impl Report {

@@ -34,6 +34,9 @@ pub struct Report {
     /// result and the baseline, in words: their changes may be the rubric's,
     /// not the model's.
     pub rubric_changes: Vec<String>,
+    /// Per labelled metric (`--gold`): its agreement with the human labels
+    /// and its corrected run-wide figure.
+    pub calibration: Vec<refscore_stats::gold::Calibration>,
 }
 
 /// Row and status counts of one run.

@@ -1,0 +1,197 @@
+//! `--gold` in a `score` run: every label checked before any work, the
+//! labelled metrics gathered from the finished result into the summary, and
+//! their lines in the printed table. The statistics themselves live in
+//! `refscore_stats`, the reading of a result in `refscore_report::gold`.
+
+use refscore_core::Error;
+use refscore_read::{Dataset, Table};
+use refscore_report::gold::{self, GoldColumn};
+use refscore_stats::gold::{Calibration, GoldState};
+use refscore_write::Summary;
+use serde_json::Value;
+
+/// Summary key of the figures.
+pub(crate) const CALIBRATION: &str = "calibration";
+/// Summary key of the mergeable states they come from.
+pub(crate) const STATE: &str = "gold_state";
+
+/// Reads every label of the input before the first row is scored: a label
+/// of the wrong kind or off the scale names its file, column and row (exit
+/// 65); a label column that is null throughout names the column (exit 78).
+pub(crate) fn check_input(dataset: &Dataset, columns: &[GoldColumn]) -> Result<(), Error> {
+    for g in columns {
+        let mut labels = 0u64;
+        for batch in dataset.column(&g.column) {
+            let batch = batch?;
+            for i in 0..batch.array.len() {
+                let label = gold::label(&batch.array, i, g.kind).map_err(|why| {
+                    Error::bad_input(format!(
+                        "{}: column '{}', row {}: {why}",
+                        batch.source.display(),
+                        g.column,
+                        batch.first_row_in_source + i as u64
+                    ))
+                })?;
+                labels += label.is_some() as u64;
+            }
+        }
+        if labels == 0 {
+            return Err(Error::config(format!(
+                "--gold {}={}: column '{}' holds no labels (every value is null)",
+                g.metric, g.column, g.column
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Gathers the labelled metrics of the finished `output` and adds their
+/// figures and states to the summary.
+pub(crate) fn summarise(
+    output: &std::path::Path,
+    columns: &[GoldColumn],
+    summary: &mut Summary,
+) -> Result<(), Error> {
+    if columns.is_empty() {
+        return Ok(());
+    }
+    let table = Table::open(&output.display().to_string())?;
+    let states = gold::gather(&table, columns)?;
+    insert(summary, &states);
+    Ok(())
+}
+
+/// Adds `states` and the figures computed from them to the summary.
+pub(crate) fn insert(summary: &mut Summary, states: &[GoldState]) {
+    let figures: Vec<Calibration> = states.iter().map(GoldState::calibration).collect();
+    summary.extra.insert(
+        CALIBRATION.into(),
+        serde_json::to_value(figures).expect("figures serialise"),
+    );
+    summary.extra.insert(
+        STATE.into(),
+        serde_json::to_value(states).expect("states serialise"),
+    );
+}
+
+/// The gold states a summary file holds (none where the run had no labels).
+pub(crate) fn states_of(json: &Value, shown: &str) -> Result<Vec<GoldState>, Error> {
+    match json.get(STATE) {
+        None => Ok(Vec::new()),
+        Some(v) => serde_json::from_value(v.clone())
+            .map_err(|e| Error::bad_input(format!("{shown}: unreadable '{STATE}': {e}"))),
+    }
+}
+
+/// Adds the states of another shard, metric by metric.
+pub(crate) fn merge(into: &mut Vec<GoldState>, theirs: Vec<GoldState>) -> Result<(), String> {
+    if into.is_empty() {
+        *into = theirs;
+        return Ok(());
+    }
+    if into.len() != theirs.len() {
+        return Err("the parts have different --gold labels".into());
+    }
+    for (mine, other) in into.iter_mut().zip(&theirs) {
+        mine.merge(other)?;
+    }
+    Ok(())
+}
+
+/// The summary table's lines for the labelled metrics.
+pub(crate) fn lines(summary: &Summary) -> String {
+    let Some(figures) = summary.extra.get(CALIBRATION).and_then(Value::as_array) else {
+        return String::new();
+    };
+    let mut out = String::new();
+    let pct = |v: &Value| v.as_f64().map_or("-".into(), |x| format!("{:.1}%", x * 100.0));
+    let num = |v: &Value| v.as_f64().map_or("-".into(), |x| format!("{x:.3}"));
+    for c in figures {
+        let mut line = format!(
+            "{} vs labels in '{}': {} labels",
+            c["metric"].as_str().unwrap_or("?"),
+            c["gold_column"].as_str().unwrap_or("?"),
+            c["labels"]
+        );
+        let v = &c["verdict"];
+        if v.is_object() {
+            line += &format!(
+                ", agreement {}, kappa {} [{}, {}]",
+                pct(&v["agreement"]),
+                num(&v["kappa"]),
+                num(&v["kappa_low"]),
+                num(&v["kappa_high"])
+            );
+        }
+        let s = &c["score"];
+        if s.is_object() {
+            line += &format!(
+                ", Spearman {}, Kendall {}, MAE {}, weighted kappa {}",
+                num(&s["spearman"]),
+                num(&s["kendall"]),
+                num(&s["mae"]),
+                num(&s["qwk"])
+            );
+        }
+        let sep = &c["separation"];
+        if sep.is_object() {
+            line += &format!(
+                ", AUC {}, best cut-off {} ({} agreement)",
+                num(&sep["auc"]),
+                num(&sep["best_threshold"]["value"]),
+                pct(&sep["best_threshold"]["agreement"])
+            );
+        }
+        out += &line;
+        out.push('\n');
+        let k = &c["corrected"];
+        if k.is_object() {
+            let what = if v.is_object() { "pass rate" } else { "mean" };
+            let interval = match k["note"].as_str() {
+                Some(note) => format!("(no interval: {note})"),
+                None => format!("[{}, {}] (95%, PPI++)", pct(&k["low"]), pct(&k["high"])),
+            };
+            out += &format!(
+                "  {what} as judged {}, corrected for the judge's error {} {interval}\n",
+                pct(&k["raw"]),
+                pct(&k["estimate"])
+            );
+        }
+        let p = &c["probability"];
+        let pc = &c["probability_calibration"];
+        if p.is_object() && pc.is_object() {
+            out += &format!(
+                "  P(true): AUC {}, Brier {}, ECE {}; --judge-threshold {} would have agreed on {}\n",
+                num(&p["auc"]),
+                num(&pc["brier"]),
+                num(&pc["ece"]),
+                num(&p["best_threshold"]["value"]),
+                pct(&p["best_threshold"]["agreement"])
+            );
+        }
+        if let Some(stand_ins) = c["stand_ins"].as_array() {
+            let parts: Vec<String> = stand_ins
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{} AUC {} (cut-off {}: {})",
+                        s["metric"].as_str().unwrap_or("?"),
+                        num(&s["separation"]["auc"]),
+                        num(&s["separation"]["best_threshold"]["value"]),
+                        pct(&s["separation"]["best_threshold"]["agreement"])
+                    )
+                })
+                .collect();
+            out += &format!("  stand-ins for the judge: {}\n", parts.join(", "));
+        }
+        let b = &c["band"];
+        if b.is_object() {
+            out += &format!(
+                "  the band decided {} labelled rows: agreement {}\n",
+                b["n"],
+                pct(&b["agreement"])
+            );
+        }
+    }
+    out
+}

@@ -1,0 +1,280 @@
+//! Human labels beside a run's metrics (`--gold METRIC=COLUMN`): which
+//! columns a label is compared with, what a valid label is, and one pass
+//! over a result file gathering every labelled metric's
+//! [`GoldState`]. `score` calls it on the result it just wrote, `report` on
+//! the result it reads, so the summary and the page cannot disagree.
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::datatypes::{DataType, Float32Type, Float64Type, Schema};
+use refscore_core::metric::{Group, Kind, BUILTIN};
+use refscore_core::Error;
+use refscore_read::Table;
+use refscore_stats::gold::{Calibration, GoldState, LabelKind};
+
+/// The result footer key recording a run's `--gold` mapping, so that
+/// `report` finds the labels without being told again.
+pub const FOOTER: &str = "refscore.gold";
+
+/// One labelled metric and the result columns its figures read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GoldColumn {
+    /// The metric.
+    pub metric: String,
+    /// The column holding its labels.
+    pub column: String,
+    /// How value and label are compared.
+    pub kind: LabelKind,
+    /// The judge's P(true) column, for a verdict that has one.
+    pub p_column: Option<String>,
+    /// The `<metric>_source` column, for a judge metric.
+    pub source_column: Option<String>,
+    /// The embedding and lexical scores of the run, recorded beside each
+    /// labelled verdict.
+    pub stand_ins: Vec<String>,
+}
+
+/// Parses `METRIC=COLUMN`.
+pub fn parse_mapping(text: &str) -> Result<(String, String), Error> {
+    match text.split_once('=') {
+        Some((m, c)) if !m.trim().is_empty() && !c.trim().is_empty() => {
+            Ok((m.trim().to_string(), c.trim().to_string()))
+        }
+        _ => Err(Error::usage(format!(
+            "--gold {text}: expected METRIC=COLUMN (e.g. meaning_match=human_label)"
+        ))),
+    }
+}
+
+/// The mapping as the footer stores it: a JSON object, metric → column.
+pub fn mapping_to_json(mapping: &[(String, String)]) -> String {
+    let map: serde_json::Map<String, serde_json::Value> = mapping
+        .iter()
+        .map(|(m, c)| (m.clone(), serde_json::Value::String(c.clone())))
+        .collect();
+    serde_json::Value::Object(map).to_string()
+}
+
+/// Reads what [`mapping_to_json`] wrote.
+pub fn mapping_from_json(text: &str) -> Result<Vec<(String, String)>, Error> {
+    let bad = || Error::bad_input(format!("result footer '{FOOTER}' is not a JSON object of strings: {text}"));
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|_| bad())?;
+    let map = value.as_object().ok_or_else(bad)?;
+    map.iter()
+        .map(|(m, c)| Ok((m.clone(), c.as_str().ok_or_else(bad)?.to_string())))
+        .collect()
+}
+
+/// The labelled metrics of a result with this `schema`. A metric the result
+/// lacks, or a label column of a type that cannot hold the metric's labels,
+/// is an error naming both (`shown` names the file).
+pub fn resolve(
+    schema: &Schema,
+    mapping: &[(String, String)],
+    shown: &str,
+) -> Result<Vec<GoldColumn>, Error> {
+    let has = |name: &str| schema.field_with_name(name).is_ok();
+    let stand_ins: Vec<String> = BUILTIN
+        .iter()
+        .filter(|m| m.group != Group::Judge && m.kind == Kind::Score && has(&m.name))
+        .map(|m| m.name.clone())
+        .collect();
+    let mut out = Vec::new();
+    for (k, (metric, column)) in mapping.iter().enumerate() {
+        if mapping[..k].iter().any(|(m, _)| m == metric) {
+            return Err(Error::usage(format!("--gold names metric '{metric}' twice")));
+        }
+        let value = schema.field_with_name(metric).map_err(|_| {
+            Error::config(format!(
+                "{shown}: --gold {metric}={column}: the run has no metric '{metric}'"
+            ))
+        })?;
+        let label = schema.field_with_name(column).map_err(|_| {
+            Error::bad_input(format!(
+                "{shown}: --gold {metric}={column}: column '{column}' not found"
+            ))
+        })?;
+        let source = format!("{metric}_source");
+        let source_column = has(&source).then_some(source);
+        let kind = if value.data_type() == &DataType::Boolean {
+            LabelKind::Verdict
+        } else if source_column.is_some() {
+            LabelKind::Score
+        } else {
+            LabelKind::StandIn
+        };
+        check_label_type(label.data_type(), kind).map_err(|want| {
+            Error::bad_input(format!(
+                "{shown}: --gold {metric}={column}: column '{column}' has type {}, but {metric}'s labels must be {want}",
+                label.data_type()
+            ))
+        })?;
+        let p = format!("{metric}_p");
+        out.push(GoldColumn {
+            metric: metric.clone(),
+            column: column.clone(),
+            kind,
+            p_column: (kind == LabelKind::Verdict && has(&p)).then_some(p),
+            source_column,
+            stand_ins: if kind == LabelKind::Verdict {
+                stand_ins.clone()
+            } else {
+                Vec::new()
+            },
+        });
+    }
+    Ok(out)
+}
+
+/// Ok, or what a label of `kind` must be.
+fn check_label_type(data_type: &DataType, kind: LabelKind) -> Result<(), &'static str> {
+    match kind {
+        LabelKind::Verdict | LabelKind::StandIn if data_type == &DataType::Boolean => Ok(()),
+        LabelKind::Verdict | LabelKind::StandIn => Err("boolean (true = the answer is right)"),
+        LabelKind::Score if data_type.is_numeric() => Ok(()),
+        LabelKind::Score => Err("numbers on the metric's 0-1 scale"),
+    }
+}
+
+/// Label `i` of a label column: `Ok(None)` where there is none, an error
+/// saying what is wrong with a label off the metric's scale.
+pub fn label(array: &ArrayRef, i: usize, kind: LabelKind) -> Result<Option<f64>, String> {
+    if array.is_null(i) {
+        return Ok(None);
+    }
+    if kind != LabelKind::Score {
+        return Ok(Some(if array.as_boolean().value(i) { 1.0 } else { 0.0 }));
+    }
+    let v = number(array, i).ok_or_else(|| format!("type {} cannot be read", array.data_type()))?;
+    if !(0.0..=1.0).contains(&v) {
+        return Err(format!(
+            "label {v} is off the metric's 0-1 scale (a 0-10 rubric score s is s/10)"
+        ));
+    }
+    Ok(Some(v))
+}
+
+/// A numeric array's value `i` as f64.
+fn number(array: &ArrayRef, i: usize) -> Option<f64> {
+    let cast = arrow::compute::cast(&array.slice(i, 1), &DataType::Float64).ok()?;
+    let v = cast.as_primitive::<Float64Type>();
+    (!v.is_null(0)).then(|| v.value(0))
+}
+
+/// A metric value column's value `i` (a verdict as 0 or 1).
+fn value(array: &ArrayRef, i: usize) -> Option<f64> {
+    if array.is_null(i) {
+        return None;
+    }
+    match array.data_type() {
+        DataType::Boolean => Some(if array.as_boolean().value(i) { 1.0 } else { 0.0 }),
+        DataType::Float32 => Some(array.as_primitive::<Float32Type>().value(i) as f64),
+        _ => number(array, i),
+    }
+}
+
+/// One pass over `table` gathering every labelled metric's state. A label
+/// off the scale is an error naming the column and row (exit 65); a label
+/// column with no labels at all, one naming the column (exit 78).
+pub fn gather(table: &Table, columns: &[GoldColumn]) -> Result<Vec<GoldState>, Error> {
+    let mut names: Vec<String> = Vec::new();
+    let at = |name: &str, names: &mut Vec<String>| match names.iter().position(|n| n == name) {
+        Some(k) => k,
+        None => {
+            names.push(name.to_string());
+            names.len() - 1
+        }
+    };
+    struct Cols {
+        label: usize,
+        value: usize,
+        p: Option<usize>,
+        source: Option<usize>,
+        stand_ins: Vec<usize>,
+    }
+    let cols: Vec<Cols> = columns
+        .iter()
+        .map(|g| Cols {
+            label: at(&g.column, &mut names),
+            value: at(&g.metric, &mut names),
+            p: g.p_column.as_deref().map(|p| at(p, &mut names)),
+            source: g.source_column.as_deref().map(|s| at(s, &mut names)),
+            stand_ins: g.stand_ins.iter().map(|s| at(s, &mut names)).collect(),
+        })
+        .collect();
+    let mut states: Vec<GoldState> = columns
+        .iter()
+        .map(|g| GoldState::new(&g.metric, &g.column, g.kind, g.stand_ins.clone()))
+        .collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut first_row = 0u64;
+    for batch in table.batches(&refs, 64 * 1024)? {
+        let batch = batch?;
+        for ((g, c), state) in columns.iter().zip(&cols).zip(&mut states) {
+            let labels = batch.column(c.label);
+            let values = batch.column(c.value);
+            for i in 0..batch.num_rows() {
+                let gold = label(labels, i, g.kind).map_err(|why| {
+                    Error::bad_input(format!(
+                        "{}: column '{}', row {}: {why}",
+                        table.spec(),
+                        g.column,
+                        first_row + i as u64
+                    ))
+                })?;
+                state.add(gold, value(values, i), || {
+                    let p = c.p.and_then(|k| value(batch.column(k), i));
+                    let stand_ins = c.stand_ins.iter().map(|&k| value(batch.column(k), i)).collect();
+                    let by_band = c.source.is_some_and(|k| {
+                        let s = batch.column(k);
+                        !s.is_null(i) && string(s, i) == Some("band")
+                    });
+                    (p, stand_ins, by_band)
+                });
+            }
+        }
+        first_row += batch.num_rows() as u64;
+    }
+    for (g, state) in columns.iter().zip(&mut states) {
+        if state.rows.is_empty() && state.labels_without_value == 0 {
+            return Err(Error::config(format!(
+                "{}: --gold {}={}: column '{}' holds no labels (every value is null)",
+                table.spec(),
+                g.metric,
+                g.column,
+                g.column
+            )));
+        }
+        state.sort();
+    }
+    Ok(states)
+}
+
+/// The figures of every labelled metric of the result `spec`: labelled by
+/// `mapping`, else by the mapping its footer records, else none.
+pub fn figures(spec: &str, mapping: &[(String, String)]) -> Result<Vec<Calibration>, Error> {
+    let table = Table::open(spec)?;
+    let recorded;
+    let mapping = match (mapping.is_empty(), table.footer_value(FOOTER)) {
+        (false, _) => mapping,
+        (true, Some(text)) => {
+            recorded = mapping_from_json(text)?;
+            &recorded
+        }
+        (true, None) => return Ok(Vec::new()),
+    };
+    let columns = resolve(&table.schema(), mapping, spec)?;
+    Ok(gather(&table, &columns)?
+        .iter()
+        .map(GoldState::calibration)
+        .collect())
+}
+
+/// A string column's value `i`, whatever its string encoding.
+fn string(array: &ArrayRef, i: usize) -> Option<&str> {
+    match array.data_type() {
+        DataType::Utf8 => Some(array.as_string::<i32>().value(i)),
+        DataType::LargeUtf8 => Some(array.as_string::<i64>().value(i)),
+        DataType::Utf8View => Some(array.as_string_view().value(i)),
+        _ => None,
+    }
+}

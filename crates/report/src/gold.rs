@@ -173,8 +173,9 @@ fn value(array: &ArrayRef, i: usize) -> Option<f64> {
 }
 
 /// One pass over `table` gathering every labelled metric's state. A label
-/// off the scale is an error naming the column and row (exit 65); a label
-/// column with no labels at all, one naming the column (exit 78).
+/// off the scale is an error naming the column and row (exit 65). A part
+/// of a run (a shard) may hold no labels: the whole input is checked for
+/// that before scoring ([`figures`] checks a result it is given).
 pub fn gather(table: &Table, columns: &[GoldColumn]) -> Result<Vec<GoldState>, Error> {
     let mut names: Vec<String> = Vec::new();
     let at = |name: &str, names: &mut Vec<String>| match names.iter().position(|n| n == name) {
@@ -234,23 +235,13 @@ pub fn gather(table: &Table, columns: &[GoldColumn]) -> Result<Vec<GoldState>, E
         }
         first_row += batch.num_rows() as u64;
     }
-    for (g, state) in columns.iter().zip(&mut states) {
-        if state.rows.is_empty() && state.labels_without_value == 0 {
-            return Err(Error::config(format!(
-                "{}: --gold {}={}: column '{}' holds no labels (every value is null)",
-                table.spec(),
-                g.metric,
-                g.column,
-                g.column
-            )));
-        }
-        state.sort();
-    }
+    states.iter_mut().for_each(GoldState::sort);
     Ok(states)
 }
 
 /// The figures of every labelled metric of the result `spec`: labelled by
-/// `mapping`, else by the mapping its footer records, else none.
+/// `mapping`, else by the mapping its footer records, else none. A label
+/// column with no labels at all is an error naming it (exit 78).
 pub fn figures(spec: &str, mapping: &[(String, String)]) -> Result<Vec<Calibration>, Error> {
     let table = Table::open(spec)?;
     let recorded;
@@ -263,10 +254,16 @@ pub fn figures(spec: &str, mapping: &[(String, String)]) -> Result<Vec<Calibrati
         (true, None) => return Ok(Vec::new()),
     };
     let columns = resolve(&table.schema(), mapping, spec)?;
-    Ok(gather(&table, &columns)?
-        .iter()
-        .map(GoldState::calibration)
-        .collect())
+    let states = gather(&table, &columns)?;
+    for (g, state) in columns.iter().zip(&states) {
+        if state.rows.is_empty() && state.labels_without_value == 0 {
+            return Err(Error::config(format!(
+                "{spec}: --gold {}={}: column '{}' holds no labels (every value is null)",
+                g.metric, g.column, g.column
+            )));
+        }
+    }
+    Ok(states.iter().map(GoldState::calibration).collect())
 }
 
 /// A string column's value `i`, whatever its string encoding.

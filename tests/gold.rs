@@ -1,0 +1,182 @@
+//! `score --gold`: human labels checked before any work, carried into the
+//! result, and the judge's agreement with them and its corrected pass rate
+//! in the summary, the same as `report` computes from the result, and the
+//! same when shards' summaries are merged. (Each figure is checked against
+//! scikit-learn, SciPy, statsmodels and ppi-python in
+//! tests/python/test_calibration.py.)
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, BooleanArray, Float64Array};
+use common::judge_server::{chat, start};
+use common::*;
+
+const ROWS: usize = 80;
+
+/// The scripted judge says true where the output starts with "good"; rows
+/// whose ordinal is a multiple of 3 are "bad". Even rows are labelled; the
+/// label disagrees with the judge on every tenth row.
+fn judge_verdict(i: usize) -> bool {
+    i % 3 != 0
+}
+
+fn label(i: usize) -> Option<bool> {
+    (i % 2 == 0).then(|| judge_verdict(i) ^ (i % 10 == 0))
+}
+
+/// Two files of 40 rows (so that two shards each get one).
+fn input(dir: &Path, labels: ArrayRef) -> PathBuf {
+    let p = dir.join("in");
+    std::fs::create_dir_all(&p).unwrap();
+    for (name, from) in [("a.parquet", 0), ("b.parquet", ROWS / 2)] {
+        let rows = from..from + ROWS / 2;
+        let refs: Vec<String> = rows.clone().map(|i| format!("answer {i}")).collect();
+        let outs: Vec<String> = rows
+            .map(|i| format!("{} {i}", if judge_verdict(i) { "good" } else { "bad" }))
+            .collect();
+        let r: Vec<&str> = refs.iter().map(String::as_str).collect();
+        let o: Vec<&str> = outs.iter().map(String::as_str).collect();
+        write_parquet(
+            &p.join(name),
+            vec![
+                ("reference", s(&r)),
+                ("output", s(&o)),
+                ("human", labels.slice(from, ROWS / 2)),
+            ],
+        );
+    }
+    p
+}
+
+fn labels() -> ArrayRef {
+    Arc::new(BooleanArray::from((0..ROWS).map(label).collect::<Vec<_>>()))
+}
+
+fn run(url: &str, inp: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "--judge-url",
+        url,
+        "--judge-model",
+        "scripted",
+        "--metrics",
+        "token_f1,meaning_match",
+        "--judge-reasons",
+        "never",
+        "--gold",
+        "meaning_match=human",
+    ];
+    args.extend_from_slice(extra);
+    let mut all = vec!["score", inp.to_str().unwrap(), "-o", out.to_str().unwrap()];
+    all.extend(args);
+    refscore(&all)
+}
+
+fn scripted() -> common::judge_server::Server {
+    start(|req, _| {
+        let verdict = req.candidate().starts_with("good");
+        chat(&format!(r#"{{"meaning_match": {verdict}}}"#))
+    })
+}
+
+#[test]
+fn the_summary_holds_the_judges_agreement_and_corrected_rate() {
+    let server = scripted();
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(dir.path(), labels());
+    let out = dir.path().join("o.parquet");
+    let printed = ok(&run(&server.url, &inp, &out, &[]));
+    assert!(printed.contains("meaning_match vs labels in 'human': 40 labels"), "{printed}");
+    assert!(printed.contains("corrected for the judge's error"), "{printed}");
+    // The labels travel into the result.
+    let result = read_parquet(&out);
+    assert_eq!(bools(&result, "human"), (0..ROWS).map(label).collect::<Vec<_>>());
+    let s = summary(&out);
+    let c = &s["calibration"][0];
+    assert_eq!(c["metric"], "meaning_match");
+    assert_eq!(c["labels"], 40);
+    // Counted here from the definitions above.
+    let (mut tn, mut fp, mut fn_, mut tp) = (0, 0, 0, 0);
+    for i in (0..ROWS).filter(|i| i % 2 == 0) {
+        match (label(i).unwrap(), judge_verdict(i)) {
+            (false, false) => tn += 1,
+            (false, true) => fp += 1,
+            (true, false) => fn_ += 1,
+            (true, true) => tp += 1,
+        }
+    }
+    let m = &c["verdict"]["confusion"];
+    assert_eq!(
+        [&m["true_negative"], &m["false_positive"], &m["false_negative"], &m["true_positive"]],
+        [tn, fp, fn_, tp].map(serde_json::Value::from).iter().collect::<Vec<_>>()[..]
+    );
+    // Every tenth row (8 of the 40 labelled) disagrees.
+    assert_eq!(c["verdict"]["agreement"], (tn + tp) as f64 / 40.0);
+    assert_eq!(tn + tp, 32);
+    let k = &c["corrected"];
+    let raw = (0..ROWS).filter(|i| judge_verdict(*i)).count() as f64 / ROWS as f64;
+    assert!((k["raw"].as_f64().unwrap() - raw).abs() < 1e-12, "{k}");
+    assert!(k["low"].as_f64().unwrap() < k["estimate"].as_f64().unwrap());
+    assert!(k["estimate"].as_f64().unwrap() < k["high"].as_f64().unwrap());
+    // token_f1 stands in for the judge beside it.
+    assert_eq!(c["stand_ins"][0]["metric"], "token_f1");
+    // report finds the labels through the result's footer and agrees.
+    let json = dir.path().join("r.json");
+    ok(&refscore(&["report", out.to_str().unwrap(), "--json", json.to_str().unwrap(), "--quiet"]));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["calibration"], s["calibration"]);
+}
+
+#[test]
+fn shards_merge_into_the_unsharded_figures_exactly() {
+    let server = scripted();
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(dir.path(), labels());
+    let whole = dir.path().join("whole.parquet");
+    ok(&run(&server.url, &inp, &whole, &[]));
+    let mut summaries = Vec::new();
+    for k in [2, 1] {
+        let out = dir.path().join(format!("s{k}.parquet"));
+        let shard = format!("{k}/2");
+        ok(&run(&server.url, &inp, &out, &["--shard", &shard, "--batch-size", "16"]));
+        summaries.push(format!("{}.summary.json", out.display()));
+    }
+    let merged = dir.path().join("merged.json");
+    let mut args = vec!["merge-summaries", "-o", merged.to_str().unwrap(), "--quiet"];
+    args.extend(summaries.iter().map(String::as_str));
+    ok(&refscore(&args));
+    let merged: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&merged).unwrap()).unwrap();
+    let whole = summary(&whole);
+    assert_eq!(merged["calibration"], whole["calibration"]);
+    assert_eq!(merged["gold_state"], whole["gold_state"]);
+}
+
+#[test]
+fn bad_labels_stop_the_run_before_any_call() {
+    let server = scripted();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o.parquet");
+    // Numbers where a verdict needs booleans.
+    let numbers: ArrayRef = Arc::new(Float64Array::from(vec![Some(1.0); ROWS]));
+    let inp = input(dir.path(), numbers);
+    let err = fails(&run(&server.url, &inp, &out, &[]), 65);
+    assert!(err.contains("column 'human'") && err.contains("must be boolean"), "{err}");
+    // No labels at all.
+    let none: ArrayRef = Arc::new(BooleanArray::from(vec![None::<bool>; ROWS]));
+    let inp = input(dir.path(), none);
+    let err = fails(&run(&server.url, &inp, &out, &[]), 78);
+    assert!(err.contains("holds no labels"), "{err}");
+    // A metric the run does not compute.
+    let inp = input(dir.path(), labels());
+    let err = fails(&run(&server.url, &inp, &out, &["--gold", "similarity=human"]), 78);
+    assert!(err.contains("no metric 'similarity'"), "{err}");
+    // A column the input lacks.
+    let err = fails(&run(&server.url, &inp, &out, &["--gold", "cosine=nope"]), 65);
+    assert!(err.contains("nope"), "{err}");
+    assert_eq!(server.requests().len(), 0, "no judge call before the labels are checked");
+    assert!(!out.exists());
+}

@@ -88,11 +88,20 @@ fn the_summary_holds_the_judges_agreement_and_corrected_rate() {
     let inp = input(dir.path(), labels());
     let out = dir.path().join("o.parquet");
     let printed = ok(&run(&server.url, &inp, &out, &[]));
-    assert!(printed.contains("meaning_match vs labels in 'human': 40 labels"), "{printed}");
-    assert!(printed.contains("corrected for the judge's error"), "{printed}");
+    assert!(
+        printed.contains("meaning_match vs labels in 'human': 40 labels"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("corrected for the judge's error"),
+        "{printed}"
+    );
     // The labels travel into the result.
     let result = read_parquet(&out);
-    assert_eq!(bools(&result, "human"), (0..ROWS).map(label).collect::<Vec<_>>());
+    assert_eq!(
+        bools(&result, "human"),
+        (0..ROWS).map(label).collect::<Vec<_>>()
+    );
     let s = summary(&out);
     let c = &s["calibration"][0];
     assert_eq!(c["metric"], "meaning_match");
@@ -109,8 +118,16 @@ fn the_summary_holds_the_judges_agreement_and_corrected_rate() {
     }
     let m = &c["verdict"]["confusion"];
     assert_eq!(
-        [&m["true_negative"], &m["false_positive"], &m["false_negative"], &m["true_positive"]],
-        [tn, fp, fn_, tp].map(serde_json::Value::from).iter().collect::<Vec<_>>()[..]
+        [
+            &m["true_negative"],
+            &m["false_positive"],
+            &m["false_negative"],
+            &m["true_positive"]
+        ],
+        [tn, fp, fn_, tp]
+            .map(serde_json::Value::from)
+            .iter()
+            .collect::<Vec<_>>()[..]
     );
     // Every tenth row (8 of the 40 labelled) disagrees.
     assert_eq!(c["verdict"]["agreement"], (tn + tp) as f64 / 40.0);
@@ -124,10 +141,23 @@ fn the_summary_holds_the_judges_agreement_and_corrected_rate() {
     assert_eq!(c["stand_ins"][0]["metric"], "token_f1");
     // report finds the labels through the result's footer and agrees.
     let json = dir.path().join("r.json");
-    ok(&refscore(&["report", out.to_str().unwrap(), "--json", json.to_str().unwrap(), "--quiet"]));
+    ok(&refscore(&[
+        "report",
+        out.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "--quiet",
+    ]));
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(r["calibration"], s["calibration"]);
+    let mut on_page = r["calibration"].clone();
+    for c in on_page.as_array_mut().unwrap() {
+        // The page also lists the disagreeing rows: the 8 flipped labels.
+        let rows = c.as_object_mut().unwrap().remove("disagreements").unwrap();
+        assert_eq!(rows.as_array().unwrap().len(), 8);
+        assert_eq!(rows[0]["id"], "0");
+    }
+    assert_eq!(on_page, s["calibration"]);
 }
 
 #[test]
@@ -141,7 +171,12 @@ fn shards_merge_into_the_unsharded_figures_exactly() {
     for k in [2, 1] {
         let out = dir.path().join(format!("s{k}.parquet"));
         let shard = format!("{k}/2");
-        ok(&run(&server.url, &inp, &out, &["--shard", &shard, "--batch-size", "16"]));
+        ok(&run(
+            &server.url,
+            &inp,
+            &out,
+            &["--shard", &shard, "--batch-size", "16"],
+        ));
         summaries.push(format!("{}.summary.json", out.display()));
     }
     let merged = dir.path().join("merged.json");
@@ -164,7 +199,10 @@ fn bad_labels_stop_the_run_before_any_call() {
     let numbers: ArrayRef = Arc::new(Float64Array::from(vec![Some(1.0); ROWS]));
     let inp = input(dir.path(), numbers);
     let err = fails(&run(&server.url, &inp, &out, &[]), 65);
-    assert!(err.contains("column 'human'") && err.contains("must be boolean"), "{err}");
+    assert!(
+        err.contains("column 'human'") && err.contains("must be boolean"),
+        "{err}"
+    );
     // No labels at all.
     let none: ArrayRef = Arc::new(BooleanArray::from(vec![None::<bool>; ROWS]));
     let inp = input(dir.path(), none);
@@ -172,11 +210,21 @@ fn bad_labels_stop_the_run_before_any_call() {
     assert!(err.contains("holds no labels"), "{err}");
     // A metric the run does not compute.
     let inp = input(dir.path(), labels());
-    let err = fails(&run(&server.url, &inp, &out, &["--gold", "similarity=human"]), 78);
+    let err = fails(
+        &run(&server.url, &inp, &out, &["--gold", "similarity=human"]),
+        78,
+    );
     assert!(err.contains("no metric 'similarity'"), "{err}");
     // A column the input lacks.
-    let err = fails(&run(&server.url, &inp, &out, &["--gold", "cosine=nope"]), 65);
+    let err = fails(
+        &run(&server.url, &inp, &out, &["--gold", "cosine=nope"]),
+        65,
+    );
     assert!(err.contains("nope"), "{err}");
-    assert_eq!(server.requests().len(), 0, "no judge call before the labels are checked");
+    assert_eq!(
+        server.requests().len(),
+        0,
+        "no judge call before the labels are checked"
+    );
     assert!(!out.exists());
 }

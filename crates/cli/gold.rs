@@ -104,7 +104,10 @@ pub(crate) fn lines(summary: &Summary) -> String {
         return String::new();
     };
     let mut out = String::new();
-    let pct = |v: &Value| v.as_f64().map_or("-".into(), |x| format!("{:.1}%", x * 100.0));
+    let pct = |v: &Value| {
+        v.as_f64()
+            .map_or("-".into(), |x| format!("{:.1}%", x * 100.0))
+    };
     let num = |v: &Value| v.as_f64().map_or("-".into(), |x| format!("{x:.3}"));
     for c in figures {
         let mut line = format!(

@@ -36,8 +36,11 @@ pub fn run(args: MergeArgs) -> Result<(), Error> {
             }
             shards.push(s.to_string());
         }
-        crate::gold::merge(&mut gold, crate::gold::states_of(&json, &shown.to_string())?)
-            .map_err(|e| Error::config(format!("{shown}: not a shard of the same run: {e}")))?;
+        crate::gold::merge(
+            &mut gold,
+            crate::gold::states_of(&json, &shown.to_string())?,
+        )
+        .map_err(|e| Error::config(format!("{shown}: not a shard of the same run: {e}")))?;
         match merged.as_mut() {
             None => {
                 merged = Some(

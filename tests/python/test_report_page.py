@@ -224,3 +224,25 @@ def test_dump_dom_shows_every_chart_and_table(page, tmp_path):
         assert f'data-table="{table}"' in dom, table
     assert dom.count("<svg") == 2 * len(r["metrics"]) + 1
     assert "<script" not in dom.lower()
+
+
+def test_the_labels_section_loads_nothing_and_shows_its_figures(tmp_path, browser):
+    # A result with human labels (test_calibration.py's generator).
+    from test_calibration import make_result
+
+    make_result(tmp_path / "result.parquet")
+    html = tmp_path / "labels.html"
+    subprocess.run(
+        [BIN, "report", str(tmp_path / "result.parquet"), "-o", str(html), "--quiet",
+         "--gold", "meaning_match=human_verdict", "--gold", "similarity=human_score"],
+        check=True,
+    )
+    url = html.as_uri()
+    s = browser.open(url)
+    assert browser.problems(url) == []
+    ev = lambda js: browser.call("Runtime.evaluate", session=s, expression=js)["result"]["value"]
+    assert ev("document.querySelectorAll('#chart-reliability-meaning_match svg').length") == 1
+    assert ev("document.querySelectorAll('[data-table=labels] tr').length") == 3
+    # The disagreeing rows: the first 50 of the verdict's, and the score's.
+    assert ev("document.querySelectorAll('[data-table=disagreements-meaning_match] tr').length") == 51
+    assert ev("document.querySelectorAll('[data-table=disagreements-similarity] tr').length") > 1

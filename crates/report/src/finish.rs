@@ -90,6 +90,9 @@ fn sorted_errors(map: HashMap<String, u64>) -> Vec<ErrorGroup> {
     v
 }
 
+/// Labelled rows listed per metric where it disagrees with its label.
+const DISAGREEMENTS_SHOWN: usize = 50;
+
 pub(crate) fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Result<Report, Error> {
     let o = ctx.options;
     let m = ctx.metrics.len();
@@ -136,6 +139,10 @@ pub(crate) fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Resul
     }
     wanted.cur.extend(&agg.only_cur_examples);
     wanted.base.extend(&agg.only_base_examples);
+    let gold = crate::gold::figures(&ctx.cur.table, &o.gold, DISAGREEMENTS_SHOWN)?;
+    for (_, rows) in &gold {
+        wanted.cur.extend(rows.iter().map(|d| d.row));
+    }
     let fetched = texts::fetch(o, ctx.cur, ctx.base, &wanted)?;
     let view = |row: u64, value: f32, base: Option<(u64, f32)>| -> RowView {
         let t = fetched.cur.get(&row).cloned().unwrap_or_default();
@@ -159,6 +166,23 @@ pub(crate) fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Resul
             .map(|e| view(e.1, f32::from_bits(e.3), Some((e.2, f32::from_bits(e.4)))))
             .collect()
     };
+    let calibration = gold
+        .into_iter()
+        .map(|(figures, rows)| GoldReport {
+            figures,
+            disagreements: rows
+                .iter()
+                .map(|d| Disagreement {
+                    row: RowView {
+                        value: d.value,
+                        ..view(d.row, d.value as f32, None)
+                    },
+                    gold: d.gold,
+                    p: d.p,
+                })
+                .collect(),
+        })
+        .collect();
     let mut metrics = Vec::with_capacity(m);
     for k in 0..m {
         let name = &ctx.metrics[k];
@@ -326,7 +350,7 @@ pub(crate) fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Resul
         .map(|b| rubric_changes(&ctx.cur.defined, &b.defined))
         .unwrap_or_default();
     Ok(Report {
-        calibration: Vec::new(),
+        calibration,
         rubric_changes,
         refscore_version: env!("CARGO_PKG_VERSION"),
         result: RunSummary {

@@ -56,7 +56,11 @@ pub fn mapping_to_json(mapping: &[(String, String)]) -> String {
 
 /// Reads what [`mapping_to_json`] wrote.
 pub fn mapping_from_json(text: &str) -> Result<Vec<(String, String)>, Error> {
-    let bad = || Error::bad_input(format!("result footer '{FOOTER}' is not a JSON object of strings: {text}"));
+    let bad = || {
+        Error::bad_input(format!(
+            "result footer '{FOOTER}' is not a JSON object of strings: {text}"
+        ))
+    };
     let value: serde_json::Value = serde_json::from_str(text).map_err(|_| bad())?;
     let map = value.as_object().ok_or_else(bad)?;
     map.iter()
@@ -81,7 +85,9 @@ pub fn resolve(
     let mut out = Vec::new();
     for (k, (metric, column)) in mapping.iter().enumerate() {
         if mapping[..k].iter().any(|(m, _)| m == metric) {
-            return Err(Error::usage(format!("--gold names metric '{metric}' twice")));
+            return Err(Error::usage(format!(
+                "--gold names metric '{metric}' twice"
+            )));
         }
         let value = schema.field_with_name(metric).map_err(|_| {
             Error::config(format!(
@@ -142,7 +148,11 @@ pub fn label(array: &ArrayRef, i: usize, kind: LabelKind) -> Result<Option<f64>,
         return Ok(None);
     }
     if kind != LabelKind::Score {
-        return Ok(Some(if array.as_boolean().value(i) { 1.0 } else { 0.0 }));
+        return Ok(Some(if array.as_boolean().value(i) {
+            1.0
+        } else {
+            0.0
+        }));
     }
     let v = number(array, i).ok_or_else(|| format!("type {} cannot be read", array.data_type()))?;
     if !(0.0..=1.0).contains(&v) {
@@ -166,7 +176,11 @@ fn value(array: &ArrayRef, i: usize) -> Option<f64> {
         return None;
     }
     match array.data_type() {
-        DataType::Boolean => Some(if array.as_boolean().value(i) { 1.0 } else { 0.0 }),
+        DataType::Boolean => Some(if array.as_boolean().value(i) {
+            1.0
+        } else {
+            0.0
+        }),
         DataType::Float32 => Some(array.as_primitive::<Float32Type>().value(i) as f64),
         _ => number(array, i),
     }
@@ -177,6 +191,32 @@ fn value(array: &ArrayRef, i: usize) -> Option<f64> {
 /// of a run (a shard) may hold no labels: the whole input is checked for
 /// that before scoring ([`figures`] checks a result it is given).
 pub fn gather(table: &Table, columns: &[GoldColumn]) -> Result<Vec<GoldState>, Error> {
+    Ok(gather_with_disagreements(table, columns, 0)?.0)
+}
+
+/// Labelled rows where a metric and its label disagree: a verdict against
+/// its label, a score [`SCORE_DISAGREES`] or more from it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Disagreeing {
+    /// Row ordinal in the result.
+    pub row: u64,
+    /// The label.
+    pub gold: f64,
+    /// The metric's value.
+    pub value: f64,
+    /// The judge's P(true), where it has one.
+    pub p: Option<f64>,
+}
+
+/// How far a score must lie from its label to be listed as disagreeing.
+pub const SCORE_DISAGREES: f64 = 0.3;
+
+/// [`gather`], also listing the first `limit` disagreeing rows per metric.
+pub fn gather_with_disagreements(
+    table: &Table,
+    columns: &[GoldColumn],
+    limit: usize,
+) -> Result<(Vec<GoldState>, Vec<Vec<Disagreeing>>), Error> {
     let mut names: Vec<String> = Vec::new();
     let at = |name: &str, names: &mut Vec<String>| match names.iter().position(|n| n == name) {
         Some(k) => k,
@@ -207,10 +247,16 @@ pub fn gather(table: &Table, columns: &[GoldColumn]) -> Result<Vec<GoldState>, E
         .map(|g| GoldState::new(&g.metric, &g.column, g.kind, g.stand_ins.clone()))
         .collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut disagreeing: Vec<Vec<Disagreeing>> = vec![Vec::new(); columns.len()];
     let mut first_row = 0u64;
     for batch in table.batches(&refs, 64 * 1024)? {
         let batch = batch?;
-        for ((g, c), state) in columns.iter().zip(&cols).zip(&mut states) {
+        for (((g, c), state), listed) in columns
+            .iter()
+            .zip(&cols)
+            .zip(&mut states)
+            .zip(&mut disagreeing)
+        {
             let labels = batch.column(c.label);
             let values = batch.column(c.value);
             for i in 0..batch.num_rows() {
@@ -222,9 +268,29 @@ pub fn gather(table: &Table, columns: &[GoldColumn]) -> Result<Vec<GoldState>, E
                         first_row + i as u64
                     ))
                 })?;
-                state.add(gold, value(values, i), || {
+                let v = value(values, i);
+                if let (Some(gold), Some(v), true) = (gold, v, listed.len() < limit) {
+                    let differs = match g.kind {
+                        LabelKind::Verdict => (gold >= 0.5) != (v >= 0.5),
+                        LabelKind::Score => (gold - v).abs() >= SCORE_DISAGREES,
+                        LabelKind::StandIn => false,
+                    };
+                    if differs {
+                        listed.push(Disagreeing {
+                            row: first_row + i as u64,
+                            gold,
+                            value: v,
+                            p: c.p.and_then(|k| value(batch.column(k), i)),
+                        });
+                    }
+                }
+                state.add(gold, v, || {
                     let p = c.p.and_then(|k| value(batch.column(k), i));
-                    let stand_ins = c.stand_ins.iter().map(|&k| value(batch.column(k), i)).collect();
+                    let stand_ins = c
+                        .stand_ins
+                        .iter()
+                        .map(|&k| value(batch.column(k), i))
+                        .collect();
                     let by_band = c.source.is_some_and(|k| {
                         let s = batch.column(k);
                         !s.is_null(i) && string(s, i) == Some("band")
@@ -236,14 +302,19 @@ pub fn gather(table: &Table, columns: &[GoldColumn]) -> Result<Vec<GoldState>, E
         first_row += batch.num_rows() as u64;
     }
     states.iter_mut().for_each(GoldState::sort);
-    Ok(states)
+    Ok((states, disagreeing))
 }
 
-/// The figures of every labelled metric of the result `spec`: labelled by
-/// `mapping`, else by the mapping its footer records, else none. A label
-/// column with no labels at all is an error naming it (exit 78).
-pub fn figures(spec: &str, mapping: &[(String, String)]) -> Result<Vec<Calibration>, Error> {
-    let table = Table::open(spec)?;
+/// The figures of every labelled metric of the result in `table`, with up
+/// to `limit` disagreeing rows each: labelled by `mapping`, else by the
+/// mapping its footer records, else none. A label column with no labels at
+/// all is an error naming it (exit 78).
+pub fn figures(
+    table: &Table,
+    mapping: &[(String, String)],
+    limit: usize,
+) -> Result<Vec<(Calibration, Vec<Disagreeing>)>, Error> {
+    let spec = table.spec();
     let recorded;
     let mapping = match (mapping.is_empty(), table.footer_value(FOOTER)) {
         (false, _) => mapping,
@@ -254,7 +325,7 @@ pub fn figures(spec: &str, mapping: &[(String, String)]) -> Result<Vec<Calibrati
         (true, None) => return Ok(Vec::new()),
     };
     let columns = resolve(&table.schema(), mapping, spec)?;
-    let states = gather(&table, &columns)?;
+    let (states, disagreeing) = gather_with_disagreements(table, &columns, limit)?;
     for (g, state) in columns.iter().zip(&states) {
         if state.rows.is_empty() && state.labels_without_value == 0 {
             return Err(Error::config(format!(
@@ -263,7 +334,11 @@ pub fn figures(spec: &str, mapping: &[(String, String)]) -> Result<Vec<Calibrati
             )));
         }
     }
-    Ok(states.iter().map(GoldState::calibration).collect())
+    Ok(states
+        .iter()
+        .map(GoldState::calibration)
+        .zip(disagreeing)
+        .collect())
 }
 
 /// A string column's value `i`, whatever its string encoding.

@@ -34,9 +34,31 @@ pub struct Report {
     /// result and the baseline, in words: their changes may be the rubric's,
     /// not the model's.
     pub rubric_changes: Vec<String>,
-    /// Per labelled metric (`--gold`): its agreement with the human labels
-    /// and its corrected run-wide figure.
-    pub calibration: Vec<refscore_stats::gold::Calibration>,
+    /// Per labelled metric (`--gold`): its agreement with the human labels,
+    /// its corrected run-wide figure and the rows where it disagrees.
+    pub calibration: Vec<GoldReport>,
+}
+
+/// One labelled metric on the page.
+#[derive(Debug, Clone, Serialize)]
+pub struct GoldReport {
+    /// Every agreement figure and the corrected estimate.
+    #[serde(flatten)]
+    pub figures: refscore_stats::gold::Calibration,
+    /// The first labelled rows where metric and label disagree, with texts.
+    pub disagreements: Vec<Disagreement>,
+}
+
+/// A labelled row where the metric and the human label disagree.
+#[derive(Debug, Clone, Serialize)]
+pub struct Disagreement {
+    /// The row, its id and texts, the metric's value and the judge's reasons.
+    #[serde(flatten)]
+    pub row: RowView,
+    /// The human label.
+    pub gold: f64,
+    /// The judge's P(true), where it gave one.
+    pub p: Option<f64>,
 }
 
 /// Row and status counts of one run.

@@ -11,6 +11,7 @@ use plotters::prelude::*;
 use refscore_core::Error;
 
 use crate::model::{MetricReport, Report};
+use refscore_stats::agreement::ReliabilityBin;
 
 const TEMPLATE: &str = include_str!("../templates/report.html");
 const BLUE: RGBColor = RGBColor(0x1f, 0x6f, 0xb5);
@@ -199,6 +200,51 @@ fn sgn(v: Value, digits: Option<usize>) -> String {
     }
 }
 
+/// A reliability diagram: per tenth of P(true), the share the labels call
+/// true against the mean P(true), beside the diagonal of perfect calibration.
+fn reliability(metric: &str, bins: &[ReliabilityBin]) -> Result<String, Error> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (360, 320)).into_drawing_area();
+        root.fill(&WHITE).map_err(chart_err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(10)
+            .caption(format!("{metric}: reliability"), ("sans-serif", 15))
+            .x_label_area_size(32)
+            .y_label_area_size(44)
+            .build_cartesian_2d(0.0..1.0, 0.0..1.0)
+            .map_err(chart_err)?;
+        chart
+            .configure_mesh()
+            .x_labels(6)
+            .y_labels(6)
+            .x_desc("mean P(true)")
+            .y_desc("share labelled true")
+            .x_label_formatter(&|v| format!("{v:.1}"))
+            .y_label_formatter(&|v| format!("{v:.1}"))
+            .draw()
+            .map_err(chart_err)?;
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(0.0, 0.0), (1.0, 1.0)],
+                GREY.stroke_width(1),
+            )))
+            .map_err(chart_err)?;
+        let points: Vec<(f64, f64)> = bins
+            .iter()
+            .map(|b| (b.mean_probability, b.share_true))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(points.clone(), BLUE.stroke_width(2)))
+            .map_err(chart_err)?;
+        chart
+            .draw_series(points.iter().map(|p| Circle::new(*p, 4, BLUE.filled())))
+            .map_err(chart_err)?;
+        root.present().map_err(chart_err)?;
+    }
+    Ok(svg)
+}
+
 fn count(v: Value) -> String {
     match u64::try_from(v) {
         Ok(n) => {
@@ -226,6 +272,14 @@ pub(crate) fn page(report: &Report) -> Result<String, Error> {
             format!("hist-{}", m.name),
             Value::from_safe_string(histogram(m)?),
         );
+    }
+    for c in &report.calibration {
+        if let Some(p) = &c.figures.probability_calibration {
+            charts.insert(
+                format!("reliability-{}", c.figures.metric),
+                Value::from_safe_string(reliability(&c.figures.metric, &p.reliability)?),
+            );
+        }
     }
     if report.baseline.is_some() {
         let rows: Vec<(String, f64, f64, f64)> = report

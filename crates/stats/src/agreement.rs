@@ -197,7 +197,12 @@ pub fn score_separation(scores: &[f64], gold: &[bool]) -> Option<ScoreSeparation
     let negatives = n - positives;
     let auc = (positives > 0 && negatives > 0).then(|| {
         let r = ranks(scores);
-        let rank_sum: f64 = r.iter().zip(gold).filter(|(_, g)| **g).map(|(r, _)| r).sum();
+        let rank_sum: f64 = r
+            .iter()
+            .zip(gold)
+            .filter(|(_, g)| **g)
+            .map(|(r, _)| r)
+            .sum();
         let p = positives as f64;
         (rank_sum - p * (p + 1.0) / 2.0) / (p * negatives as f64)
     });
@@ -249,7 +254,12 @@ pub fn probability_calibration(probs: &[f64], gold: &[bool]) -> Option<Probabili
         return None;
     }
     let y = |g: bool| if g { 1.0 } else { 0.0 };
-    let brier = probs.iter().zip(gold).map(|(p, g)| (p - y(*g)).powi(2)).sum::<f64>() / n as f64;
+    let brier = probs
+        .iter()
+        .zip(gold)
+        .map(|(p, g)| (p - y(*g)).powi(2))
+        .sum::<f64>()
+        / n as f64;
     let mut bins = [(0u64, 0.0f64, 0.0f64); 10];
     for (p, g) in probs.iter().zip(gold) {
         let bin = (1..10).filter(|k| (*k as f64) * 0.1 < *p).count();
@@ -338,7 +348,9 @@ fn quadratic_weighted_kappa(a: &[f64], b: &[f64]) -> Option<f64> {
     }
     let n = a.len() as f64;
     let rows: Vec<f64> = observed.iter().map(|r| r.iter().sum()).collect();
-    let cols: Vec<f64> = (0..STEPS).map(|j| observed.iter().map(|r| r[j]).sum()).collect();
+    let cols: Vec<f64> = (0..STEPS)
+        .map(|j| observed.iter().map(|r| r[j]).sum())
+        .collect();
     let (mut seen, mut expected) = (0.0, 0.0);
     for i in 0..STEPS {
         for j in 0..STEPS {
@@ -360,7 +372,12 @@ pub fn score_agreement(scores: &[f64], gold: &[f64]) -> Option<ScoreAgreement> {
         n: n as u64,
         spearman: pearson(&ranks(scores), &ranks(gold)),
         kendall: kendall_tau_b(scores, gold),
-        mae: scores.iter().zip(gold).map(|(s, g)| (s - g).abs()).sum::<f64>() / n as f64,
+        mae: scores
+            .iter()
+            .zip(gold)
+            .map(|(s, g)| (s - g).abs())
+            .sum::<f64>()
+            / n as f64,
         qwk: quadratic_weighted_kappa(scores, gold),
     })
 }

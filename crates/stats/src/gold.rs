@@ -219,7 +219,12 @@ impl GoldState {
     /// Puts the labelled rows in their canonical order.
     pub fn sort(&mut self) {
         let key = |r: &LabelledRow| {
-            let mut k = vec![r.gold, r.value, r.p.unwrap_or(f64::NAN), r.by_band as u8 as f64];
+            let mut k = vec![
+                r.gold,
+                r.value,
+                r.p.unwrap_or(f64::NAN),
+                r.by_band as u8 as f64,
+            ];
             k.extend(r.stand_ins.iter().map(|v| v.unwrap_or(f64::NAN)));
             k
         };
@@ -276,9 +281,8 @@ impl GoldState {
                 let pairs = self.rows.iter().map(|r| (r.gold >= 0.5, r.value >= 0.5));
                 c.verdict = verdict_agreement(Confusion::of(pairs));
                 let band = self.rows.iter().filter(|r| r.by_band);
-                c.band = verdict_agreement(Confusion::of(
-                    band.map(|r| (r.gold >= 0.5, r.value >= 0.5)),
-                ));
+                c.band =
+                    verdict_agreement(Confusion::of(band.map(|r| (r.gold >= 0.5, r.value >= 0.5))));
                 let (p, g): (Vec<f64>, Vec<bool>) = self
                     .rows
                     .iter()
@@ -290,7 +294,9 @@ impl GoldState {
                     let (s, g): (Vec<f64>, Vec<bool>) = self
                         .rows
                         .iter()
-                        .filter_map(|r| Some((r.stand_ins.get(k).copied().flatten()?, r.gold >= 0.5)))
+                        .filter_map(|r| {
+                            Some((r.stand_ins.get(k).copied().flatten()?, r.gold >= 0.5))
+                        })
                         .filter(|(v, _)| v.is_finite())
                         .unzip();
                     if let Some(separation) = score_separation(&s, &g) {

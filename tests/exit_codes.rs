@@ -101,6 +101,8 @@ fn cases(model: &str) -> Vec<(&'static str, Option<&'static str>, Vec<&str>, i32
         ),
         ("--judge-threshold", Some("2"), judge.clone(), 64),
         ("--threshold", Some("no_such_metric=1"), lexical.clone(), 64),
+        // Not METRIC=COLUMN (bad labels: tests/gold.rs).
+        ("--gold", Some("token_f1"), lexical.clone(), 64),
         ("--batch-size", Some("0"), lexical.clone(), 64),
         ("--threads", Some("0"), lexical.clone(), 64),
         (

@@ -228,3 +228,44 @@ fn bad_labels_stop_the_run_before_any_call() {
     );
     assert!(!out.exists());
 }
+
+#[test]
+fn a_band_on_token_f1_decides_outside_it_and_the_summary_measures_it() {
+    let server = scripted();
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(dir.path(), labels());
+    let out = dir.path().join("o.parquet");
+    // token_f1 of "good i" / "bad i" against "answer i" is 0.5 on every row:
+    // a band above it decides every row false, one below it true.
+    ok(&run(
+        &server.url,
+        &inp,
+        &out,
+        &["--judge-band", "token_f1:0.6..0.9"],
+    ));
+    assert_eq!(server.requests().len(), 0, "the band decided every row");
+    let result = read_parquet(&out);
+    assert!(texts(&result, "meaning_match_source")
+        .iter()
+        .all(|s| s.as_deref() == Some("band")));
+    assert!(bools(&result, "meaning_match")
+        .iter()
+        .all(|v| *v == Some(false)));
+    let c = &summary(&out)["calibration"][0];
+    // The band's own error on the 40 labelled rows it decided: the labels
+    // that say true.
+    let trues = (0..ROWS).filter(|i| label(*i) == Some(true)).count() as f64;
+    assert_eq!(c["band"]["n"], 40);
+    assert_eq!(c["band"]["agreement"], 1.0 - trues / 40.0);
+    // Only embedding and lexical scores can carry a band.
+    let err = fails(
+        &run(
+            &server.url,
+            &inp,
+            &out,
+            &["--judge-band", "meaning_match_p:0.1..0.9"],
+        ),
+        78,
+    );
+    assert!(err.contains("embedding or lexical score"), "{err}");
+}

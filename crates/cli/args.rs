@@ -93,6 +93,11 @@ pub enum Command {
     /// metric distribution, pass rate, lowest rows; with --baseline, what changed.
     #[command(after_help = format!("{REPORT_HELP}{}", exit_codes()))]
     Report(Box<ReportArgs>),
+    /// Fit the cascade's band from human labels: the --judge-band LO..HI whose sides,
+    /// decided by an embedding or lexical score alone, disagree with the labels at most
+    /// --max-error each, leaving as few rows as possible to the judge.
+    #[command(after_help = format!("{CALIBRATE_BAND_HELP}{}", exit_codes()))]
+    CalibrateBand(CalibrateBandArgs),
     /// List the judge metrics a run can ask for (built-in and yours), or print one's
     /// definition as TOML to start a rubric of your own from.
     JudgeMetrics(JudgeMetricsArgs),
@@ -153,6 +158,53 @@ Exit codes: as for `score`, and
   1   a metric named in --fail-on-regression regressed (the report is written)
 
 ";
+
+const CALIBRATE_BAND_HELP: &str = "
+Reads a result scored with human labels (score --gold meaning_match=COL, or --gold COL
+here) and the stand-in score (--by, a metric of the same run). HI is the lowest cut-off
+whose rows above, decided true, are labelled false at most --max-error of the time; LO
+the highest, up to HI, whose rows below, decided false, are labelled true at most
+--max-error of the time. Each side's error is printed with its Wilson 95% interval: with
+few labels on a side the interval is wide, and the fit is only as good as the labels. A
+side no cut-off can fit is left open (-inf or inf: it decides nothing).
+
+Example:
+  refscore calibrate-band tonight.parquet --metric meaning_match --by cosine --max-error 0.02
+
+";
+
+/// `refscore calibrate-band`.
+#[derive(Debug, Args)]
+pub struct CalibrateBandArgs {
+    /// Result of `refscore score` with human labels for --metric
+    #[arg(value_name = "RESULT")]
+    pub result: String,
+
+    /// The verdict the band decides
+    #[arg(long, value_name = "METRIC", default_value = "meaning_match")]
+    pub metric: String,
+
+    /// The score the band reads: cosine, bertscore_f1, bertscore_precision,
+    /// bertscore_recall or token_f1 (a column of the result)
+    #[arg(long, value_name = "METRIC", default_value = "cosine")]
+    pub by: String,
+
+    /// Largest share of the labelled rows on each side that may disagree with their label
+    #[arg(long, value_name = "SHARE", default_value_t = 0.02)]
+    pub max_error: f64,
+
+    /// The column holding the human labels [default: the one `score --gold` recorded]
+    #[arg(long, value_name = "COLUMN")]
+    pub gold: Option<String>,
+
+    /// Write every figure as JSON here as well
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Print only the --judge-band line
+    #[arg(short, long)]
+    pub quiet: bool,
+}
 
 /// `refscore report`.
 #[derive(Debug, Args)]
@@ -453,9 +505,11 @@ pub struct ScoreArgs {
     pub judge_metrics: Vec<PathBuf>,
 
     /// Cascade: send Meaning Match (and defined verdicts with band = true) to the judge only
-    /// for rows whose cosine lies in LO..HI; decide the others by the band's side (above:
-    /// true, below: false; source = band)
-    #[arg(long, value_name = "cosine:LO..HI")]
+    /// for rows whose METRIC (cosine, bertscore_f1, bertscore_precision, bertscore_recall or
+    /// token_f1, computed in the same run) lies in LO..HI; decide the others by the band's
+    /// side (above: true, below: false; source = band). `refscore calibrate-band` fits LO..HI
+    /// from human labels
+    #[arg(long, value_name = "METRIC:LO..HI")]
     pub judge_band: Option<String>,
 
     /// Folder for the persistent judge cache: a re-run never pays for a call twice

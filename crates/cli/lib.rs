@@ -6,6 +6,7 @@
 //! [`Scorer`] for Python.
 
 mod args;
+mod calibrate_band;
 mod config;
 mod gold;
 mod inspect;
@@ -134,6 +135,7 @@ fn run_other(
         Command::JudgeMetrics(args) => judge_metrics::run(args),
         Command::JudgePrompt(_) => judge_prompt::run(score_words),
         Command::MergeSummaries(args) => merge::run(args),
+        Command::CalibrateBand(args) => calibrate_band::run(args),
         Command::Report(_) => unreachable!("handled in run"),
     }
 }

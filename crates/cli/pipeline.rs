@@ -223,7 +223,7 @@ pub(crate) fn judge_options(
     JudgeOptions {
         endpoint,
         metrics,
-        band: j.and_then(|j| j.band),
+        band: j.and_then(|j| j.band.clone()),
         cache_dir: j.and_then(|j| j.cache.clone()),
         reasons: j.map(|j| j.reasons).unwrap_or_default(),
         threshold: j.map_or(refscore_judge::DEFAULT_THRESHOLD, |j| j.threshold),

@@ -249,7 +249,16 @@ impl Settings {
         let gold = args
             .gold
             .iter()
-            .map(|g| refscore_report::gold::parse_mapping(g))
+            .enumerate()
+            .map(|(i, g)| {
+                refscore_report::gold::parse_mapping(g).map_err(|e| {
+                    if origin.in_file("gold") {
+                        origin.in_file_error("gold", i, &e.message)
+                    } else {
+                        e
+                    }
+                })
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let mut keep = args.keep.take().unwrap_or_default();
         for (_, column) in &gold {

@@ -228,3 +228,54 @@ def test_labels_off_the_scale_and_labels_missing(tmp_path):
     assert "holds no labels" in p.stderr
     report(tmp_path / "r.parquet", "--json", tmp_path / "x.json",
            "--gold", "meaning_match=no_such_column", expect=65)
+
+
+def test_calibrate_band_fits_the_narrowest_band_within_the_error(tmp_path):
+    from statsmodels.stats.proportion import proportion_confint
+
+    table = make_result(tmp_path / "r.parquet")
+    out = tmp_path / "band.json"
+    p = subprocess.run([BIN, "calibrate-band", str(tmp_path / "r.parquet"), "--metric", "meaning_match",
+                        "--by", "cosine", "--max-error", "0.05", "--gold", "human_verdict",
+                        "--json", str(out)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    b = json.loads(out.read_text())
+    assert p.stdout.startswith(f"--judge-band {b['judge_band']}\n")
+    cols = {c: np.array(table.column(c).to_pylist(), object) for c in table.column_names}
+    lab = np.array([g is not None for g in cols["human_verdict"]]) & \
+        np.array([v is not None for v in cols["meaning_match"]])
+    s = cols["cosine"][lab].astype(np.float32).astype(np.float64)
+    y = np.array(list(cols["human_verdict"][lab]), bool)
+    lo, hi = float(np.float32(b["lo"])), float(np.float32(b["hi"]))
+    below, above = s < lo, s > hi
+    # Each side's error as measured here, within the error asked for.
+    assert b["below"]["labels"] == below.sum() and b["below"]["errors"] == (y & below).sum()
+    assert b["above"]["labels"] == above.sum() and b["above"]["errors"] == (~y & above).sum()
+    assert b["below"]["error"] <= 0.05 and b["above"]["error"] <= 0.05
+    for side in ("below", "above"):
+        low, high = proportion_confint(b[side]["errors"], b[side]["labels"], method="wilson")
+        close(b[side]["error_low"], low)
+        close(b[side]["error_high"], high)
+    # HI is the lowest feasible cut-off: the next labelled value below it is not.
+    values = np.unique(s)
+    lower = values[values < hi]
+    for cut in lower[-5:]:
+        take = s >= cut
+        assert (~y & take).sum() > 0.05 * take.sum(), cut
+    # The whole result: rows inside the band, and the judge calls it saves.
+    allc = cols["cosine"].astype(np.float32).astype(np.float64)
+    inside = (allc >= lo) & (allc <= hi)
+    assert b["rows"] == len(allc) and b["rows_inside"] == inside.sum()
+    judged = np.array([x == "judge" for x in cols["meaning_match_source"]])
+    assert b["calls_saved"] == (~inside & judged).sum()
+
+
+def test_calibrate_band_needs_labels_of_both_kinds(tmp_path):
+    table = make_result(tmp_path / "r.parquet")
+    all_true = pa.array([True if i % 30 == 0 else None for i in range(ROWS)], pa.bool_())
+    pq.write_table(table.set_column(table.column_names.index("human_verdict"), "human_verdict", all_true),
+                   tmp_path / "t.parquet")
+    p = subprocess.run([BIN, "calibrate-band", str(tmp_path / "t.parquet"), "--gold", "human_verdict"],
+                       capture_output=True, text=True)
+    assert p.returncode == 65, p.stderr
+    assert "labels are all true" in p.stderr and "lower" in p.stderr

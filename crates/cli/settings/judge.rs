@@ -29,7 +29,7 @@ pub struct JudgeSettings {
     pub concurrency: usize,
     pub rpm: Option<u32>,
     pub tpm: Option<u32>,
-    pub band: Option<(f32, f32)>,
+    pub band: Option<refscore_judge::Band>,
     pub cache: Option<PathBuf>,
     /// `--judge-reasons`.
     pub reasons: refscore_judge::Reasons,
@@ -138,12 +138,21 @@ pub(super) fn resolve(
     banded: bool,
 ) -> Result<Option<JudgeSettings>, Error> {
     let band = origin.parsed(args.judge_band.take(), "judge_band", parse_band)?;
-    if band.is_some()
-        && !(banded && metrics.metrics.contains(&metric::COSINE) && target.url.is_some())
-    {
-        return Err(Error::config(
-            "--judge-band needs the cosine metric and a judge metric the band decides (meaning_match, or one defined with band = true) in the run",
-        ));
+    if let Some(b) = &band {
+        let stand_in = metric::find(&b.metric)
+            .filter(|m| m.group != metric::Group::Judge && m.kind == metric::Kind::Score);
+        let Some(stand_in) = stand_in else {
+            return Err(Error::config(format!(
+                "--judge-band {b}: the band reads an embedding or lexical score (cosine, bertscore_f1, bertscore_precision, bertscore_recall, token_f1), not '{}'",
+                b.metric
+            )));
+        };
+        if !(banded && metrics.metrics.contains(&stand_in) && target.url.is_some()) {
+            return Err(Error::config(format!(
+                "--judge-band needs the {} metric and a judge metric the band decides (meaning_match, or one defined with band = true) in the run",
+                b.metric
+            )));
+        }
     }
     let reasons = origin
         .parsed(
@@ -238,18 +247,8 @@ pub(super) fn default_api_key() -> Option<String> {
     env_text(DEFAULT_KEY_ENV)
 }
 
-/// Parses `cosine:LO..HI` (the message names the value; [`Origin::parsed`] names
-/// where it came from).
-fn parse_band(spec: &str) -> Result<(f32, f32), String> {
-    let bad = || format!("{spec}: expected cosine:LO..HI with 0 <= LO <= HI <= 1");
-    let range = spec.strip_prefix("cosine:").ok_or_else(bad)?;
-    let (lo, hi) = range.split_once("..").ok_or_else(bad)?;
-    let (lo, hi): (f32, f32) = (
-        lo.trim().parse().map_err(|_| bad())?,
-        hi.trim().parse().map_err(|_| bad())?,
-    );
-    if !(0.0..=1.0).contains(&lo) || !(0.0..=1.0).contains(&hi) || lo > hi {
-        return Err(bad());
-    }
-    Ok((lo, hi))
+/// Parses `METRIC:LO..HI` (the message names the value; [`Origin::parsed`]
+/// names where it came from).
+fn parse_band(spec: &str) -> Result<refscore_judge::Band, String> {
+    refscore_judge::Band::parse(spec)
 }

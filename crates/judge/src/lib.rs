@@ -16,6 +16,7 @@
 //! (`probs`); an answer is cut after the verdict unless [`Reasons`] wants
 //! its reason.
 
+mod band;
 pub mod batch;
 mod cache;
 mod client;
@@ -43,6 +44,7 @@ use std::path::PathBuf;
 use refscore_core::metric::MetricSet;
 use serde_json::{json, Value};
 
+pub use band::Band;
 pub use client::probe;
 pub use endpoint::{check_url, Api, Endpoint, MAX_TIMEOUT, MIN_TIMEOUT};
 pub use metric::JudgeMetrics;
@@ -104,9 +106,9 @@ pub struct JudgeOptions {
     pub endpoint: Endpoint,
     /// The run's metrics (those of the judge group are this stage's).
     pub metrics: MetricSet,
-    /// `--judge-band cosine:LO..HI`: only rows with cosine in [LO, HI] go to
-    /// the judge for Meaning Match.
-    pub band: Option<(f32, f32)>,
+    /// `--judge-band METRIC:LO..HI`: only rows with the metric in [LO, HI]
+    /// go to the judge for Meaning Match (and verdicts defined with band).
+    pub band: Option<Band>,
     /// `--judge-cache DIR`.
     pub cache_dir: Option<PathBuf>,
     /// `--judge-reasons`.

@@ -103,13 +103,15 @@ pub(crate) fn by_rule(jm: &JudgeMetric, empty: bool, same: bool) -> Option<Outco
 
 /// The Meaning Match verdict of `--judge-band cosine:LO..HI` for a row whose
 /// cosine is `c`: decided by the side when outside the band, else `None`.
-pub(crate) fn by_band(c: f32, (lo, hi): (f32, f32)) -> Option<Outcome> {
+pub(crate) fn by_band(c: f32, band: &crate::Band) -> Option<Outcome> {
+    let (lo, hi) = (band.lo, band.hi);
     if !(c < lo || c > hi) {
         return None; // inside the band, or NaN: the judge decides
     }
     let side = c > hi;
     let why = format!(
-        "cosine {c:.3} is {} the band {lo}..{hi}",
+        "{} {c:.3} is {} the band {lo}..{hi}",
+        band.metric,
         if side { "above" } else { "below" }
     );
     Some(Outcome::Verdict {

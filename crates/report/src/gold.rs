@@ -293,7 +293,7 @@ pub fn gather_with_disagreements(
                         .collect();
                     let by_band = c.source.is_some_and(|k| {
                         let s = batch.column(k);
-                        !s.is_null(i) && string(s, i) == Some("band")
+                        !s.is_null(i) && string_at(s, i) == Some("band")
                     });
                     (p, stand_ins, by_band)
                 });
@@ -342,7 +342,7 @@ pub fn figures(
 }
 
 /// A string column's value `i`, whatever its string encoding.
-fn string(array: &ArrayRef, i: usize) -> Option<&str> {
+pub(crate) fn string_at(array: &ArrayRef, i: usize) -> Option<&str> {
     match array.data_type() {
         DataType::Utf8 => Some(array.as_string::<i32>().value(i)),
         DataType::LargeUtf8 => Some(array.as_string::<i64>().value(i)),

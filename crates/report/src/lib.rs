@@ -12,6 +12,7 @@
 //! one self-contained page; the [`Report`] itself serialises as the JSON.
 
 mod agg;
+pub mod band;
 pub mod bootstrap;
 mod finish;
 pub mod gold;

@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 pub mod agreement;
+pub mod band;
 pub mod gold;
 pub mod ppi;
 

@@ -16,10 +16,13 @@ impl Stage for JudgeStage {
 
     fn score(&mut self, batch: &RowBatch, earlier: &ScoreColumns) -> Result<ScoreColumns, Error> {
         let requested = where_column::requested_rows(batch, self.where_column(), self.known())?;
-        let cosine: Option<Float32Array> = earlier
-            .column("cosine")
+        let stand_in: Option<Float32Array> = self
+            .options
+            .band
+            .as_ref()
+            .and_then(|b| earlier.column(&b.metric))
             .map(|c| c.as_primitive::<Float32Type>().clone());
-        let mut scores = self.score_batch(batch, &requested, cosine.as_ref())?;
+        let mut scores = self.score_batch(batch, &requested, stand_in.as_ref())?;
         // Rows whose judge endpoint failed (down, timing out, 429, 5xx): a
         // resumed run tries them again. Bad answers would only fail again.
         scores.retryable_rows = self.last_batch_rows_retryable();

@@ -373,12 +373,13 @@ impl JudgeStage {
     }
 
     /// Judges one batch. `requested[i]` says which metrics row i asks for;
-    /// `cosine` (when a band is set) holds the rows' cosine scores.
+    /// `stand_in` (when a band is set) holds the rows' values of the band's
+    /// metric.
     pub(crate) fn score_batch(
         &mut self,
         batch: &RowBatch,
         requested: &[Wanted],
-        cosine: Option<&Float32Array>,
+        stand_in: Option<&Float32Array>,
     ) -> Result<ScoreColumns, Error> {
         let n = batch.len();
         let metrics = self.metrics.clone();
@@ -411,9 +412,10 @@ impl JudgeStage {
                     d.verdicts[m][i] = Some((verdict, Source::Rule));
                     continue;
                 }
-                if let (true, Some(band), Some(cos)) = (jm.band(), self.options.band, cosine) {
-                    if cos.is_valid(i) {
-                        if let Some(verdict) = rules::by_band(cos.value(i), band) {
+                if let (true, Some(band), Some(values)) = (jm.band(), &self.options.band, stand_in)
+                {
+                    if values.is_valid(i) {
+                        if let Some(verdict) = rules::by_band(values.value(i), band) {
                             self.report.decided_by_band += 1;
                             d.verdicts[m][i] = Some((verdict, Source::Band));
                             continue;

@@ -1,0 +1,75 @@
+//! The cascade's band (`--judge-band METRIC:LO..HI`): rows whose stand-in
+//! score (cosine, BERTScore F1, token F1, …) lies outside LO..HI are decided
+//! by its side without a judge call; `refscore calibrate-band` fits one from
+//! human labels.
+
+use serde_json::{json, Value};
+
+/// A band on an embedding or lexical score of the same run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Band {
+    /// The score the band reads (a result column computed before judging).
+    pub metric: String,
+    /// Rows below it are decided false.
+    pub lo: f32,
+    /// Rows above it are decided true.
+    pub hi: f32,
+}
+
+impl Band {
+    /// Parses `METRIC:LO..HI` (e.g. `cosine:0.3..0.9`), LO ≤ HI; `-inf` or
+    /// `inf` leaves a side open (it decides nothing).
+    pub fn parse(spec: &str) -> Result<Band, String> {
+        let bad = || format!("{spec}: expected METRIC:LO..HI, e.g. cosine:0.3..0.9, with LO <= HI");
+        let (metric, range) = spec.split_once(':').ok_or_else(bad)?;
+        let (lo, hi) = range.split_once("..").ok_or_else(bad)?;
+        let (lo, hi): (f32, f32) = (
+            lo.trim().parse().map_err(|_| bad())?,
+            hi.trim().parse().map_err(|_| bad())?,
+        );
+        if metric.trim().is_empty() || lo.is_nan() || hi.is_nan() || lo > hi {
+            return Err(bad());
+        }
+        Ok(Band {
+            metric: metric.trim().to_string(),
+            lo,
+            hi,
+        })
+    }
+
+    /// What the fingerprint records: `[lo, hi]` for a cosine band, as
+    /// before other metrics were allowed (so those runs still resume).
+    pub(crate) fn fingerprint(&self) -> Value {
+        if self.metric == "cosine" {
+            json!([self.lo, self.hi])
+        } else {
+            json!({"metric": self.metric, "range": [self.lo, self.hi]})
+        }
+    }
+}
+
+impl std::fmt::Display for Band {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}..{}", self.metric, self.lo, self.hi)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_any_metric_and_keeps_the_cosine_fingerprint() {
+        let b = Band::parse("cosine:0.3..0.9").unwrap();
+        assert_eq!(b.fingerprint(), json!([0.3f32, 0.9f32]));
+        let b = Band::parse("bertscore_f1:-0.1..0.4").unwrap();
+        assert_eq!((b.metric.as_str(), b.lo, b.hi), ("bertscore_f1", -0.1, 0.4));
+        assert!(Band::parse("cosine:0.9..0.3").is_err());
+        assert!(Band::parse("0.3..0.9").is_err());
+        assert!(Band::parse("cosine:a..0.9").is_err());
+        assert_eq!(
+            Band::parse("cosine:-inf..0.9").unwrap().lo,
+            f32::NEG_INFINITY
+        );
+    }
+}

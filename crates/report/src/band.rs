@@ -1,0 +1,208 @@
+//! `refscore calibrate-band`: a band fitted on a result's labelled rows
+//! ([`refscore_stats::band`]), and what it would have done to the whole
+//! result: the rows it leaves to the judge, the calls it saves, and the
+//! error it adds against the judge's own on the same labelled rows.
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::{DataType, Float32Type};
+use refscore_core::Error;
+use refscore_read::Table;
+use refscore_stats::band::{fit_band, BandFit};
+use refscore_stats::gold::LabelKind;
+use serde::Serialize;
+
+use crate::gold;
+
+/// What to fit.
+#[derive(Debug, Clone)]
+pub struct BandRequest {
+    /// The verdict the band decides (e.g. `meaning_match`).
+    pub metric: String,
+    /// The score it reads (e.g. `cosine`).
+    pub by: String,
+    /// The label column; `None`: the one the result's footer records.
+    pub gold: Option<String>,
+    /// Largest error allowed on each side.
+    pub max_error: f64,
+}
+
+/// A fitted band and its effect on the result it was fitted on.
+#[derive(Debug, Clone, Serialize)]
+pub struct BandReport {
+    /// The verdict decided.
+    pub metric: String,
+    /// The score read.
+    pub by: String,
+    /// The label column.
+    pub gold_column: String,
+    /// The `--judge-band` value to use.
+    pub judge_band: String,
+    /// The fit and each side's measured error.
+    #[serde(flatten)]
+    pub fit: BandFit,
+    /// Rows of the result with a value of `by` (those a band can decide).
+    pub rows: u64,
+    /// Of them, rows inside the band: still judged.
+    pub rows_inside: u64,
+    /// rows_inside / rows.
+    pub share_judged: f64,
+    /// Rows outside the band that the judge answered in this result (source
+    /// `judge`): the calls the band saves at this volume.
+    pub calls_saved: u64,
+    /// Labelled rows outside the band that the judge answered here: the
+    /// rows the added error is measured on.
+    pub labels_compared: u64,
+    /// Of them, rows the band decides against their label.
+    pub band_errors: u64,
+    /// Of them, rows the judge answered against their label.
+    pub judge_errors: u64,
+    /// (band_errors − judge_errors) / labels_compared: the error the band
+    /// adds where it replaces the judge (negative: it removes error).
+    pub error_added: Option<f64>,
+}
+
+/// Fits the band on `table`'s labelled rows and measures it on all rows.
+pub fn calibrate(table: &Table, r: &BandRequest) -> Result<BandReport, Error> {
+    let spec = table.spec();
+    let column = match &r.gold {
+        Some(c) => c.clone(),
+        None => {
+            let recorded = table.footer_value(gold::FOOTER).ok_or_else(|| {
+                Error::config(format!(
+                    "{spec}: no labels recorded: pass --gold COLUMN (score it with --gold {}=COLUMN)",
+                    r.metric
+                ))
+            })?;
+            gold::mapping_from_json(recorded)?
+                .into_iter()
+                .find(|(m, _)| *m == r.metric)
+                .map(|(_, c)| c)
+                .ok_or_else(|| {
+                    Error::config(format!(
+                        "{spec}: the result records no labels for {}: pass --gold COLUMN",
+                        r.metric
+                    ))
+                })?
+        }
+    };
+    let columns = gold::resolve(&table.schema(), &[(r.metric.clone(), column.clone())], spec)?;
+    let g = &columns[0];
+    if g.kind != LabelKind::Verdict {
+        return Err(Error::usage(format!(
+            "--metric {}: the band decides a verdict (meaning_match, or a defined verdict)",
+            r.metric
+        )));
+    }
+    let k = g.stand_ins.iter().position(|s| *s == r.by).ok_or_else(|| {
+        Error::usage(format!(
+            "--by {}: not an embedding or lexical score of {spec} (it has: {})",
+            r.by,
+            g.stand_ins.join(", ")
+        ))
+    })?;
+    let state = gold::gather(table, &columns)?.remove(0);
+    if state.rows.is_empty() {
+        return Err(Error::config(format!(
+            "{spec}: column '{column}' holds no labels on rows with a {} value",
+            r.metric
+        )));
+    }
+    let pairs: Vec<(f64, bool)> = state
+        .rows
+        .iter()
+        .filter_map(|row| Some((row.stand_ins[k]?, row.gold >= 0.5)))
+        .collect();
+    let mut fit = fit_band(&pairs, r.max_error)
+        .map_err(|e| Error::bad_input(format!("{spec}: --gold {}={column}: {e}", r.metric)))?;
+    // The run compares in f32: the figures below are for the band it reads.
+    fit.lo = fit.lo as f32 as f64;
+    fit.hi = fit.hi as f32 as f64;
+    let outside = |s: f64| s < fit.lo || s > fit.hi;
+    // The error added, on the labelled rows the judge itself answered.
+    let (mut compared, mut band_errors, mut judge_errors) = (0u64, 0u64, 0u64);
+    for row in state.rows.iter().filter(|row| !row.by_band) {
+        let Some(s) = row.stand_ins[k].filter(|s| outside(*s)) else {
+            continue;
+        };
+        compared += 1;
+        let gold = row.gold >= 0.5;
+        band_errors += ((s > fit.hi) != gold) as u64;
+        judge_errors += ((row.value >= 0.5) != gold) as u64;
+    }
+    let (rows, rows_inside, calls_saved) = volume(table, &r.by, g.source_column.as_deref(), &fit)?;
+    let band = format!("{}:{}..{}", r.by, shown(fit.lo), shown(fit.hi));
+    Ok(BandReport {
+        metric: r.metric.clone(),
+        by: r.by.clone(),
+        gold_column: column,
+        judge_band: band,
+        rows,
+        rows_inside,
+        share_judged: if rows > 0 {
+            rows_inside as f64 / rows as f64
+        } else {
+            0.0
+        },
+        calls_saved,
+        labels_compared: compared,
+        band_errors,
+        judge_errors,
+        error_added: (compared > 0)
+            .then(|| (band_errors as f64 - judge_errors as f64) / compared as f64),
+        fit,
+    })
+}
+
+/// A cut-off as `--judge-band` reads it back: f32 digits, or ±inf.
+fn shown(v: f64) -> String {
+    if v.is_infinite() {
+        if v > 0.0 { "inf" } else { "-inf" }.to_string()
+    } else {
+        // The shortest digits that read back as the same f32.
+        format!("{}", v as f32)
+    }
+}
+
+/// Rows with a `by` value, rows inside the band, and rows outside it that
+/// the judge answered (source `judge`).
+fn volume(
+    table: &Table,
+    by: &str,
+    source: Option<&str>,
+    fit: &BandFit,
+) -> Result<(u64, u64, u64), Error> {
+    let mut names = vec![by];
+    names.extend(source);
+    let (mut rows, mut inside, mut saved) = (0u64, 0u64, 0u64);
+    for batch in table.batches(&names, 64 * 1024)? {
+        let batch = batch?;
+        let values = batch.column(0);
+        if values.data_type() != &DataType::Float32 {
+            return Err(Error::bad_input(format!(
+                "{}: column '{by}' has type {}, not Float32",
+                table.spec(),
+                values.data_type()
+            )));
+        }
+        let values = values.as_primitive::<Float32Type>();
+        let judged = |i: usize| {
+            source.is_some() && {
+                let s = batch.column(1);
+                s.is_valid(i) && gold::string_at(s, i) == Some("judge")
+            }
+        };
+        for i in 0..batch.num_rows() {
+            if values.is_null(i) || !values.value(i).is_finite() {
+                continue;
+            }
+            rows += 1;
+            let s = values.value(i) as f64;
+            if s < fit.lo || s > fit.hi {
+                saved += judged(i) as u64;
+            } else {
+                inside += 1;
+            }
+        }
+    }
+    Ok((rows, inside, saved))
+}

@@ -38,15 +38,15 @@ TOL = 1e-6
 TOL_INTERVAL = 1e-3
 
 
-def make_result(path, seed=7):
+def make_result(path, seed=7, truth_rate=0.6, false_p=(2, 3)):
     """A result whose judge has sensitivity 0.9 and specificity 0.7 against
     a true pass rate of 0.6, P(true) that is informative but miscalibrated,
     a similarity score with noise around the true score, and a cosine that
     separates the classes partly. Some labelled rows lack a verdict (the
     judge failed there)."""
     rng = np.random.default_rng(seed)
-    truth = rng.random(ROWS) < 0.6
-    verdict_p = np.where(truth, rng.beta(5, 2, ROWS), rng.beta(2, 3, ROWS)).astype(np.float32)
+    truth = rng.random(ROWS) < truth_rate
+    verdict_p = np.where(truth, rng.beta(5, 2, ROWS), rng.beta(*false_p, ROWS)).astype(np.float32)
     verdict = verdict_p >= 0.5
     failed = rng.random(ROWS) < 0.01
     cosine = np.clip(np.where(truth, 0.75, 0.55) + rng.normal(0, 0.12, ROWS), -1, 1).astype(np.float32)
@@ -279,3 +279,27 @@ def test_calibrate_band_needs_labels_of_both_kinds(tmp_path):
                        capture_output=True, text=True)
     assert p.returncode == 65, p.stderr
     assert "labels are all true" in p.stderr and "lower" in p.stderr
+
+
+def test_night_over_night_compares_the_corrected_figures(tmp_path):
+    """Tonight the true rate fell from 0.6 to 0.5, but the judge grew lenient
+    (it passes two thirds of wrong answers instead of a third): its own pass
+    rate rose. With labels on both nights the verdict follows the corrected
+    figures: worse, and the gate fails."""
+    make_result(tmp_path / "a.parquet", seed=1)
+    make_result(tmp_path / "b.parquet", seed=2, truth_rate=0.5, false_p=(3, 2))
+    out = tmp_path / "r.json"
+    gold = ["--gold", "meaning_match=human_verdict"]
+    p = report(tmp_path / "b.parquet", "--baseline", tmp_path / "a.parquet", "--json", out, *gold,
+               "--fail-on-regression", "meaning_match", expect=1)
+    r = json.loads(out.read_text())
+    m = {x["name"]: x for x in r["metrics"]}["meaning_match"]
+    c = m["change"]
+    assert c["diff"] > 0.05, "the judge's own rate rose"
+    assert c["verdict"] == "worse" and "corrected" in c["line"], c["line"]
+    k = c["corrected"]
+    now = {x["metric"]: x for x in r["calibration"]}["meaning_match"]["corrected"]
+    close(k["result"], now["estimate"])
+    se_now = (now["high"] - now["low"]) / (2 * 1.959963984540054)
+    assert k["ci_high"] < 0 and abs(k["diff"] + 0.1) < 3 * se_now * 1.5
+    assert "meaning_match" in p.stdout and "worse" in p.stdout

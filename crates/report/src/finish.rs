@@ -140,6 +140,12 @@ pub(crate) fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Resul
     wanted.cur.extend(&agg.only_cur_examples);
     wanted.base.extend(&agg.only_base_examples);
     let gold = crate::gold::figures(&ctx.cur.table, &o.gold, DISAGREEMENTS_SHOWN)?;
+    // The baseline's labels, read the same way; a baseline without them (or
+    // without the columns --gold names) has no corrected figures to compare.
+    let base_gold = ctx
+        .base
+        .map(|b| crate::gold::figures(&b.table, &o.gold, 0).unwrap_or_default())
+        .unwrap_or_default();
     for (_, rows) in &gold {
         wanted.cur.extend(rows.iter().map(|d| d.row));
     }
@@ -166,7 +172,7 @@ pub(crate) fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Resul
             .map(|e| view(e.1, f32::from_bits(e.3), Some((e.2, f32::from_bits(e.4)))))
             .collect()
     };
-    let calibration = gold
+    let calibration: Vec<GoldReport> = gold
         .into_iter()
         .map(|(figures, rows)| GoldReport {
             figures,
@@ -212,6 +218,7 @@ pub(crate) fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Resul
                 pass_rate_result: pr(p.pass_cur),
                 pass_to_fail: p.pass_to_fail,
                 fail_to_pass: p.fail_to_pass,
+                corrected: None,
                 pass_to_fail_rows: flips(&down[k]),
                 fail_to_pass_rows: flips(&up[k]),
             }
@@ -344,6 +351,9 @@ pub(crate) fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Resul
             sources: agg.judge.sources.clone(),
             summary: texts::summary_judge(&o.result),
         });
+    for m in &mut metrics {
+        compare_corrected(m, &calibration, &base_gold);
+    }
     let gates = gate_results(o, &metrics);
     let rubric_changes = ctx
         .base
@@ -381,6 +391,49 @@ pub(crate) fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Resul
     })
 }
 
+/// A labelled metric's change judged on its corrected figures (both
+/// nights with enough labels for an interval).
+fn compare_corrected(
+    m: &mut MetricReport,
+    cur: &[GoldReport],
+    base: &[(
+        refscore_stats::gold::Calibration,
+        Vec<crate::gold::Disagreeing>,
+    )],
+) {
+    use refscore_stats::ppi::Z95;
+    let Some(change) = m.change.as_mut() else {
+        return;
+    };
+    let find = |c: &refscore_stats::gold::Calibration| {
+        c.corrected
+            .as_ref()
+            .filter(|k| c.metric == m.name && k.note.is_none())
+            .map(|k| (k.mean.estimate, (k.mean.high - k.mean.low) / (2.0 * Z95)))
+    };
+    let (Some(now), Some(then)) = (
+        cur.iter().find_map(|g| find(&g.figures)),
+        base.iter().find_map(|(c, _)| find(c)),
+    ) else {
+        return;
+    };
+    let diff = now.0 - then.0;
+    let half = Z95 * (now.1 * now.1 + then.1 * then.1).sqrt();
+    let (lo, hi) = (diff - half, diff + half);
+    change.verdict = verdict(Some(lo), Some(hi));
+    change.line = format!(
+        "{} (corrected for the judge's error)",
+        line(&m.name, Some(diff), Some(lo), Some(hi), change.verdict)
+    );
+    change.corrected = Some(CorrectedChange {
+        baseline: then.0,
+        result: now.0,
+        diff,
+        ci_low: lo,
+        ci_high: hi,
+    });
+}
+
 fn gate_results(o: &Options, metrics: &[MetricReport]) -> Vec<GateResult> {
     let mut out = Vec::new();
     for g in &o.gates {
@@ -389,7 +442,8 @@ fn gate_results(o: &Options, metrics: &[MetricReport]) -> Vec<GateResult> {
             .filter(|m| g.metric == "all" || g.metric == m.name)
         {
             let Some(c) = &m.change else { continue };
-            let failed = c.ci_high.is_some_and(|h| h < -g.delta);
+            let high = c.corrected.as_ref().map(|k| k.ci_high).or(c.ci_high);
+            let failed = high.is_some_and(|h| h < -g.delta);
             let line = if failed {
                 format!(
                     "{}: regression: the interval lies wholly below −{}",

@@ -189,6 +189,27 @@ pub struct Change {
     pub pass_to_fail_rows: Vec<RowView>,
     /// The fail → pass rows with the largest gains.
     pub fail_to_pass_rows: Vec<RowView>,
+    /// With human labels on both nights: the change of the figure corrected
+    /// for the judge's error. Where present, `verdict`, `line` and the
+    /// regression gates use it rather than the paired change above.
+    pub corrected: Option<CorrectedChange>,
+}
+
+/// The change of a labelled metric's corrected figure between two nights.
+/// The two nights' labelled rows are independent samples, so the interval
+/// of the difference is ±1.96 × √(se² + se²) of the two PPI++ estimates.
+#[derive(Debug, Clone, Serialize)]
+pub struct CorrectedChange {
+    /// The baseline's corrected figure.
+    pub baseline: f64,
+    /// The result's corrected figure.
+    pub result: f64,
+    /// result − baseline.
+    pub diff: f64,
+    /// Lower end of the 95% interval of `diff`.
+    pub ci_low: f64,
+    /// Upper end of the 95% interval of `diff`.
+    pub ci_high: f64,
 }
 
 /// One row with its texts.

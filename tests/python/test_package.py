@@ -131,6 +131,27 @@ def test_score_parquet_runs_the_cli_job(tmp_path):
     assert e.value.exit_code == 78 and "already exists" in str(e.value)
 
 
+def test_score_parquet_returns_the_calibration_against_human_labels(tmp_path):
+    # Human labels on every third row of the example: "the answer is right"
+    # where the normalised texts match exactly.
+    t = pq.read_table(EXAMPLE)
+    exact = refscore.score_parquet(EXAMPLE, tmp_path / "e.parquet", metrics="exact_match_norm", quiet=True)
+    assert exact["rows"] == t.num_rows
+    right = pq.read_table(tmp_path / "e.parquet").column("exact_match_norm").to_pylist()
+    labels = pa.array([bool(v) if i % 3 == 0 else None for i, v in enumerate(right)], pa.bool_())
+    labelled = tmp_path / "labelled.parquet"
+    pq.write_table(t.append_column("human", labels), labelled)
+    summary = refscore.score_parquet(labelled, tmp_path / "o.parquet", metrics="lexical",
+                                     input_col="question", gold={"token_f1": "human"}, quiet=True)
+    c = summary["calibration"][0]
+    assert (c["metric"], c["gold_column"], c["kind"]) == ("token_f1", "human", "stand_in")
+    assert c["labels"] == (t.num_rows + 2) // 3
+    assert 0.5 < c["separation"]["auc"] <= 1.0
+    with pytest.raises(refscore.RefscoreError) as e:
+        refscore.score_parquet(labelled, tmp_path / "x.parquet", metrics="lexical", gold={"token_f1": "nope"})
+    assert e.value.exit_code == 65 and "nope" in str(e.value)
+
+
 def test_gil_is_released_while_scoring():
     data = pa.table({"id": [str(i) for i in range(200_000)], "reference": ["a b c d"] * 200_000,
                      "output": ["a b x d"] * 200_000})

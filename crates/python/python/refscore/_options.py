@@ -8,7 +8,8 @@ def flags(options: Dict[str, Any]) -> List[str]:
     """Turns ``metrics=["cosine", "token_f1"], id_col="qid", idf=True`` into
     ``--metrics cosine,token_f1 --id-col qid --idf``. ``None`` and ``False``
     leave a flag out; lists become comma-separated values; ``threshold``
-    takes a dict ``{"token_f1": 0.6}`` or ``"token_f1=0.6"`` strings;
+    takes a dict ``{"token_f1": 0.6}`` or ``"token_f1=0.6"`` strings, and
+    ``gold`` a dict ``{"meaning_match": "human_label"}`` likewise;
     ``judge_metrics`` a path or a list of paths (one flag each). Unknown
     names reach the CLI's parser, which refuses them (RefscoreError, 64)."""
     out: List[str] = []
@@ -16,12 +17,12 @@ def flags(options: Dict[str, Any]) -> List[str]:
         if value is None or value is False:
             continue
         flag = "--" + name.replace("_", "-")
-        if name in ("threshold", "thresholds"):
+        if name in ("threshold", "thresholds", "gold"):
             items = value.items() if isinstance(value, dict) else None
             values = [f"{k}={v}" for k, v in items] if items is not None else (
                 [value] if isinstance(value, str) else list(value))
             for v in values:
-                out += ["--threshold", str(v)]
+                out += ["--gold" if name == "gold" else "--threshold", str(v)]
         elif name == "judge_metrics":
             # A repeatable flag taking paths (which may hold commas).
             paths = [value] if isinstance(value, (str, os.PathLike)) else list(value)

@@ -82,6 +82,9 @@ fn cases(model: &str) -> Vec<(&'static str, Option<&'static str>, Vec<&str>, i32
         ("--judge-tpm", Some("0"), judge.clone(), 64),
         ("--judge-where", Some("no_such_column"), judge.clone(), 65),
         ("--judge-band", Some("cosine:0.9..0.1"), judge.clone(), 64),
+        // A panel's flags (a panel's own checks: tests/judge_panel.rs).
+        ("--judge-panel", Some("council"), judge.clone(), 64),
+        ("--judge-escalate-band", Some("0.9..0.1"), judge.clone(), 64),
         // A folder, created when the judge first answers.
         ("--judge-cache", None, vec![], 0),
         ("--judge-reasons", Some("sometimes"), judge.clone(), 64),

@@ -20,11 +20,12 @@ const ROWS: usize = 80;
 /// whose ordinal is a multiple of 3 are "bad". Even rows are labelled; the
 /// label disagrees with the judge on every tenth row.
 fn judge_verdict(i: usize) -> bool {
-    i % 3 != 0
+    !i.is_multiple_of(3)
 }
 
 fn label(i: usize) -> Option<bool> {
-    (i % 2 == 0).then(|| judge_verdict(i) ^ (i % 10 == 0))
+    i.is_multiple_of(2)
+        .then(|| judge_verdict(i) ^ i.is_multiple_of(10))
 }
 
 /// Two files of 40 rows (so that two shards each get one).

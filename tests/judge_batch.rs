@@ -733,3 +733,77 @@ fn a_folder_whose_results_fail_twice_ends_75_and_a_later_resume_retries() {
     assert_eq!(texts(&got, "status"), vec![Some("ok".to_string()); 8]);
     assert_eq!(bools(&got, "meaning_match")[0], Some(true));
 }
+
+/// A Meaning Match verdict cut after its word, with P(true) = `p`.
+fn verdict_p(p: f64) -> Value {
+    let word = if p >= 0.5 { " true" } else { " false" };
+    let tokens = vec![
+        token("{\"", &[("{\"", 1.0)]),
+        token("meaning", &[("meaning", 1.0)]),
+        token("_match", &[("_match", 1.0)]),
+        token("\":", &[("\":", 1.0)]),
+        token(word, &[(" true", p), (" false", 1.0 - p)]),
+    ];
+    completion(&format!("{{\"meaning_match\":{word}"), Some(tokens))
+}
+
+#[test]
+fn a_panel_escalates_through_batches_as_it_does_online() {
+    // The small judge is sure of right answers and unsure of the rest; the
+    // big one is asked only about those, in a later round.
+    let small = |body: &Value| {
+        let user = body["messages"][1]["content"].as_str().unwrap_or("");
+        verdict_p(if user.contains("right answer") {
+            0.9
+        } else {
+            0.45
+        })
+    };
+    let big = |_: &Value| verdict_p(0.1);
+    let dir = tempfile::tempdir().unwrap();
+    let i = input(dir.path());
+    let panel = |o: &Path, urls: [&str; 2]| -> Vec<String> {
+        let mut a: Vec<String> =
+            base_args(i.to_str().unwrap(), o.to_str().unwrap(), "meaning_match")
+                .into_iter()
+                .filter(|w| *w != "--judge-model" && *w != "scripted")
+                .map(String::from)
+                .collect();
+        for (url, model) in urls.iter().zip(["small", "big"]) {
+            a.extend(["--judge-url", url, "--judge-model", model].map(String::from));
+        }
+        a.extend(["--judge-panel", "escalate", "--judge-reasons", "never"].map(String::from));
+        a
+    };
+    let s_online =
+        judge_server::start(move |req, _| Reply::Status(200, vec![], small(&req.body).to_string()));
+    let b_online =
+        judge_server::start(move |req, _| Reply::Status(200, vec![], big(&req.body).to_string()));
+    let online = dir.path().join("online.parquet");
+    let args = panel(&online, [&s_online.url, &b_online.url]);
+    ok(&refscore(
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    ));
+    let s_batch = batch_server::start(move |body, _, _| Ok(small(body)), |_| "completed", None);
+    let b_batch = batch_server::start(move |body, _, _| Ok(big(body)), |_| "completed", None);
+    let batched = dir.path().join("batch.parquet");
+    let mut args = panel(&batched, [&s_batch.url, &b_batch.url]);
+    args.extend(["--judge-batch", "api"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let runs = resume_until_done(refscore, &args, 12);
+    assert!(
+        runs >= 2,
+        "{runs} runs: the big judge's round follows the small one's"
+    );
+    assert_same_results(&read_parquet(&online), &read_parquet(&batched));
+    assert_eq!((s_batch.most_paid(), b_batch.most_paid()), (1, 1));
+    let sources = texts(&read_parquet(&batched), "meaning_match_source");
+    assert!(
+        sources.iter().any(|s| s.as_deref() == Some("judge:big")),
+        "{sources:?}"
+    );
+    assert!(
+        sources.iter().any(|s| s.as_deref() == Some("judge:small")),
+        "{sources:?}"
+    );
+}

@@ -451,9 +451,11 @@ pub struct ScoreArgs {
     pub embed_cache_outputs: bool,
 
     /// Base URL of the judge endpoint, e.g. http://127.0.0.1:8080/v1 (vLLM, llama.cpp,
-    /// Ollama, OpenAI) or https://api.anthropic.com/v1. Judge metrics run only with it
+    /// Ollama, OpenAI) or https://api.anthropic.com/v1. Judge metrics run only with it.
+    /// Repeat it (with --judge-model in the same order) for a panel of judges, see
+    /// --judge-panel
     #[arg(long, value_name = "URL")]
-    pub judge_url: Option<String>,
+    pub judge_url: Vec<String>,
 
     /// The judge's protocol: openai (chat completions; nearly every server) or anthropic
     /// (the Messages API: no token probabilities, so the sampled answer decides) [default:
@@ -461,9 +463,23 @@ pub struct ScoreArgs {
     #[arg(long, value_name = "API")]
     pub judge_api: Option<String>,
 
-    /// Model name sent to the judge endpoint [default: default]
+    /// Model name sent to the judge endpoint; one per --judge-url in a panel (the name
+    /// of its columns and folders is the model's, or judge1, judge2, ... where two are
+    /// equal) [default: default]
     #[arg(long, value_name = "NAME")]
-    pub judge_model: Option<String>,
+    pub judge_model: Vec<String>,
+
+    /// How a panel of several judges (--judge-url repeated) decides: `escalate` asks the
+    /// next judge only where the one before was uncertain (P(true), or the score on 0..1,
+    /// inside --judge-escalate-band), so a small judge answers most rows; `jury` asks them
+    /// all and takes the majority (verdicts; a tie fails the value) or the mean (scores).
+    /// Each judge's verdicts land in <metric>__<judge> columns, its source as judge:NAME
+    #[arg(long, value_name = "escalate|jury")]
+    pub judge_panel: Option<String>,
+
+    /// With --judge-panel escalate: the uncertainty band on 0..1 [default: 0.2..0.8]
+    #[arg(long, value_name = "LO..HI")]
+    pub judge_escalate_band: Option<String>,
 
     /// Environment variable holding the judge API key (sent as a bearer token, or as
     /// x-api-key to Anthropic; never printed or written) [default: OPENAI_API_KEY]

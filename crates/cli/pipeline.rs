@@ -12,7 +12,7 @@ use refscore_core::{Error, Stage};
 use refscore_embed::{EmbedOptions, EmbeddingStage, ModelFiles};
 use refscore_job::{Job, JobSpec, Passes};
 use refscore_judge::batch::BatchMode;
-use refscore_judge::{Endpoint, JudgeOptions, JudgeStage};
+use refscore_judge::{Endpoint, JudgeOptions, JudgePanel, PanelMember};
 use refscore_lexical::{LexicalStage, Selection};
 use refscore_read::{Dataset, ReadOptions, Role};
 use serde_json::{json, Value};
@@ -27,6 +27,8 @@ pub(crate) struct Pipeline<'s> {
     /// its fingerprint and its loading, when the run embeds.
     embedding: Option<(ModelFiles, EmbedOptions)>,
     endpoint: Option<Endpoint>,
+    /// A panel's judges (the first is `endpoint`), by name; empty for one.
+    panel: Vec<(String, Endpoint)>,
 }
 
 impl<'s> Pipeline<'s> {
@@ -34,6 +36,14 @@ impl<'s> Pipeline<'s> {
     /// settings cannot have fails here, before any work.
     pub(crate) fn plan(settings: &'s Settings) -> Result<Pipeline<'s>, Error> {
         let endpoint = judge_endpoint(settings)?;
+        let panel = match (&settings.judge, &endpoint) {
+            (Some(j), Some(_)) => j
+                .panel
+                .iter()
+                .map(|p| Ok((p.name.clone(), endpoint_at(settings, &p.url, &p.model)?)))
+                .collect::<Result<Vec<_>, Error>>()?,
+            _ => Vec::new(),
+        };
         let embedding = match resolve_model(settings)? {
             Some(files) => Some((files, embed_options(settings)?)),
             None => None,
@@ -42,6 +52,7 @@ impl<'s> Pipeline<'s> {
             settings,
             embedding,
             endpoint,
+            panel,
         })
     }
 
@@ -59,6 +70,13 @@ impl<'s> Pipeline<'s> {
         }
         if self.endpoint.is_some() {
             fields.extend(self.settings.judge_metrics.fields(metrics));
+            let names: Vec<String> = self.panel.iter().map(|(n, _)| n.clone()).collect();
+            let mode = self.settings.judge.as_ref().and_then(|j| j.panel_mode);
+            fields.extend(
+                self.settings
+                    .judge_metrics
+                    .panel_fields(metrics, &names, mode),
+            );
         }
         fields
     }
@@ -100,6 +118,26 @@ impl<'s> Pipeline<'s> {
             let batch = s.judge.as_ref().and_then(|j| j.batch.as_ref());
             let options = judge_options(s, endpoint.clone(), s.metrics.metrics.clone());
             f.extend(options.fingerprint(batch));
+            if let (false, Some(mode)) = (
+                self.panel.is_empty(),
+                s.judge.as_ref().and_then(|j| j.panel_mode),
+            ) {
+                let judges: Vec<Value> = self
+                    .panel
+                    .iter()
+                    .map(
+                        |(name, e)| json!({"name": name, "url": e.display_url(), "model": e.model}),
+                    )
+                    .collect();
+                let band = match mode {
+                    refscore_judge::PanelMode::Escalate { band } => Some([band.0, band.1]),
+                    refscore_judge::PanelMode::Jury => None,
+                };
+                f.insert(
+                    "judge_panel".into(),
+                    json!({"mode": mode.name(), "band": band, "judges": judges}),
+                );
+            }
         }
         Ok(f)
     }
@@ -143,24 +181,40 @@ impl<'s> Pipeline<'s> {
         }
     }
 
-    /// The judge stage, when the run judges: calling the endpoint, which
-    /// is probed first so that a wrong URL, key or model fails before any
+    /// The judge stage, when the run judges: calling the endpoints, which
+    /// are probed first so that a wrong URL, key or model fails before any
     /// work.
-    pub(crate) fn online_judge(&self) -> Result<Option<JudgeStage>, Error> {
-        let Some(endpoint) = &self.endpoint else {
+    pub(crate) fn online_judge(&self) -> Result<Option<JudgePanel>, Error> {
+        if self.endpoint.is_none() {
             return Ok(None);
-        };
-        refscore_judge::probe(endpoint)?;
-        self.new_judge(endpoint).map(Some)
+        }
+        self.probe()?;
+        self.new_judge().map(Some)
     }
 
-    fn new_judge(&self, endpoint: &Endpoint) -> Result<JudgeStage, Error> {
+    /// Probes every judge of the run.
+    fn probe(&self) -> Result<(), Error> {
+        match (&self.endpoint, self.panel.is_empty()) {
+            (Some(e), true) => refscore_judge::probe(e),
+            _ => self
+                .panel
+                .iter()
+                .try_for_each(|(_, e)| refscore_judge::probe(e)),
+        }
+    }
+
+    /// The judge stage: the one judge, or the panel.
+    fn new_judge(&self) -> Result<JudgePanel, Error> {
         let s = self.settings;
-        JudgeStage::new(judge_options(
-            s,
-            endpoint.clone(),
-            s.metrics.metrics.clone(),
-        ))
+        let member = |name: &str, e: &Endpoint| PanelMember {
+            name: name.to_string(),
+            options: judge_options(s, e.clone(), s.metrics.metrics.clone()),
+        };
+        let members = match (&self.endpoint, self.panel.is_empty()) {
+            (Some(e), true) => vec![member("judge", e)],
+            _ => self.panel.iter().map(|(n, e)| member(n, e)).collect(),
+        };
+        JudgePanel::new(members, s.judge.as_ref().and_then(|j| j.panel_mode))
     }
 
     /// The stages of a job, built pass by pass as [`Passes`] asks.
@@ -233,19 +287,26 @@ pub(crate) fn judge_options(
     }
 }
 
-/// The judge endpoint when judge metrics are wanted.
+/// The judge endpoint when judge metrics are wanted (a panel's first).
 pub(crate) fn judge_endpoint(settings: &Settings) -> Result<Option<Endpoint>, Error> {
     let (Some(j), true) = (&settings.judge, settings.metrics.wants_judge()) else {
         return Ok(None);
     };
-    Ok(Some(Endpoint {
+    endpoint_at(settings, &j.url, &j.model).map(Some)
+}
+
+/// The endpoint of the judge at `url` serving `model`, with the run's
+/// limits (each judge of a panel gets its own client and rate limits).
+fn endpoint_at(settings: &Settings, url: &str, model: &str) -> Result<Endpoint, Error> {
+    let j = settings.judge.as_ref().expect("judge settings");
+    Ok(Endpoint {
         timeout: Endpoint::timeout_from_secs(j.timeout)?,
         retries: j.retries,
         concurrency: j.concurrency,
         requests_per_minute: j.rpm,
         tokens_per_minute: j.tpm,
-        ..Endpoint::new(j.url.clone(), j.api, j.model.clone(), j.api_key())
-    }))
+        ..Endpoint::new(url.to_string(), j.api, model.to_string(), j.api_key())
+    })
 }
 
 /// The embedding model when embedding metrics are wanted. When the user
@@ -326,7 +387,7 @@ impl JobStages<'_> {
     }
 
     /// The judge stage of the last pass, if the run judged.
-    pub(crate) fn judge(&self) -> Option<&JudgeStage> {
+    pub(crate) fn judge(&self) -> Option<&JudgePanel> {
         self.stages.judge.as_ref()
     }
 
@@ -338,16 +399,16 @@ impl JobStages<'_> {
 impl Passes for JobStages<'_> {
     fn set_up(&mut self, job: &Job, to_do: u64) -> Result<(), Error> {
         self.stages.judge = None;
-        let (Some(endpoint), true) = (self.pipeline.endpoint(), to_do > 0) else {
+        let (Some(_), true) = (self.pipeline.endpoint(), to_do > 0) else {
             return Ok(());
         };
-        let mut stage = self.pipeline.new_judge(endpoint)?;
+        let mut stage = self.pipeline.new_judge()?;
         // Answers paid for in this job, kept with its progress: a part
         // scored again after a crash or a judge failure never pays twice.
         stage.set_journal_dir(job.journal_dir())?;
         match self.batch_mode() {
             Some(mode) => stage.use_batches(job.batch_dir(), mode)?,
-            None => refscore_judge::probe(endpoint)?,
+            None => self.pipeline.probe()?,
         }
         self.stages.judge = Some(stage);
         Ok(())
@@ -404,7 +465,7 @@ impl Passes for JobStages<'_> {
 pub(crate) struct Stages {
     pub lexical: LexicalStage,
     pub embed: Option<EmbeddingStage>,
-    pub judge: Option<JudgeStage>,
+    pub judge: Option<JudgePanel>,
 }
 
 impl Stages {

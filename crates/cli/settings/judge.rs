@@ -19,6 +19,7 @@ use crate::metrics::MetricPlan;
 /// Settings of the judge stage (present when a judge URL is given).
 #[derive(Debug, Clone)]
 pub struct JudgeSettings {
+    /// The first (or only) judge.
     pub url: String,
     /// `--judge-api`, or the protocol the URL implies.
     pub api: refscore_judge::Api,
@@ -39,6 +40,19 @@ pub struct JudgeSettings {
     pub batch: Option<refscore_judge::batch::BatchMode>,
     /// `--judge-batch-wait`.
     pub batch_wait: Option<std::time::Duration>,
+    /// A panel's judges, the first included (empty for a single judge).
+    pub panel: Vec<PanelJudge>,
+    /// `--judge-panel`, with its band (a panel only).
+    pub panel_mode: Option<refscore_judge::PanelMode>,
+}
+
+/// One judge of a panel.
+#[derive(Debug, Clone)]
+pub struct PanelJudge {
+    /// Its name in columns, sources and folders.
+    pub name: String,
+    pub url: String,
+    pub model: String,
 }
 
 /// The variable the judge's API key is read from unless
@@ -74,6 +88,8 @@ const MAX_BATCH_WAIT: std::time::Duration = std::time::Duration::from_secs(7 * 2
 pub(super) struct JudgeTarget {
     /// `--judge-url`, or the placeholder of a `dir:` batch run without one.
     pub url: Option<String>,
+    /// Further `--judge-url`s: a panel's other judges.
+    more: Vec<String>,
     batch: Option<BatchMode>,
     batch_wait: Option<Duration>,
 }
@@ -90,9 +106,20 @@ pub(super) fn target(
     origin: &Origin,
     prompt_only: bool,
 ) -> Result<JudgeTarget, Error> {
-    let url = origin.parsed(args.judge_url.take(), "judge_url", |url| {
-        refscore_judge::check_url(url).map(|()| url.to_string())
-    })?;
+    let mut urls = Vec::new();
+    for (k, url) in std::mem::take(&mut args.judge_url).into_iter().enumerate() {
+        refscore_judge::check_url(&url).map_err(|e| {
+            if origin.in_file("judge_url") {
+                origin.in_file_error("judge_url", k, &format!("judge_url = {e}"))
+            } else {
+                Error::usage(format!("--judge-url {e}"))
+            }
+        })?;
+        urls.push(url);
+    }
+    let mut urls = urls.into_iter();
+    let url = urls.next();
+    let more: Vec<String> = urls.collect();
     let batch = origin.parsed(args.judge_batch.take(), "judge_batch", BatchMode::parse)?;
     let batch_wait = origin.parsed(args.judge_batch_wait.take(), "judge_batch_wait", |t| {
         match humantime::parse_duration(t) {
@@ -123,6 +150,7 @@ pub(super) fn target(
     };
     Ok(JudgeTarget {
         url,
+        more,
         batch,
         batch_wait,
     })
@@ -216,13 +244,17 @@ pub(super) fn resolve(
         |n| n >= 1,
         "at least 1 token per minute",
     )?;
+    let models = std::mem::take(&mut args.judge_model);
+    let (panel, panel_mode) = panel(args, origin, &url, &target.more, &models, metrics)?;
     Ok(Some(JudgeSettings {
         url,
         api,
-        model: args
-            .judge_model
-            .take()
+        model: models
+            .into_iter()
+            .next()
             .unwrap_or_else(|| DEFAULT_MODEL.into()),
+        panel,
+        panel_mode,
         api_key_env: args
             .judge_api_key_env
             .take()
@@ -245,6 +277,97 @@ pub(super) fn resolve(
 /// at a server other than this run's judge: the default variable's.
 pub(super) fn default_api_key() -> Option<String> {
     env_text(DEFAULT_KEY_ENV)
+}
+
+/// A panel's judges and how it decides: from the repeated `--judge-url`
+/// and `--judge-model` (paired in order), `--judge-panel` and
+/// `--judge-escalate-band`; none for a single judge.
+fn panel(
+    args: &mut ScoreArgs,
+    origin: &Origin,
+    first: &str,
+    more: &[String],
+    models: &[String],
+    metrics: &MetricPlan,
+) -> Result<(Vec<PanelJudge>, Option<refscore_judge::PanelMode>), Error> {
+    let band = origin.parsed(
+        args.judge_escalate_band.take(),
+        "judge_escalate_band",
+        |t| {
+            let bad = || format!("{t}: expected LO..HI with 0 <= LO <= HI <= 1, e.g. 0.2..0.8");
+            let (lo, hi) = t.split_once("..").ok_or_else(bad)?;
+            let (lo, hi): (f32, f32) = (
+                lo.trim().parse().map_err(|_| bad())?,
+                hi.trim().parse().map_err(|_| bad())?,
+            );
+            ((0.0..=1.0).contains(&lo) && (0.0..=1.0).contains(&hi) && lo <= hi)
+                .then_some((lo, hi))
+                .ok_or_else(bad)
+        },
+    )?;
+    let mode = origin.parsed(args.judge_panel.take(), "judge_panel", |w| {
+        refscore_judge::PanelMode::parse(w, band.unwrap_or(refscore_judge::DEFAULT_ESCALATE_BAND))
+    })?;
+    if more.is_empty() {
+        if mode.is_some() || band.is_some() || models.len() > 1 {
+            return Err(Error::config(
+                "--judge-panel, --judge-escalate-band and a second --judge-model need a second --judge-url: a panel has several judges",
+            ));
+        }
+        return Ok((Vec::new(), None));
+    }
+    let Some(mode) = mode else {
+        return Err(Error::config(
+            "several --judge-url: say how the panel decides with --judge-panel escalate or jury",
+        ));
+    };
+    if band.is_some() && mode == refscore_judge::PanelMode::Jury {
+        return Err(Error::config(
+            "--judge-escalate-band is for --judge-panel escalate",
+        ));
+    }
+    let urls: Vec<&str> = std::iter::once(first)
+        .chain(more.iter().map(String::as_str))
+        .collect();
+    if models.len() != urls.len() {
+        return Err(Error::config(format!(
+            "a panel of {} judges (--judge-url) needs as many --judge-model, in the same order; got {}",
+            urls.len(),
+            models.len()
+        )));
+    }
+    if metrics.metrics.contains(&metric::FACT_SIMILARITY) {
+        return Err(Error::config(
+            "a panel judges verdicts and scores; fact_similarity (counted by refscore from fact checks) takes one judge",
+        ));
+    }
+    let clean = |m: &str| -> String {
+        m.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    };
+    let mut names: Vec<String> = models.iter().map(|m| clean(m)).collect();
+    let distinct: std::collections::BTreeSet<&String> = names.iter().collect();
+    if distinct.len() != names.len() {
+        names = (1..=names.len()).map(|k| format!("judge{k}")).collect();
+    }
+    let judges = urls
+        .iter()
+        .zip(models)
+        .zip(names)
+        .map(|((url, model), name)| PanelJudge {
+            name,
+            url: url.to_string(),
+            model: model.clone(),
+        })
+        .collect();
+    Ok((judges, Some(mode)))
 }
 
 /// Parses `METRIC:LO..HI` (the message names the value; [`Origin::parsed`]

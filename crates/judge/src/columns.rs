@@ -270,4 +270,16 @@ impl JudgeMetrics {
     pub fn fields(&self, set: &refscore_core::metric::MetricSet) -> Vec<Field> {
         fields_of(&self.selected(set))
     }
+
+    /// The columns a panel of judges adds after [`JudgeMetrics::fields`]:
+    /// each judge's verdict or score (and P(true)), and the jury's
+    /// agreement; none for a single judge (`mode` None).
+    pub fn panel_fields(
+        &self,
+        set: &refscore_core::metric::MetricSet,
+        names: &[String],
+        mode: Option<crate::PanelMode>,
+    ) -> Vec<Field> {
+        crate::panel::panel_fields(&self.selected(set), names, mode)
+    }
 }

@@ -68,9 +68,10 @@ pub fn mapping_from_json(text: &str) -> Result<Vec<(String, String)>, Error> {
         .collect()
 }
 
-/// The labelled metrics of a result with this `schema`. A metric the result
-/// lacks, or a label column of a type that cannot hold the metric's labels,
-/// is an error naming both (`shown` names the file).
+/// The labelled metrics of a result with this `schema`, each judge of a
+/// panel (`<metric>__<judge>` columns) beside its metric. A metric the
+/// result lacks, or a label column of a type that cannot hold the metric's
+/// labels, is an error naming both (`shown` names the file).
 pub fn resolve(
     schema: &Schema,
     mapping: &[(String, String)],
@@ -115,18 +116,40 @@ pub fn resolve(
             ))
         })?;
         let p = format!("{metric}_p");
+        let stand_ins = if kind == LabelKind::Verdict {
+            stand_ins.clone()
+        } else {
+            Vec::new()
+        };
         out.push(GoldColumn {
             metric: metric.clone(),
             column: column.clone(),
             kind,
             p_column: (kind == LabelKind::Verdict && has(&p)).then_some(p),
             source_column,
-            stand_ins: if kind == LabelKind::Verdict {
-                stand_ins.clone()
-            } else {
-                Vec::new()
-            },
+            stand_ins: stand_ins.clone(),
         });
+        // A panel's judges, each against the same labels: their columns
+        // `<metric>__<judge>` (and `<metric>__<judge>_p`), over the rows each
+        // answered.
+        if kind != LabelKind::StandIn {
+            let prefix = format!("{metric}__");
+            for f in schema.fields() {
+                let name = f.name();
+                if !name.starts_with(&prefix) || name.ends_with("_p") {
+                    continue;
+                }
+                let p = format!("{name}_p");
+                out.push(GoldColumn {
+                    metric: name.clone(),
+                    column: column.clone(),
+                    kind,
+                    p_column: (kind == LabelKind::Verdict && has(&p)).then_some(p),
+                    source_column: None,
+                    stand_ins: stand_ins.clone(),
+                });
+            }
+        }
     }
     Ok(out)
 }

@@ -382,6 +382,57 @@ pub fn score_agreement(scores: &[f64], gold: &[f64]) -> Option<ScoreAgreement> {
     })
 }
 
+/// Fleiss' kappa of a fixed number of raters giving binary verdicts,
+/// gathered row by row: agreement among several judges beyond chance.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FleissTally {
+    raters: u64,
+    rows: u64,
+    /// Σ over rows of n_true² + n_false².
+    squares: u64,
+    /// Σ over rows of n_true.
+    trues: u64,
+}
+
+impl FleissTally {
+    /// An empty tally for `raters` raters per row.
+    pub fn new(raters: u64) -> FleissTally {
+        FleissTally {
+            raters,
+            rows: 0,
+            squares: 0,
+            trues: 0,
+        }
+    }
+
+    /// Counts one row where `trues` of the raters said true.
+    pub fn add(&mut self, trues: u64) {
+        let falses = self.raters - trues;
+        self.rows += 1;
+        self.squares += trues * trues + falses * falses;
+        self.trues += trues;
+    }
+
+    /// Rows counted.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Fleiss' kappa (statsmodels' `fleiss_kappa(table, method="fleiss")`);
+    /// null without rows, with fewer than two raters, or where chance
+    /// explains everything.
+    pub fn kappa(&self) -> Option<f64> {
+        let (k, n) = (self.raters as f64, self.rows as f64);
+        if self.rows == 0 || self.raters < 2 {
+            return None;
+        }
+        let observed = (self.squares as f64 - n * k) / (n * k * (k - 1.0));
+        let p = self.trues as f64 / (n * k);
+        let chance = p * p + (1.0 - p) * (1.0 - p);
+        (chance < 1.0).then(|| (observed - chance) / (1.0 - chance))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -419,6 +470,21 @@ mod tests {
         assert_eq!(s.auc, Some(1.0));
         let t = s.best_threshold.unwrap();
         assert!((t.value - 0.45).abs() < 1e-12 && t.agreement == 1.0);
+    }
+
+    #[test]
+    fn fleiss_kappa_of_three_raters() {
+        // statsmodels.stats.inter_rater.fleiss_kappa([[3,0],[2,1],[0,3],[1,2],[3,0]])
+        // = 0.4444444444444443 (rows: true count, false count).
+        let mut f = FleissTally::new(3);
+        for t in [3, 2, 0, 1, 3] {
+            f.add(t);
+        }
+        assert!(
+            (f.kappa().unwrap() - 0.4444444444444443).abs() < 1e-12,
+            "{:?}",
+            f.kappa()
+        );
     }
 
     #[test]

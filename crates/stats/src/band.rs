@@ -106,9 +106,9 @@ pub fn fit_band(pairs: &[(f64, bool)], max_error: f64) -> Result<BandFit, String
     // LO: the largest cut up to HI (rows of groups ..j below) within the error.
     let (mut lo, mut below) = (f64::NEG_INFINITY, side(0, 0));
     let (mut rows, mut trues) = (0u64, 0u64);
-    for j in 0..n {
-        rows += groups[j].1;
-        trues += groups[j].2;
+    for (j, group) in groups.iter().enumerate() {
+        rows += group.1;
+        trues += group.2;
         let at = if j + 1 < n { cut(j + 1) } else { f64::INFINITY };
         if at > hi {
             break;

@@ -136,22 +136,23 @@ impl Question for Check {
 }
 
 /// What the judging of one batch has decided so far.
-struct Decided {
+#[derive(Clone)]
+pub(crate) struct Decided {
     /// `verdicts[m][row]`, m indexing the stage's metrics.
-    verdicts: Vec<Decisions>,
+    pub(crate) verdicts: Vec<Decisions>,
     /// What each row's answers cost.
-    usage: Vec<Usage>,
+    pub(crate) usage: Vec<Usage>,
     /// Why each row's failed metrics failed.
-    errors: Vec<Option<String>>,
+    pub(crate) errors: Vec<Option<String>>,
     /// Rows with a failure of the endpoint itself (see
     /// [`JudgeStage::last_batch_rows_retryable`]).
-    transient: Vec<bool>,
+    pub(crate) transient: Vec<bool>,
     /// Rows where at least one metric went to the model.
-    judged: Vec<bool>,
+    pub(crate) judged: Vec<bool>,
 }
 
 impl Decided {
-    fn new(metrics: usize, rows: usize) -> Decided {
+    pub(crate) fn new(metrics: usize, rows: usize) -> Decided {
         Decided {
             verdicts: vec![vec![None; rows]; metrics],
             usage: vec![Usage::default(); rows],
@@ -323,6 +324,16 @@ impl JudgeStage {
         self.last_retry_reason.clone()
     }
 
+    /// The stage's options.
+    pub(crate) fn options(&self) -> &JudgeOptions {
+        &self.options
+    }
+
+    /// The run's judge metrics, in output order.
+    pub(crate) fn metrics(&self) -> &[JudgeMetric] {
+        &self.metrics
+    }
+
     /// `--judge-where`, for messages.
     pub(crate) fn where_column(&self) -> Option<&str> {
         self.options.where_column.as_deref()
@@ -381,6 +392,25 @@ impl JudgeStage {
         requested: &[Wanted],
         stand_in: Option<&Float32Array>,
     ) -> Result<ScoreColumns, Error> {
+        let d = self.decide(batch, requested, stand_in)?;
+        Ok(columns::build(
+            &self.metrics,
+            batch.len(),
+            &d.verdicts,
+            &d.usage,
+            d.errors,
+        ))
+    }
+
+    /// Decides every requested metric of every row (see
+    /// [`score_batch`](Self::score_batch)), before the columns are built: a
+    /// panel of judges combines several stages' decisions.
+    pub(crate) fn decide(
+        &mut self,
+        batch: &RowBatch,
+        requested: &[Wanted],
+        stand_in: Option<&Float32Array>,
+    ) -> Result<Decided, Error> {
         let n = batch.len();
         let metrics = self.metrics.clone();
         let mut d = Decided::new(metrics.len(), n);
@@ -526,7 +556,7 @@ impl JudgeStage {
         self.last_rows_retryable =
             self.last_retry_reason.is_some() as u64 + retryable.count() as u64;
         self.report.rows_failed += self.last_rows_failed;
-        Ok(columns::build(&metrics, n, &d.verdicts, &d.usage, d.errors))
+        Ok(d)
     }
 
     /// Asks `questions` on `concurrency` worker threads; results in their
@@ -618,7 +648,8 @@ pub(super) fn render(
     })
 }
 
-fn add_usage(total: &mut Usage, u: Usage) {
+/// Adds one answer's cost to a row's.
+pub(crate) fn add_usage(total: &mut Usage, u: Usage) {
     total.prompt_tokens += u.prompt_tokens;
     total.completion_tokens += u.completion_tokens;
     total.cached_tokens += u.cached_tokens;

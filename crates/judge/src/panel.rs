@@ -1,0 +1,763 @@
+//! A panel of judges: several endpoints answering the same metrics, each
+//! with its own client, cache, journal, batches, rate limits and
+//! accounting. `escalate` asks the next judge only where the one before was
+//! uncertain (P(true), or a score's expected value, inside the escalation
+//! band), so a small judge answers most rows and a big one the hard ones;
+//! `jury` asks every judge and takes the majority (verdicts; a tie fails the
+//! row) or the mean (scores). A panel of one is the plain judge, its output
+//! unchanged.
+//!
+//! The result gets, beside the panel's own columns, each judge's verdict or
+//! score (`<metric>__<judge>`, and `<metric>__<judge>_p` for a verdict's
+//! P(true)), so every judge can be calibrated against labels, and in a jury
+//! `<metric>_agreement`: the share of judges siding with the majority (a
+//! verdict) or 1 − the spread of their scores (a score).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, BooleanArray, Float32Array, StringArray};
+use arrow::datatypes::{DataType, Field};
+use refscore_core::{Error, RowBatch, ScoreColumns, Stage};
+use serde_json::{json, Value};
+
+use crate::batch::BatchMode;
+use crate::columns::{self, normalised, Outcome, Source};
+use crate::definition::Answer;
+use crate::metric::JudgeMetric;
+use crate::stage::add_usage;
+use crate::stage::Decided;
+use crate::where_column::{self, Wanted};
+use crate::{report_json, JudgeOptions, JudgeReport, JudgeStage};
+
+/// How a panel of several judges decides.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PanelMode {
+    /// The next judge answers only where the previous one's P(true) (or
+    /// expected score on 0..1) lies inside `band` (inclusive).
+    Escalate {
+        /// Uncertainty band, on 0..1.
+        band: (f32, f32),
+    },
+    /// Every judge answers; the majority (verdicts, ties fail) or the mean
+    /// (scores) decides.
+    Jury,
+}
+
+impl PanelMode {
+    /// Parses `escalate` or `jury`; `band` is `--judge-escalate-band`.
+    pub fn parse(word: &str, band: (f32, f32)) -> Result<PanelMode, String> {
+        match word {
+            "escalate" => Ok(PanelMode::Escalate { band }),
+            "jury" => Ok(PanelMode::Jury),
+            other => Err(format!("{other}: expected escalate or jury")),
+        }
+    }
+
+    /// The name, as the flag takes it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PanelMode::Escalate { .. } => "escalate",
+            PanelMode::Jury => "jury",
+        }
+    }
+}
+
+/// Default `--judge-escalate-band`: P(true) or the expected score between
+/// a fifth and four fifths of the scale.
+pub const DEFAULT_ESCALATE_BAND: (f32, f32) = (0.2, 0.8);
+
+/// One judge of a panel: its name (for columns, sources and folders) and
+/// its stage's options.
+#[derive(Debug, Clone)]
+pub struct PanelMember {
+    /// A short name: letters, digits and `_`.
+    pub name: String,
+    /// The judge's own settings.
+    pub options: JudgeOptions,
+}
+
+/// The judge stage of a run: one judge, or a panel (see the module text).
+pub struct JudgePanel {
+    members: Vec<(String, JudgeStage)>,
+    mode: Option<PanelMode>,
+    /// The metrics judged, as the first member has them.
+    metrics: Vec<JudgeMetric>,
+    /// Per member: metric values it was asked for by escalation (or, in a
+    /// jury, every value it was asked for).
+    asked: Vec<u64>,
+    /// Per member: metric values its answer decided.
+    decided: Vec<u64>,
+    /// Jury verdicts that tied.
+    ties: u64,
+    /// Per verdict metric: Fleiss' kappa tallies over the rows every juror
+    /// answered.
+    fleiss: Vec<refscore_stats::agreement::FleissTally>,
+    rows_judged: u64,
+    rows_failed: u64,
+    last_rows_failed: u64,
+    last_rows_retryable: u64,
+    last_retry_reason: Option<String>,
+}
+
+/// The per-judge and agreement columns a panel adds after the judge's.
+pub(crate) fn panel_fields(
+    metrics: &[JudgeMetric],
+    names: &[String],
+    mode: Option<PanelMode>,
+) -> Vec<Field> {
+    let mut out = Vec::new();
+    if mode.is_none() {
+        return out;
+    }
+    for jm in metrics {
+        let Some(r) = jm.rubric() else { continue };
+        let name = jm.name();
+        if mode == Some(PanelMode::Jury) {
+            out.push(Field::new(
+                format!("{name}_agreement"),
+                DataType::Float32,
+                true,
+            ));
+        }
+        for judge in names {
+            match r.answer {
+                Answer::Verdict => {
+                    out.push(Field::new(
+                        format!("{name}__{judge}"),
+                        DataType::Boolean,
+                        true,
+                    ));
+                    out.push(Field::new(
+                        format!("{name}__{judge}_p"),
+                        DataType::Float32,
+                        true,
+                    ));
+                }
+                Answer::Score { .. } => {
+                    out.push(Field::new(
+                        format!("{name}__{judge}"),
+                        DataType::Float32,
+                        true,
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A decided value read as a number on 0..1 (a verdict's P(true), else 0
+/// or 1; a score normalised), for the escalation band and the jury's mean.
+fn level(jm: &JudgeMetric, o: &Outcome) -> Option<f32> {
+    match (o, jm.rubric().map(|r| r.answer)) {
+        (Outcome::Verdict { p_true, .. }, _) => *p_true,
+        (
+            Outcome::Score {
+                score, expected, ..
+            },
+            Some(Answer::Score { min, max }),
+        ) => Some(normalised(*score, *expected, (min, max))),
+        _ => None,
+    }
+}
+
+impl JudgePanel {
+    /// One stage per member; `mode` is needed with more than one.
+    pub fn new(members: Vec<PanelMember>, mode: Option<PanelMode>) -> Result<JudgePanel, Error> {
+        if members.len() > 1 && mode.is_none() {
+            return Err(Error::config(
+                "several judges need --judge-panel escalate or jury",
+            ));
+        }
+        let mode = if members.len() > 1 { mode } else { None };
+        let stages = members
+            .into_iter()
+            .map(|m| Ok((m.name, JudgeStage::new(m.options)?)))
+            .collect::<Result<Vec<_>, Error>>()?;
+        let metrics = stages[0].1.metrics().to_vec();
+        let verdicts = metrics.len();
+        let k = stages.len();
+        Ok(JudgePanel {
+            members: stages,
+            mode,
+            metrics,
+            asked: vec![0; k],
+            decided: vec![0; k],
+            ties: 0,
+            fleiss: (0..verdicts)
+                .map(|_| refscore_stats::agreement::FleissTally::new(k as u64))
+                .collect(),
+            rows_judged: 0,
+            rows_failed: 0,
+            last_rows_failed: 0,
+            last_rows_retryable: 0,
+            last_retry_reason: None,
+        })
+    }
+
+    /// The judges' names, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.members.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// The only judge, where there is one (its options, its report).
+    pub fn single(&self) -> Option<&JudgeStage> {
+        (self.members.len() == 1).then(|| &self.members[0].1)
+    }
+
+    /// A member's folder under `dir`: `dir` itself for a single judge (so
+    /// runs started before panels existed resume), else `dir/<name>`.
+    fn folder(&self, dir: &std::path::Path, k: usize) -> PathBuf {
+        if self.members.len() == 1 {
+            dir.to_path_buf()
+        } else {
+            dir.join(&self.members[k].0)
+        }
+    }
+
+    /// Each judge's paid-answers journal, under `dir`.
+    pub fn set_journal_dir(&mut self, dir: PathBuf) -> Result<(), Error> {
+        for k in 0..self.members.len() {
+            let d = self.folder(&dir, k);
+            self.members[k].1.set_journal_dir(d)?;
+        }
+        Ok(())
+    }
+
+    /// Each judge's batches, under `dir`.
+    pub fn use_batches(&mut self, dir: PathBuf, mode: &BatchMode) -> Result<(), Error> {
+        for k in 0..self.members.len() {
+            let d = self.folder(&dir, k);
+            self.members[k].1.use_batches(d, mode)?;
+        }
+        Ok(())
+    }
+
+    /// Collects every judge's batches; `Some` while any still run.
+    pub fn batches_still_out(
+        &mut self,
+        wait: Option<std::time::Duration>,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<Option<String>, Error> {
+        let mut out = Vec::new();
+        for (name, stage) in &mut self.members {
+            let mut tell = |line: &str| progress(&format!("{name}: {line}"));
+            if let Some(m) = stage.batches_still_out(wait, &mut tell)? {
+                out.push(m);
+            }
+        }
+        Ok((!out.is_empty()).then(|| out.join("; ")))
+    }
+
+    /// Submits what each judge set aside.
+    pub fn send_out_batches(&mut self) -> Result<Option<String>, Error> {
+        let mut out = Vec::new();
+        for (_, stage) in &mut self.members {
+            if let Some(m) = stage.send_out_batches()? {
+                out.push(m);
+            }
+        }
+        Ok((!out.is_empty()).then(|| out.join("; ")))
+    }
+
+    /// The judges' totals: calls, tokens and seconds summed; rows requested
+    /// and decided by rule or band as the first judge counted them; rows
+    /// judged and failed as the panel counted them.
+    pub fn report(&self) -> JudgeReport {
+        let mut total = self.members[0].1.report();
+        if self.mode.is_none() {
+            return total;
+        }
+        for (_, stage) in &self.members[1..] {
+            let r = stage.report();
+            total.cached += r.cached;
+            total.calls += r.calls;
+            total.retries += r.retries;
+            total.parse_failures += r.parse_failures;
+            total.replayed += r.replayed;
+            total.prompt_tokens += r.prompt_tokens;
+            total.prompt_tokens_cached += r.prompt_tokens_cached;
+            total.completion_tokens += r.completion_tokens;
+            total.call_seconds += r.call_seconds;
+            total.reasons_asked += r.reasons_asked;
+            total.replies_with_logprobs += r.replies_with_logprobs;
+            total.replies_without_logprobs += r.replies_without_logprobs;
+            total.fact_checks += r.fact_checks;
+        }
+        total.rows_judged = self.rows_judged;
+        total.rows_failed = self.rows_failed;
+        total
+    }
+
+    /// Rows of the last batch left lacking a judge metric.
+    pub fn last_batch_rows_failed(&self) -> u64 {
+        self.last_rows_failed
+    }
+
+    /// Of those, rows a later try may fix (a judge was down).
+    pub fn last_batch_rows_retryable(&self) -> u64 {
+        self.last_rows_retryable
+    }
+
+    /// The error of the first of those rows.
+    pub fn last_batch_retry_reason(&self) -> Option<String> {
+        self.last_retry_reason.clone()
+    }
+
+    /// The panel's part of the summary: mode, each judge's accounting, the
+    /// values each was asked and decided, jury ties and Fleiss' kappa.
+    fn panel_summary(&self) -> Value {
+        let judges: Vec<Value> = self
+            .members
+            .iter()
+            .enumerate()
+            .map(|(k, (name, stage))| {
+                let o = stage.options();
+                json!({
+                    "name": name,
+                    "url": o.endpoint.display_url(),
+                    "model": o.endpoint.model,
+                    "values_asked": self.asked[k],
+                    "values_decided": self.decided[k],
+                    "report": report_json(&stage.report()),
+                })
+            })
+            .collect();
+        let mut v = json!({"mode": self.mode.map(|m| m.name()), "judges": judges});
+        match self.mode {
+            Some(PanelMode::Escalate { band }) => v["escalate_band"] = json!([band.0, band.1]),
+            Some(PanelMode::Jury) => {
+                v["ties"] = json!(self.ties);
+                let kappas: serde_json::Map<String, Value> = self
+                    .metrics
+                    .iter()
+                    .zip(&self.fleiss)
+                    .filter(|(jm, _)| {
+                        matches!(jm.rubric().map(|r| r.answer), Some(Answer::Verdict))
+                    })
+                    .map(|(jm, f)| {
+                        (
+                            jm.name().to_string(),
+                            json!({"rows": f.rows(), "fleiss_kappa": f.kappa()}),
+                        )
+                    })
+                    .collect();
+                v["agreement"] = Value::Object(kappas);
+            }
+            None => {}
+        }
+        v
+    }
+
+    /// Escalation: what the next judge is asked, after `decided` by
+    /// `deciders` — each judged value whose level lies inside the band.
+    fn escalate_to(&self, final_: &Decided, band: (f32, f32), requested: &[Wanted]) -> Vec<Wanted> {
+        (0..requested.len())
+            .map(|i| {
+                let list: Vec<_> = self
+                    .metrics
+                    .iter()
+                    .enumerate()
+                    .filter(|(m, jm)| {
+                        jm.rubric().is_some()
+                            && matches!(
+                                &final_.verdicts[*m][i],
+                                Some((o, Source::Judge | Source::Cache))
+                                    if level(jm, o).is_some_and(|l| band.0 <= l && l <= band.1)
+                            )
+                    })
+                    .map(|(_, jm)| Arc::clone(jm.metric()))
+                    .collect();
+                Wanted::These(list)
+            })
+            .collect()
+    }
+
+    /// Judges one batch: every member's decisions, combined.
+    fn judge(
+        &mut self,
+        batch: &RowBatch,
+        requested: &[Wanted],
+        stand_in: Option<&Float32Array>,
+    ) -> Result<Judged, Error> {
+        let n = batch.len();
+        let metrics = self.metrics.len();
+        let mut each: Vec<Decided> = Vec::with_capacity(self.members.len());
+        // Which member decided each value (None: rule, band, or failed).
+        let first = self.members[0].1.decide(batch, requested, stand_in)?;
+        let mut decider: Vec<Vec<Option<usize>>> = first
+            .verdicts
+            .iter()
+            .map(|rows| {
+                rows.iter()
+                    .map(|v| matches!(v, Some((_, Source::Judge | Source::Cache))).then_some(0))
+                    .collect()
+            })
+            .collect();
+        match self.mode {
+            None => Ok((first, Vec::new(), decider)),
+            Some(PanelMode::Escalate { band }) => {
+                let mut fin = first;
+                each.push(fin.clone());
+                for k in 1..self.members.len() {
+                    let ask = self.escalate_to(&fin, band, requested);
+                    let count: usize = ask
+                        .iter()
+                        .map(|w| match w {
+                            Wanted::These(l) => l.len(),
+                            Wanted::Every => metrics,
+                        })
+                        .sum();
+                    self.asked[k] += count as u64;
+                    let d = if count == 0 {
+                        Decided::new(metrics, n)
+                    } else {
+                        self.members[k].1.decide(batch, &ask, None)?
+                    };
+                    for (i, w) in ask.iter().enumerate() {
+                        for (m, jm) in self.metrics.iter().enumerate() {
+                            if !w.asks(jm.metric()) {
+                                continue;
+                            }
+                            // The next judge's answer replaces the uncertain
+                            // one; where it failed, the value fails (a
+                            // resumed run asks again, the answers already
+                            // paid for replayed from the journals).
+                            fin.verdicts[m][i] = d.verdicts[m][i].clone();
+                            decider[m][i] = d.verdicts[m][i].as_ref().map(|_| k);
+                            if d.verdicts[m][i].is_none() {
+                                let why = d.errors[i].clone().unwrap_or_else(|| {
+                                    format!(
+                                        "{}: judge {} gave no answer",
+                                        jm.name(),
+                                        self.members[k].0
+                                    )
+                                });
+                                note(&mut fin.errors[i], why);
+                                fin.transient[i] |= d.transient[i];
+                            }
+                        }
+                        fin.judged[i] |= d.judged[i];
+                        add_usage(&mut fin.usage[i], d.usage[i]);
+                    }
+                    each.push(d);
+                }
+                Ok((fin, each, decider))
+            }
+            Some(PanelMode::Jury) => {
+                each.push(first);
+                for k in 1..self.members.len() {
+                    each.push(self.members[k].1.decide(batch, requested, stand_in)?);
+                }
+                for a in &mut self.asked {
+                    *a += (0..n)
+                        .map(|i| {
+                            self.metrics
+                                .iter()
+                                .filter(|jm| requested[i].asks(jm.metric()))
+                                .count() as u64
+                        })
+                        .sum::<u64>();
+                }
+                let fin = self.vote(&each, &mut decider);
+                Ok((fin, each, decider))
+            }
+        }
+    }
+
+    /// The jury's decisions: majority of verdicts (a tie fails the value),
+    /// mean of scores; a juror that failed fails the value.
+    // Row i indexes every juror's decisions and the combined ones alike.
+    #[allow(clippy::needless_range_loop)]
+    fn vote(&mut self, each: &[Decided], decider: &mut [Vec<Option<usize>>]) -> Decided {
+        let n = each[0].usage.len();
+        let metrics = self.metrics.len();
+        let jurors = each.len();
+        let mut fin = Decided::new(metrics, n);
+        for i in 0..n {
+            for d in each {
+                add_usage(&mut fin.usage[i], d.usage[i]);
+                fin.judged[i] |= d.judged[i];
+            }
+            for (m, jm) in self.metrics.iter().enumerate() {
+                let answers: Vec<&Option<(Outcome, Source)>> =
+                    each.iter().map(|d| &d.verdicts[m][i]).collect();
+                if answers.iter().all(|a| a.is_none()) {
+                    // Not requested, or every juror failed.
+                    if let Some(k) = (0..jurors).find(|&k| each[k].errors[i].is_some()) {
+                        if fin.errors[i].is_none() {
+                            fin.errors[i] = each[k].errors[i].clone();
+                        }
+                        fin.transient[i] |= each.iter().any(|d| d.transient[i]);
+                    }
+                    continue;
+                }
+                if let Some(k) = answers.iter().position(|a| a.is_none()) {
+                    note(
+                        &mut fin.errors[i],
+                        format!(
+                            "{}: juror {} gave no answer: {}",
+                            jm.name(),
+                            self.members[k].0,
+                            each[k].errors[i].as_deref().unwrap_or("no reason")
+                        ),
+                    );
+                    fin.transient[i] |= each[k].transient[i];
+                    continue;
+                }
+                let decided: Vec<&(Outcome, Source)> =
+                    answers.iter().filter_map(|a| a.as_ref()).collect();
+                // Rules and the band decide alike for every juror.
+                if !matches!(decided[0].1, Source::Judge | Source::Cache) {
+                    fin.verdicts[m][i] = Some(decided[0].clone());
+                    continue;
+                }
+                match &decided[0].0 {
+                    Outcome::Verdict { .. } => {
+                        let votes: Vec<bool> = decided
+                            .iter()
+                            .map(|(o, _)| matches!(o, Outcome::Verdict { verdict: true, .. }))
+                            .collect();
+                        let trues = votes.iter().filter(|v| **v).count();
+                        self.fleiss[m].add(trues as u64);
+                        if trues * 2 == jurors {
+                            self.ties += 1;
+                            note(
+                                &mut fin.errors[i],
+                                format!(
+                                    "{}: the jury tied ({trues} true, {} false)",
+                                    jm.name(),
+                                    jurors - trues
+                                ),
+                            );
+                            continue;
+                        }
+                        let verdict = trues * 2 > jurors;
+                        let ps: Vec<f32> =
+                            decided.iter().filter_map(|(o, _)| level(jm, o)).collect();
+                        let p_true =
+                            (ps.len() == jurors).then(|| ps.iter().sum::<f32>() / jurors as f32);
+                        let reason = decided.iter().find_map(|(o, _)| match o {
+                            Outcome::Verdict {
+                                verdict: v, reason, ..
+                            } if *v == verdict => reason.clone(),
+                            _ => None,
+                        });
+                        fin.verdicts[m][i] = Some((
+                            Outcome::Verdict {
+                                verdict,
+                                p_true,
+                                reason,
+                            },
+                            Source::Judge,
+                        ));
+                    }
+                    Outcome::Score { .. } => {
+                        let levels: Vec<f32> =
+                            decided.iter().filter_map(|(o, _)| level(jm, o)).collect();
+                        let scores: Vec<f32> = decided
+                            .iter()
+                            .filter_map(|(o, _)| match o {
+                                Outcome::Score { score, .. } => Some(*score as f32),
+                                _ => None,
+                            })
+                            .collect();
+                        let Some(Answer::Score { min, max }) = jm.rubric().map(|r| r.answer) else {
+                            continue;
+                        };
+                        let mean = levels.iter().sum::<f32>() / levels.len() as f32;
+                        // The expected score on the rubric's own scale, so
+                        // that the normalised column is the jurors' mean.
+                        let expected = min as f32 + mean * (max - min) as f32;
+                        let score =
+                            (scores.iter().sum::<f32>() / scores.len() as f32).round() as u8;
+                        fin.verdicts[m][i] = Some((
+                            Outcome::Score {
+                                score,
+                                expected: Some(expected),
+                                reason: None,
+                            },
+                            Source::Judge,
+                        ));
+                    }
+                    Outcome::Facts(_) => {
+                        fin.verdicts[m][i] = Some(decided[0].clone());
+                    }
+                }
+                for k in 0..jurors {
+                    self.decided[k] += 1;
+                }
+                decider[m][i] = None;
+            }
+        }
+        fin
+    }
+
+    /// The panel's columns: the combined judge columns with each value's
+    /// source naming the judge that decided it, then the agreement and
+    /// per-judge columns.
+    fn columns(
+        &mut self,
+        n: usize,
+        fin: Decided,
+        each: &[Decided],
+        decider: &[Vec<Option<usize>>],
+    ) -> ScoreColumns {
+        let mut out = columns::build(&self.metrics, n, &fin.verdicts, &fin.usage, fin.errors);
+        let Some(mode) = self.mode else {
+            return out;
+        };
+        let judges = self.names();
+        for (m, jm) in self.metrics.iter().enumerate() {
+            let Some(source_name) = jm.metric().source_column.as_deref() else {
+                continue;
+            };
+            let names: Vec<Option<String>> = (0..n)
+                .map(|i| {
+                    let (_, s) = fin.verdicts[m][i].as_ref()?;
+                    Some(match (mode, decider[m][i], s) {
+                        (_, Some(k), _) => {
+                            self.decided[k] += 1;
+                            format!("judge:{}", judges[k])
+                        }
+                        (PanelMode::Jury, None, Source::Judge | Source::Cache) => "jury".into(),
+                        (_, _, s) => s.name().to_string(),
+                    })
+                })
+                .collect();
+            if let Some(at) = out.fields.iter().position(|f| f.name() == source_name) {
+                out.arrays[at] = Arc::new(StringArray::from(names)) as ArrayRef;
+            }
+        }
+        let fields = panel_fields(&self.metrics, &judges, self.mode);
+        let mut fields = fields.into_iter();
+        let mut push =
+            |out: &mut ScoreColumns, a: ArrayRef| out.push(fields.next().expect("panel field"), a);
+        for (m, jm) in self.metrics.iter().enumerate() {
+            let Some(r) = jm.rubric() else { continue };
+            if mode == PanelMode::Jury {
+                let agreement: Float32Array = (0..n)
+                    .map(|i| {
+                        let answers: Vec<&Outcome> = each
+                            .iter()
+                            .filter_map(|d| d.verdicts[m][i].as_ref())
+                            .filter(|(_, s)| matches!(s, Source::Judge | Source::Cache))
+                            .map(|(o, _)| o)
+                            .collect();
+                        (answers.len() == each.len() && !answers.is_empty()).then(|| {
+                            match r.answer {
+                                Answer::Verdict => {
+                                    let t = answers
+                                        .iter()
+                                        .filter(|o| {
+                                            matches!(o, Outcome::Verdict { verdict: true, .. })
+                                        })
+                                        .count();
+                                    t.max(answers.len() - t) as f32 / answers.len() as f32
+                                }
+                                Answer::Score { .. } => {
+                                    let l: Vec<f32> =
+                                        answers.iter().filter_map(|o| level(jm, o)).collect();
+                                    let (lo, hi) =
+                                        l.iter().fold((f32::MAX, f32::MIN), |(a, b), v| {
+                                            (a.min(*v), b.max(*v))
+                                        });
+                                    1.0 - (hi - lo)
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                push(&mut out, Arc::new(agreement));
+            }
+            for d in each {
+                let get = |i: usize| d.verdicts[m][i].as_ref().map(|(o, _)| o);
+                match r.answer {
+                    Answer::Verdict => {
+                        let v: BooleanArray = (0..n)
+                            .map(|i| match get(i) {
+                                Some(Outcome::Verdict { verdict, .. }) => Some(*verdict),
+                                _ => None,
+                            })
+                            .collect();
+                        let p: Float32Array = (0..n)
+                            .map(|i| match get(i) {
+                                Some(Outcome::Verdict { p_true, .. }) => *p_true,
+                                _ => None,
+                            })
+                            .collect();
+                        push(&mut out, Arc::new(v));
+                        push(&mut out, Arc::new(p));
+                    }
+                    Answer::Score { .. } => {
+                        let v: Float32Array =
+                            (0..n).map(|i| get(i).and_then(|o| level(jm, o))).collect();
+                        push(&mut out, Arc::new(v));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A batch judged by a panel: the combined decisions, each member's, and
+/// which member decided each value (`[metric][row]`; None: a rule, the
+/// band, the jury, or a failure).
+type Judged = (Decided, Vec<Decided>, Vec<Vec<Option<usize>>>);
+
+/// Adds `why` to a row's error (a row may fail for several metrics).
+fn note(slot: &mut Option<String>, why: String) {
+    match slot {
+        Some(e) => {
+            e.push_str("; ");
+            e.push_str(&why);
+        }
+        None => *slot = Some(why),
+    }
+}
+
+impl Stage for JudgePanel {
+    fn fields(&self) -> Vec<Field> {
+        let mut f = self.members[0].1.fields();
+        f.extend(panel_fields(&self.metrics, &self.names(), self.mode));
+        f
+    }
+
+    fn score(&mut self, batch: &RowBatch, earlier: &ScoreColumns) -> Result<ScoreColumns, Error> {
+        if self.mode.is_none() {
+            return self.members[0].1.score(batch, earlier);
+        }
+        let first = &self.members[0].1;
+        let requested = where_column::requested_rows(batch, first.where_column(), first.known())?;
+        let stand_in = first.stand_in(earlier);
+        let (fin, each, decider) = self.judge(batch, &requested, stand_in.as_ref())?;
+        let failed = fin.errors.iter().filter(|e| e.is_some()).count() as u64;
+        let mut retryable = fin
+            .errors
+            .iter()
+            .zip(&fin.transient)
+            .filter(|(e, t)| e.is_some() && **t)
+            .map(|(e, _)| e.clone());
+        self.last_retry_reason = retryable.next().flatten();
+        self.last_rows_retryable =
+            self.last_retry_reason.is_some() as u64 + retryable.count() as u64;
+        self.last_rows_failed = failed;
+        self.rows_failed += failed;
+        self.rows_judged += fin.judged.iter().filter(|j| **j).count() as u64;
+        let mut out = self.columns(batch.len(), fin, &each, &decider);
+        out.retryable_rows = self.last_rows_retryable;
+        out.retry_reason = self.last_retry_reason.clone();
+        Ok(out)
+    }
+
+    fn summary(&self) -> Option<(&'static str, Value)> {
+        let (key, mut v) = match self.single() {
+            Some(stage) => return stage.summary(),
+            None => self.members[0].1.summary_of(&self.report())?,
+        };
+        v["panel"] = self.panel_summary();
+        Some((key, v))
+    }
+}

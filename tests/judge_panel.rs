@@ -1,0 +1,288 @@
+//! A panel of judges against scripted local servers: escalation asks the
+//! second judge only where the first was uncertain; a jury takes the
+//! majority, with an agreement column and Fleiss' kappa; a judge that is
+//! down leaves the run resumable (75), and the resumed run pays neither
+//! judge twice.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use common::judge_server::{chat_with_logprobs, start, Reply};
+use common::*;
+
+/// A Meaning Match answer cut after its verdict, with P(true) = `p`.
+fn verdict(p: f64) -> Reply {
+    let word = if p >= 0.5 { " true" } else { " false" };
+    chat_with_logprobs(
+        &format!("{{\"meaning_match\":{word}"),
+        &[
+            ("{\"", &[("{\"", 1.0)]),
+            ("meaning", &[("meaning", 1.0)]),
+            ("_match", &[("_match", 1.0)]),
+            ("\":", &[("\":", 1.0)]),
+            (word, &[(" false", 1.0 - p), (" true", p)]),
+        ],
+    )
+}
+
+/// 30 rows: outputs "sure-yes i", "sure-no i" and "unsure i" in turn.
+fn input(dir: &Path) -> PathBuf {
+    let p = dir.join("in.parquet");
+    let kinds = ["sure-yes", "sure-no", "unsure"];
+    let refs: Vec<String> = (0..30).map(|i| format!("answer {i}")).collect();
+    let outs: Vec<String> = (0..30).map(|i| format!("{} {i}", kinds[i % 3])).collect();
+    let r: Vec<&str> = refs.iter().map(String::as_str).collect();
+    let o: Vec<&str> = outs.iter().map(String::as_str).collect();
+    // Human labels: every unsure answer is in fact right.
+    let human: arrow::array::ArrayRef = Arc::new(arrow::array::BooleanArray::from(
+        (0..30).map(|i| Some(i % 3 != 1)).collect::<Vec<_>>(),
+    ));
+    write_parquet(
+        &p,
+        vec![("reference", s(&r)), ("output", s(&o)), ("human", human)],
+    );
+    p
+}
+
+/// The small judge: sure where the output says so, P(true) 0.5 elsewhere.
+fn small() -> common::judge_server::Server {
+    start(|req, _| {
+        let c = req.candidate();
+        verdict(if c.starts_with("sure-yes") {
+            0.95
+        } else if c.starts_with("sure-no") {
+            0.05
+        } else {
+            0.5
+        })
+    })
+}
+
+fn panel_args<'a>(judges: &'a [(&'a str, &'a str)], mode: &'a str) -> Vec<&'a str> {
+    let mut a = vec![
+        "--metrics",
+        "meaning_match",
+        "--judge-reasons",
+        "never",
+        "--judge-panel",
+        mode,
+    ];
+    for (url, model) in judges {
+        a.extend(["--judge-url", url, "--judge-model", model]);
+    }
+    a.extend(["--judge-retries", "0", "--judge-timeout", "2"]);
+    a
+}
+
+#[test]
+fn escalation_asks_the_big_judge_only_where_the_small_one_was_unsure() {
+    let small = small();
+    let big = start(|_, _| verdict(0.9));
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(dir.path());
+    let out = dir.path().join("o.parquet");
+    let judges = [(small.url.as_str(), "small"), (big.url.as_str(), "big")];
+    let mut args = panel_args(&judges, "escalate");
+    args.extend(["--gold", "meaning_match=human"]);
+    ok(&score(&inp, &out, &args));
+    assert_eq!(small.requests().len(), 30);
+    assert_eq!(big.requests().len(), 10, "only the unsure rows");
+    assert!(big
+        .requests()
+        .iter()
+        .all(|r| r.candidate().starts_with("unsure")));
+    let b = read_parquet(&out);
+    let sources = texts(&b, "meaning_match_source");
+    let verdicts = bools(&b, "meaning_match");
+    for i in 0..30 {
+        let (source, v) = match i % 3 {
+            0 => ("judge:small", true),
+            1 => ("judge:small", false),
+            _ => ("judge:big", true),
+        };
+        assert_eq!(
+            (sources[i].as_deref(), verdicts[i]),
+            (Some(source), Some(v)),
+            "row {i}"
+        );
+    }
+    // Each judge's own verdicts, for calibration.
+    assert_eq!(bools(&b, "meaning_match__small")[2], Some(true)); // P 0.5 >= threshold
+    assert_eq!(f32s(&b, "meaning_match__small_p")[2], Some(0.5));
+    assert_eq!(bools(&b, "meaning_match__big")[0], None);
+    assert_eq!(bools(&b, "meaning_match__big")[2], Some(true));
+    let j = &summary(&out)["judge"];
+    assert_eq!(j["calls"], 40);
+    assert_eq!(j["panel"]["mode"], "escalate");
+    assert_eq!(j["panel"]["judges"][1]["values_asked"], 10);
+    assert_eq!(j["panel"]["judges"][1]["values_decided"], 10);
+    assert_eq!(j["panel"]["judges"][0]["values_decided"], 20);
+    // Calibration for the panel and for each judge over the rows it answered.
+    let c = &summary(&out)["calibration"];
+    let labels: Vec<(&str, u64, f64)> = c
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["metric"].as_str().unwrap(),
+                c["labels"].as_u64().unwrap(),
+                c["verdict"]["agreement"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            ("meaning_match", 30, 1.0),
+            ("meaning_match__small", 30, 1.0),
+            ("meaning_match__big", 10, 1.0)
+        ]
+    );
+}
+
+#[test]
+fn a_jury_takes_the_majority_with_its_agreement_and_fleiss_kappa() {
+    let yes = start(|_, _| verdict(0.9));
+    let no = start(|_, _| verdict(0.1));
+    // True for rows whose ordinal is even.
+    let split = start(|req, _| {
+        let i: usize = req.candidate().rsplit(' ').next().unwrap().parse().unwrap();
+        verdict(if i.is_multiple_of(2) { 0.8 } else { 0.2 })
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(dir.path());
+    let out = dir.path().join("o.parquet");
+    let judges = [
+        (yes.url.as_str(), "yes"),
+        (no.url.as_str(), "no"),
+        (split.url.as_str(), "split"),
+    ];
+    ok(&score(&inp, &out, &panel_args(&judges, "jury")));
+    let b = read_parquet(&out);
+    let verdicts = bools(&b, "meaning_match");
+    let agreement = f32s(&b, "meaning_match_agreement");
+    for i in 0..30 {
+        assert_eq!(verdicts[i], Some(i.is_multiple_of(2)), "row {i}");
+        assert!((agreement[i].unwrap() - 2.0 / 3.0).abs() < 1e-6);
+    }
+    assert!(texts(&b, "meaning_match_source")
+        .iter()
+        .all(|s| s.as_deref() == Some("jury")));
+    // P(true) is the jurors' mean.
+    assert!((f32s(&b, "meaning_match_p")[0].unwrap() - (0.9 + 0.1 + 0.8) / 3.0).abs() < 1e-5);
+    // Every row splits 2-1 and half the votes are true: Fleiss' kappa is
+    // (1/3 - 1/2) / (1 - 1/2) = -1/3.
+    let a = &summary(&out)["judge"]["panel"]["agreement"]["meaning_match"];
+    assert_eq!(a["rows"], 30);
+    assert!(
+        (a["fleiss_kappa"].as_f64().unwrap() + 1.0 / 3.0).abs() < 1e-12,
+        "{a}"
+    );
+}
+
+#[test]
+fn a_tied_jury_fails_the_value_and_says_so() {
+    let yes = start(|_, _| verdict(0.9));
+    let no = start(|_, _| verdict(0.1));
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(dir.path());
+    let out = dir.path().join("o.parquet");
+    let judges = [(yes.url.as_str(), "yes"), (no.url.as_str(), "no")];
+    ok(&score(&inp, &out, &panel_args(&judges, "jury")));
+    let b = read_parquet(&out);
+    assert!(bools(&b, "meaning_match").iter().all(Option::is_none));
+    assert!(texts(&b, "status")
+        .iter()
+        .all(|s| s.as_deref() == Some("partial")));
+    let errors = texts(&b, "error");
+    assert!(
+        errors[0]
+            .as_deref()
+            .unwrap()
+            .contains("the jury tied (1 true, 1 false)"),
+        "{errors:?}"
+    );
+    assert_eq!(summary(&out)["judge"]["panel"]["ties"], 30);
+}
+
+#[test]
+fn a_judge_down_leaves_the_run_resumable_and_nothing_is_paid_twice() {
+    let small = small();
+    let up = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&up);
+    let big = start(move |_, _| {
+        if flag.load(Ordering::SeqCst) {
+            verdict(0.9)
+        } else {
+            Reply::Status(503, vec![], "down".into())
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(dir.path());
+    let out = dir.path().join("o.parquet");
+    let judges = [(small.url.as_str(), "small"), (big.url.as_str(), "big")];
+    let args = panel_args(&judges, "escalate");
+    let err = fails(&score(&inp, &out, &args), 75);
+    assert!(err.contains("--resume"), "{err}");
+    assert_eq!(small.requests().len(), 30);
+    up.store(true, Ordering::SeqCst);
+    let mut again = args.clone();
+    again.push("--resume");
+    ok(&score(&inp, &out, &again));
+    assert_eq!(
+        small.requests().len(),
+        30,
+        "the small judge's answers come from its journal"
+    );
+    let b = read_parquet(&out);
+    assert!(texts(&b, "status")
+        .iter()
+        .all(|s| s.as_deref() == Some("ok")));
+    assert_eq!(bools(&b, "meaning_match")[2], Some(true));
+    assert_eq!(
+        texts(&b, "meaning_match_source")[2].as_deref(),
+        Some("judge:big")
+    );
+}
+
+#[test]
+fn a_panel_needs_its_mode_and_a_model_per_judge() {
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(dir.path());
+    let out = dir.path().join("o.parquet");
+    let u = "http://127.0.0.1:9/v1";
+    let two = [
+        "--metrics",
+        "meaning_match",
+        "--judge-url",
+        u,
+        "--judge-url",
+        u,
+    ];
+    let err = fails(&score(&inp, &out, &two), 78);
+    assert!(err.contains("--judge-panel escalate or jury"), "{err}");
+    let mut one_model = two.to_vec();
+    one_model.extend(["--judge-panel", "jury", "--judge-model", "a"]);
+    let err = fails(&score(&inp, &out, &one_model), 78);
+    assert!(err.contains("needs as many --judge-model"), "{err}");
+    let err = fails(
+        &score(
+            &inp,
+            &out,
+            &[
+                "--metrics",
+                "meaning_match",
+                "--judge-url",
+                u,
+                "--judge-panel",
+                "jury",
+            ],
+        ),
+        78,
+    );
+    assert!(err.contains("need a second --judge-url"), "{err}");
+}

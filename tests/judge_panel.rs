@@ -117,6 +117,7 @@ fn escalation_asks_the_big_judge_only_where_the_small_one_was_unsure() {
     let j = &summary(&out)["judge"];
     assert_eq!(j["calls"], 40);
     assert_eq!(j["panel"]["mode"], "escalate");
+    assert_eq!(j["panel"]["judges"][0]["values_asked"], 30);
     assert_eq!(j["panel"]["judges"][1]["values_asked"], 10);
     assert_eq!(j["panel"]["judges"][1]["values_decided"], 10);
     assert_eq!(j["panel"]["judges"][0]["values_decided"], 20);

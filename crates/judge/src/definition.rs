@@ -382,6 +382,10 @@ struct FileTables {
 struct JudgeTable {
     #[serde(default)]
     metric: BTreeMap<Spanned<String>, Spanned<Written>>,
+    /// `[judge.panel]`: a config file's panel of judges, read as flags by
+    /// the CLI's config reader; refused in a judge metrics file.
+    #[serde(default)]
+    panel: Option<Spanned<toml::Value>>,
 }
 
 /// Names a definition may not take: the built-in metrics and their
@@ -452,6 +456,15 @@ pub(crate) fn read_parsed(
                 &format!("unknown key `{key}`; a judge metrics file holds [judge.metric.NAME] tables only"),
             ));
         }
+    }
+    if let (true, Some(panel)) = (
+        only_definitions,
+        file.judge.as_ref().and_then(|j| j.panel.as_ref()),
+    ) {
+        return Err(at(
+            panel.span().start,
+            "[judge.panel] belongs in a config file (--config); a judge metrics file holds [judge.metric.NAME] tables only",
+        ));
     }
     let mut out = Vec::new();
     for (name, written) in file.judge.map(|j| j.metric).unwrap_or_default() {

@@ -326,7 +326,10 @@ impl JudgePanel {
             .collect();
         let mut v = json!({"mode": self.mode.map(|m| m.name()), "judges": judges});
         match self.mode {
-            Some(PanelMode::Escalate { band }) => v["escalate_band"] = json!([band.0, band.1]),
+            // As the flag takes it (f32 digits, not their f64 expansion).
+            Some(PanelMode::Escalate { band }) => {
+                v["escalate_band"] = json!(format!("{}..{}", band.0, band.1))
+            }
             Some(PanelMode::Jury) => {
                 v["ties"] = json!(self.ties);
                 let kappas: serde_json::Map<String, Value> = self

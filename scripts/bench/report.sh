@@ -16,14 +16,9 @@ dir="${BENCH_DIR:-$(mktemp -d)}"
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(1000000 10000000)
 
-measure() { # label, command...: prints seconds and peak RSS (MiB)
-  local label="$1"; shift
-  /usr/bin/time -f "%e %M" -o "$dir/time" "$@" >/dev/null
-  read -r secs kib <"$dir/time"
-  printf '| %s | %s s | %.1f MiB |\n' "$label" "$secs" "$(echo "$kib / 1024" | bc -l)"
-}
+source "$root/scripts/common/measure.sh"
 
-echo "CPU: $(lscpu | grep 'Model name' | sed 's/Model name: *//')"
+cpu_line
 echo "| case | seconds | peak RSS |"
 echo "| --- | ---: | ---: |"
 for rows in "${sizes[@]}"; do

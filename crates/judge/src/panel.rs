@@ -95,9 +95,6 @@ pub struct JudgePanel {
     fleiss: Vec<refscore_stats::agreement::FleissTally>,
     rows_judged: u64,
     rows_failed: u64,
-    last_rows_failed: u64,
-    last_rows_retryable: u64,
-    last_retry_reason: Option<String>,
 }
 
 /// The per-judge and agreement columns a panel adds after the judge's.
@@ -190,9 +187,6 @@ impl JudgePanel {
                 .collect(),
             rows_judged: 0,
             rows_failed: 0,
-            last_rows_failed: 0,
-            last_rows_retryable: 0,
-            last_retry_reason: None,
         })
     }
 
@@ -288,21 +282,6 @@ impl JudgePanel {
         total.rows_judged = self.rows_judged;
         total.rows_failed = self.rows_failed;
         total
-    }
-
-    /// Rows of the last batch left lacking a judge metric.
-    pub fn last_batch_rows_failed(&self) -> u64 {
-        self.last_rows_failed
-    }
-
-    /// Of those, rows a later try may fix (a judge was down).
-    pub fn last_batch_rows_retryable(&self) -> u64 {
-        self.last_rows_retryable
-    }
-
-    /// The error of the first of those rows.
-    pub fn last_batch_retry_reason(&self) -> Option<String> {
-        self.last_retry_reason.clone()
     }
 
     /// The panel's part of the summary: mode, each judge's accounting, the
@@ -737,22 +716,12 @@ impl Stage for JudgePanel {
         let requested = where_column::requested_rows(batch, first.where_column(), first.known())?;
         let stand_in = first.stand_in(earlier);
         let (fin, each, decider) = self.judge(batch, &requested, stand_in.as_ref())?;
-        let failed = fin.errors.iter().filter(|e| e.is_some()).count() as u64;
-        let mut retryable = fin
-            .errors
-            .iter()
-            .zip(&fin.transient)
-            .filter(|(e, t)| e.is_some() && **t)
-            .map(|(e, _)| e.clone());
-        self.last_retry_reason = retryable.next().flatten();
-        self.last_rows_retryable =
-            self.last_retry_reason.is_some() as u64 + retryable.count() as u64;
-        self.last_rows_failed = failed;
+        let (failed, retryable, reason) = fin.failures();
         self.rows_failed += failed;
         self.rows_judged += fin.judged.iter().filter(|j| **j).count() as u64;
         let mut out = self.columns(batch.len(), fin, &each, &decider);
-        out.retryable_rows = self.last_rows_retryable;
-        out.retry_reason = self.last_retry_reason.clone();
+        out.retryable_rows = retryable;
+        out.retry_reason = reason;
         Ok(out)
     }
 

@@ -152,6 +152,21 @@ pub(crate) struct Decided {
 }
 
 impl Decided {
+    /// Rows with a failed metric, of them the rows a later try may fix
+    /// (the endpoint failed), and the first of those rows' error.
+    pub(crate) fn failures(&self) -> (u64, u64, Option<String>) {
+        let failed = self.errors.iter().filter(|e| e.is_some()).count() as u64;
+        let mut retryable = self
+            .errors
+            .iter()
+            .zip(&self.transient)
+            .filter(|(e, t)| e.is_some() && **t)
+            .map(|(e, _)| e.as_deref());
+        let reason = retryable.next().flatten().map(String::from);
+        let count = reason.is_some() as u64 + retryable.count() as u64;
+        (failed, count, reason)
+    }
+
     pub(crate) fn new(metrics: usize, rows: usize) -> Decided {
         Decided {
             verdicts: vec![vec![None; rows]; metrics],
@@ -545,16 +560,11 @@ impl JudgeStage {
 
         self.record_mode();
         self.report.rows_judged += d.judged.iter().filter(|j| **j).count() as u64;
-        self.last_rows_failed = d.errors.iter().filter(|e| e.is_some()).count() as u64;
-        let mut retryable = d
-            .errors
-            .iter()
-            .zip(&d.transient)
-            .filter(|(e, t)| e.is_some() && **t)
-            .map(|(e, _)| e.as_deref());
-        self.last_retry_reason = retryable.next().flatten().map(String::from);
-        self.last_rows_retryable =
-            self.last_retry_reason.is_some() as u64 + retryable.count() as u64;
+        (
+            self.last_rows_failed,
+            self.last_rows_retryable,
+            self.last_retry_reason,
+        ) = d.failures();
         self.report.rows_failed += self.last_rows_failed;
         Ok(d)
     }

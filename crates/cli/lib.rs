@@ -29,7 +29,7 @@ use clap::{CommandFactory, FromArgMatches};
 pub use refscore_core::{Error, ErrorClass};
 
 use crate::args::{Cli, Command};
-pub use crate::python_api::{plan, score_parquet, Scorer};
+pub use crate::python_api::{plan, score_parquet, Plan, Scorer};
 
 /// The documented exit code of an error class ([`ErrorClass::exit_code`]).
 pub fn exit_code(class: ErrorClass) -> u8 {

@@ -56,6 +56,11 @@ impl<'s> Pipeline<'s> {
         })
     }
 
+    /// Whether the run has an embedding stage.
+    pub(crate) fn embeds(&self) -> bool {
+        self.embedding.is_some()
+    }
+
     /// The judge endpoint, when the run has judge metrics.
     pub(crate) fn endpoint(&self) -> Option<&Endpoint> {
         self.endpoint.as_ref()

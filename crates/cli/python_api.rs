@@ -88,13 +88,59 @@ fn parse_in_memory(flags: &[String]) -> Result<Settings, Error> {
 }
 
 /// What a scorer with these `score` flags would do with data of `schema`,
-/// without loading anything: every option and the column mapping are
-/// checked (with the CLI's messages), and the rows per batch and the id
-/// column (if the data has one) are returned.
-pub fn plan(flags: &[String], schema: &Schema) -> Result<(usize, Option<String>), Error> {
+/// found without loading anything, for a driver that hands the data out to
+/// workers (Ray, Spark) and must refuse a bad option before any starts.
+pub struct Plan {
+    /// Rows per batch (`--batch-size`).
+    pub batch_size: usize,
+    /// The id column, when the data has one.
+    pub id_column: Option<String>,
+    /// The result's columns and types: the CLI's for the same input.
+    pub result_schema: SchemaRef,
+    /// The judge's budgets per minute (requests, tokens), however given
+    /// (flag or config file), which a driver splits across its workers.
+    pub judge_budget: (Option<u32>, Option<u32>),
+}
+
+/// Checks every option and the column mapping against `schema` (with the
+/// CLI's messages) and returns the [`Plan`]. `partitioned`: each worker will
+/// see only its part of the data, so options whose figures come from a pass
+/// over the whole input (`--idf`, `--rescale-baseline auto`) are refused
+/// (exit 78): fitted per part they would differ from the CLI's, silently.
+pub fn plan(flags: &[String], schema: &Schema, partitioned: bool) -> Result<Plan, Error> {
     let settings = parse_in_memory(flags)?;
     let layout = Layout::new(schema, &read_options(&settings), Path::new(DATA_NAME))?;
-    Ok((settings.batch_size, layout.columns().id.clone()))
+    let pipeline = Pipeline::plan(&settings)?;
+    if partitioned && pipeline.embeds() {
+        let whole = [
+            (settings.embed.idf, "idf"),
+            (
+                matches!(settings.embed.rescale, Some(refscore_embed::Rescale::Auto)),
+                "rescale_baseline auto",
+            ),
+        ];
+        if let Some((_, name)) = whole.iter().find(|(on, _)| *on) {
+            return Err(Error::config(format!(
+                "{name}: fitted on the whole input, which no worker sees when the data is split \
+                 across workers; run the job over files (each shard fits it on the whole input, as the CLI does), \
+                 or give the figures (a baseline file, no idf)"
+            )));
+        }
+    }
+    let layout = layout.plain_strings();
+    Ok(Plan {
+        batch_size: settings.batch_size,
+        id_column: layout.columns().id.clone(),
+        result_schema: result_schema(
+            layout.id_field(),
+            &pipeline.metric_fields(),
+            layout.keep_fields(),
+        )?,
+        judge_budget: settings
+            .judge
+            .as_ref()
+            .map_or((None, None), |j| (j.rpm, j.tpm)),
+    })
 }
 
 /// The metric stages of a `score` run, loaded once (the model, the judge

@@ -39,16 +39,31 @@ fn score_parquet(py: Python<'_>, flags: Vec<String>) -> PyResult<String> {
 }
 
 /// Checks flags and the column mapping against a schema (anything with
-/// `__arrow_c_schema__`) without loading a model; returns (rows per batch,
-/// id column or None).
+/// `__arrow_c_schema__`) without loading a model, for a driver that splits
+/// data across workers. Returns a dict: `batch_size`, `id_column` (or None),
+/// `result_schema` (a `pyarrow.Schema`), `judge_rpm` and `judge_tpm` (or
+/// None). `partitioned` refuses the options fitted on the whole input
+/// (`idf`, `rescale_baseline="auto"`).
 #[pyfunction]
-fn plan(
-    py: Python<'_>,
+#[pyo3(signature = (flags, schema, partitioned = true))]
+fn plan<'py>(
+    py: Python<'py>,
     flags: Vec<String>,
-    schema: &Bound<'_, PyAny>,
-) -> PyResult<(usize, Option<String>)> {
+    schema: &Bound<'py, PyAny>,
+    partitioned: bool,
+) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
     let schema = arrow::datatypes::Schema::from_pyarrow_bound(schema)?;
-    refscore::plan(&flags, &schema).map_err(|e| to_py(py, e))
+    let plan = refscore::plan(&flags, &schema, partitioned).map_err(|e| to_py(py, e))?;
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("batch_size", plan.batch_size)?;
+    d.set_item("id_column", plan.id_column)?;
+    d.set_item(
+        "result_schema",
+        plan.result_schema.as_ref().clone().into_pyarrow(py)?,
+    )?;
+    d.set_item("judge_rpm", plan.judge_budget.0)?;
+    d.set_item("judge_tpm", plan.judge_budget.1)?;
+    Ok(d)
 }
 
 /// The metric stages, loaded once, for any number of in-memory datasets.

@@ -70,7 +70,8 @@ def score(ds: "ray.data.Dataset", *, workers: int, cpus_per_worker: float = 1, g
     schema = ds.schema()
     base = getattr(schema, "base_schema", schema)
     worker = _worker_options(options, cpus_per_worker, gpus_per_worker)
-    batch_size, id_column = _native.plan(_flags(worker), base)
+    plan = _native.plan(_flags(worker), base)
+    batch_size, id_column = plan["batch_size"], plan["id_column"]
     if id_column is None:
         raise RefscoreError(
             "data: no id column: Ray Data does not keep a global row order, so rows are told apart by an id; "

@@ -9,14 +9,13 @@
 """
 
 import argparse
-import json
 import os
 import sys
 from typing import Any, Dict, List, Optional
 
 import ray
 
-from . import Scorer, _native, score_parquet
+from . import Scorer, _native, _shards
 from ._errors import CONFIG, USAGE, RefscoreError
 from ._options import flags as _flags
 
@@ -104,49 +103,22 @@ class _ShardJob:
     def __call__(self, batch):
         import pyarrow as pa
 
-        done = []
-        for k in batch.column("shard").to_pylist():
-            out = _part_path(self.outdir, k, self.shards)
-            args = [self.input, "-o", out, "--shard", f"{k}/{self.shards}", "--resume", "--quiet", *self.flags]
-            if "--threads" not in self.flags:
-                args += ["--threads", str(self.threads)]
-            summary = json.loads(_native.score_parquet(args))
-            done.append(summary.get("rows", 0))
-        return pa.table({"shard": batch.column("shard"), "rows": pa.array(done, pa.int64())})
-
-
-def _part_path(outdir: str, k: int, shards: int) -> str:
-    return os.path.join(outdir, f"part-{k:05d}-of-{shards:05d}.parquet")
+        outcomes = [_shards.run_shard(self.input, self.outdir, k, self.shards, self.flags, self.threads)
+                    for k in batch.column("shard").to_pylist()]
+        return pa.Table.from_pylist(outcomes, schema=pa.schema(
+            [("shard", pa.int64()), ("rows", pa.int64()), ("code", pa.int64()), ("message", pa.string())]))
 
 
 def run(input: str, outdir: str, *, workers: int, flags: List[str], shards: Optional[int] = None,
         cpus_per_worker: float = 1, gpus_per_worker: float = 0) -> Dict[str, Any]:
     """The ``python -m refscore.ray`` job; returns the merged summary."""
-    os.makedirs(outdir, exist_ok=True)
-    state_path = os.path.join(outdir, "refscore-ray.json")
-    state = {"input": os.path.abspath(input), "flags": flags}
-    if os.path.exists(state_path):
-        with open(state_path) as f:
-            before = json.load(f)
-        if shards is not None and shards != before["shards"]:
-            raise RefscoreError(
-                f"{outdir}: an earlier run cut the input into {before['shards']} shards; a re-run keeps them "
-                f"(drop --shards, or use a new OUTDIR)", CONFIG)
-        if {k: before.get(k) for k in state} != state:
-            raise RefscoreError(
-                f"{outdir}: holds a run with another input or options; use a new OUTDIR", CONFIG)
-        shards = before["shards"]
-    else:
-        shards = shards or workers
-        tmp = state_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({**state, "shards": shards}, f)
-        os.replace(tmp, state_path)
+    _shards.check_flags(flags)
+    shards = _shards.begin(input, outdir, flags, shards, workers, "refscore-ray.json")
     if gpus_per_worker and "--device" not in flags:
         flags = [*flags, "--device", "cuda"]
     threads = max(1, int(cpus_per_worker))
     ds = ray.data.from_items([{"shard": k} for k in range(1, shards + 1)])
-    ds.map_batches(
+    outcomes = ds.map_batches(
         _ShardJob,
         fn_constructor_kwargs=dict(input=os.path.abspath(input), outdir=os.path.abspath(outdir), shards=shards,
                                    flags=flags, threads=threads),
@@ -157,14 +129,8 @@ def run(input: str, outdir: str, *, workers: int, flags: List[str], shards: Opti
         num_gpus=gpus_per_worker,
         max_restarts=-1,
         max_task_retries=-1,
-    ).materialize()
-    summaries = [_part_path(outdir, k, shards) + ".summary.json" for k in range(1, shards + 1)]
-    merged = os.path.join(outdir, "summary.json")
-    code = _native.main(["refscore", "merge-summaries", *summaries, "-o", merged, "--quiet"])
-    if code != 0:
-        raise RefscoreError(f"{outdir}: merging the shards' summaries failed (exit {code})", code)
-    with open(merged) as f:
-        return json.load(f)
+    ).take_all()
+    return _shards.finish(outdir, shards, outcomes)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

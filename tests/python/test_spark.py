@@ -1,0 +1,365 @@
+"""refscore.spark on a real Spark (pyspark from PyPI, Java from the machine),
+everything on 127.0.0.1: `local[2]` in this process for `score(df)`, and a
+standalone master with two one-core workers for the job mode. The results
+equal the CLI's on the same rows (lexical, embedding and scripted-judge
+metrics), every row exactly once, also after kill -9 of a Python worker or
+of an executor's JVM mid-job; bad options raise on the driver before any
+task; the judge's budget holds across the cluster."""
+
+import http.server
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+if not os.environ.get("REFSCORE_REQUIRE_PACKAGE"):
+    pytest.importorskip("refscore")
+    pytest.importorskip("pyspark")
+# The executors' Python is this one (it has refscore and pyarrow).
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+# Commit progress often, so a worker killed after a second has committed
+# parts to resume from (Spark's workers inherit this environment).
+os.environ["REFSCORE_COMMIT_SECONDS"] = "0.05,0.5"
+from pyspark.sql import SparkSession  # noqa: E402
+
+import refscore  # noqa: E402
+import refscore.spark  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts" / "common"))
+import spark_cluster  # noqa: E402
+
+BIN = os.environ.get("REFSCORE_BIN", str(ROOT / "target" / "release" / "refscore"))
+EXAMPLE = ROOT / "examples" / "qa.parquet"
+MODEL = os.environ.get("REFSCORE_MODEL_DIR") or str(ROOT / "models" / "all-MiniLM-L6-v2")
+# Every Spark JVM quiet and bound to loopback.
+LOOPBACK = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1", "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false"}
+
+
+@pytest.fixture(scope="module")
+def spark():
+    builder = SparkSession.builder.master("local[2]").appName("refscore-test")
+    for k, v in LOOPBACK.items():
+        builder = builder.config(k, v)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory):
+    """A standalone master and two workers of one core each, on 127.0.0.1;
+    yields the master's URL."""
+    with spark_cluster.standalone(tmp_path_factory.mktemp("standalone"), workers=2, cores=1) as url:
+        yield url
+
+
+class ScriptedJudge:
+    """An OpenAI-style judge on 127.0.0.1 that answers a verdict fixed by
+    the prompt's text and records when each request came."""
+
+    def __init__(self):
+        self.times = []
+        self.prompts = []
+        lock = threading.Lock()
+        judge = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                user = body["messages"][-1]["content"]
+                with lock:
+                    judge.times.append(time.monotonic())
+                    judge.prompts.append(user)
+                verdict = "true" if len(user) % 3 else "false"
+                reply = {"choices": [{"index": 0, "message": {
+                    "role": "assistant", "content": f'{{"meaning_match": {verdict}, "reason": "scripted"}}'}}],
+                    "usage": {"prompt_tokens": 5, "completion_tokens": 5}}
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+
+    def close(self):
+        self.server.shutdown()
+
+
+@pytest.fixture
+def judge():
+    j = ScriptedJudge()
+    try:
+        yield j
+    finally:
+        j.close()
+
+
+def make_input(folder: Path, files: int, copies: int) -> Path:
+    """`files` Parquet files of the example rows repeated `copies` times,
+    each row's texts made distinct, in row groups of 100."""
+    base = pq.read_table(EXAMPLE).select(["id", "question", "reference", "output"])
+    folder.mkdir()
+    for f in range(files):
+        parts = []
+        for c in range(copies):
+            tag = f" [{f}.{c}]"
+            parts.append(pa.table({
+                "id": pc.binary_join_element_wise(base["id"], pa.scalar(f"-{f}-{c}"), ""),
+                "question": base["question"],
+                "reference": pc.binary_join_element_wise(base["reference"], pa.scalar(tag), ""),
+                "output": pc.binary_join_element_wise(base["output"], pa.scalar(tag), ""),
+            }))
+        pq.write_table(pa.concat_tables(parts), folder / f"part-{f}.parquet", row_group_size=100)
+    return folder
+
+
+TIMED = ("judge_latency_ms",)
+
+
+def by_id(table: pa.Table) -> dict:
+    table = table.drop_columns([c for c in TIMED if c in table.column_names])
+    rows = table.to_pylist()
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids)), "a row came out twice"
+    return {r["id"]: r for r in rows}
+
+
+def cli_by_id(tmp: Path, data: Path, *flags) -> dict:
+    out = tmp / "cli.parquet"
+    subprocess.run([BIN, "score", str(data), "-o", str(out), "--quiet", "--overwrite", *flags], check=True)
+    return by_id(pq.read_table(out))
+
+
+def assert_same(got: dict, want: dict):
+    assert got.keys() == want.keys()
+    for k, row in want.items():
+        assert got[k].keys() == row.keys()
+        for col, v in row.items():
+            g = got[k][col]
+            assert g == v or (isinstance(v, float) and abs(g - v) <= 1e-6), (k, col, g, v)
+
+
+def test_score_dataframe_equals_cli(spark, judge, tmp_path):
+    data = make_input(tmp_path / "in", files=2, copies=1)
+    options = dict(metrics=["lexical", "embedding", "meaning_match"], model=MODEL, input_col="question",
+                   judge_url=judge.url, judge_model="scripted", judge_reasons="never", judge_rpm=100000)
+    flags = ["--metrics", "lexical,embedding,meaning_match", "--model", MODEL, "--input-col", "question",
+             "--judge-url", judge.url, "--judge-model", "scripted", "--judge-reasons", "never"]
+    want = cli_by_id(tmp_path, data, *flags)
+    df = spark.read.parquet(str(data)).repartition(3)
+    scored = refscore.spark.score(df, **options)
+    # With a judge budget, at most the cluster's task slots (local[2]: 2)
+    # run at once, each with its share.
+    assert scored.rdd.getNumPartitions() == 2
+    got = scored.toArrow()
+    # The CLI's columns, in its order, with its types (Spark has no unsigned
+    # integers: the judge's latency widens from uint32 to int64).
+    cli = pq.read_schema(tmp_path / "cli.parquet")
+    assert got.schema.names == cli.names
+    for field in cli:
+        want_type = pa.int64() if field.type == pa.uint32() else field.type
+        assert got.schema.field(field.name).type == want_type, field
+    assert_same(by_id(got), want)
+
+
+def test_bad_options_raise_on_the_driver_before_any_task(spark, tmp_path):
+    data = make_input(tmp_path / "in", files=1, copies=1)
+    df = spark.read.parquet(str(data))
+    sc = spark.sparkContext
+    sc.setJobGroup("bad-options", "refscore's checks")
+    cases = [
+        (dict(metrics=["no_such_metric"]), 64, "unknown metric"),
+        (dict(metrics=["lexical"], input_col="no_such_column"), None, "no_such_column"),
+        (dict(metrics=["bertscore"], model=MODEL, idf=True), 78, "idf"),
+        (dict(metrics=["lexical"], judge_where="x", no_such_option=1), 64, None),
+    ]
+    for options, code, text in cases:
+        with pytest.raises(refscore.RefscoreError) as e:
+            refscore.spark.score(df, **options)
+        if code is not None:
+            assert e.value.exit_code == code, e.value
+        if text is not None:
+            assert text in str(e.value)
+    with pytest.raises(refscore.RefscoreError) as e:
+        refscore.spark.score(df.drop("id"), metrics=["lexical"])
+    assert e.value.exit_code == 78 and "no id column" in str(e.value)
+    with pytest.raises(refscore.RefscoreError) as e:
+        refscore.spark.run(str(data), str(tmp_path / "out"), flags=["--metrics", "nope"], spark=spark)
+    assert e.value.exit_code == 64
+    assert not (tmp_path / "out").exists()
+    # None of it started a Spark job.
+    assert list(sc.statusTracker().getJobIdsForGroup("bad-options")) == []
+    sc.setJobGroup(None, None)
+
+
+def test_bad_data_fails_its_task_with_the_one_line_message(spark, judge, tmp_path):
+    rows = pa.table({"id": ["a", "b", "c"], "reference": ["row-a-ref", "row-b-ref", "row-c-ref"],
+                     "output": ["row-a-out", "row-b-out", "row-c-out"],
+                     "which": ["meaning_match", "no_such_metric", "meaning_match"]})
+    pq.write_table(rows, tmp_path / "bad.parquet")
+    df = spark.read.parquet(str(tmp_path / "bad.parquet")).coalesce(1)
+    scored = refscore.spark.score(df, metrics=["meaning_match"], judge_url=judge.url, judge_model="scripted",
+                                  judge_where="which")
+    with pytest.raises(Exception) as e:
+        scored.collect()
+    text = str(e.value)
+    assert "RefscoreError" in text and "no_such_metric" in text, text[-2000:]
+    assert "partition 0: data: column 'which', row 1: unknown judge metric 'no_such_metric'" in text
+    # Every row of the partition is checked before any is scored: no row
+    # reached the judge (which saw only the Scorer's start-up probe).
+    assert not [p for p in judge.prompts if "row-" in p], judge.prompts
+
+
+def test_job_mode_parts_equal_cli_and_a_rerun_redoes_nothing(standalone, tmp_path):
+    data = make_input(tmp_path / "in", files=3, copies=2)
+    flags = ["--metrics", "lexical", "--input-col", "question"]
+    want = cli_by_id(tmp_path, data, *flags)
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "refscore.spark", str(data), "-o", str(out), "--master", standalone, *flags]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    parts = sorted(out.glob("part-*.parquet"))
+    assert len(parts) == 2, "one shard per task slot: two one-core workers"
+    assert by_id(pa.concat_tables(pq.read_table(p) for p in parts)) == want
+    assert json.loads((out / "summary.json").read_text())["rows"] == len(want)
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [p.stat().st_mtime_ns for p in parts] == [p.stat().st_mtime_ns for p in sorted(out.glob("part-*.parquet"))]
+
+
+def processes(match) -> list:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if match(proc):
+                    pids.append(int(proc.name))
+            except OSError:
+                continue
+    return pids
+
+
+def scoring_python_worker(proc: Path) -> bool:
+    """A Spark Python worker (forked by pyspark.daemon) that has loaded
+    refscore's native library: one running a shard."""
+    return (b"pyspark.daemon" in (proc / "cmdline").read_bytes()
+            and "refscore/_native" in (proc / "maps").read_text())
+
+
+def executor_jvm(proc: Path) -> bool:
+    return b"CoarseGrainedExecutorBackend" in (proc / "cmdline").read_bytes()
+
+
+KILL_FLAGS = ["--metrics", "lexical,cosine", "--input-col", "question", "--model", MODEL, "--batch-size", "100"]
+
+
+@pytest.fixture(scope="module")
+def kill_input(tmp_path_factory):
+    """Input for the kill tests, long enough to kill a worker mid-shard,
+    and the CLI's output for it (computed once for both)."""
+    tmp = tmp_path_factory.mktemp("kill")
+    data = make_input(tmp / "in", files=2, copies=3)
+    return data, cli_by_id(tmp, data, *KILL_FLAGS)
+
+
+@pytest.mark.parametrize("victim", ["python worker", "executor jvm"])
+def test_kill_9_mid_job_still_scores_every_row_once(standalone, kill_input, tmp_path, victim):
+    data, want = kill_input
+    flags = KILL_FLAGS
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "refscore.spark", str(data), "-o", str(out), "--master", standalone, *flags]
+    driver = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    match = scoring_python_worker if victim == "python worker" else executor_jvm
+    killed = None
+    deadline = time.monotonic() + 120
+    while killed is None and time.monotonic() < deadline and driver.poll() is None:
+        committed = list(out.glob(".part-*.refscore-run/part-*.parquet"))
+        pids = processes(match) if committed else []
+        if pids:
+            killed = pids[0]
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.05)
+    stdout, stderr = driver.communicate(timeout=300)
+    assert killed is not None, "the run ended before anything could be killed"
+    # Spark ran the lost shard again (a task whose Python worker died is
+    # retried, spark.task.maxFailures=4; a lost executor's tasks are
+    # rescheduled), and the shard resumed from its last commit.
+    assert driver.returncode == 0, stderr[-3000:]
+    got = by_id(pa.concat_tables(pq.read_table(p) for p in sorted(out.glob("part-*.parquet"))))
+    assert_same(got, want)
+    assert json.loads((out / "summary.json").read_text())["rows"] == len(want)
+
+
+def test_judge_budget_holds_across_the_cluster(spark, judge, tmp_path):
+    """120 requests a minute for the whole cluster, two shards at once: each
+    gets 60 (a minute's burst, then one a second). 140 rows: the first 120
+    go at once, the last 20 take 10 s. At every moment the requests so far
+    stay within the budget's burst plus its refill (5% slack); two shards
+    with the whole budget each would send all 140 at once."""
+    rows = pa.table({"id": [f"r{i}" for i in range(140)], "reference": [f"fact {i}" for i in range(140)],
+                     "output": [f"claim {i}" for i in range(140)]})
+    data = tmp_path / "in"
+    data.mkdir()
+    pq.write_table(rows.slice(0, 70), data / "a.parquet")
+    pq.write_table(rows.slice(70), data / "b.parquet")
+    flags = ["--metrics", "meaning_match", "--judge-url", judge.url, "--judge-model", "scripted",
+             "--judge-reasons", "never", "--judge-rpm", "120"]
+    summary = refscore.spark.run(str(data), str(tmp_path / "out"), flags=flags, shards=2, spark=spark)
+    assert summary["rows"] == 140
+    # Each shard's start-up probe (one request of one token, as the CLI
+    # sends before any row) is outside the budget; the rows' requests:
+    times = sorted(t for t, p in zip(judge.times, judge.prompts) if "claim " in p)
+    assert len(times) == 140 and len(judge.times) == 142
+    start = times[0]
+    for n, t in enumerate(times, 1):
+        allowed = 120 + 1.05 * 2.0 * (t - start) + 1
+        assert n <= allowed, f"request {n} at {t - start:.2f}s: over the budget ({allowed:.1f})"
+    # And it used the budget, rather than crawling (one shard's pace).
+    assert times[-1] - start < 20, times[-1] - start
+
+
+def test_judge_batches_from_the_job_mode(spark, judge, tmp_path):
+    """--judge-batch dir: through the job mode: the first run submits and
+    ends with 75, the same command collects, and the parts equal the
+    online CLI's output."""
+    data = make_input(tmp_path / "in", files=2, copies=1)
+    base = ["--metrics", "lexical,meaning_match", "--judge-model", "scripted", "--judge-reasons", "never",
+            "--input-col", "question"]
+    want = cli_by_id(tmp_path, data, *base, "--judge-url", judge.url)
+    box = tmp_path / "box"
+    flags = [*base, "--judge-batch", f"dir:{box}"]
+    out = tmp_path / "out"
+    with pytest.raises(refscore.RefscoreError) as e:
+        refscore.spark.run(str(data), str(out), flags=flags, spark=spark)
+    assert e.value.exit_code == 75, e.value
+    assert "run the same command again" in str(e.value)
+    # What answers a request folder on another machine, here through the
+    # scripted judge.
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "tools" / "answer-batch-dir.py"), "--judge-url", judge.url,
+                    "--dir", str(box)], check=True, timeout=120)
+    summary = refscore.spark.run(str(data), str(out), flags=flags, spark=spark)
+    got = by_id(pa.concat_tables(pq.read_table(p) for p in sorted(out.glob("part-*.parquet"))))
+    assert_same(got, want)
+    assert summary["rows"] == len(want)

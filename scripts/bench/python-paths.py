@@ -6,7 +6,6 @@ shard job), on the same generated file and machine, in one run.
 
 Prints a Markdown table for docs/performance.md."""
 
-import json
 import os
 import subprocess
 import sys
@@ -14,32 +13,14 @@ import tempfile
 import time
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "common"))
-from refscore_scripts import DEFAULT_MODEL, REPO  # noqa: E402
+from refscore_scripts import DEFAULT_MODEL, REPO, write_example_copies  # noqa: E402
 
 ROOT = Path(REPO)
 BIN = os.environ.get("REFSCORE_BIN", str(ROOT / "target" / "release" / "refscore"))
 MODEL = os.environ.get("REFSCORE_MODEL_DIR") or DEFAULT_MODEL
-
-
-def make(path: Path, copies: int):
-    base = pq.read_table(ROOT / "examples" / "qa.parquet").select(["id", "question", "reference", "output"])
-    parts = []
-    for c in range(copies):
-        tag = pa.scalar(f" [{c}]")
-        parts.append(pa.table({
-            "id": pc.binary_join_element_wise(base["id"], pa.scalar(f"-{c}"), ""),
-            "question": base["question"],
-            "reference": pc.binary_join_element_wise(base["reference"], tag, ""),
-            "output": pc.binary_join_element_wise(base["output"], tag, ""),
-        }))
-    table = pa.concat_tables(parts)
-    pq.write_table(table, path, row_group_size=512)
-    return table.num_rows
 
 
 def timed(fn):
@@ -63,8 +44,9 @@ def main():
     ray.data.DataContext.get_current().enable_progress_bars = False
     rows_out = []
     for name, metrics, copies in cases:
-        data = tmp / f"{name.replace(' ', '')}.parquet"
-        rows = make(data, copies)
+        # One file, so Ray's parallelism comes from its row groups.
+        data = tmp / name.replace(' ', '')
+        rows = write_example_copies(str(data), files=1, copies=copies, row_group_size=512)
         options = dict(metrics=metrics, input_col="question", model=MODEL)
         flags = ["--metrics", ",".join(metrics), "--input-col", "question", "--model", MODEL]
         cli = timed(lambda: subprocess.run([BIN, "score", str(data), "-o", str(tmp / "cli.parquet"), "--quiet",

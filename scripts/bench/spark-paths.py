@@ -7,7 +7,7 @@ executor start-up, model loading, reading and writing included), so
 "overhead/row" = (Spark seconds - CLI seconds) / rows; the first case, on
 618 rows, shows the fixed part of it.
 
-    scripts/bench/spark.sh            # builds and installs, then runs this
+    scripts/bench/python.sh spark     # builds and installs, then runs this
 
 Prints a Markdown table for docs/performance.md."""
 
@@ -18,13 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "common"))
 import spark_cluster  # noqa: E402
-from refscore_scripts import DEFAULT_MODEL, REPO  # noqa: E402
+from refscore_scripts import DEFAULT_MODEL, REPO, write_example_copies  # noqa: E402
 
 ROOT = Path(REPO)
 BIN = os.environ.get("REFSCORE_BIN", str(ROOT / "target" / "release" / "refscore"))
@@ -44,28 +40,6 @@ df = spark.read.parquet(data)
 refscore.spark.score(df, **options).write.mode("overwrite").parquet(out)
 spark.stop()
 """
-
-
-def make(folder: Path, files: int, copies: int) -> int:
-    """`files` files of the example rows repeated `copies` times, texts
-    made distinct, row groups of 512."""
-    base = pq.read_table(ROOT / "examples" / "qa.parquet").select(["id", "question", "reference", "output"])
-    folder.mkdir(parents=True)
-    rows = 0
-    for f in range(files):
-        parts = []
-        for c in range(copies):
-            tag = pa.scalar(f" [{f}.{c}]")
-            parts.append(pa.table({
-                "id": pc.binary_join_element_wise(base["id"], pa.scalar(f"-{f}-{c}"), ""),
-                "question": base["question"],
-                "reference": pc.binary_join_element_wise(base["reference"], tag, ""),
-                "output": pc.binary_join_element_wise(base["output"], tag, ""),
-            }))
-        table = pa.concat_tables(parts)
-        pq.write_table(table, folder / f"part-{f}.parquet", row_group_size=512)
-        rows += table.num_rows
-    return rows
 
 
 def timed(cmd) -> float:
@@ -92,7 +66,7 @@ def main():
     with spark_cluster.standalone(tmp / "cluster", workers=2, cores=1) as master:
         for name, metrics, options, copies in cases:
             data = tmp / "".join(c for c in name if c.isalnum())
-            rows = make(data, files=2, copies=copies)
+            rows = write_example_copies(str(data), files=2, copies=copies, row_group_size=512)
             flags = ["--metrics", ",".join(metrics), "--input-col", "question"]
             if "model" in options:
                 flags += ["--model", MODEL]

@@ -67,3 +67,32 @@ def cpu_model() -> str:
     """The CPU's model name from lscpu ("?" if none), so a measurement says where it was made."""
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     return next((l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")), "?")
+
+
+def write_example_copies(folder: str, files: int, copies: int, row_group_size: int) -> int:
+    """Writes `files` Parquet files into `folder` (made here), each the
+    example's rows repeated `copies` times with every copy's texts and ids
+    made distinct (so no cache can skip a row), in row groups of
+    `row_group_size`; returns the rows written. The Ray and Spark tests and
+    benchmarks score these. Imports pyarrow when called."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    base = pq.read_table(os.path.join(REPO, "examples", "qa.parquet")).select(["id", "question", "reference", "output"])
+    os.makedirs(folder)
+    rows = 0
+    for f in range(files):
+        parts = []
+        for c in range(copies):
+            tag = pa.scalar(f" [{f}.{c}]")
+            parts.append(pa.table({
+                "id": pc.binary_join_element_wise(base["id"], pa.scalar(f"-{f}-{c}"), ""),
+                "question": base["question"],
+                "reference": pc.binary_join_element_wise(base["reference"], tag, ""),
+                "output": pc.binary_join_element_wise(base["output"], tag, ""),
+            }))
+        table = pa.concat_tables(parts)
+        pq.write_table(table, os.path.join(folder, f"part-{f}.parquet"), row_group_size=row_group_size)
+        rows += table.num_rows
+    return rows

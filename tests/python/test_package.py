@@ -194,39 +194,21 @@ def test_a_defined_judge_metric_scores_in_python_as_in_the_cli(tmp_path):
     """A rubric from a --judge-metrics file, through Scorer and through the
     CLI, against a scripted judge on 127.0.0.1: the same columns and values,
     the prompt reading a column that is not kept."""
-    import http.server
-    import json
+    from scripted_judge import ScriptedJudge
 
-    seen = []
+    def cites(user):
+        verdict = "true" if "see 4.2" in user else "false"
+        return f'{{"verdict": {verdict}, "reason": "scripted"}}'
 
-    class Judge(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            user = body["messages"][-1]["content"]
-            seen.append(user)
-            verdict = "true" if "see 4.2" in user else "false"
-            reply = {"choices": [{"index": 0, "message": {"role": "assistant",
-                                                          "content": f'{{"verdict": {verdict}, "reason": "scripted"}}'}}],
-                     "usage": {"prompt_tokens": 5, "completion_tokens": 5}}
-            data = json.dumps(reply).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Judge)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    judge = ScriptedJudge(cites)
+    seen = judge.prompts
     try:
         rubrics = tmp_path / "rubrics.toml"
         rubrics.write_text('[judge.metric.cites]\nanswer = "verdict"\n'
                            'prompt = "Section {{ row.section }}: {{ output }}"\n')
         data = pa.table({"id": ["a", "b"], "reference": ["Paris", "100 C"],
                          "output": ["Paris, see 4.2", "90 C"], "section": ["4.2", None]})
-        options = dict(metrics=["cites"], judge_url=f"http://127.0.0.1:{server.server_port}/v1",
+        options = dict(metrics=["cites"], judge_url=judge.url,
                        judge_model="scripted", judge_metrics=[str(rubrics)], judge_reasons="always")
         got = refscore.Scorer(**options).score(data)
         assert got.column("cites").to_pylist() == [True, False]
@@ -241,4 +223,4 @@ def test_a_defined_judge_metric_scores_in_python_as_in_the_cli(tmp_path):
         timed = "judge_latency_ms"
         same_table(got.drop_columns([timed]), pq.read_table(tmp_path / "out.parquet").drop_columns([timed]))
     finally:
-        server.shutdown()
+        judge.close()

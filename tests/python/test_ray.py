@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -26,6 +25,9 @@ import refscore  # noqa: E402
 import refscore.ray  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts" / "common"))
+from refscore_scripts import write_example_copies  # noqa: E402
+
 BIN = os.environ.get("REFSCORE_BIN", str(ROOT / "target" / "release" / "refscore"))
 EXAMPLE = ROOT / "examples" / "qa.parquet"
 MODEL = os.environ.get("REFSCORE_MODEL_DIR") or str(ROOT / "models" / "all-MiniLM-L6-v2")
@@ -48,22 +50,8 @@ def cluster():
 
 
 def make_input(folder: Path, files: int, copies: int) -> Path:
-    """`files` Parquet files of the example rows repeated `copies` times,
-    each row's texts made distinct (so the embedding cache cannot skip
-    them), in row groups of 100."""
-    base = pq.read_table(EXAMPLE).select(["id", "question", "reference", "output"])
-    folder.mkdir()
-    for f in range(files):
-        parts = []
-        for c in range(copies):
-            tag = f" [{f}.{c}]"
-            parts.append(pa.table({
-                "id": pc.binary_join_element_wise(base["id"], pa.scalar(f"-{f}-{c}"), ""),
-                "question": base["question"],
-                "reference": pc.binary_join_element_wise(base["reference"], pa.scalar(tag), ""),
-                "output": pc.binary_join_element_wise(base["output"], pa.scalar(tag), ""),
-            }))
-        pq.write_table(pa.concat_tables(parts), folder / f"part-{f}.parquet", row_group_size=100)
+    """The example rows, distinct copies, row groups of 100 (scripts/common)."""
+    write_example_copies(str(folder), files=files, copies=copies, row_group_size=100)
     return folder
 
 

@@ -6,18 +6,15 @@ metrics), every row exactly once, also after kill -9 of a Python worker or
 of an executor's JVM mid-job; bad options raise on the driver before any
 task; the judge's budget holds across the cluster."""
 
-import http.server
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -38,6 +35,8 @@ import refscore.spark  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "common"))
 import spark_cluster  # noqa: E402
+from refscore_scripts import write_example_copies  # noqa: E402
+from scripted_judge import ScriptedJudge  # noqa: E402
 
 BIN = os.environ.get("REFSCORE_BIN", str(ROOT / "target" / "release" / "refscore"))
 EXAMPLE = ROOT / "examples" / "qa.parquet"
@@ -68,48 +67,15 @@ def standalone(tmp_path_factory):
         yield url
 
 
-class ScriptedJudge:
-    """An OpenAI-style judge on 127.0.0.1 that answers a verdict fixed by
-    the prompt's text and records when each request came."""
-
-    def __init__(self):
-        self.times = []
-        self.prompts = []
-        lock = threading.Lock()
-        judge = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                user = body["messages"][-1]["content"]
-                with lock:
-                    judge.times.append(time.monotonic())
-                    judge.prompts.append(user)
-                verdict = "true" if len(user) % 3 else "false"
-                reply = {"choices": [{"index": 0, "message": {
-                    "role": "assistant", "content": f'{{"meaning_match": {verdict}, "reason": "scripted"}}'}}],
-                    "usage": {"prompt_tokens": 5, "completion_tokens": 5}}
-                data = json.dumps(reply).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
-
-    def close(self):
-        self.server.shutdown()
+def meaning_match(user: str) -> str:
+    """The scripted judge's Meaning Match verdict, fixed by the prompt."""
+    verdict = "true" if len(user) % 3 else "false"
+    return f'{{"meaning_match": {verdict}, "reason": "scripted"}}'
 
 
 @pytest.fixture
 def judge():
-    j = ScriptedJudge()
+    j = ScriptedJudge(meaning_match)
     try:
         yield j
     finally:
@@ -117,21 +83,8 @@ def judge():
 
 
 def make_input(folder: Path, files: int, copies: int) -> Path:
-    """`files` Parquet files of the example rows repeated `copies` times,
-    each row's texts made distinct, in row groups of 100."""
-    base = pq.read_table(EXAMPLE).select(["id", "question", "reference", "output"])
-    folder.mkdir()
-    for f in range(files):
-        parts = []
-        for c in range(copies):
-            tag = f" [{f}.{c}]"
-            parts.append(pa.table({
-                "id": pc.binary_join_element_wise(base["id"], pa.scalar(f"-{f}-{c}"), ""),
-                "question": base["question"],
-                "reference": pc.binary_join_element_wise(base["reference"], pa.scalar(tag), ""),
-                "output": pc.binary_join_element_wise(base["output"], pa.scalar(tag), ""),
-            }))
-        pq.write_table(pa.concat_tables(parts), folder / f"part-{f}.parquet", row_group_size=100)
+    """The example rows, distinct copies, row groups of 100 (scripts/common)."""
+    write_example_copies(str(folder), files=files, copies=copies, row_group_size=100)
     return folder
 
 

@@ -306,3 +306,23 @@ def test_judge_batches_from_the_job_mode(spark, judge, tmp_path):
     got = by_id(pa.concat_tables(pq.read_table(p) for p in sorted(out.glob("part-*.parquet"))))
     assert_same(got, want)
     assert summary["rows"] == len(want)
+
+
+def test_a_budget_from_a_config_file_is_split_too(tmp_path):
+    """The budget is the run's however it was given: a config file's
+    judge_rpm is split like the flag's, and the task's flag wins over it."""
+    config = tmp_path / "refscore.toml"
+    config.write_text('judge_rpm = 120\njudge_tpm = 9000\njudge_url = "http://127.0.0.1:9/v1"\njudge_model = "m"\n')
+    schema = pa.schema([("id", pa.string()), ("reference", pa.string()), ("output", pa.string())])
+    flags = ["--config", str(config), "--metrics", "meaning_match"]
+    plan = refscore._native.plan(flags, schema, False)
+    assert (plan["judge_rpm"], plan["judge_tpm"]) == (120, 9000)
+    task = refscore.spark._budget_flags(flags, refscore.spark._shares(plan, 7))
+    share = refscore._native.plan(task, schema, False)
+    assert (share["judge_rpm"], share["judge_tpm"]) == (120 // 7, 9000 // 7)
+    # A flag given as --judge-rpm=N is replaced, not doubled.
+    task = refscore.spark._budget_flags([*flags, "--judge-rpm=100"], refscore.spark._shares(plan, 2))
+    assert task.count("--judge-rpm") == 1 and refscore._native.plan(task, schema, False)["judge_rpm"] == 60
+    with pytest.raises(refscore.RefscoreError) as e:
+        refscore.spark._shares(plan, 121)
+    assert e.value.exit_code == 78 and "judge_rpm 120" in str(e.value)

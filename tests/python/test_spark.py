@@ -326,3 +326,33 @@ def test_a_budget_from_a_config_file_is_split_too(tmp_path):
     with pytest.raises(refscore.RefscoreError) as e:
         refscore.spark._shares(plan, 121)
     assert e.value.exit_code == 78 and "judge_rpm 120" in str(e.value)
+
+
+SPECULATION = """
+import sys
+from pyspark.sql import SparkSession
+import refscore, refscore.spark
+spark = (SparkSession.builder.master("local[1]").config("spark.speculation", "true")
+         .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1").getOrCreate())
+df = spark.read.parquet(sys.argv[1])
+refscore.spark.score(df, metrics=["lexical"])  # no judge: speculation is harmless
+for call in (lambda: refscore.spark.score(df, metrics=["meaning_match"], judge_url="http://127.0.0.1:9/v1",
+                                          judge_model="m"),
+             lambda: refscore.spark.run(sys.argv[1], sys.argv[2], flags=["--metrics", "lexical"], spark=spark)):
+    try:
+        call()
+        print("accepted")
+    except refscore.RefscoreError as e:
+        print(e.exit_code, e)
+spark.stop()
+"""
+
+
+def test_speculation_is_refused_where_it_would_pay_the_judge_twice_or_run_a_shard_twice(tmp_path):
+    # Its own driver: spark.speculation is fixed when a session starts.
+    run = subprocess.run([sys.executable, "-c", SPECULATION, str(EXAMPLE), str(tmp_path / "out")],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("78 spark.speculation=true: a speculative copy of a task would ask the judge again")
+    assert lines[1].startswith("78 spark.speculation=true: a speculative copy of a shard")

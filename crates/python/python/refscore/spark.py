@@ -174,11 +174,12 @@ def score(df: DataFrame, **options: Any) -> DataFrame:
         raise RefscoreError(
             "data: no id column: Spark keeps no row order, so each result row is matched to its input by an "
             "id; name one with id_col", CONFIG)
+    # Only a run with judge metrics has the judge's latency column.
+    if "judge_latency_ms" in plan["result_schema"].names and _speculation(spark):
+        raise RefscoreError(
+            "spark.speculation=true: a speculative copy of a task would ask the judge again (paying twice, "
+            "and past any budget); turn it off for judge metrics", CONFIG)
     if plan["judge_rpm"] is not None or plan["judge_tpm"] is not None:
-        if _speculation(spark):
-            raise RefscoreError(
-                "spark.speculation=true: a speculative copy of a task would ask the judge again (paying twice "
-                "and breaking the budget); turn it off for judge metrics", CONFIG)
         tasks = min(df.rdd.getNumPartitions(), _slots(spark))
         df = df.coalesce(max(1, tasks))
         worker.update(_shares(plan, max(1, tasks)))

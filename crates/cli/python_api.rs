@@ -97,6 +97,8 @@ pub struct Plan {
     pub id_column: Option<String>,
     /// The result's columns and types: the CLI's for the same input.
     pub result_schema: SchemaRef,
+    /// Whether the run asks a judge: a worker run twice would pay twice.
+    pub judged: bool,
     /// The judge's budgets per minute (requests, tokens), however given
     /// (flag or config file), which a driver splits across its workers.
     pub judge_budget: (Option<u32>, Option<u32>),
@@ -131,16 +133,19 @@ pub fn plan(flags: &[String], schema: &Schema, partitioned: bool) -> Result<Plan
     Ok(Plan {
         batch_size: settings.batch_size,
         id_column: layout.columns().id.clone(),
-        result_schema: result_schema(
-            layout.id_field(),
-            &pipeline.metric_fields(),
-            layout.keep_fields(),
-        )?,
+        result_schema: schema_for(&layout, &pipeline.metric_fields())?,
+        judged: pipeline.endpoint().is_some(),
         judge_budget: settings
             .judge
             .as_ref()
             .map_or((None, None), |j| (j.rpm, j.tpm)),
     })
+}
+
+/// The result's schema for data laid out as `layout`: the CLI's columns
+/// and types, for the plan and the scorer alike.
+fn schema_for(layout: &Layout, metric_fields: &[Field]) -> Result<SchemaRef, Error> {
+    result_schema(layout.id_field(), metric_fields, layout.keep_fields())
 }
 
 /// The metric stages of a `score` run, loaded once (the model, the judge
@@ -186,18 +191,6 @@ impl Scorer {
         })
     }
 
-    /// The result schema for input of `schema`: the CLI's output columns and
-    /// types for the same input.
-    pub fn result_schema(&self, schema: &Schema) -> Result<SchemaRef, Error> {
-        let layout = Layout::new(schema, &read_options(&self.settings), Path::new(DATA_NAME))?
-            .plain_strings();
-        self.schema_for(&layout)
-    }
-
-    fn schema_for(&self, layout: &Layout) -> Result<SchemaRef, Error> {
-        result_schema(layout.id_field(), &self.metric_fields, layout.keep_fields())
-    }
-
     /// Scores `batches` (all of `schema`) as one input: the same column
     /// mapping, checks, batches of `--batch-size` rows, stages and result
     /// rows as a `score` run over a file holding these rows. Without an id
@@ -220,7 +213,7 @@ impl Scorer {
     ) -> Result<(SchemaRef, Vec<RecordBatch>), Error> {
         let source = Path::new(DATA_NAME);
         let layout = Layout::new(schema, &read_options(&self.settings), source)?.plain_strings();
-        let out_schema = self.schema_for(&layout)?;
+        let out_schema = schema_for(&layout, &self.metric_fields)?;
         // Only the columns the run reads, cut into the CLI's batches.
         let needed: Vec<usize> = layout
             .needed_columns()

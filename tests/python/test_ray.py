@@ -5,11 +5,9 @@ once, also after kill -9 of a worker in the middle of the run."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -27,6 +25,7 @@ import refscore.ray  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "common"))
 from refscore_scripts import write_example_copies  # noqa: E402
+from mid_run import kill_after_first_commit  # noqa: E402
 
 BIN = os.environ.get("REFSCORE_BIN", str(ROOT / "target" / "release" / "refscore"))
 EXAMPLE = ROOT / "examples" / "qa.parquet"
@@ -93,19 +92,11 @@ def test_ray_dataset_and_module_equal_cli(cluster, tmp_path):
     assert [p.stat().st_mtime_ns for p in parts] == [p.stat().st_mtime_ns for p in sorted(out.glob("part-*.parquet"))]
 
 
-def shard_workers():
-    """Pids of the processes running a shard job (Ray titles them)."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                cmd = (proc / "cmdline").read_bytes()
-            except OSError:
-                continue
-            # Ray Data runs the class inside its own actor: "ray::MapWorker(MapBatches(_ShardJob))".
-            if cmd.startswith(b"ray::") and b"_ShardJob" in cmd:
-                pids.append(int(proc.name))
-    return pids
+def shard_worker(proc: Path) -> bool:
+    """A process running a shard job: Ray Data runs the class inside its own
+    actor, titled "ray::MapWorker(MapBatches(_ShardJob))"."""
+    cmd = (proc / "cmdline").read_bytes()
+    return cmd.startswith(b"ray::") and b"_ShardJob" in cmd
 
 
 def test_kill_9_of_a_worker_mid_run_still_scores_every_row_once(cluster, tmp_path):
@@ -116,15 +107,7 @@ def test_kill_9_of_a_worker_mid_run_still_scores_every_row_once(cluster, tmp_pat
     driver = subprocess.Popen([sys.executable, "-m", "refscore.ray", str(data), "-o", str(out), "--workers", "2",
                                "--address", cluster, *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
-    killed = None
-    deadline = time.monotonic() + 120
-    while killed is None and time.monotonic() < deadline and driver.poll() is None:
-        committed = list(out.glob(".part-*.refscore-run/part-*.parquet"))
-        workers = shard_workers()
-        if committed and workers:
-            killed = workers[0]
-            os.kill(killed, signal.SIGKILL)
-        time.sleep(0.05)
+    killed = kill_after_first_commit(driver, out, shard_worker)
     stdout, stderr = driver.communicate(timeout=300)
     assert killed is not None, "the run ended before a worker could be killed"
     assert driver.returncode == 0, stderr[-3000:]

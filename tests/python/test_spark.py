@@ -8,10 +8,8 @@ task; the judge's budget holds across the cluster."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -37,6 +35,7 @@ sys.path.insert(0, str(ROOT / "scripts" / "common"))
 import spark_cluster  # noqa: E402
 from refscore_scripts import write_example_copies  # noqa: E402
 from scripted_judge import ScriptedJudge  # noqa: E402
+from mid_run import kill_after_first_commit  # noqa: E402
 
 BIN = os.environ.get("REFSCORE_BIN", str(ROOT / "target" / "release" / "refscore"))
 EXAMPLE = ROOT / "examples" / "qa.parquet"
@@ -185,18 +184,6 @@ def test_bad_data_fails_its_task_with_the_one_line_message(spark, judge, tmp_pat
     assert not [p for p in judge.prompts if "row-" in p], judge.prompts
 
 
-def processes(match) -> list:
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if match(proc):
-                    pids.append(int(proc.name))
-            except OSError:
-                continue
-    return pids
-
-
 def scoring_python_worker(proc: Path) -> bool:
     """A Spark Python worker (forked by pyspark.daemon) that has loaded
     refscore's native library: one running a shard."""
@@ -228,15 +215,7 @@ def test_kill_9_mid_job_still_scores_every_row_once(standalone, kill_input, tmp_
     cmd = [sys.executable, "-m", "refscore.spark", str(data), "-o", str(out), "--master", standalone, *flags]
     driver = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     match = scoring_python_worker if victim == "python worker" else executor_jvm
-    killed = None
-    deadline = time.monotonic() + 120
-    while killed is None and time.monotonic() < deadline and driver.poll() is None:
-        committed = list(out.glob(".part-*.refscore-run/part-*.parquet"))
-        pids = processes(match) if committed else []
-        if pids:
-            killed = pids[0]
-            os.kill(killed, signal.SIGKILL)
-        time.sleep(0.05)
+    killed = kill_after_first_commit(driver, out, match)
     stdout, stderr = driver.communicate(timeout=300)
     assert killed is not None, "the run ended before anything could be killed"
     # Spark ran the lost shard again (a task whose Python worker died is

@@ -41,9 +41,9 @@ fn score_parquet(py: Python<'_>, flags: Vec<String>) -> PyResult<String> {
 /// Checks flags and the column mapping against a schema (anything with
 /// `__arrow_c_schema__`) without loading a model, for a driver that splits
 /// data across workers. Returns a dict: `batch_size`, `id_column` (or None),
-/// `result_schema` (a `pyarrow.Schema`), `judge_rpm` and `judge_tpm` (or
-/// None). `partitioned` refuses the options fitted on the whole input
-/// (`idf`, `rescale_baseline="auto"`).
+/// `result_schema` (a `pyarrow.Schema`), `judged` (whether a judge is
+/// asked), `judge_rpm` and `judge_tpm` (or None). `partitioned` refuses the
+/// options fitted on the whole input (`idf`, `rescale_baseline="auto"`).
 #[pyfunction]
 #[pyo3(signature = (flags, schema, partitioned = true))]
 fn plan<'py>(
@@ -61,6 +61,7 @@ fn plan<'py>(
         "result_schema",
         plan.result_schema.as_ref().clone().into_pyarrow(py)?,
     )?;
+    d.set_item("judged", plan.judged)?;
     d.set_item("judge_rpm", plan.judge_budget.0)?;
     d.set_item("judge_tpm", plan.judge_budget.1)?;
     Ok(d)

@@ -6,7 +6,8 @@ the parts' names, the outcome and the merge are here, once."""
 
 import json
 import os
-from typing import Any, Dict, List, Optional, Sequence
+import sys
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import _native
 from ._errors import CONFIG, TEMPORARY, USAGE, RefscoreError
@@ -82,7 +83,7 @@ def finish(outdir: str, shards: int, outcomes: Sequence[Dict[str, Any]]) -> Dict
     summaries into OUTDIR/summary.json and returns it."""
     failed = sorted((o for o in outcomes if o["code"]), key=lambda o: o["shard"])
     hard = [o for o in failed if o["code"] != TEMPORARY]
-    if hard or failed:
+    if failed:
         first = (hard or failed)[0]
         more = f" ({len(failed) - 1} more shards did not finish)" if len(failed) > 1 else ""
         again = "" if hard else "; run the same command again to go on"
@@ -94,3 +95,15 @@ def finish(outdir: str, shards: int, outcomes: Sequence[Dict[str, Any]]) -> Dict
         raise RefscoreError(f"{outdir}: merging the shards' summaries failed (exit {code})", code)
     with open(merged) as f:
         return json.load(f)
+
+
+def main_exit(job: Callable[[], Dict[str, Any]], outdir: str) -> int:
+    """Runs a job mode's ``run`` for its ``python -m`` command: prints the
+    rows scored, or the error as the CLI does; returns the exit code."""
+    try:
+        summary = job()
+    except RefscoreError as e:
+        print(f"refscore: error: {e}", file=sys.stderr)
+        return e.exit_code
+    print(f"scored {summary.get('rows', 0)} rows into {outdir} (summary: {os.path.join(outdir, 'summary.json')})")
+    return 0

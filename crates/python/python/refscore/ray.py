@@ -151,15 +151,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--address", help="Ray cluster to join [RAY_ADDRESS, else a local cluster]")
     args, flags = parser.parse_known_args(argv)
     ray.init(address=args.address, log_to_driver=False)
-    try:
-        summary = run(args.input, args.output, workers=args.workers, flags=flags, shards=args.shards,
-                      cpus_per_worker=args.cpus_per_worker, gpus_per_worker=args.gpus_per_worker)
-    except RefscoreError as e:
-        print(f"refscore: error: {e}", file=sys.stderr)
-        return e.exit_code
-    print(f"scored {summary.get('rows', 0)} rows into {args.output} (summary: "
-          f"{os.path.join(args.output, 'summary.json')})")
-    return 0
+    return _shards.main_exit(
+        lambda: run(args.input, args.output, workers=args.workers, flags=flags, shards=args.shards,
+                    cpus_per_worker=args.cpus_per_worker, gpus_per_worker=args.gpus_per_worker), args.output)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import os
 import sys
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
-import pyarrow
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
@@ -116,25 +116,22 @@ def _budget_flags(flags: List[str], shares: Dict[str, int]) -> List[str]:
     return out
 
 
-def _spark_types(schema: "pyarrow.Schema") -> "pyarrow.Schema":
+def _spark_types(schema: pa.Schema) -> pa.Schema:
     """The result schema in types Spark has: it has no unsigned integers, so
     those widen to the next signed type (``judge_latency_ms``: uint32 to
     int64), which holds every value."""
-    import pyarrow as pa
-
     wider = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(), pa.uint64(): pa.decimal128(20, 0)}
     return pa.schema([f.with_type(wider.get(f.type, f.type)) for f in schema], metadata=schema.metadata)
 
 
-def _score_partition(options: Dict[str, Any], target: "pyarrow.Schema") -> Callable:
+def _score_partition(options: Dict[str, Any], target: pa.Schema) -> Callable:
     """The function each task runs: the partition's batches scored as one
     input by this process's Scorer, returned in the types Spark expects.
     Every row of the partition is checked before any is scored, so a task
     that fails on bad data fails before the model or the judge runs, and
     Spark's retries of it fail the same way at once, paying nothing."""
 
-    def score_partition(batches: Iterator["pyarrow.RecordBatch"]) -> Iterator["pyarrow.RecordBatch"]:
-        import pyarrow as pa
+    def score_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
         batches = [b for b in batches if b.num_rows]
@@ -174,8 +171,7 @@ def score(df: DataFrame, **options: Any) -> DataFrame:
         raise RefscoreError(
             "data: no id column: Spark keeps no row order, so each result row is matched to its input by an "
             "id; name one with id_col", CONFIG)
-    # Only a run with judge metrics has the judge's latency column.
-    if "judge_latency_ms" in plan["result_schema"].names and _speculation(spark):
+    if plan["judged"] and _speculation(spark):
         raise RefscoreError(
             "spark.speculation=true: a speculative copy of a task would ask the judge again (paying twice, "
             "and past any budget); turn it off for judge metrics", CONFIG)
@@ -196,7 +192,7 @@ def _shard_task(input: str, outdir: str, shards: int, flags: List[str], threads:
     return run_shards
 
 
-def _input_schema(input: str) -> "Optional[pyarrow.Schema]":
+def _input_schema(input: str) -> Optional[pa.Schema]:
     """The columns of the input's first Parquet file (in the order the CLI
     reads them), read here on the driver from its footer without a Spark
     job; None when nothing is found (the shards then say so, as the CLI)."""
@@ -276,15 +272,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     try:
-        summary = run(args.input, args.output, flags=flags, shards=args.shards, spark=spark)
-    except RefscoreError as e:
-        print(f"refscore: error: {e}", file=sys.stderr)
-        return e.exit_code
+        return _shards.main_exit(lambda: run(args.input, args.output, flags=flags, shards=args.shards, spark=spark),
+                                 args.output)
     finally:
         spark.stop()
-    print(f"scored {summary.get('rows', 0)} rows into {args.output} (summary: "
-          f"{os.path.join(args.output, 'summary.json')})")
-    return 0
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 
 use candle_nn::VarBuilder;
 
-use super::transformer::{Config, Layout, Transformer, BERT_LAYER};
+use super::transformer::{Config, Layout, Transformer, BERT_LAYER, ENCODER_LAYERS};
 use super::EncoderModel;
 use crate::precision::Precision;
 
@@ -12,6 +12,7 @@ use crate::precision::Precision;
 fn layout() -> Layout {
     Layout {
         prefix: "bert",
+        layers: ENCODER_LAYERS,
         layer: BERT_LAYER,
         first_position: 0,
         token_type: true,
@@ -40,10 +41,12 @@ mod tests {
     fn the_fused_path_computes_bert() {
         Tiny {
             prefix: "",
+            layers: ENCODER_LAYERS,
             names: BERT_LAYER,
             positions: 40,
             types: Some(2),
             config: r#""type_vocab_size": 2, "layer_norm_eps": 1e-12, "pad_token_id": 0"#,
+            shared_config: true,
             extra: &[],
             seed: 0x5eed,
         }

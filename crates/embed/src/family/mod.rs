@@ -11,6 +11,7 @@ use refscore_core::Error;
 use crate::precision::Precision;
 
 mod bert;
+mod distilbert;
 mod mpnet;
 mod ops;
 mod roberta;
@@ -59,6 +60,7 @@ pub(crate) type Loader =
 /// The families refscore runs, by `model_type`.
 const FAMILIES: &[(&str, Loader)] = &[
     ("bert", bert::load),
+    ("distilbert", distilbert::load),
     ("mpnet", mpnet::load),
     ("roberta", roberta::load),
     ("xlm-roberta", roberta::load),

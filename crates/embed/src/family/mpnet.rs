@@ -10,7 +10,9 @@
 use candle_nn::VarBuilder;
 use serde::Deserialize;
 
-use super::transformer::{self, Config, LayerNames, Layout, PositionBias, Transformer};
+use super::transformer::{
+    self, Config, LayerNames, Layout, PositionBias, Transformer, ENCODER_LAYERS,
+};
 use super::EncoderModel;
 use crate::precision::Precision;
 
@@ -103,6 +105,7 @@ pub(super) fn load(
         .map_err(|e| e.to_string())?;
     let layout = Layout {
         prefix: "mpnet",
+        layers: ENCODER_LAYERS,
         layer: MPNET_LAYER,
         first_position: super::after_padding(c.pad_token_id),
         token_type: false,
@@ -176,11 +179,13 @@ mod tests {
     fn the_fused_path_computes_mpnet() {
         Tiny {
             prefix: "",
+            layers: ENCODER_LAYERS,
             names: MPNET_LAYER,
             positions: 60,
             types: None,
             config: r#""model_type": "mpnet", "layer_norm_eps": 1e-5, "pad_token_id": 1,
                 "relative_attention_num_buckets": 8"#,
+            shared_config: true,
             extra: &[("encoder.relative_attention_bias.weight", &[8, 4])],
             seed: 0x3e7,
         }

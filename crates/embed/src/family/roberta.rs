@@ -6,7 +6,7 @@
 
 use candle_nn::VarBuilder;
 
-use super::transformer::{Config, Layout, Transformer, BERT_LAYER};
+use super::transformer::{Config, Layout, Transformer, BERT_LAYER, ENCODER_LAYERS};
 use super::EncoderModel;
 use crate::precision::Precision;
 
@@ -19,6 +19,7 @@ pub(super) fn load(
     let c = Config::parse(config)?;
     let layout = Layout {
         prefix: "roberta",
+        layers: ENCODER_LAYERS,
         layer: BERT_LAYER,
         first_position: super::after_padding(c.pad_token_id),
         token_type: true,
@@ -35,11 +36,13 @@ mod tests {
     /// A small random RoBERTa under the `roberta.` prefix.
     const TINY: Tiny = Tiny {
         prefix: "roberta.",
+        layers: ENCODER_LAYERS,
         names: BERT_LAYER,
         positions: 42,
         types: Some(1),
         config: r#""model_type": "roberta", "type_vocab_size": 1, "layer_norm_eps": 1e-5,
             "pad_token_id": 1"#,
+        shared_config: true,
         extra: &[],
         seed: 0x7eb,
     };

@@ -15,12 +15,17 @@ use crate::precision::Precision;
 pub(crate) struct Tiny {
     /// Where the encoder's weights sit (`""`, `"roberta."`).
     pub prefix: &'static str,
+    /// Where the layers sit under the prefix (`encoder.layer`).
+    pub layers: &'static str,
     pub names: LayerNames,
     pub positions: usize,
     /// Token-type rows, where the family has them.
     pub types: Option<usize>,
     /// The family's own config keys, as JSON members (`"model_type": ...`).
     pub config: &'static str,
+    /// Whether `config` adds to BERT's size keys (`hidden_size`…), or
+    /// names the sizes itself under the family's own keys.
+    pub shared_config: bool,
     /// The family's own tensors beyond the shared ones, under the prefix.
     pub extra: &'static [(&'static str, &'static [usize])],
     pub seed: u64,
@@ -29,12 +34,16 @@ pub(crate) struct Tiny {
 impl Tiny {
     /// The model through the family's loader, with its products in `precision`.
     pub(crate) fn load(&self, loader: Loader, precision: Precision) -> Box<dyn EncoderModel> {
-        let config = format!(
-            r#"{{"vocab_size": 50, "hidden_size": 32, "num_hidden_layers": 2,
-                "num_attention_heads": 4, "intermediate_size": 64, "hidden_act": "gelu",
-                "max_position_embeddings": {}, {}}}"#,
-            self.positions, self.config
-        );
+        let config = if self.shared_config {
+            format!(
+                r#"{{"vocab_size": 50, "hidden_size": 32, "num_hidden_layers": 2,
+                    "num_attention_heads": 4, "intermediate_size": 64, "hidden_act": "gelu",
+                    "max_position_embeddings": {}, {}}}"#,
+                self.positions, self.config
+            )
+        } else {
+            format!("{{{}}}", self.config)
+        };
         let mut w = Weights::new(self.seed);
         let p = self.prefix;
         w.embeddings(
@@ -45,7 +54,7 @@ impl Tiny {
             32,
         );
         for l in 0..2 {
-            w.layer(&format!("{p}encoder.layer.{l}."), &self.names, 32, 64);
+            w.layer(&format!("{p}{}.{l}.", self.layers), &self.names, 32, 64);
         }
         for (name, shape) in self.extra {
             w.add(&format!("{p}{name}"), shape, 0.0);

@@ -80,7 +80,7 @@ impl Config {
     }
 }
 
-/// Weight names of one layer, under `encoder.layer.{i}`.
+/// Weight names of one layer, under [`Layout::layers`]`.{i}`.
 pub(super) struct LayerNames {
     pub query: &'static str,
     pub key: &'static str,
@@ -91,6 +91,9 @@ pub(super) struct LayerNames {
     pub ff_out: &'static str,
     pub ff_norm: &'static str,
 }
+
+/// Where BERT, RoBERTa, XLM-R and MPNet keep their layers.
+pub(super) const ENCODER_LAYERS: &str = "encoder.layer";
 
 /// BERT's layer names, which RoBERTa and XLM-R share.
 pub(super) const BERT_LAYER: LayerNames = LayerNames {
@@ -116,6 +119,10 @@ pub(super) struct Layout {
     /// The prefix the weights may sit under (`bert`, `roberta`, `mpnet`),
     /// tried when they are not at the top level.
     pub prefix: &'static str,
+    /// Where layer `i` sits under the root: `{layers}.{i}`
+    /// (`encoder.layer` for BERT's descendants, `transformer.layer` for
+    /// DistilBERT).
+    pub layers: &'static str,
     pub layer: LayerNames,
     /// The position id of a sequence's first token (0 for BERT;
     /// `pad_token_id + 1` for RoBERTa and MPNet).
@@ -431,7 +438,7 @@ impl Transformer {
         let layers = (0..c.num_hidden_layers)
             .map(|i| {
                 Layer::load(
-                    vb.pp(format!("encoder.layer.{i}")),
+                    vb.pp(format!("{}.{i}", layout.layers)),
                     c,
                     &layout.layer,
                     precision,

@@ -10,7 +10,9 @@
 //! - all-mpnet-base-v2: MPNet, real weights (scripts/fetch-model.sh);
 //! - tiny-roberta: RoBERTa with a byte-level BPE tokenizer;
 //! - tiny-xlm-roberta: XLM-RoBERTa with a Unigram tokenizer;
-//! - tiny-bert-unigram: a BERT body with a Unigram tokenizer, CLS pooling.
+//! - tiny-bert-unigram: a BERT body with a Unigram tokenizer, CLS pooling;
+//! - tiny-distilbert-dense: DistilBERT with a WordPiece tokenizer, then two
+//!   Dense modules (Tanh, Identity) after the pooling.
 //!
 //! The tiny ones are random-weight checkpoints committed under
 //! tests/fixtures/models (scripts/fixtures/make-tiny-models.py).
@@ -184,6 +186,27 @@ fn xlm_roberta_with_unigram_matches_the_reference_libraries() {
 #[test]
 fn bert_with_a_unigram_tokenizer_and_cls_pooling_matches_the_reference_libraries() {
     matches_the_reference_libraries("tiny-bert-unigram");
+}
+
+#[test]
+fn distilbert_with_two_dense_modules_matches_the_reference_libraries() {
+    matches_the_reference_libraries("tiny-distilbert-dense");
+}
+
+/// The summary names the family and the modules applied after pooling.
+#[test]
+fn the_summary_names_the_family_and_the_dense_modules() {
+    let model = model_dir("tiny-distilbert-dense");
+    let rows = [("a", "The cat sleeps.", "A cat is asleep.")];
+    let (output, scores) = score_embedding(&rows, &model, &[], &[]);
+    ok(&output);
+    let (_, summary) = scores.expect("scores written");
+    let e = &summary["embedding"];
+    assert_eq!(e["family"], "distilbert");
+    assert_eq!(
+        e["after_pooling"],
+        serde_json::json!(["Dense(32→24, Tanh)", "Dense(24→16, Identity)", "Normalize"])
+    );
 }
 
 /// A layer past the model's last, and a baseline file without the layer's

@@ -75,29 +75,124 @@ fn module(idx: usize, path: &str, kind: &str) -> Value {
 #[test]
 fn a_module_refscore_does_not_apply_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
-    // LaBSE's and the distiluse models' layout: a Dense layer after pooling.
+    // A LayerNorm module after pooling changes the vector; refscore has none.
+    let modules = json!([
+        module(0, "", "sentence_transformers.models.Transformer"),
+        module(1, "1_Pooling", "sentence_transformers.models.Pooling"),
+        module(2, "2_LayerNorm", "sentence_transformers.models.LayerNorm"),
+        module(3, "3_Normalize", "sentence_transformers.models.Normalize"),
+    ]);
+    let model = variant(dir.path(), &[("modules.json", modules.to_string())]);
+    let err = fails(&run(dir.path(), &model), 78);
+    assert!(
+        err.contains(
+            "modules.json: module 2 (sentence_transformers.models.LayerNorm, path '2_LayerNorm')"
+        ),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(!dir.path().join("o.parquet").exists());
+}
+
+/// Tensors by name and shape, for a Dense module's weights file.
+type Shapes<'a> = &'a [(&'a str, &'a [usize])];
+
+/// A MiniLM folder with one Dense module (`config` as its config.json)
+/// after pooling, and `weights` (name → shape) in its safetensors file
+/// when given.
+fn with_dense(dir: &Path, config: Value, weights: Option<Shapes>) -> PathBuf {
     let modules = json!([
         module(0, "", "sentence_transformers.models.Transformer"),
         module(1, "1_Pooling", "sentence_transformers.models.Pooling"),
         module(2, "2_Dense", "sentence_transformers.models.Dense"),
         module(3, "3_Normalize", "sentence_transformers.models.Normalize"),
     ]);
-    let dense = json!({"in_features": 384, "out_features": 16, "bias": true,
-                       "activation_function": "torch.nn.modules.activation.Tanh"});
     let model = variant(
-        dir.path(),
+        dir,
         &[
             ("modules.json", modules.to_string()),
-            ("2_Dense/config.json", dense.to_string()),
+            ("2_Dense/config.json", config.to_string()),
         ],
     );
-    let err = fails(&run(dir.path(), &model), 78);
-    assert!(
-        err.contains("modules.json: module 2 (sentence_transformers.models.Dense, path '2_Dense')"),
-        "{err}"
-    );
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(!dir.path().join("o.parquet").exists());
+    if let Some(weights) = weights {
+        let tensors: std::collections::HashMap<String, candle_core::Tensor> = weights
+            .iter()
+            .map(|(name, shape)| {
+                let t = candle_core::Tensor::zeros(
+                    *shape,
+                    candle_core::DType::F32,
+                    &candle_core::Device::Cpu,
+                );
+                (name.to_string(), t.unwrap())
+            })
+            .collect();
+        candle_core::safetensors::save(&tensors, model.join("2_Dense/model.safetensors")).unwrap();
+    }
+    model
+}
+
+/// A Dense module is applied only when all of it can be: missing weights,
+/// weights of another shape, an activation or setting refscore does not
+/// apply are each refused by name, exit 78, before any output.
+#[test]
+fn a_dense_module_that_cannot_be_applied_whole_is_refused_by_name() {
+    let dense = |extra: Value| {
+        let mut c = json!({"in_features": 384, "out_features": 16, "bias": true,
+                           "activation_function": "torch.nn.modules.activation.Tanh"});
+        c.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        c
+    };
+    let right: Shapes = &[("linear.weight", &[16, 384]), ("linear.bias", &[16])];
+    let cases: Vec<(Value, Option<Shapes>, &str)> = vec![
+        (
+            dense(json!({})),
+            None,
+            "has no weights (model.safetensors or pytorch_model.bin)",
+        ),
+        (
+            dense(json!({})),
+            Some(&[("linear.weight", &[16, 768]), ("linear.bias", &[16])]),
+            "'linear.weight' has shape [16, 768], the config says [16, 384]",
+        ),
+        (
+            dense(json!({})),
+            Some(&[("linear.weight", &[16, 384])]),
+            "no tensor 'linear.bias'",
+        ),
+        (
+            dense(json!({"in_features": 768})),
+            Some(right),
+            "in_features is 768, but the vector before it has 384 values",
+        ),
+        (
+            dense(json!({"activation_function": "torch.nn.modules.activation.Softplus"})),
+            Some(right),
+            "activation_function 'torch.nn.modules.activation.Softplus'",
+        ),
+        (
+            dense(json!({"use_residual": true})),
+            Some(right),
+            "use_residual true",
+        ),
+        (
+            dense(json!({"module_input_name": "token_embeddings"})),
+            Some(right),
+            "module_input_name 'token_embeddings'",
+        ),
+    ];
+    for (config, weights, want) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let model = with_dense(dir.path(), config, weights);
+        let err = fails(&run(dir.path(), &model), 78);
+        assert!(
+            err.contains(want) && err.contains("2_Dense"),
+            "{want}: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(!dir.path().join("o.parquet").exists());
+    }
 }
 
 #[test]

@@ -32,6 +32,7 @@ mod math;
 mod model;
 mod precision;
 mod prepare;
+mod sentence_head;
 mod store;
 mod tokens;
 
@@ -53,9 +54,13 @@ pub use baseline::read_baseline;
 pub use encoder::{device_ordinal, parse_device};
 pub use kernels::{kernel_path, use_kernels, KernelPath};
 pub use math::{bertscore, cosine, Embedded, PromptSpan};
-pub use model::{read_settings, resolve, ModelFiles, ModelLookup, Pooling, DEFAULT_MODEL_DIR};
+pub use model::{
+    read_settings, resolve, Activation, AfterPooling, DenseFiles, ModelFiles, ModelLookup, Pooling,
+    DEFAULT_MODEL_DIR,
+};
 pub use precision::Precision;
 pub use prepare::Rescale;
+use sentence_head::SentenceHead;
 
 use encoder::Encoder;
 use store::EmbeddingStore;
@@ -220,6 +225,8 @@ pub struct EmbeddingStage {
     /// How BERTScore encodes texts, where not as `bounds` does.
     score_bounds: Option<Bounds>,
     encoder: Encoder,
+    /// The folder's modules after the pooling (Dense, Normalize).
+    head: SentenceHead,
     /// The layers run for every text, ascending: the last (pooled for
     /// cosine) and BERTScore's layer when that is another.
     taps: Vec<usize>,
@@ -286,6 +293,7 @@ impl EmbeddingStage {
             }
         };
         let encoder = Encoder::load(&files, &options.device, options.precision)?;
+        let head = SentenceHead::load(&files, encoder.hidden)?;
         let last = encoder.layers();
         let score_layer = match options.layer {
             Some(n) if n > last => {
@@ -317,7 +325,10 @@ impl EmbeddingStage {
                 root,
                 &files,
                 max_len,
-                encoder.hidden,
+                store::Widths {
+                    tokens: encoder.hidden,
+                    sentence: head.width(),
+                },
                 store::Numerics::of(options.precision),
                 &variant,
             )?),
@@ -331,6 +342,7 @@ impl EmbeddingStage {
             files,
             tokenizer,
             encoder,
+            head,
             taps,
             score_layer,
             max_len,
@@ -582,6 +594,7 @@ impl EmbeddingStage {
             let hidden = self.encoder.hidden;
             let pooling = self.files.pooling;
             let span = self.prompt_span;
+            let head = &self.head;
             let mut states = states.into_iter();
             let mut work = Vec::with_capacity(group.len());
             for &k in group {
@@ -609,7 +622,7 @@ impl EmbeddingStage {
                     let ids = t.score.unwrap_or(t.ids);
                     (
                         k,
-                        Embedded::from_states(ids, last, scored, hidden, pooling, span),
+                        Embedded::from_states(ids, last, scored, hidden, pooling, span, Some(head)),
                     )
                 })
                 .collect();
@@ -855,6 +868,7 @@ impl refscore_core::Stage for EmbeddingStage {
                 "model": files.dir.display().to_string(),
                 "family": files.family,
                 "pooling": files.pooling.name(),
+                "after_pooling": files.after_pooling.iter().map(AfterPooling::describe).collect::<Vec<_>>(),
                 "prompt": (!self.prompt.is_empty()).then_some(&self.prompt),
                 "max_seq_length": self.max_len,
                 "bertscore_layer": self.score_layer,

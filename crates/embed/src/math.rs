@@ -3,6 +3,7 @@
 //! docs/metrics.md#bertscore).
 
 use crate::model::Pooling;
+use crate::sentence_head::SentenceHead;
 
 /// One text after the forward pass: its word-piece ids, its pooled sentence
 /// vector (unit length) and its token vectors (each unit length).
@@ -21,14 +22,16 @@ impl Embedded {
     /// last layer's `states`, pooled, and `scored`, the states BERTScore
     /// matches when they are others (another layer, or BERTScore's own
     /// encoding of the text, whose ids `ids` then are). `prompt`: where a
-    /// prompt lies in `states`.
-    pub fn from_states(
+    /// prompt lies in `states`; `head`: the modules after the pooling, if
+    /// the folder has any.
+    pub(crate) fn from_states(
         ids: Vec<u32>,
         states: Vec<f32>,
         scored: Option<Vec<f32>>,
         hidden: usize,
         pooling: Pooling,
         prompt: PromptSpan,
+        head: Option<&SentenceHead>,
     ) -> Embedded {
         let len = states.len() / hidden.max(1);
         let mut pooled = vec![0f32; hidden];
@@ -74,6 +77,9 @@ impl Embedded {
                 }
             }
         }
+        if let Some(head) = head {
+            pooled = head.apply(pooled);
+        }
         normalize(&mut pooled);
         let mut tokens = scored.unwrap_or(states);
         for row in tokens.chunks_exact_mut(hidden) {
@@ -102,7 +108,8 @@ pub struct PromptSpan {
     pub pooled: bool,
 }
 
-fn normalize(v: &mut [f32]) {
+/// Scales `v` to unit length, as torch's `F.normalize`.
+pub(crate) fn normalize(v: &mut [f32]) {
     let norm = v
         .iter()
         .map(|x| (*x as f64) * (*x as f64))
@@ -205,7 +212,7 @@ mod pooling_tests {
     /// Three tokens of width 2, unnormalised.
     fn pooled(pooling: Pooling, prompt: PromptSpan) -> Vec<f32> {
         let states = vec![1.0, 0.0, 0.0, 2.0, 3.0, 1.0];
-        Embedded::from_states(vec![7, 8, 9], states, None, 2, pooling, prompt).pooled
+        Embedded::from_states(vec![7, 8, 9], states, None, 2, pooling, prompt, None).pooled
     }
 
     fn unit(v: [f32; 2]) -> Vec<f32> {
@@ -247,7 +254,15 @@ mod tests {
     use super::*;
 
     fn emb(ids: Vec<u32>, states: Vec<f32>, h: usize) -> Embedded {
-        Embedded::from_states(ids, states, None, h, Pooling::Mean, PromptSpan::default())
+        Embedded::from_states(
+            ids,
+            states,
+            None,
+            h,
+            Pooling::Mean,
+            PromptSpan::default(),
+            None,
+        )
     }
 
     #[test]
@@ -357,6 +372,7 @@ mod tests {
                 2,
                 pooling,
                 PromptSpan::default(),
+                None,
             );
             assert_eq!(e.pooled, vec![0.0, 0.0], "{pooling:?}");
         }

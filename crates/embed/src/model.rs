@@ -62,8 +62,10 @@ pub struct ModelFiles {
     pub max_seq_length: usize,
     /// The model's position limit (max_position_embeddings).
     pub max_positions: usize,
-    /// Whether modules.json ends with a Normalize module.
-    pub normalize: bool,
+    /// The modules modules.json lists after the Pooling (Dense layers,
+    /// Normalize), in order: they turn the pooled vector into the
+    /// sentence embedding.
+    pub after_pooling: Vec<AfterPooling>,
     /// Whether pooling covers a prompt's tokens (the pooling config's
     /// `include_prompt`, true by default).
     pub include_prompt: bool,
@@ -87,11 +89,21 @@ impl ModelFiles {
     pub fn content_sha256(&self) -> Result<String, Error> {
         use sha2::{Digest, Sha256};
         let mut h = Sha256::new();
-        for name in &FILES[..3] {
-            let path = self.dir.join(name);
+        let dense = self.after_pooling.iter().filter_map(|m| match m {
+            AfterPooling::Dense(d) => Some(d),
+            AfterPooling::Normalize => None,
+        });
+        // A folder without Dense modules hashes as it always did, so its
+        // cached embeddings and resumable runs stay valid.
+        let names = FILES[..3]
+            .iter()
+            .map(PathBuf::from)
+            .chain(dense.flat_map(|d| [d.config.clone(), d.weights.clone()]));
+        for name in names {
+            let path = self.dir.join(&name);
             let mut f = std::fs::File::open(&path)
                 .map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
-            h.update(name.as_bytes());
+            h.update(name.to_string_lossy().as_bytes());
             std::io::copy(&mut f, &mut h)
                 .map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
         }
@@ -106,26 +118,118 @@ struct Module {
     path: String,
 }
 
+/// One sentence-transformers module after the Pooling.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AfterPooling {
+    /// A `Dense` module: a linear layer and an activation on the vector.
+    Dense(DenseFiles),
+    /// A `Normalize` module: the vector scaled to unit length.
+    Normalize,
+}
+
+impl AfterPooling {
+    /// How the summary names it: `Dense(768→512, Tanh)`, `Normalize`.
+    pub fn describe(&self) -> String {
+        match self {
+            AfterPooling::Dense(d) => {
+                format!("Dense({}→{}, {:?})", d.inputs, d.outputs, d.activation)
+            }
+            AfterPooling::Normalize => "Normalize".into(),
+        }
+    }
+}
+
+/// A `Dense` module's settings (its `config.json`) and weights file, both
+/// relative to the model folder so the content hash names them portably.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DenseFiles {
+    /// The module's `config.json`.
+    pub config: PathBuf,
+    /// `model.safetensors`, or `pytorch_model.bin` in older folders.
+    pub weights: PathBuf,
+    /// `in_features`: the width it takes.
+    pub inputs: usize,
+    /// `out_features`: the width it gives.
+    pub outputs: usize,
+    /// Whether the layer adds a bias.
+    pub bias: bool,
+    /// The activation after the linear map.
+    pub activation: Activation,
+}
+
+/// The activations sentence-transformers' Dense modules are saved with
+/// that refscore applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    /// `torch.nn.Identity` (EmbeddingGemma, most Matryoshka heads).
+    Identity,
+    /// `torch.nn.Tanh`, sentence-transformers' default (distiluse, LaBSE).
+    Tanh,
+    /// `torch.nn.ReLU`.
+    Relu,
+    /// `torch.nn.GELU` (exact).
+    Gelu,
+    /// `torch.nn.Sigmoid`.
+    Sigmoid,
+}
+
+impl Activation {
+    /// The activation a Dense `config.json` names (a class path such as
+    /// `torch.nn.modules.activation.Tanh`), if refscore applies it.
+    fn named(path: &str) -> Option<Activation> {
+        Some(match path.rsplit('.').next().unwrap_or("") {
+            "Identity" => Activation::Identity,
+            "Tanh" => Activation::Tanh,
+            "ReLU" => Activation::Relu,
+            "GELU" => Activation::Gelu,
+            "Sigmoid" => Activation::Sigmoid,
+            _ => return None,
+        })
+    }
+}
+
 /// What `modules.json` asks for after the transformer: where the pooling
-/// settings are, and whether the vector is normalised.
+/// settings are, and the modules after it.
 struct Modules {
     pooling_dir: PathBuf,
-    normalize: bool,
+    after_pooling: Vec<AfterPooling>,
+}
+
+#[derive(Deserialize)]
+struct DenseConfig {
+    in_features: usize,
+    out_features: usize,
+    #[serde(default = "yes")]
+    bias: bool,
+    #[serde(default = "tanh")]
+    activation_function: String,
+    /// sentence-transformers 5.x: which vector the module reads and
+    /// writes (`sentence_embedding`), and a residual connection.
+    #[serde(default)]
+    module_input_name: Option<String>,
+    #[serde(default)]
+    module_output_name: Option<String>,
+    #[serde(default)]
+    use_residual: bool,
+}
+
+fn tanh() -> String {
+    "torch.nn.modules.activation.Tanh".into()
 }
 
 /// Reads `modules.json` (when present) as sentence-transformers would run
 /// it, module by module. refscore applies a Transformer (the folder
-/// itself), then a Pooling, then optionally Normalize; any other module
-/// would change the embedding, so a folder listing one is refused by name
-/// rather than scored without it, and a module whose folder is missing is
-/// refused as sentence-transformers refuses it. Without `modules.json`:
-/// `1_Pooling` if present, else mean pooling.
+/// itself), then a Pooling, then any number of Dense and Normalize modules;
+/// any other module would change the embedding, so a folder listing one is
+/// refused by name rather than scored without it, and a module whose files
+/// are missing is refused as sentence-transformers refuses it. Without
+/// `modules.json`: `1_Pooling` if present, else mean pooling.
 fn read_modules(dir: &Path) -> Result<Modules, Error> {
     let path = dir.join("modules.json");
     if !path.is_file() {
         return Ok(Modules {
             pooling_dir: dir.join("1_Pooling"),
-            normalize: false,
+            after_pooling: Vec::new(),
         });
     }
     let modules: Vec<Module> = read_json(&path)?;
@@ -141,7 +245,7 @@ fn read_modules(dir: &Path) -> Result<Modules, Error> {
     // (`sentence_transformers.models.Pooling` → `Pooling`).
     let class = |m: &Module| m.kind.rsplit('.').next().unwrap_or("").to_string();
     let mut pooling_dir = None;
-    let mut normalize = false;
+    let mut after_pooling = Vec::new();
     for (k, m) in modules.iter().enumerate() {
         match (k, class(m).as_str()) {
             (0, "Transformer") if m.path.is_empty() || m.path == "." => {}
@@ -157,7 +261,7 @@ fn read_modules(dir: &Path) -> Result<Modules, Error> {
                     "the first module must be the Transformer that refscore runs",
                 ))
             }
-            (_, "Pooling") if pooling_dir.is_none() && !normalize => {
+            (_, "Pooling") if pooling_dir.is_none() => {
                 let pd = dir.join(&m.path);
                 if !pd.join("config.json").is_file() {
                     return Err(refuse(
@@ -168,12 +272,18 @@ fn read_modules(dir: &Path) -> Result<Modules, Error> {
                 }
                 pooling_dir = Some(pd);
             }
-            (_, "Normalize") if pooling_dir.is_some() && !normalize => normalize = true,
+            (_, "Normalize") if pooling_dir.is_some() => {
+                after_pooling.push(AfterPooling::Normalize)
+            }
+            (_, "Dense") if pooling_dir.is_some() => {
+                let dense = read_dense(dir, &m.path).map_err(|why| refuse(k, m, &why))?;
+                after_pooling.push(AfterPooling::Dense(dense));
+            }
             _ => {
                 return Err(refuse(
                     k,
                     m,
-                    "refscore applies Transformer, Pooling and Normalize modules, in that order, \
+                    "refscore applies a Transformer, a Pooling, then Dense and Normalize modules, \
                      and does not score a folder without every module it lists",
                 ))
             }
@@ -187,7 +297,60 @@ fn read_modules(dir: &Path) -> Result<Modules, Error> {
     };
     Ok(Modules {
         pooling_dir,
-        normalize,
+        after_pooling,
+    })
+}
+
+/// A Dense module's settings, from its folder `sub` under `dir`; `Err` says
+/// what is missing or not applied.
+fn read_dense(dir: &Path, sub: &str) -> Result<DenseFiles, String> {
+    let config = Path::new(sub).join("config.json");
+    if !dir.join(&config).is_file() {
+        return Err(format!("{} is missing", dir.join(&config).display()));
+    }
+    let c: DenseConfig = read_json(&dir.join(&config)).map_err(|e| e.to_string())?;
+    let activation = Activation::named(&c.activation_function).ok_or_else(|| {
+        format!(
+            "activation_function '{}' is not applied by refscore (Identity, Tanh, ReLU, GELU, Sigmoid)",
+            c.activation_function
+        )
+    })?;
+    for (key, value) in [
+        ("module_input_name", &c.module_input_name),
+        ("module_output_name", &c.module_output_name),
+    ] {
+        if let Some(v) = value.as_deref().filter(|v| *v != "sentence_embedding") {
+            return Err(format!(
+                "{key} '{v}' is not applied by refscore (Dense on the sentence embedding only)"
+            ));
+        }
+    }
+    if c.use_residual {
+        return Err("use_residual true is not applied by refscore".into());
+    }
+    let weights = ["model.safetensors", "pytorch_model.bin"]
+        .iter()
+        .map(|name| Path::new(sub).join(name))
+        .find(|p| dir.join(p).is_file())
+        .ok_or_else(|| {
+            format!(
+                "{} has no weights (model.safetensors or pytorch_model.bin)",
+                dir.join(sub).display()
+            )
+        })?;
+    if c.in_features == 0 || c.out_features == 0 {
+        return Err(format!(
+            "{}: in_features and out_features must be positive",
+            dir.join(&config).display()
+        ));
+    }
+    Ok(DenseFiles {
+        config,
+        weights,
+        inputs: c.in_features,
+        outputs: c.out_features,
+        bias: c.bias,
+        activation,
     })
 }
 
@@ -248,6 +411,8 @@ struct ConfigHead {
     model_type: Option<String>,
     max_position_embeddings: Option<usize>,
     pad_token_id: Option<u32>,
+    /// DistilBERT calls it `n_layers`.
+    #[serde(alias = "n_layers")]
     num_hidden_layers: Option<usize>,
 }
 
@@ -464,13 +629,12 @@ pub fn read_settings(dir: &Path) -> Result<ModelFiles, Error> {
     } else {
         StConfig::default()
     };
-    let normalize = modules.normalize;
     Ok(ModelFiles {
         dir: dir.to_path_buf(),
         pooling,
         max_seq_length,
         max_positions,
-        normalize,
+        after_pooling: modules.after_pooling,
         include_prompt,
         lower_case: sbert.is_some_and(|s| s.do_lower_case),
         prompts: st.prompts,

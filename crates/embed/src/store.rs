@@ -57,7 +57,8 @@ pub(crate) const NUMERICS_VERSION: u32 = 1;
 /// A persistent embedding cache for one model and setting.
 pub(crate) struct EmbeddingStore {
     dir: PathBuf,
-    hidden: usize,
+    /// Entries' shape: token vectors' and the sentence vector's widths.
+    widths: Widths,
     write_failed: bool,
 }
 
@@ -68,7 +69,7 @@ impl EmbeddingStore {
         root: &Path,
         files: &ModelFiles,
         max_len: usize,
-        hidden: usize,
+        widths: Widths,
         numerics: Numerics,
         variant: &str,
     ) -> Result<EmbeddingStore, Error> {
@@ -82,7 +83,7 @@ impl EmbeddingStore {
         })?;
         Ok(EmbeddingStore {
             dir,
-            hidden,
+            widths,
             write_failed: false,
         })
     }
@@ -103,7 +104,7 @@ impl EmbeddingStore {
         fs::File::open(self.path(text))
             .and_then(|mut f| f.read_to_end(&mut bytes))
             .ok()?;
-        decode(&bytes, self.hidden)
+        decode(&bytes, self.widths)
     }
 
     /// Stores the embedding of `text`. Returns whether it was written; the
@@ -168,7 +169,20 @@ fn encode(e: &Embedded) -> Vec<u8> {
     out
 }
 
-fn decode(bytes: &[u8], hidden: usize) -> Option<Embedded> {
+/// The widths of a stored embedding's vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Widths {
+    /// Each token vector's (the encoder's hidden size).
+    pub tokens: usize,
+    /// The sentence vector's (the hidden size, or a Dense module's output).
+    pub sentence: usize,
+}
+
+fn decode(bytes: &[u8], widths: Widths) -> Option<Embedded> {
+    let Widths {
+        tokens: hidden,
+        sentence: width,
+    } = widths;
     let rest = bytes.strip_prefix(MAGIC)?;
     let word = |b: &[u8], k: usize| -> Option<u32> {
         Some(u32::from_le_bytes(
@@ -176,7 +190,7 @@ fn decode(bytes: &[u8], hidden: usize) -> Option<Embedded> {
         ))
     };
     let n = word(rest, 0)? as usize;
-    if word(rest, 1)? as usize != hidden || rest.len() != 4 * (2 + n + hidden + n * hidden) {
+    if word(rest, 1)? as usize != width || rest.len() != 4 * (2 + n + width + n * hidden) {
         return None;
     }
     let words = |from: usize, count: usize| {
@@ -185,8 +199,8 @@ fn decode(bytes: &[u8], hidden: usize) -> Option<Embedded> {
             .map(|c| [c[0], c[1], c[2], c[3]])
     };
     let ids: Vec<u32> = words(2, n).map(u32::from_le_bytes).collect();
-    let pooled: Vec<f32> = words(2 + n, hidden).map(f32::from_le_bytes).collect();
-    let tokens: Vec<f32> = words(2 + n + hidden, n * hidden)
+    let pooled: Vec<f32> = words(2 + n, width).map(f32::from_le_bytes).collect();
+    let tokens: Vec<f32> = words(2 + n + width, n * hidden)
         .map(f32::from_le_bytes)
         .collect();
     Some(Embedded {
@@ -217,10 +231,18 @@ mod tests {
     #[test]
     fn entries_round_trip_exactly() {
         let e = sample();
-        let back = decode(&encode(&e), 4).expect("decodes");
+        let back = decode(&encode(&e), square(4)).expect("decodes");
         assert_eq!(back.ids, e.ids);
         assert_eq!(back.pooled, e.pooled);
         assert_eq!(back.tokens, e.tokens);
+    }
+
+    /// Token and sentence vectors of one width.
+    fn square(width: usize) -> Widths {
+        Widths {
+            tokens: width,
+            sentence: width,
+        }
     }
 
     /// A model folder with the three files the key hashes.
@@ -233,7 +255,7 @@ mod tests {
             pooling: Pooling::Mean,
             max_seq_length: 256,
             max_positions: 512,
-            normalize: true,
+            after_pooling: vec![crate::model::AfterPooling::Normalize],
             include_prompt: true,
             lower_case: false,
             prompts: Default::default(),
@@ -247,8 +269,9 @@ mod tests {
     fn entries_of_other_numerics_are_never_reused() {
         let (model, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let files = model_folder(model.path());
-        let open =
-            |numerics| EmbeddingStore::open(root.path(), &files, 256, 4, numerics, "").unwrap();
+        let open = |numerics| {
+            EmbeddingStore::open(root.path(), &files, 256, square(4), numerics, "").unwrap()
+        };
         let mut store = open(Numerics::of(Precision::Fp32));
         assert!(store.put("Paris", &sample()));
         assert!(
@@ -271,13 +294,16 @@ mod tests {
     #[test]
     fn damaged_entries_read_as_missing() {
         let bytes = encode(&sample());
-        assert!(decode(&bytes[..bytes.len() - 1], 4).is_none(), "truncated");
-        assert!(decode(&bytes, 8).is_none(), "other hidden size");
+        assert!(
+            decode(&bytes[..bytes.len() - 1], square(4)).is_none(),
+            "truncated"
+        );
+        assert!(decode(&bytes, square(8)).is_none(), "other hidden size");
         let mut bad = bytes.clone();
         bad[0] = b'X';
-        assert!(decode(&bad, 4).is_none(), "wrong magic");
+        assert!(decode(&bad, square(4)).is_none(), "wrong magic");
         let mut longer = bytes;
         longer.push(0);
-        assert!(decode(&longer, 4).is_none(), "trailing bytes");
+        assert!(decode(&longer, square(4)).is_none(), "trailing bytes");
     }
 }

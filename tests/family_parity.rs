@@ -12,7 +12,14 @@
 //! - tiny-xlm-roberta: XLM-RoBERTa with a Unigram tokenizer;
 //! - tiny-bert-unigram: a BERT body with a Unigram tokenizer, CLS pooling;
 //! - tiny-distilbert-dense: DistilBERT with a WordPiece tokenizer, then two
-//!   Dense modules (Tanh, Identity) after the pooling.
+//!   Dense modules (Tanh, Identity) after the pooling;
+//! - tiny-deberta: DeBERTa v1 with a byte-level BPE tokenizer (bert_score's
+//!   prefix space), CLS pooling;
+//! - tiny-deberta-v3: DeBERTa-v2 configured as v3 (log buckets, shared
+//!   attention keys, a normalised relative table);
+//! - tiny-deberta-v2-conv: DeBERTa-v2 configured as v2-xlarge (its own
+//!   position projections, clamped distances, the convolution), with
+//!   absolute positions and a projected embedding.
 //!
 //! The tiny ones are random-weight checkpoints committed under
 //! tests/fixtures/models (scripts/fixtures/make-tiny-models.py).
@@ -191,6 +198,40 @@ fn bert_with_a_unigram_tokenizer_and_cls_pooling_matches_the_reference_libraries
 #[test]
 fn distilbert_with_two_dense_modules_matches_the_reference_libraries() {
     matches_the_reference_libraries("tiny-distilbert-dense");
+}
+
+#[test]
+fn deberta_v1_matches_the_reference_libraries() {
+    matches_the_reference_libraries("tiny-deberta");
+}
+
+#[test]
+fn deberta_v3_matches_the_reference_libraries() {
+    matches_the_reference_libraries("tiny-deberta-v3");
+}
+
+#[test]
+fn deberta_v2_with_its_convolution_matches_the_reference_libraries() {
+    matches_the_reference_libraries("tiny-deberta-v2-conv");
+}
+
+/// DeBERTa runs in fp32 only: a reduced precision is refused before any
+/// work, not silently run in fp32.
+#[test]
+fn deberta_refuses_a_reduced_precision() {
+    let model = model_dir("tiny-deberta-v3");
+    let rows = [("a", "The cat sleeps.", "A cat is asleep.")];
+    for precision in ["bf16", "int8"] {
+        let (output, scores) = score_embedding(&rows, &model, &["--precision", precision], &[]);
+        let err = fails(&output, 78);
+        assert!(
+            err.contains(&format!(
+                "--precision {precision}: the DeBERTa families run in fp32 only"
+            )),
+            "{err}"
+        );
+        assert!(scores.is_none());
+    }
 }
 
 /// The summary names the family and the modules applied after pooling.

@@ -11,6 +11,7 @@ use refscore_core::Error;
 use crate::precision::Precision;
 
 mod bert;
+mod deberta;
 mod distilbert;
 mod mpnet;
 mod ops;
@@ -60,6 +61,8 @@ pub(crate) type Loader =
 /// The families refscore runs, by `model_type`.
 const FAMILIES: &[(&str, Loader)] = &[
     ("bert", bert::load),
+    ("deberta", deberta::load_v1),
+    ("deberta-v2", deberta::load_v2),
     ("distilbert", distilbert::load),
     ("mpnet", mpnet::load),
     ("roberta", roberta::load),

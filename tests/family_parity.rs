@@ -19,7 +19,11 @@
 //!   attention keys, a normalised relative table);
 //! - tiny-deberta-v2-conv: DeBERTa-v2 configured as v2-xlarge (its own
 //!   position projections, clamped distances, the convolution), with
-//!   absolute positions and a projected embedding.
+//!   absolute positions and a projected embedding;
+//! - tiny-gte (and tiny-gte-new, tiny-gte-native: its weights under
+//!   new-impl's config and transformers' in-memory names): rotary, GLU;
+//! - tiny-nomic-bert (and tiny-nomic-bert-own: nomic-ai's config keys):
+//!   rotary, SwiGLU, no biases.
 //!
 //! The tiny ones are random-weight checkpoints committed under
 //! tests/fixtures/models (scripts/fixtures/make-tiny-models.py).
@@ -144,8 +148,15 @@ fn bertscore(suffix: &str) -> [(&'static str, String); 3] {
 /// Cosine from the last layer, BERTScore from the fixture's layer, plain,
 /// idf-weighted and rescaled, on each runnable kernel path.
 fn matches_the_reference_libraries(name: &str) {
-    let f = fixture(name);
-    let model = model_dir(name);
+    matches_in_another_layout(name, name);
+}
+
+/// As [`matches_the_reference_libraries`], for the folder `model` holding
+/// `fixture`'s weights in another layout (other names or config keys).
+fn matches_in_another_layout(fixture_name: &str, model: &str) {
+    let name = model;
+    let f = fixture(fixture_name);
+    let model = model_dir(model);
     let layer = f.header["layer"].to_string();
     let baseline = root()
         .join("tests/fixtures")
@@ -213,6 +224,30 @@ fn deberta_v3_matches_the_reference_libraries() {
 #[test]
 fn deberta_v2_with_its_convolution_matches_the_reference_libraries() {
     matches_the_reference_libraries("tiny-deberta-v2-conv");
+}
+
+#[test]
+fn gte_matches_the_reference_libraries() {
+    matches_the_reference_libraries("tiny-gte");
+}
+
+/// The same weights under new-impl's config (`model_type` `new`), and
+/// under transformers' in-memory names.
+#[test]
+fn gte_in_its_other_layouts_matches_the_reference_libraries() {
+    matches_in_another_layout("tiny-gte", "tiny-gte-new");
+    matches_in_another_layout("tiny-gte", "tiny-gte-native");
+}
+
+#[test]
+fn nomic_bert_matches_the_reference_libraries() {
+    matches_the_reference_libraries("tiny-nomic-bert");
+}
+
+/// The same weights under nomic-ai's own config keys.
+#[test]
+fn nomic_bert_with_its_own_config_matches_the_reference_libraries() {
+    matches_in_another_layout("tiny-nomic-bert", "tiny-nomic-bert-own");
 }
 
 /// DeBERTa runs in fp32 only: a reduced precision is refused before any

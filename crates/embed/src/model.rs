@@ -409,10 +409,12 @@ struct SbertConfig {
 #[derive(Deserialize)]
 struct ConfigHead {
     model_type: Option<String>,
+    /// nomic-ai's own NomicBERT config calls it `n_positions`.
+    #[serde(alias = "n_positions")]
     max_position_embeddings: Option<usize>,
     pad_token_id: Option<u32>,
-    /// DistilBERT calls it `n_layers`.
-    #[serde(alias = "n_layers")]
+    /// DistilBERT calls it `n_layers`, nomic-ai's NomicBERT `n_layer`.
+    #[serde(alias = "n_layers", alias = "n_layer")]
     num_hidden_layers: Option<usize>,
 }
 

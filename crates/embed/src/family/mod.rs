@@ -16,6 +16,7 @@ mod distilbert;
 mod mpnet;
 mod ops;
 mod roberta;
+mod rotary;
 #[cfg(test)]
 mod testing;
 mod transformer;
@@ -64,6 +65,9 @@ const FAMILIES: &[(&str, Loader)] = &[
     ("deberta", deberta::load_v1),
     ("deberta-v2", deberta::load_v2),
     ("distilbert", distilbert::load),
+    ("gte", rotary::load_gte),
+    ("new", rotary::load_new),
+    ("nomic_bert", rotary::load_nomic),
     ("mpnet", mpnet::load),
     ("roberta", roberta::load),
     ("xlm-roberta", roberta::load),

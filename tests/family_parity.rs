@@ -23,7 +23,12 @@
 //! - tiny-gte (and tiny-gte-new, tiny-gte-native: its weights under
 //!   new-impl's config and transformers' in-memory names): rotary, GLU;
 //! - tiny-nomic-bert (and tiny-nomic-bert-own: nomic-ai's config keys):
-//!   rotary, SwiGLU, no biases.
+//!   rotary, SwiGLU, no biases;
+//! - tiny-qwen3: a causal Qwen3 (grouped-query attention, q/k norms) whose
+//!   tokenizer appends `<|endoftext|>` and pads on the left, last-token
+//!   pooling. Where bert_score's arithmetic breaks for such a tokenizer (a
+//!   one-word text counted as empty; NaN for a text of zero total weight),
+//!   the fixture holds docs/metrics.md's values instead.
 //!
 //! The tiny ones are random-weight checkpoints committed under
 //! tests/fixtures/models (scripts/fixtures/make-tiny-models.py).
@@ -111,6 +116,9 @@ fn compare(f: &Fixture, batch: &RecordBatch, pairs: &[(&str, &str)]) -> f32 {
             }
             let want = row[*key].as_f64().unwrap() as f32;
             let have = got[i].unwrap_or_else(|| panic!("{id}: {column} is null"));
+            if ill_conditioned_f1(row, key) {
+                continue;
+            }
             let diff = (have - want).abs();
             if diff > worst.0 {
                 worst = (
@@ -132,6 +140,22 @@ fn compare(f: &Fixture, batch: &RecordBatch, pairs: &[(&str, &str)]) -> f32 {
         worst.1
     );
     worst.0
+}
+
+/// Whether `key` is an F1 whose P + R is near 0, where F = 2PR/(P+R)
+/// turns a 1e-7 difference in P or R into 1e-3 (a random tiny model's
+/// layer can put P and R either side of 0): no implementation in f32
+/// agrees with another there, so those values are not compared (an empty
+/// text's P = R = 0, F = 0 still is).
+fn ill_conditioned_f1(row: &serde_json::Value, key: &str) -> bool {
+    let Some(suffix) = key.strip_prefix("bertscore_f1") else {
+        return false;
+    };
+    // A rescaled F comes from the raw one.
+    let suffix = suffix.strip_suffix("_rescaled").unwrap_or(suffix);
+    let value = |m: &str| row[format!("bertscore_{m}{suffix}")].as_f64().unwrap();
+    let (p, r) = (value("precision"), value("recall"));
+    (p, r) != (0.0, 0.0) && (p + r).abs() < 1e-2
 }
 
 fn bertscore(suffix: &str) -> [(&'static str, String); 3] {
@@ -250,6 +274,11 @@ fn nomic_bert_with_its_own_config_matches_the_reference_libraries() {
     matches_in_another_layout("tiny-nomic-bert", "tiny-nomic-bert-own");
 }
 
+#[test]
+fn qwen3_matches_the_reference_libraries() {
+    matches_the_reference_libraries("tiny-qwen3");
+}
+
 /// DeBERTa runs in fp32 only: a reduced precision is refused before any
 /// work, not silently run in fp32.
 #[test]
@@ -261,7 +290,7 @@ fn deberta_refuses_a_reduced_precision() {
         let err = fails(&output, 78);
         assert!(
             err.contains(&format!(
-                "--precision {precision}: the DeBERTa families run in fp32 only"
+                "--precision {precision}: the DeBERTa family runs in fp32 only"
             )),
             "{err}"
         );

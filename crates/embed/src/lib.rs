@@ -276,7 +276,7 @@ impl EmbeddingStage {
             None => files.max_seq_length,
         };
         let tokenizer = encoder::load_tokenizer(&files, max_len)?;
-        let special = tokens::special_ids(&tokenizer)?;
+        let special = tokens::bertscore_specials(&tokenizer, files.cls_sep_tokens.as_deref())?;
         let prompt = resolve_prompt(&files, options.prompt.as_ref())?;
         let bounds = Bounds::new(&tokenizer, max_len, &prompt, files.lower_case);
         let prompt_span = if prompt.is_empty() {
@@ -314,11 +314,17 @@ impl EmbeddingStage {
         if !prompt.is_empty() {
             variant.push_str(&format!(";prompt={prompt:?}"));
         }
-        let score_bounds = bounds.for_bertscore(&tokenizer);
+        let gpt2 = tokens::gpt2_class(files.tokenizer_class.as_deref(), &files.family);
+        let score_bounds = bounds.for_bertscore(&tokenizer, gpt2);
         if score_bounds.is_some() {
             // BERTScore's own encoding (stripped, prefix space) is newer
             // than entries a Unigram-tokenized BERT may have written.
             variant.push_str(";bertscore_encoding=bert_score");
+        }
+        if !gpt2 && tokens::byte_level_bpe(&tokenizer) {
+            // Byte-level BPE outside GPT-2's classes once got the prefix
+            // space too: entries written then are not these.
+            variant.push_str(";bertscore_prefix_space=no");
         }
         let store = match &options.store {
             Some(root) => Some(EmbeddingStore::open(
@@ -513,6 +519,14 @@ impl EmbeddingStage {
     }
 
     fn bertscore_raw(&self, output: &Embedded, reference: &Embedded) -> [f32; 3] {
+        // bert_score's empty text: nothing but its cls and sep tokens
+        // (its own test, "exactly two tokens", also catches a one-word text
+        // of a tokenizer that adds one special token; refscore does not
+        // follow it there: docs/metrics.md).
+        let empty = |e: &Embedded| e.ids.iter().all(|id| self.special.contains(id));
+        if empty(output) || empty(reference) {
+            return [0.0; 3];
+        }
         let (wc, wr) = (self.weights(&output.ids), self.weights(&reference.ids));
         math::bertscore(output, reference, &wc, &wr, self.encoder.hidden)
     }

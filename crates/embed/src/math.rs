@@ -166,8 +166,10 @@ pub fn bertscore(
         wc.iter().map(|&w| w as f64).sum::<f64>(),
         wr.iter().map(|&w| w as f64).sum::<f64>(),
     );
-    // Only [CLS] and [SEP]: an empty text.
-    if lc <= 2 || lr <= 2 {
+    // No token, or no weighted token (bert_score would divide 0 by 0). A
+    // text of nothing but bert_score's cls and sep tokens is found by the
+    // caller, which knows them ([`crate::tokens::bertscore_specials`]).
+    if lc == 0 || lr == 0 || sum_wc <= 0.0 || sum_wr <= 0.0 {
         return [0.0; 3];
     }
     let mut best_c = vec![f32::NEG_INFINITY; lc];
@@ -381,9 +383,20 @@ mod tests {
     #[test]
     fn empty_text_scores_zero() {
         let h = 2;
-        let empty = emb(vec![101, 102], vec![1., 0., 0., 1.], h);
+        let none = emb(Vec::new(), Vec::new(), h);
         let c = emb(vec![101, 5, 102], vec![1., 0., 1., 0., 0., 1.], h);
-        assert_eq!(bertscore(&c, &empty, &[0., 1., 0.], &[0., 0.], h), [0.0; 3]);
-        assert_eq!(bertscore(&empty, &c, &[0., 0.], &[0., 1., 0.], h), [0.0; 3]);
+        assert_eq!(bertscore(&c, &none, &[0., 1., 0.], &[], h), [0.0; 3]);
+        assert_eq!(bertscore(&none, &c, &[], &[0., 1., 0.], h), [0.0; 3]);
+        // Tokens of zero total weight (specials, or idf 0): all three are
+        // 0, never NaN.
+        let specials = emb(vec![101, 102], vec![1., 0., 0., 1.], h);
+        assert_eq!(
+            bertscore(&c, &specials, &[0., 1., 0.], &[0., 0.], h),
+            [0.0; 3]
+        );
+        assert_eq!(
+            bertscore(&specials, &c, &[0., 0.], &[0., 1., 0.], h),
+            [0.0; 3]
+        );
     }
 }

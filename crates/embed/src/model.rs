@@ -80,6 +80,13 @@ pub struct ModelFiles {
     pub layers: usize,
     /// The model family (`config.json`'s `model_type`; `bert` when absent).
     pub family: String,
+    /// `tokenizer_config.json`'s `tokenizer_class`, when it names one: the
+    /// Python class bert_score would encode with.
+    pub tokenizer_class: Option<String>,
+    /// The `cls_token` and `sep_token` `tokenizer_config.json` names (none
+    /// for Qwen's tokenizer): the tokens bert_score gives no weight.
+    /// `None` without that file.
+    pub cls_sep_tokens: Option<Vec<String>>,
 }
 
 impl ModelFiles {
@@ -603,10 +610,12 @@ pub fn read_settings(dir: &Path) -> Result<ModelFiles, Error> {
     };
     // Without one in sentence_bert_config.json (sentence-transformers 6
     // writes none), the tokenizer's model_max_length, as it then uses.
+    let tokenizer_config = || -> Option<serde_json::Value> {
+        let text = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok()?;
+        serde_json::from_str(&text).ok()
+    };
     let tokenizer_limit = || -> Option<usize> {
-        let path = dir.join("tokenizer_config.json");
-        let text = std::fs::read_to_string(path).ok()?;
-        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let v = tokenizer_config()?;
         let n = v.get("model_max_length")?.as_f64()?;
         (n >= 1.0).then(|| n.min(usize::MAX as f64) as usize)
     };
@@ -643,5 +652,22 @@ pub fn read_settings(dir: &Path) -> Result<ModelFiles, Error> {
         default_prompt: st.default_prompt_name,
         layers: head.num_hidden_layers.unwrap_or(12),
         family: head.model_type.clone().unwrap_or_else(|| "bert".into()),
+        cls_sep_tokens: tokenizer_config().map(|v| {
+            ["cls_token", "sep_token"]
+                .iter()
+                .filter_map(|k| {
+                    let t = v.get(*k)?;
+                    // A string, or an AddedToken's `{"content": ...}`.
+                    t.as_str()
+                        .or_else(|| t.get("content").and_then(|c| c.as_str()))
+                        .map(str::to_string)
+                })
+                .collect()
+        }),
+        tokenizer_class: tokenizer_config().and_then(|v| {
+            v.get("tokenizer_class")
+                .and_then(|c| c.as_str())
+                .map(str::to_string)
+        }),
     })
 }

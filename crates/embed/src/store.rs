@@ -262,6 +262,8 @@ mod tests {
             default_prompt: None,
             layers: 6,
             family: "bert".into(),
+            tokenizer_class: None,
+            cls_sep_tokens: None,
         }
     }
 

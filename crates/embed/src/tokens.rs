@@ -108,9 +108,11 @@ impl Bounds {
     /// prefix space, so a text's first word is encoded as every later one.
     /// `None` when BERTScore surely shares the sentence embedding's ids (no
     /// prompt, and a tokenizer that ignores whitespace at the ends: BERT's).
-    pub(crate) fn for_bertscore(&self, tokenizer: &Tokenizer) -> Option<Bounds> {
+    /// `gpt2_class`: whether bert_score's tokenizer is GPT-2's class or a
+    /// subclass ([`gpt2_class`]), the only ones it gives the prefix space.
+    pub(crate) fn for_bertscore(&self, tokenizer: &Tokenizer, gpt2_class: bool) -> Option<Bounds> {
         let pre = tokenizer.get_pre_tokenizer();
-        let space = pre.is_some_and(byte_level_without_prefix_space);
+        let space = gpt2_class && pre.is_some_and(byte_level_without_prefix_space);
         let ends_matter = !pre.is_some_and(|p| {
             matches!(
                 p,
@@ -193,6 +195,34 @@ impl Bounds {
 
 /// A byte-level pre-tokenizer that leaves the first word without the space
 /// every later word carries.
+/// Whether bert_score encodes with GPT-2's tokenizer class or a subclass
+/// (it checks `isinstance(tokenizer, (GPT2Tokenizer, RobertaTokenizer))`):
+/// by `tokenizer_config.json`'s class when it names one, else by family.
+/// DeBERTa v1's tokenizer subclassed GPT-2's in the transformers releases
+/// bert_score's baselines were measured with (4.6 to 4.20). Qwen's and
+/// ModernBERT's byte-level tokenizers never did: no prefix space for them.
+pub(crate) fn gpt2_class(tokenizer_class: Option<&str>, family: &str) -> bool {
+    match tokenizer_class.map(|c| c.strip_suffix("Fast").unwrap_or(c)) {
+        Some(class) => matches!(
+            class,
+            "GPT2Tokenizer"
+                | "RobertaTokenizer"
+                | "DebertaTokenizer"
+                | "BartTokenizer"
+                | "LongformerTokenizer"
+        ),
+        None => matches!(family, "roberta" | "deberta"),
+    }
+}
+
+/// Whether the tokenizer is a byte-level BPE that adds no prefix space
+/// itself (GPT-2's, RoBERTa's, Qwen's).
+pub(crate) fn byte_level_bpe(tokenizer: &Tokenizer) -> bool {
+    tokenizer
+        .get_pre_tokenizer()
+        .is_some_and(byte_level_without_prefix_space)
+}
+
 fn byte_level_without_prefix_space(p: &PreTokenizerWrapper) -> bool {
     match p {
         PreTokenizerWrapper::ByteLevel(b) => !b.add_prefix_space,
@@ -207,10 +237,27 @@ fn is_python_space(c: char) -> bool {
     c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
 }
 
+/// The ids BERTScore gives no weight: bert_score zeroes the tokenizer's
+/// `cls_token` and `sep_token` (`cls_sep`, from `tokenizer_config.json`;
+/// Qwen's names neither, so its appended `<|endoftext|>` keeps its
+/// weight). Without that file, the ids the post-processor adds around
+/// every text, found by encoding an empty one.
+pub(crate) fn bertscore_specials(
+    tokenizer: &Tokenizer,
+    cls_sep: Option<&[String]>,
+) -> Result<Vec<u32>, Error> {
+    match cls_sep {
+        Some(names) => Ok(names
+            .iter()
+            .filter_map(|n| tokenizer.token_to_id(n))
+            .collect()),
+        None => special_ids(tokenizer),
+    }
+}
+
 /// The ids the tokenizer's own post-processor adds around every text
 /// (`[CLS]` and `[SEP]` for BERT, `<s>` and `</s>` for RoBERTa), found by
-/// encoding an empty text rather than by name: BERTScore gives them no
-/// weight, whatever the family calls them.
+/// encoding an empty text rather than by name.
 pub(crate) fn special_ids(tokenizer: &Tokenizer) -> Result<Vec<u32>, Error> {
     let empty = tokenizer
         .encode("", true)

@@ -19,6 +19,7 @@ use candle_core::{Device, Module, Tensor, D};
 use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 
+use super::padded::{self, linear, LayerNorm as Norm};
 use super::transformer::weights_root;
 use super::EncoderModel;
 use crate::precision::Precision;
@@ -233,35 +234,6 @@ fn log_bucket(rel: i64, bucket_size: i64, max_position: i64) -> i64 {
     let ratio = ((max_position - 1) as f64 / mid as f64) as f32;
     let log = ((abs as f32 / mid as f32).ln() / ratio.ln() * (mid - 1) as f32).ceil() as i64 + mid;
     log * rel.signum()
-}
-
-struct Norm {
-    weight: Tensor,
-    bias: Tensor,
-    eps: f32,
-}
-
-impl Norm {
-    fn load(vb: VarBuilder, size: usize, eps: f64) -> Result<Norm> {
-        Ok(Norm {
-            weight: vb.get(size, "weight")?,
-            bias: vb.get(size, "bias")?,
-            eps: eps as f32,
-        })
-    }
-
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        candle_nn::ops::layer_norm(&x.contiguous()?, &self.weight, &self.bias, self.eps)
-    }
-}
-
-fn linear(vb: VarBuilder, inp: usize, out: usize, bias: bool) -> Result<Linear> {
-    let b = if bias {
-        Some(vb.get(out, "bias")?)
-    } else {
-        None
-    };
-    Ok(Linear::new(vb.get((out, inp), "weight")?, b))
 }
 
 /// A linear map with its output scaled by `s` (weights and bias).
@@ -607,18 +579,7 @@ impl EncoderModel for Deberta {
         taps: &[usize],
     ) -> Result<Vec<Tensor>> {
         let (b, t) = ids.dims2()?;
-        if t > self.max_tokens {
-            candle_core::bail!(
-                "a sequence of {t} tokens is longer than the model's {} positions",
-                self.max_tokens
-            );
-        }
-        if taps.windows(2).any(|w| w[0] >= w[1]) || taps.last() > Some(&self.layers.len()) {
-            candle_core::bail!(
-                "layers {taps:?}: expected ascending, at most {}",
-                self.layers.len()
-            );
-        }
+        padded::check(t, self.max_tokens, taps, self.layers.len())?;
         let device = ids.device();
         let mut x = self.words.forward(ids)?;
         if let Some(positions) = &self.positions {
@@ -667,12 +628,7 @@ fn load(
     precision: Precision,
     version: Version,
 ) -> std::result::Result<Box<dyn EncoderModel>, String> {
-    if precision != Precision::Fp32 {
-        return Err(format!(
-            "--precision {}: the DeBERTa families run in fp32 only",
-            precision.name()
-        ));
-    }
+    padded::fp32_only(precision, "DeBERTa")?;
     Ok(Box::new(Deberta::load(weights, config, version)?))
 }
 

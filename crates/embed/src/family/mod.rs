@@ -15,6 +15,8 @@ mod deberta;
 mod distilbert;
 mod mpnet;
 mod ops;
+mod padded;
+mod qwen3;
 mod roberta;
 mod rotary;
 #[cfg(test)]
@@ -68,6 +70,7 @@ const FAMILIES: &[(&str, Loader)] = &[
     ("gte", rotary::load_gte),
     ("new", rotary::load_new),
     ("nomic_bert", rotary::load_nomic),
+    ("qwen3", qwen3::load),
     ("mpnet", mpnet::load),
     ("roberta", roberta::load),
     ("xlm-roberta", roberta::load),

@@ -17,6 +17,7 @@ use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::padded::{self, linear, LayerNorm as Norm, Rope};
 use super::EncoderModel;
 use crate::precision::Precision;
 
@@ -265,35 +266,6 @@ impl NomicConfig {
     }
 }
 
-struct Norm {
-    weight: Tensor,
-    bias: Tensor,
-    eps: f32,
-}
-
-impl Norm {
-    fn load(vb: VarBuilder, size: usize, eps: f64) -> Result<Norm> {
-        Ok(Norm {
-            weight: vb.get(size, "weight")?,
-            bias: vb.get(size, "bias")?,
-            eps: eps as f32,
-        })
-    }
-
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        candle_nn::ops::layer_norm(&x.contiguous()?, &self.weight, &self.bias, self.eps)
-    }
-}
-
-fn linear(vb: VarBuilder, inp: usize, out: usize, bias: bool) -> Result<Linear> {
-    let b = if bias {
-        Some(vb.get(out, "bias")?)
-    } else {
-        None
-    };
-    Ok(Linear::new(vb.get((out, inp), "weight")?, b))
-}
-
 /// Several linear maps of one input as one (rows stacked).
 fn stacked(parts: &[Linear]) -> Result<Linear> {
     let w = Tensor::cat(
@@ -403,8 +375,7 @@ struct RotaryEncoder {
     token_type: Option<Tensor>,
     norm: Norm,
     layers: Vec<Layer>,
-    /// 1/θ^(2i/d), as torch computes it in f32.
-    inv_freq: Vec<f32>,
+    rope: Rope,
     shape: Shape,
 }
 
@@ -441,33 +412,15 @@ impl RotaryEncoder {
         let layers = (0..s.layers)
             .map(|i| Layer::load(vb.pp(format!("{}.{i}", n.layers)), &s, n))
             .collect::<Result<Vec<_>>>()?;
-        let dim = h / s.heads;
-        let theta = s.theta as f32;
-        let inv_freq = (0..dim / 2)
-            .map(|i| 1.0 / theta.powf((2 * i) as f32 / dim as f32))
-            .collect();
+        let rope = Rope::new(s.theta, h / s.heads);
         Ok(RotaryEncoder {
             words,
             token_type,
             norm,
             layers,
-            inv_freq,
+            rope,
             shape: s,
         })
-    }
-
-    /// cos and sin of each position's angles, `[t, dim/2]`.
-    fn rope(&self, t: usize, device: &candle_core::Device) -> Result<(Tensor, Tensor)> {
-        let half = self.inv_freq.len();
-        let angles: Vec<f32> = (0..t)
-            .flat_map(|p| self.inv_freq.iter().map(move |f| p as f32 * f))
-            .collect();
-        let cos = angles.iter().map(|a| a.cos()).collect();
-        let sin = angles.iter().map(|a| a.sin()).collect();
-        Ok((
-            Tensor::from_vec(cos, (t, half), device)?,
-            Tensor::from_vec(sin, (t, half), device)?,
-        ))
     }
 }
 
@@ -495,30 +448,15 @@ impl EncoderModel for RotaryEncoder {
         taps: &[usize],
     ) -> Result<Vec<Tensor>> {
         let (b, t) = ids.dims2()?;
-        if t > self.shape.positions {
-            candle_core::bail!(
-                "a sequence of {t} tokens is longer than the model's {} positions",
-                self.shape.positions
-            );
-        }
-        if taps.windows(2).any(|w| w[0] >= w[1]) || taps.last() > Some(&self.layers.len()) {
-            candle_core::bail!(
-                "layers {taps:?}: expected ascending, at most {}",
-                self.layers.len()
-            );
-        }
+        padded::check(t, self.shape.positions, taps, self.layers.len())?;
         let device = ids.device();
         let mut x = self.words.forward(ids)?;
         if let Some(row) = &self.token_type {
             x = x.broadcast_add(row)?;
         }
         let mut x = self.norm.forward(&x)?;
-        let rope = self.rope(t, device)?;
-        let mask: Vec<f32> = lengths
-            .iter()
-            .flat_map(|&l| (0..t).map(move |k| if k < l { 0.0 } else { f32::MIN }))
-            .collect();
-        let mask = Tensor::from_vec(mask, (b, 1, 1, t), device)?.to_dtype(x.dtype())?;
+        let rope = self.rope.tables(t, device)?;
+        let mask = padded::key_mask(lengths, t, device)?.to_dtype(x.dtype())?;
         let flat = |x: &Tensor| x.reshape((b * t, self.shape.hidden));
         let mut out = Vec::with_capacity(taps.len());
         let last = taps.last().copied().unwrap_or(0);
@@ -531,17 +469,6 @@ impl EncoderModel for RotaryEncoder {
             }
         }
         Ok(out)
-    }
-}
-
-fn fp32_only(precision: Precision) -> std::result::Result<(), String> {
-    if precision == Precision::Fp32 {
-        Ok(())
-    } else {
-        Err(format!(
-            "--precision {}: the GTE and NomicBERT families run in fp32 only",
-            precision.name()
-        ))
     }
 }
 
@@ -595,7 +522,7 @@ const fn native(prefix: &'static str) -> Names {
 
 /// The `new` family's loader (gte-*-v1.5, gte-multilingual-base).
 pub(super) fn load_new(config: &str, vb: VarBuilder, precision: Precision) -> Loaded {
-    fp32_only(precision)?;
+    padded::fp32_only(precision, "GTE")?;
     let c: NewConfig = parse(config)?;
     let refuse =
         |key: &str, value: &str| Err(format!("config.json: {key} {value} is not supported"));
@@ -619,7 +546,7 @@ pub(super) fn load_new(config: &str, vb: VarBuilder, precision: Precision) -> Lo
 
 /// The `gte` family's loader (transformers' port of `new`).
 pub(super) fn load_gte(config: &str, vb: VarBuilder, precision: Precision) -> Loaded {
-    fp32_only(precision)?;
+    padded::fp32_only(precision, "GTE")?;
     let c: NativeConfig = parse(config)?;
     boxed(
         vb,
@@ -631,7 +558,7 @@ pub(super) fn load_gte(config: &str, vb: VarBuilder, precision: Precision) -> Lo
 /// The `nomic_bert` family's loader: nomic-ai's own config keys
 /// (`n_embd`…) or transformers' (`hidden_size`…), over either weight layout.
 pub(super) fn load_nomic(config: &str, vb: VarBuilder, precision: Precision) -> Loaded {
-    fp32_only(precision)?;
+    padded::fp32_only(precision, "NomicBERT")?;
     let own = serde_json::from_str::<Value>(config)
         .map_err(|e| format!("config.json: {e}"))?
         .get("n_embd")

@@ -28,7 +28,12 @@
 //!   tokenizer appends `<|endoftext|>` and pads on the left, last-token
 //!   pooling. Where bert_score's arithmetic breaks for such a tokenizer (a
 //!   one-word text counted as empty; NaN for a text of zero total weight),
-//!   the fixture holds docs/metrics.md's values instead.
+//!   the fixture holds docs/metrics.md's values instead;
+//! - tiny-modernbert (and tiny-modernbert-own: the original config keys):
+//!   pre-norm, GeGLU, global and 16-token local layers with two rotary
+//!   bases, a final norm;
+//! - tiny-embeddinggemma: bidirectional Gemma 3 with sliding and global
+//!   layers, (1 + w) RMSNorms, a scaled embedding, and two Dense modules.
 //!
 //! The tiny ones are random-weight checkpoints committed under
 //! tests/fixtures/models (scripts/fixtures/make-tiny-models.py).
@@ -277,6 +282,22 @@ fn nomic_bert_with_its_own_config_matches_the_reference_libraries() {
 #[test]
 fn qwen3_matches_the_reference_libraries() {
     matches_the_reference_libraries("tiny-qwen3");
+}
+
+#[test]
+fn modernbert_matches_the_reference_libraries() {
+    matches_the_reference_libraries("tiny-modernbert");
+}
+
+/// The same weights under ModernBERT's original config keys.
+#[test]
+fn modernbert_with_its_original_config_matches_the_reference_libraries() {
+    matches_in_another_layout("tiny-modernbert", "tiny-modernbert-own");
+}
+
+#[test]
+fn embeddinggemma_matches_the_reference_libraries() {
+    matches_the_reference_libraries("tiny-embeddinggemma");
 }
 
 /// DeBERTa runs in fp32 only: a reduced precision is refused before any

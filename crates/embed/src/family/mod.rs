@@ -13,6 +13,8 @@ use crate::precision::Precision;
 mod bert;
 mod deberta;
 mod distilbert;
+mod gemma3;
+mod modernbert;
 mod mpnet;
 mod ops;
 mod padded;
@@ -67,11 +69,13 @@ const FAMILIES: &[(&str, Loader)] = &[
     ("deberta", deberta::load_v1),
     ("deberta-v2", deberta::load_v2),
     ("distilbert", distilbert::load),
+    ("gemma3_text", gemma3::load),
     ("gte", rotary::load_gte),
+    ("modernbert", modernbert::load),
+    ("mpnet", mpnet::load),
     ("new", rotary::load_new),
     ("nomic_bert", rotary::load_nomic),
     ("qwen3", qwen3::load),
-    ("mpnet", mpnet::load),
     ("roberta", roberta::load),
     ("xlm-roberta", roberta::load),
 ];

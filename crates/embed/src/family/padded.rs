@@ -1,7 +1,7 @@
 //! What the families that run as plain Candle operations on padded batches
-//! share (DeBERTa, GTE/NomicBERT, Qwen3): the argument checks, loading a
-//! linear map or a layer norm, rotary tables, the padding mask, and the
-//! fp32-only guard.
+//! share (DeBERTa, GTE/NomicBERT, ModernBERT, Qwen3, Gemma 3): the argument
+//! checks, loading a linear map or a norm, rotary tables, grouped-query
+//! attention, the padding and window masks, and the fp32-only guard.
 
 use candle_core::{Device, Tensor};
 use candle_nn::{Linear, VarBuilder};
@@ -109,4 +109,137 @@ impl Rope {
             Tensor::from_vec(sin, (t, half), device)?,
         ))
     }
+}
+
+impl LayerNorm {
+    /// A layer norm from its weight and bias (zeros where a family has
+    /// none).
+    pub(super) fn new(weight: Tensor, bias: Tensor, eps: f64) -> LayerNorm {
+        LayerNorm {
+            weight,
+            bias,
+            eps: eps as f32,
+        }
+    }
+}
+
+/// RMSNorm over the last dimension, computed in f32 as transformers does.
+pub(super) struct RmsNorm {
+    weight: Tensor,
+    eps: f32,
+}
+
+impl RmsNorm {
+    /// From the scale it multiplies by (Gemma's `1 + weight` included).
+    pub(super) fn new(weight: Tensor, eps: f64) -> RmsNorm {
+        RmsNorm {
+            weight,
+            eps: eps as f32,
+        }
+    }
+
+    pub(super) fn load(vb: VarBuilder, size: usize, eps: f64) -> Result<RmsNorm> {
+        Ok(RmsNorm::new(vb.get(size, "weight")?, eps))
+    }
+
+    pub(super) fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        candle_nn::ops::rms_norm(&x.contiguous()?, &self.weight, self.eps)
+    }
+}
+
+/// The heads of a grouped-query attention layer (Qwen3, Gemma 3): query
+/// head j reads key/value head j / (heads / kv_heads).
+#[derive(Clone, Copy)]
+pub(super) struct Heads {
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub dim: usize,
+}
+
+impl Heads {
+    /// A projection `[b, t, n·dim]` as `[b, n, t, dim]`.
+    pub(super) fn split_plain(&self, y: &Tensor, n: usize) -> Result<Tensor> {
+        let (b, t, _) = y.dims3()?;
+        y.reshape((b, t, n, self.dim))?
+            .transpose(1, 2)?
+            .contiguous()
+    }
+
+    /// As [`Heads::split_plain`], each head normalised by `norm` first
+    /// when given, then rotated by `rope`'s tables.
+    pub(super) fn split(
+        &self,
+        y: &Tensor,
+        n: usize,
+        norm: Option<&RmsNorm>,
+        rope: &(Tensor, Tensor),
+    ) -> Result<Tensor> {
+        let (b, t, _) = y.dims3()?;
+        let mut y = y.reshape((b, t, n, self.dim))?;
+        if let Some(norm) = norm {
+            y = norm.forward(&y)?;
+        }
+        let y = y.transpose(1, 2)?.contiguous()?;
+        candle_nn::rotary_emb::rope(&y, &rope.0, &rope.1)
+    }
+
+    /// softmax(q·kᵀ·scale + mask)·v over `[b, heads, t, dim]` queries and
+    /// `[b, kv_heads, t, dim]` keys and values: `[b, t, heads·dim]`.
+    pub(super) fn attend(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        mask: &Tensor,
+        scale: f64,
+    ) -> Result<Tensor> {
+        let (b, _, t, _) = q.dims4()?;
+        let groups = self.heads / self.kv_heads;
+        let repeat = |x: &Tensor| -> Result<Tensor> {
+            if groups == 1 {
+                return Ok(x.clone());
+            }
+            x.unsqueeze(2)?
+                .broadcast_as((b, self.kv_heads, groups, t, self.dim))?
+                .reshape((b, self.heads, t, self.dim))
+        };
+        let (k, v) = (repeat(k)?, repeat(v)?);
+        let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(mask)?;
+        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+        probs
+            .matmul(&v.contiguous()?)?
+            .transpose(1, 2)?
+            .reshape((b, t, self.heads * self.dim))
+    }
+}
+
+/// The additive masks of a padded batch, `[b, 1, t, t]`, for families
+/// with windowed layers (ModernBERT, Gemma 3): all of a text's keys, and
+/// only those within `reach` tokens on either side.
+pub(super) fn window_masks(
+    lengths: &[usize],
+    t: usize,
+    reach: usize,
+    device: &Device,
+) -> Result<(Tensor, Tensor)> {
+    let b = lengths.len();
+    let mut all = vec![0f32; b * t * t];
+    let mut near = vec![0f32; b * t * t];
+    for (row, &len) in lengths.iter().enumerate() {
+        for i in 0..t {
+            for j in 0..t {
+                let k = (row * t + i) * t + j;
+                if j >= len {
+                    all[k] = f32::MIN;
+                    near[k] = f32::MIN;
+                } else if i.abs_diff(j) > reach {
+                    near[k] = f32::MIN;
+                }
+            }
+        }
+    }
+    Ok((
+        Tensor::from_vec(all, (b, 1, t, t), device)?,
+        Tensor::from_vec(near, (b, 1, t, t), device)?,
+    ))
 }

@@ -21,7 +21,7 @@ use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::padded::{self, linear, Rope};
+use super::padded::{self, linear, Heads, RmsNorm, Rope};
 use super::EncoderModel;
 use crate::precision::Precision;
 
@@ -105,25 +105,6 @@ impl Qwen3Config {
     }
 }
 
-/// RMSNorm over the last dimension, computed in f32 as transformers does.
-struct RmsNorm {
-    weight: Tensor,
-    eps: f32,
-}
-
-impl RmsNorm {
-    fn load(vb: VarBuilder, size: usize, eps: f64) -> Result<RmsNorm> {
-        Ok(RmsNorm {
-            weight: vb.get(size, "weight")?,
-            eps: eps as f32,
-        })
-    }
-
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        candle_nn::ops::rms_norm(&x.contiguous()?, &self.weight, self.eps)
-    }
-}
-
 struct Layer {
     input_norm: RmsNorm,
     q: Linear,
@@ -141,9 +122,7 @@ struct Layer {
 /// Sizes every layer shares.
 struct Dims {
     hidden: usize,
-    heads: usize,
-    kv_heads: usize,
-    head_dim: usize,
+    heads: Heads,
     inner: usize,
 }
 
@@ -153,14 +132,16 @@ impl Layer {
         let mlp = vb.pp("mlp");
         let gate = linear(mlp.pp("gate_proj"), d.hidden, d.inner, false)?;
         let up = linear(mlp.pp("up_proj"), d.hidden, d.inner, false)?;
+        let q_width = d.heads.heads * d.heads.dim;
+        let kv_width = d.heads.kv_heads * d.heads.dim;
         Ok(Layer {
             input_norm: RmsNorm::load(vb.pp("input_layernorm"), d.hidden, eps)?,
-            q: linear(att.pp("q_proj"), d.hidden, d.heads * d.head_dim, bias)?,
-            k: linear(att.pp("k_proj"), d.hidden, d.kv_heads * d.head_dim, bias)?,
-            v: linear(att.pp("v_proj"), d.hidden, d.kv_heads * d.head_dim, bias)?,
-            o: linear(att.pp("o_proj"), d.heads * d.head_dim, d.hidden, bias)?,
-            q_norm: RmsNorm::load(att.pp("q_norm"), d.head_dim, eps)?,
-            k_norm: RmsNorm::load(att.pp("k_norm"), d.head_dim, eps)?,
+            q: linear(att.pp("q_proj"), d.hidden, q_width, bias)?,
+            k: linear(att.pp("k_proj"), d.hidden, kv_width, bias)?,
+            v: linear(att.pp("v_proj"), d.hidden, kv_width, bias)?,
+            o: linear(att.pp("o_proj"), q_width, d.hidden, bias)?,
+            q_norm: RmsNorm::load(att.pp("q_norm"), d.heads.dim, eps)?,
+            k_norm: RmsNorm::load(att.pp("k_norm"), d.heads.dim, eps)?,
             post_norm: RmsNorm::load(vb.pp("post_attention_layernorm"), d.hidden, eps)?,
             gate_up: Linear::new(Tensor::cat(&[gate.weight(), up.weight()], 0)?, None),
             down: linear(mlp.pp("down_proj"), d.inner, d.hidden, false)?,
@@ -176,45 +157,18 @@ impl Layer {
         rope: &(Tensor, Tensor),
         mask: &Tensor,
     ) -> Result<Tensor> {
-        let (b, t, _) = x.dims3()?;
         let h = self.input_norm.forward(x)?;
-        // [b, t, heads·dim] → per-head RMSNorm → [b, heads, t, dim], rotated.
-        let heads = |l: &Linear, n: usize, norm: Option<&RmsNorm>| -> Result<Tensor> {
-            let y = l.forward(&h)?.reshape((b, t, n, d.head_dim))?;
-            let y = match norm {
-                Some(norm) => norm.forward(&y)?,
-                None => y,
-            };
-            y.transpose(1, 2)?.contiguous()
-        };
-        let (cos, sin) = rope;
-        let q =
-            candle_nn::rotary_emb::rope(&heads(&self.q, d.heads, Some(&self.q_norm))?, cos, sin)?;
-        let k = candle_nn::rotary_emb::rope(
-            &heads(&self.k, d.kv_heads, Some(&self.k_norm))?,
-            cos,
-            sin,
+        let heads = &d.heads;
+        let q = heads.split(&self.q.forward(&h)?, heads.heads, Some(&self.q_norm), rope)?;
+        let k = heads.split(
+            &self.k.forward(&h)?,
+            heads.kv_heads,
+            Some(&self.k_norm),
+            rope,
         )?;
-        let v = heads(&self.v, d.kv_heads, None)?;
-        // Grouped-query: query head j reads key/value head j / groups.
-        let groups = d.heads / d.kv_heads;
-        let repeat = |x: Tensor| -> Result<Tensor> {
-            if groups == 1 {
-                return Ok(x);
-            }
-            x.unsqueeze(2)?
-                .broadcast_as((b, d.kv_heads, groups, t, d.head_dim))?
-                .reshape((b, d.heads, t, d.head_dim))
-        };
-        let (k, v) = (repeat(k)?, repeat(v)?);
-        let scale = 1.0 / (d.head_dim as f64).sqrt();
-        let scores = ((q.matmul(&k.t()?)? * scale)?).broadcast_add(mask)?;
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-        let ctx = probs.matmul(&v.contiguous()?)?.transpose(1, 2)?.reshape((
-            b,
-            t,
-            d.heads * d.head_dim,
-        ))?;
+        let v = heads.split_plain(&self.v.forward(&h)?, heads.kv_heads)?;
+        let scale = 1.0 / (heads.dim as f64).sqrt();
+        let ctx = heads.attend(&q, &k, &v, mask, scale)?;
         let x = (x + self.o.forward(&ctx)?)?;
         let gate_up = self.gate_up.forward(&self.post_norm.forward(&x)?)?;
         let gate = candle_nn::ops::silu(&gate_up.narrow(2, 0, d.inner)?)?;
@@ -242,9 +196,11 @@ impl Qwen3 {
         let heads = c.num_attention_heads;
         let dims = Dims {
             hidden: c.hidden_size,
-            heads,
-            kv_heads: c.num_key_value_heads.unwrap_or(heads),
-            head_dim: c.head_dim.unwrap_or(c.hidden_size / heads),
+            heads: Heads {
+                heads,
+                kv_heads: c.num_key_value_heads.unwrap_or(heads),
+                dim: c.head_dim.unwrap_or(c.hidden_size / heads),
+            },
             inner: c.intermediate_size,
         };
         let words = Embedding::new(
@@ -262,7 +218,7 @@ impl Qwen3 {
             })
             .collect::<Result<Vec<_>>>()?;
         let norm = RmsNorm::load(vb.pp("norm"), c.hidden_size, c.rms_norm_eps)?;
-        let rope = Rope::new(theta, dims.head_dim);
+        let rope = Rope::new(theta, dims.heads.dim);
         Ok(Qwen3 {
             words,
             layers,

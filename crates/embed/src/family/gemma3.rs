@@ -1,0 +1,432 @@
+//! Gemma 3 text (`model_type` `gemma3_text`: EmbeddingGemma-300m, with
+//! `use_bidirectional_attention`). Like [`super::qwen3`] a decoder body
+//! (grouped-query attention with per-head q/k RMSNorm, rotary positions, a
+//! gated feed-forward, a final norm), with Gemma's own choices: embeddings
+//! scaled by √hidden, RMSNorm scaling by (1 + weight), a norm after
+//! attention and around the feed-forward as well as before, a tanh-GELU
+//! gate, the scale 1/√query_pre_attn_scalar, and layers of two kinds:
+//! global (every `sliding_window_pattern`-th, rotary base 1,000,000) and
+//! sliding (rotary base 10,000), seeing only tokens within the window.
+//! EmbeddingGemma attends both ways: a sliding layer sees tokens within
+//! `sliding_window / 2` on either side, a global one all of them.
+//! Causal Gemma 3 is refused: refscore scores with encoders.
+//!
+//! Every tap is `norm(h_N)`, as bert_score computes layer N. Runs as
+//! Candle operations on padded batches, fp32.
+
+use candle_core::{Module, Tensor};
+use candle_nn::{Embedding, Linear, VarBuilder};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::padded::{self, linear, RmsNorm, Rope};
+use super::EncoderModel;
+use crate::precision::Precision;
+
+type Result<T> = candle_core::Result<T>;
+
+/// The `config.json` keys of a `Gemma3TextConfig` that change the
+/// arithmetic.
+#[derive(Deserialize)]
+struct Gemma3Config {
+    vocab_size: usize,
+    hidden_size: usize,
+    intermediate_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    num_key_value_heads: Option<usize>,
+    head_dim: Option<usize>,
+    #[serde(default = "tanh_gelu")]
+    hidden_activation: String,
+    #[serde(default = "positions")]
+    max_position_embeddings: usize,
+    #[serde(default = "eps")]
+    rms_norm_eps: f64,
+    query_pre_attn_scalar: Option<f64>,
+    #[serde(default = "window")]
+    sliding_window: usize,
+    sliding_window_pattern: Option<usize>,
+    layer_types: Option<Vec<String>>,
+    rope_parameters: Option<Value>,
+    rope_theta: Option<f64>,
+    rope_local_base_freq: Option<f64>,
+    rope_scaling: Option<Value>,
+    #[serde(default)]
+    attention_bias: bool,
+    attn_logit_softcapping: Option<f64>,
+    #[serde(default)]
+    use_bidirectional_attention: bool,
+}
+
+fn tanh_gelu() -> String {
+    "gelu_pytorch_tanh".into()
+}
+fn positions() -> usize {
+    131_072
+}
+fn eps() -> f64 {
+    1e-6
+}
+fn window() -> usize {
+    4096
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Global,
+    Sliding,
+}
+
+impl Gemma3Config {
+    fn refuse(what: &str) -> String {
+        format!("config.json: {what} is not supported")
+    }
+
+    fn check(&self) -> std::result::Result<(), String> {
+        if !self.use_bidirectional_attention {
+            return Err(Self::refuse(
+                "use_bidirectional_attention false (a causal Gemma 3; EmbeddingGemma sets it true)",
+            ));
+        }
+        if self.attn_logit_softcapping.is_some() {
+            return Err(Self::refuse("attn_logit_softcapping"));
+        }
+        if self.rope_scaling.as_ref().is_some_and(|v| !v.is_null()) {
+            return Err(Self::refuse("rope_scaling"));
+        }
+        if !matches!(
+            self.hidden_activation.as_str(),
+            "gelu_pytorch_tanh" | "gelu"
+        ) {
+            return Err(Self::refuse(&format!(
+                "hidden_activation '{}'",
+                self.hidden_activation
+            )));
+        }
+        let heads = self.num_attention_heads;
+        let kv = self.num_key_value_heads.unwrap_or(heads);
+        if heads == 0 || kv == 0 || !heads.is_multiple_of(kv) {
+            return Err(Self::refuse(
+                "num_attention_heads not a multiple of num_key_value_heads",
+            ));
+        }
+        Ok(())
+    }
+
+    fn kinds(&self) -> std::result::Result<Vec<Kind>, String> {
+        match &self.layer_types {
+            Some(types) if types.len() == self.num_hidden_layers => types
+                .iter()
+                .map(|t| match t.as_str() {
+                    "full_attention" => Ok(Kind::Global),
+                    "sliding_attention" => Ok(Kind::Sliding),
+                    other => Err(Self::refuse(&format!("layer_types '{other}'"))),
+                })
+                .collect(),
+            Some(_) => Err("config.json: layer_types must name every layer".into()),
+            None => {
+                let every = self.sliding_window_pattern.unwrap_or(6).max(1);
+                Ok((0..self.num_hidden_layers)
+                    .map(|i| {
+                        if (i + 1) % every == 0 {
+                            Kind::Global
+                        } else {
+                            Kind::Sliding
+                        }
+                    })
+                    .collect())
+            }
+        }
+    }
+
+    /// The rotary bases of global and sliding layers.
+    fn thetas(&self) -> std::result::Result<(f64, f64), String> {
+        let of = |kind: &str, original: Option<f64>, default: f64| {
+            let p = self.rope_parameters.as_ref().and_then(|p| p.get(kind));
+            if let Some(t) = p
+                .and_then(|p| p.get("rope_type"))
+                .and_then(Value::as_str)
+                .filter(|t| *t != "default")
+            {
+                return Err(Self::refuse(&format!(
+                    "rope_parameters.{kind}.rope_type '{t}'"
+                )));
+            }
+            Ok(p.and_then(|p| p.get("rope_theta"))
+                .and_then(Value::as_f64)
+                .or(original)
+                .unwrap_or(default))
+        };
+        Ok((
+            of("full_attention", self.rope_theta, 1_000_000.0)?,
+            of("sliding_attention", self.rope_local_base_freq, 10_000.0)?,
+        ))
+    }
+}
+
+struct Layer {
+    input_norm: RmsNorm,
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+    q_norm: RmsNorm,
+    k_norm: RmsNorm,
+    post_attn_norm: RmsNorm,
+    pre_ff_norm: RmsNorm,
+    post_ff_norm: RmsNorm,
+    /// Gate then up, stacked.
+    gate_up: Linear,
+    down: Linear,
+    kind: Kind,
+}
+
+struct Gemma3 {
+    words: Embedding,
+    embed_scale: f64,
+    layers: Vec<Layer>,
+    norm: RmsNorm,
+    global: Rope,
+    sliding: Rope,
+    shape: padded::Heads,
+    inner: usize,
+    hidden: usize,
+    scale: f64,
+    exact_gelu: bool,
+    /// Tokens a sliding layer sees on each side.
+    reach: usize,
+    max_tokens: usize,
+}
+
+/// Gemma's RMSNorm scales by (1 + weight).
+fn gemma_norm(vb: VarBuilder, size: usize, eps: f64) -> Result<RmsNorm> {
+    let weight = (vb.get(size, "weight")? + 1.0)?;
+    Ok(RmsNorm::new(weight, eps))
+}
+
+impl Gemma3 {
+    fn load(vb: VarBuilder, c: &Gemma3Config) -> std::result::Result<Gemma3, String> {
+        c.check()?;
+        let kinds = c.kinds()?;
+        let (global, sliding) = c.thetas()?;
+        let heads = c.num_attention_heads;
+        let shape = padded::Heads {
+            heads,
+            kv_heads: c.num_key_value_heads.unwrap_or(heads),
+            dim: c.head_dim.unwrap_or(c.hidden_size / heads),
+        };
+        let build = || -> Result<Gemma3> {
+            let vb = if vb.contains_tensor("embed_tokens.weight") {
+                vb.clone()
+            } else {
+                vb.pp("model")
+            };
+            let (h, eps) = (c.hidden_size, c.rms_norm_eps);
+            let (q_width, kv_width) = (shape.heads * shape.dim, shape.kv_heads * shape.dim);
+            let layers = kinds
+                .iter()
+                .enumerate()
+                .map(|(i, &kind)| {
+                    let l = vb.pp(format!("layers.{i}"));
+                    let att = l.pp("self_attn");
+                    let mlp = l.pp("mlp");
+                    let gate = linear(mlp.pp("gate_proj"), h, c.intermediate_size, false)?;
+                    let up = linear(mlp.pp("up_proj"), h, c.intermediate_size, false)?;
+                    Ok(Layer {
+                        input_norm: gemma_norm(l.pp("input_layernorm"), h, eps)?,
+                        q: linear(att.pp("q_proj"), h, q_width, c.attention_bias)?,
+                        k: linear(att.pp("k_proj"), h, kv_width, c.attention_bias)?,
+                        v: linear(att.pp("v_proj"), h, kv_width, c.attention_bias)?,
+                        o: linear(att.pp("o_proj"), q_width, h, c.attention_bias)?,
+                        q_norm: gemma_norm(att.pp("q_norm"), shape.dim, eps)?,
+                        k_norm: gemma_norm(att.pp("k_norm"), shape.dim, eps)?,
+                        post_attn_norm: gemma_norm(l.pp("post_attention_layernorm"), h, eps)?,
+                        pre_ff_norm: gemma_norm(l.pp("pre_feedforward_layernorm"), h, eps)?,
+                        post_ff_norm: gemma_norm(l.pp("post_feedforward_layernorm"), h, eps)?,
+                        gate_up: Linear::new(Tensor::cat(&[gate.weight(), up.weight()], 0)?, None),
+                        down: linear(mlp.pp("down_proj"), c.intermediate_size, h, false)?,
+                        kind,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(Gemma3 {
+                words: Embedding::new(vb.get((c.vocab_size, h), "embed_tokens.weight")?, h),
+                // transformers keeps √hidden as an f32 tensor.
+                embed_scale: f64::from((h as f32).sqrt()),
+                layers,
+                norm: gemma_norm(vb.pp("norm"), h, eps)?,
+                global: Rope::new(global, shape.dim),
+                sliding: Rope::new(sliding, shape.dim),
+                shape,
+                inner: c.intermediate_size,
+                hidden: h,
+                scale: 1.0 / c.query_pre_attn_scalar.unwrap_or(shape.dim as f64).sqrt(),
+                exact_gelu: c.hidden_activation == "gelu",
+                // transformers' exclusive bound (sliding_window / 2 + 1).
+                reach: c.sliding_window / 2,
+                max_tokens: c.max_position_embeddings,
+            })
+        };
+        build().map_err(|e| e.to_string())
+    }
+}
+
+impl Layer {
+    fn forward(
+        &self,
+        x: &Tensor,
+        m: &Gemma3,
+        rope: &(Tensor, Tensor),
+        mask: &Tensor,
+    ) -> Result<Tensor> {
+        let h = self.input_norm.forward(x)?;
+        let q = m.shape.split(
+            &self.q.forward(&h)?,
+            m.shape.heads,
+            Some(&self.q_norm),
+            rope,
+        )?;
+        let k = m.shape.split(
+            &self.k.forward(&h)?,
+            m.shape.kv_heads,
+            Some(&self.k_norm),
+            rope,
+        )?;
+        let v = m
+            .shape
+            .split_plain(&self.v.forward(&h)?, m.shape.kv_heads)?;
+        let ctx = m.shape.attend(&q, &k, &v, mask, m.scale)?;
+        let x = (x + self.post_attn_norm.forward(&self.o.forward(&ctx)?)?)?;
+        let gate_up = self.gate_up.forward(&self.pre_ff_norm.forward(&x)?)?;
+        let gate = gate_up.narrow(2, 0, m.inner)?;
+        let gate = if m.exact_gelu {
+            gate.gelu_erf()?
+        } else {
+            gate.gelu()?
+        };
+        let up = gate_up.narrow(2, m.inner, m.inner)?;
+        x + self
+            .post_ff_norm
+            .forward(&self.down.forward(&(gate * up)?)?)?
+    }
+}
+
+impl EncoderModel for Gemma3 {
+    fn hidden(&self) -> usize {
+        self.hidden
+    }
+
+    fn layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    fn packs(&self) -> bool {
+        false
+    }
+
+    fn forward_packed(&self, _: &[u32], _: &[usize], _: &[usize]) -> Result<Vec<Tensor>> {
+        candle_core::bail!("Gemma 3 runs on padded batches only")
+    }
+
+    fn forward_padded(
+        &self,
+        ids: &Tensor,
+        lengths: &[usize],
+        taps: &[usize],
+    ) -> Result<Vec<Tensor>> {
+        let (b, t) = ids.dims2()?;
+        padded::check(t, self.max_tokens, taps, self.layers.len())?;
+        let device = ids.device();
+        let mut x = (self.words.forward(ids)? * self.embed_scale)?;
+        let (global_mask, sliding_mask) = padded::window_masks(lengths, t, self.reach, device)?;
+        let global = self.global.tables(t, device)?;
+        let sliding = self.sliding.tables(t, device)?;
+        let flat =
+            |x: &Tensor| -> Result<Tensor> { self.norm.forward(x)?.reshape((b * t, self.hidden)) };
+        let mut out = Vec::with_capacity(taps.len());
+        let last = taps.last().copied().unwrap_or(0);
+        for depth in 0..=last {
+            if depth > 0 {
+                let layer = &self.layers[depth - 1];
+                let (rope, mask) = match layer.kind {
+                    Kind::Global => (&global, &global_mask),
+                    Kind::Sliding => (&sliding, &sliding_mask),
+                };
+                x = layer.forward(&x, self, rope, mask)?;
+            }
+            if taps.contains(&depth) {
+                out.push(flat(&x)?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The `gemma3_text` family's loader.
+pub(super) fn load(
+    config: &str,
+    weights: VarBuilder,
+    precision: Precision,
+) -> std::result::Result<Box<dyn EncoderModel>, String> {
+    padded::fp32_only(precision, "Gemma 3")?;
+    let c: Gemma3Config = serde_json::from_str(config).map_err(|e| format!("config.json: {e}"))?;
+    Ok(Box::new(Gemma3::load(weights, &c)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: &str) -> Gemma3Config {
+        let text = format!(
+            r#"{{"vocab_size": 50, "hidden_size": 32, "intermediate_size": 64,
+                "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2
+                {extra}}}"#
+        );
+        serde_json::from_str(&text).unwrap()
+    }
+
+    /// Without `layer_types`, every sixth layer is global (the old
+    /// `sliding_window_pattern`).
+    #[test]
+    fn the_layer_pattern_defaults_as_transformers_does() {
+        let kinds = config("").kinds().unwrap();
+        assert_eq!(
+            kinds.iter().filter(|k| **k == Kind::Global).count(),
+            1,
+            "one global layer in six"
+        );
+        assert!(kinds[5] == Kind::Global);
+    }
+
+    /// Settings the body does not run are refused by the key's name.
+    #[test]
+    fn unsupported_fields_are_refused_by_name() {
+        let on = r#", "use_bidirectional_attention": true"#;
+        assert!(config("")
+            .check()
+            .unwrap_err()
+            .contains("use_bidirectional_attention"));
+        for (extra, key) in [
+            (
+                r#", "attn_logit_softcapping": 50.0"#,
+                "attn_logit_softcapping",
+            ),
+            (
+                r#", "rope_scaling": {"rope_type": "linear", "factor": 8.0}"#,
+                "rope_scaling",
+            ),
+            (
+                r#", "hidden_activation": "silu""#,
+                "hidden_activation 'silu'",
+            ),
+        ] {
+            let err = config(&format!("{on}{extra}")).check().unwrap_err();
+            assert!(err.contains(key), "{extra}: {err}");
+        }
+        let c = config(&format!(
+            r#"{on}, "rope_parameters": {{"full_attention": {{"rope_type": "yarn"}}}}"#
+        ));
+        assert!(c.thetas().unwrap_err().contains("rope_type 'yarn'"));
+    }
+}

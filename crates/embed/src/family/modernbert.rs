@@ -1,0 +1,411 @@
+//! ModernBERT (`model_type` `modernbert`: gte-modernbert-base,
+//! modernbert-embed-base, and ModernBERT-base/large themselves): a
+//! pre-norm encoder with no absolute positions. Each layer normalises
+//! before attention (except the first, whose input is the normalised
+//! embedding) and before its GeGLU feed-forward; attention is global every
+//! `global_attn_every_n_layers` layers (rotary base `global_rope_theta`)
+//! and local elsewhere, each token seeing those within `local_attention / 2`
+//! on either side (rotary base `local_rope_theta`); a final norm closes
+//! the stack. Both config layouts are read: the original keys
+//! (`global_rope_theta`…) and transformers' (`layer_types`,
+//! `rope_parameters` by layer type).
+//!
+//! As bert_score computes layer N of a model with a final norm (it drops
+//! the layers past N), every tap is `final_norm(h_N)`; the last is the
+//! model's output. Runs as Candle operations on padded batches, fp32.
+
+use candle_core::{Module, Tensor};
+use candle_nn::{Embedding, Linear, VarBuilder};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::padded::{self, linear, LayerNorm, Rope};
+use super::EncoderModel;
+use crate::precision::Precision;
+
+type Result<T> = candle_core::Result<T>;
+
+/// The `config.json` keys of a ModernBERT that change the arithmetic.
+#[derive(Deserialize)]
+struct ModernBertConfig {
+    vocab_size: usize,
+    hidden_size: usize,
+    intermediate_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    #[serde(default = "gelu")]
+    hidden_activation: String,
+    #[serde(default = "positions")]
+    max_position_embeddings: usize,
+    #[serde(default = "eps")]
+    norm_eps: f64,
+    #[serde(default)]
+    norm_bias: bool,
+    #[serde(default)]
+    attention_bias: bool,
+    #[serde(default)]
+    mlp_bias: bool,
+    #[serde(default = "window")]
+    local_attention: usize,
+    #[serde(default = "every")]
+    global_attn_every_n_layers: usize,
+    global_rope_theta: Option<f64>,
+    local_rope_theta: Option<f64>,
+    layer_types: Option<Vec<String>>,
+    rope_parameters: Option<Value>,
+    rope_scaling: Option<Value>,
+}
+
+fn gelu() -> String {
+    "gelu".into()
+}
+fn positions() -> usize {
+    8192
+}
+fn eps() -> f64 {
+    1e-5
+}
+fn window() -> usize {
+    128
+}
+fn every() -> usize {
+    3
+}
+
+/// GeGLU's activation on the input half.
+#[derive(Clone, Copy, Debug)]
+enum Act {
+    Gelu,
+    GeluTanh,
+}
+
+/// One layer's attention kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Global,
+    Local,
+}
+
+impl ModernBertConfig {
+    fn kinds(&self) -> std::result::Result<Vec<Kind>, String> {
+        match &self.layer_types {
+            Some(types) => {
+                if types.len() != self.num_hidden_layers {
+                    return Err("config.json: layer_types must name every layer".into());
+                }
+                types
+                    .iter()
+                    .map(|t| match t.as_str() {
+                        "full_attention" => Ok(Kind::Global),
+                        "sliding_attention" => Ok(Kind::Local),
+                        other => Err(format!(
+                            "config.json: layer_types '{other}' is not supported"
+                        )),
+                    })
+                    .collect()
+            }
+            None => {
+                let every = self.global_attn_every_n_layers.max(1);
+                Ok((0..self.num_hidden_layers)
+                    .map(|i| {
+                        if i % every == 0 {
+                            Kind::Global
+                        } else {
+                            Kind::Local
+                        }
+                    })
+                    .collect())
+            }
+        }
+    }
+
+    /// The rotary base of each kind: `rope_parameters` by layer type, or
+    /// the original keys, else ModernBERT's defaults (160,000 and 10,000).
+    fn thetas(&self) -> std::result::Result<(f64, f64), String> {
+        if self.rope_scaling.as_ref().is_some_and(|v| !v.is_null()) {
+            return Err("config.json: rope_scaling is not supported".into());
+        }
+        let of = |kind: &str, original: Option<f64>, default: f64| {
+            let p = self.rope_parameters.as_ref().and_then(|p| p.get(kind));
+            if let Some(t) = p
+                .and_then(|p| p.get("rope_type"))
+                .and_then(Value::as_str)
+                .filter(|t| *t != "default")
+            {
+                return Err(format!(
+                    "config.json: rope_parameters.{kind}.rope_type '{t}' is not supported"
+                ));
+            }
+            Ok(p.and_then(|p| p.get("rope_theta"))
+                .and_then(Value::as_f64)
+                .or(original)
+                .unwrap_or(default))
+        };
+        Ok((
+            of("full_attention", self.global_rope_theta, 160_000.0)?,
+            of("sliding_attention", self.local_rope_theta, 10_000.0)?,
+        ))
+    }
+
+    fn act(&self) -> std::result::Result<Act, String> {
+        match self.hidden_activation.as_str() {
+            "gelu" => Ok(Act::Gelu),
+            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Ok(Act::GeluTanh),
+            other => Err(format!(
+                "config.json: hidden_activation '{other}' is not supported"
+            )),
+        }
+    }
+}
+
+/// A layer norm with the bias ModernBERT may leave out.
+fn norm(vb: VarBuilder, size: usize, eps: f64, bias: bool) -> Result<LayerNorm> {
+    if bias {
+        LayerNorm::load(vb, size, eps)
+    } else {
+        let zeros = Tensor::zeros(size, candle_core::DType::F32, vb.device())?;
+        Ok(LayerNorm::new(vb.get(size, "weight")?, zeros, eps))
+    }
+}
+
+struct Layer {
+    /// None for the first layer, whose input is the normalised embedding.
+    attn_norm: Option<LayerNorm>,
+    qkv: Linear,
+    out: Linear,
+    mlp_norm: LayerNorm,
+    /// Input half then gate half.
+    wi: Linear,
+    wo: Linear,
+    kind: Kind,
+}
+
+struct ModernBert {
+    words: Embedding,
+    embed_norm: LayerNorm,
+    layers: Vec<Layer>,
+    final_norm: LayerNorm,
+    global: Rope,
+    local: Rope,
+    hidden: usize,
+    heads: usize,
+    inner: usize,
+    /// Tokens a local layer sees on each side.
+    reach: usize,
+    act: Act,
+    max_tokens: usize,
+}
+
+impl ModernBert {
+    fn load(vb: VarBuilder, c: &ModernBertConfig) -> std::result::Result<ModernBert, String> {
+        if c.num_attention_heads == 0 || !c.hidden_size.is_multiple_of(c.num_attention_heads) {
+            return Err(
+                "config.json: hidden_size must be a multiple of num_attention_heads".into(),
+            );
+        }
+        let kinds = c.kinds()?;
+        let (global, local) = c.thetas()?;
+        let act = c.act()?;
+        let build = || -> Result<ModernBert> {
+            let vb = if vb.contains_tensor("embeddings.tok_embeddings.weight") {
+                vb.clone()
+            } else {
+                vb.pp("model")
+            };
+            let h = c.hidden_size;
+            let eps = c.norm_eps;
+            let layers = kinds
+                .iter()
+                .enumerate()
+                .map(|(i, &kind)| {
+                    let l = vb.pp(format!("layers.{i}"));
+                    Ok(Layer {
+                        attn_norm: (i > 0)
+                            .then(|| norm(l.pp("attn_norm"), h, eps, c.norm_bias))
+                            .transpose()?,
+                        qkv: linear(l.pp("attn.Wqkv"), h, 3 * h, c.attention_bias)?,
+                        out: linear(l.pp("attn.Wo"), h, h, c.attention_bias)?,
+                        mlp_norm: norm(l.pp("mlp_norm"), h, eps, c.norm_bias)?,
+                        wi: linear(l.pp("mlp.Wi"), h, 2 * c.intermediate_size, c.mlp_bias)?,
+                        wo: linear(l.pp("mlp.Wo"), c.intermediate_size, h, c.mlp_bias)?,
+                        kind,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let dim = h / c.num_attention_heads;
+            Ok(ModernBert {
+                words: Embedding::new(
+                    vb.get((c.vocab_size, h), "embeddings.tok_embeddings.weight")?,
+                    h,
+                ),
+                embed_norm: norm(vb.pp("embeddings.norm"), h, eps, c.norm_bias)?,
+                layers,
+                final_norm: norm(vb.pp("final_norm"), h, eps, c.norm_bias)?,
+                global: Rope::new(global, dim),
+                local: Rope::new(local, dim),
+                hidden: h,
+                heads: c.num_attention_heads,
+                inner: c.intermediate_size,
+                reach: c.local_attention / 2,
+                act,
+                max_tokens: c.max_position_embeddings,
+            })
+        };
+        build().map_err(|e| e.to_string())
+    }
+}
+
+impl Layer {
+    fn forward(
+        &self,
+        x: &Tensor,
+        m: &ModernBert,
+        rope: &(Tensor, Tensor),
+        mask: &Tensor,
+    ) -> Result<Tensor> {
+        let (b, t, h) = x.dims3()?;
+        let normed = match &self.attn_norm {
+            Some(n) => n.forward(x)?,
+            None => x.clone(),
+        };
+        let dim = h / m.heads;
+        let qkv = self
+            .qkv
+            .forward(&normed)?
+            .reshape((b, t, 3, m.heads, dim))?
+            .permute((2, 0, 3, 1, 4))?;
+        let part = |i: usize| qkv.get(i)?.contiguous();
+        let (cos, sin) = rope;
+        let q = candle_nn::rotary_emb::rope(&part(0)?, cos, sin)?;
+        let k = candle_nn::rotary_emb::rope(&part(1)?, cos, sin)?;
+        let v = part(2)?;
+        let scale = 1.0 / (dim as f64).sqrt();
+        let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(mask)?;
+        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+        let ctx = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, t, h))?;
+        let x = (x + self.out.forward(&ctx)?)?;
+        let wi = self.wi.forward(&self.mlp_norm.forward(&x)?)?;
+        let input = wi.narrow(2, 0, m.inner)?;
+        let input = match m.act {
+            Act::Gelu => input.gelu_erf()?,
+            Act::GeluTanh => input.gelu()?,
+        };
+        let gate = wi.narrow(2, m.inner, m.inner)?;
+        x + self.wo.forward(&(input * gate)?)?
+    }
+}
+
+impl EncoderModel for ModernBert {
+    fn hidden(&self) -> usize {
+        self.hidden
+    }
+
+    fn layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    fn packs(&self) -> bool {
+        false
+    }
+
+    fn forward_packed(&self, _: &[u32], _: &[usize], _: &[usize]) -> Result<Vec<Tensor>> {
+        candle_core::bail!("ModernBERT runs on padded batches only")
+    }
+
+    fn forward_padded(
+        &self,
+        ids: &Tensor,
+        lengths: &[usize],
+        taps: &[usize],
+    ) -> Result<Vec<Tensor>> {
+        let (b, t) = ids.dims2()?;
+        padded::check(t, self.max_tokens, taps, self.layers.len())?;
+        let device = ids.device();
+        let mut x = self.embed_norm.forward(&self.words.forward(ids)?)?;
+        let (global_mask, local_mask) = padded::window_masks(lengths, t, self.reach, device)?;
+        let global = self.global.tables(t, device)?;
+        let local = self.local.tables(t, device)?;
+        let flat = |x: &Tensor| -> Result<Tensor> {
+            self.final_norm.forward(x)?.reshape((b * t, self.hidden))
+        };
+        let mut out = Vec::with_capacity(taps.len());
+        let last = taps.last().copied().unwrap_or(0);
+        for depth in 0..=last {
+            if depth > 0 {
+                let layer = &self.layers[depth - 1];
+                let (rope, mask) = match layer.kind {
+                    Kind::Global => (&global, &global_mask),
+                    Kind::Local => (&local, &local_mask),
+                };
+                x = layer.forward(&x, self, rope, mask)?;
+            }
+            if taps.contains(&depth) {
+                out.push(flat(&x)?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The `modernbert` family's loader.
+pub(super) fn load(
+    config: &str,
+    weights: VarBuilder,
+    precision: Precision,
+) -> std::result::Result<Box<dyn EncoderModel>, String> {
+    padded::fp32_only(precision, "ModernBERT")?;
+    let c: ModernBertConfig =
+        serde_json::from_str(config).map_err(|e| format!("config.json: {e}"))?;
+    Ok(Box::new(ModernBert::load(weights, &c)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: &str) -> ModernBertConfig {
+        let text = format!(
+            r#"{{"vocab_size": 50, "hidden_size": 32, "intermediate_size": 64,
+                "num_hidden_layers": 4, "num_attention_heads": 4 {extra}}}"#
+        );
+        serde_json::from_str(&text).unwrap()
+    }
+
+    /// The original keys and transformers' give the same layer kinds and
+    /// bases.
+    #[test]
+    fn both_config_layouts_are_read() {
+        let original = config(
+            r#", "global_attn_every_n_layers": 2, "global_rope_theta": 1000.0,
+                "local_rope_theta": 100.0"#,
+        );
+        let ported = config(
+            r#", "layer_types": ["full_attention", "sliding_attention", "full_attention",
+                "sliding_attention"], "rope_parameters": {
+                "full_attention": {"rope_type": "default", "rope_theta": 1000.0},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 100.0}}"#,
+        );
+        for c in [&original, &ported] {
+            let kinds = c.kinds().unwrap();
+            assert!(kinds == [Kind::Global, Kind::Local, Kind::Global, Kind::Local]);
+            assert_eq!(c.thetas().unwrap(), (1000.0, 100.0));
+        }
+    }
+
+    /// Settings the body does not run are refused by the key's name.
+    #[test]
+    fn unsupported_fields_are_refused_by_name() {
+        let c = config(r#", "hidden_activation": "silu""#);
+        assert!(c.act().unwrap_err().contains("hidden_activation 'silu'"));
+        let c = config(r#", "rope_scaling": {"rope_type": "yarn"}"#);
+        assert!(c.thetas().unwrap_err().contains("rope_scaling"));
+        let c = config(
+            r#", "layer_types": ["full_attention", "chunked_attention", "full_attention",
+                "full_attention"]"#,
+        );
+        assert!(c
+            .kinds()
+            .unwrap_err()
+            .contains("layer_types 'chunked_attention'"));
+    }
+}

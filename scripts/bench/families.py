@@ -154,7 +154,7 @@ def refscore_speed(binary: str, folder: str, items: list[str], threads: int, wor
                              "reference": items[:half], "output": items[half:2 * half]}), data)
     result = os.path.join(work, "scores.parquet")
     subprocess.run([binary, "score", data, "-o", result, "--metrics", "embedding", "--model",
-                    folder, "--threads", str(threads), "--quiet", "--max-seq-length", "512"],
+                    folder, "--threads", str(threads), "--quiet", "--max-seq-length", "512", "--overwrite"],
                    check=True)
     with open(result + ".summary.json") as f:
         e = json.load(f)["embedding"]

@@ -19,7 +19,7 @@ use candle_core::{Device, Module, Tensor, D};
 use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 
-use super::padded::{self, linear, LayerNorm as Norm};
+use super::padded::{self, linear, LayerNorm as Norm, Padded, PaddedEncoder};
 use super::transformer::weights_root;
 use super::EncoderModel;
 use crate::precision::Precision;
@@ -555,7 +555,23 @@ impl Deberta {
     }
 }
 
-impl EncoderModel for Deberta {
+/// What a batch's layers share.
+struct Batch {
+    /// Additive key mask, `[b, 1, 1, t]`.
+    mask: Tensor,
+    /// 1 for a text's tokens, `[b, t, 1]` (the convolution's mask).
+    keep: Tensor,
+    /// Each pair's row of the relative table, and its transpose.
+    index: Option<(Tensor, Tensor)>,
+    /// The embedding, which the convolution reads after the first layer.
+    embedded: Tensor,
+}
+
+impl PaddedEncoder for Deberta {
+    type Batch = Batch;
+
+    const NAME: &'static str = "DeBERTa";
+
     fn hidden(&self) -> usize {
         self.hidden
     }
@@ -564,22 +580,12 @@ impl EncoderModel for Deberta {
         self.layers.len()
     }
 
-    fn packs(&self) -> bool {
-        false
+    fn max_tokens(&self) -> usize {
+        self.max_tokens
     }
 
-    fn forward_packed(&self, _: &[u32], _: &[usize], _: &[usize]) -> Result<Vec<Tensor>> {
-        candle_core::bail!("DeBERTa runs on padded batches only")
-    }
-
-    fn forward_padded(
-        &self,
-        ids: &Tensor,
-        lengths: &[usize],
-        taps: &[usize],
-    ) -> Result<Vec<Tensor>> {
+    fn embed(&self, ids: &Tensor, lengths: &[usize]) -> Result<(Tensor, Batch)> {
         let (b, t) = ids.dims2()?;
-        padded::check(t, self.max_tokens, taps, self.layers.len())?;
         let device = ids.device();
         let mut x = self.words.forward(ids)?;
         if let Some(positions) = &self.positions {
@@ -598,27 +604,21 @@ impl EncoderModel for Deberta {
         let keep = Tensor::from_vec(keep, (b, t, 1), device)?.to_dtype(x.dtype())?;
         let mask = ((keep.reshape((b, 1, 1, t))? - 1.0)? * f64::from(f32::MAX))?;
         let x = self.norm.forward(&x)?.broadcast_mul(&keep)?;
-        let index = self.relative_index(b, t, device)?;
-        let last = taps.last().copied().unwrap_or(0);
-        let flat = |x: &Tensor| x.reshape((b * t, self.hidden));
-        let mut out = Vec::with_capacity(taps.len());
-        if taps.contains(&0) {
-            out.push(flat(&x)?);
+        let batch = Batch {
+            mask,
+            keep,
+            index: self.relative_index(b, t, device)?,
+            embedded: x.clone(),
+        };
+        Ok((x, batch))
+    }
+
+    fn layer(&self, index: usize, x: &Tensor, batch: &Batch) -> Result<Tensor> {
+        let x = self.layers[index].forward(x, &batch.mask, batch.index.as_ref())?;
+        match (&self.conv, index) {
+            (Some(conv), 0) => conv.forward(&batch.embedded, &x, &batch.keep),
+            _ => Ok(x),
         }
-        let embedded = x.clone();
-        let mut x = x;
-        for depth in 1..=last {
-            x = self.layers[depth - 1].forward(&x, &mask, index.as_ref())?;
-            if depth == 1 {
-                if let Some(conv) = &self.conv {
-                    x = conv.forward(&embedded, &x, &keep)?;
-                }
-            }
-            if taps.contains(&depth) {
-                out.push(flat(&x)?);
-            }
-        }
-        Ok(out)
     }
 }
 
@@ -629,7 +629,7 @@ fn load(
     version: Version,
 ) -> std::result::Result<Box<dyn EncoderModel>, String> {
     padded::fp32_only(precision, "DeBERTa")?;
-    Ok(Box::new(Deberta::load(weights, config, version)?))
+    Ok(Box::new(Padded(Deberta::load(weights, config, version)?)))
 }
 
 /// The `deberta` family's loader.

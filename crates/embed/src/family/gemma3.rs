@@ -19,7 +19,7 @@ use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::padded::{self, linear, RmsNorm, Rope};
+use super::padded::{self, linear, Padded, PaddedEncoder, RmsNorm, Rope, Span, SpanBatch};
 use super::EncoderModel;
 use crate::precision::Precision;
 
@@ -71,12 +71,6 @@ fn window() -> usize {
     4096
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Global,
-    Sliding,
-}
-
 impl Gemma3Config {
     fn refuse(what: &str) -> String {
         format!("config.json: {what} is not supported")
@@ -113,13 +107,13 @@ impl Gemma3Config {
         Ok(())
     }
 
-    fn kinds(&self) -> std::result::Result<Vec<Kind>, String> {
+    fn kinds(&self) -> std::result::Result<Vec<Span>, String> {
         match &self.layer_types {
             Some(types) if types.len() == self.num_hidden_layers => types
                 .iter()
                 .map(|t| match t.as_str() {
-                    "full_attention" => Ok(Kind::Global),
-                    "sliding_attention" => Ok(Kind::Sliding),
+                    "full_attention" => Ok(Span::Global),
+                    "sliding_attention" => Ok(Span::Window),
                     other => Err(Self::refuse(&format!("layer_types '{other}'"))),
                 })
                 .collect(),
@@ -129,9 +123,9 @@ impl Gemma3Config {
                 Ok((0..self.num_hidden_layers)
                     .map(|i| {
                         if (i + 1) % every == 0 {
-                            Kind::Global
+                            Span::Global
                         } else {
-                            Kind::Sliding
+                            Span::Window
                         }
                     })
                     .collect())
@@ -178,7 +172,7 @@ struct Layer {
     /// Gate then up, stacked.
     gate_up: Linear,
     down: Linear,
-    kind: Kind,
+    span: Span,
 }
 
 struct Gemma3 {
@@ -226,7 +220,7 @@ impl Gemma3 {
             let layers = kinds
                 .iter()
                 .enumerate()
-                .map(|(i, &kind)| {
+                .map(|(i, &span)| {
                     let l = vb.pp(format!("layers.{i}"));
                     let att = l.pp("self_attn");
                     let mlp = l.pp("mlp");
@@ -245,7 +239,7 @@ impl Gemma3 {
                         post_ff_norm: gemma_norm(l.pp("post_feedforward_layernorm"), h, eps)?,
                         gate_up: Linear::new(Tensor::cat(&[gate.weight(), up.weight()], 0)?, None),
                         down: linear(mlp.pp("down_proj"), c.intermediate_size, h, false)?,
-                        kind,
+                        span,
                     })
                 })
                 .collect::<Result<Vec<_>>>()?;
@@ -311,7 +305,11 @@ impl Layer {
     }
 }
 
-impl EncoderModel for Gemma3 {
+impl PaddedEncoder for Gemma3 {
+    type Batch = SpanBatch;
+
+    const NAME: &'static str = "Gemma 3";
+
     fn hidden(&self) -> usize {
         self.hidden
     }
@@ -320,45 +318,26 @@ impl EncoderModel for Gemma3 {
         self.layers.len()
     }
 
-    fn packs(&self) -> bool {
-        false
+    fn max_tokens(&self) -> usize {
+        self.max_tokens
     }
 
-    fn forward_packed(&self, _: &[u32], _: &[usize], _: &[usize]) -> Result<Vec<Tensor>> {
-        candle_core::bail!("Gemma 3 runs on padded batches only")
-    }
-
-    fn forward_padded(
-        &self,
-        ids: &Tensor,
-        lengths: &[usize],
-        taps: &[usize],
-    ) -> Result<Vec<Tensor>> {
-        let (b, t) = ids.dims2()?;
-        padded::check(t, self.max_tokens, taps, self.layers.len())?;
+    fn embed(&self, ids: &Tensor, lengths: &[usize]) -> Result<(Tensor, SpanBatch)> {
+        let (_, t) = ids.dims2()?;
         let device = ids.device();
-        let mut x = (self.words.forward(ids)? * self.embed_scale)?;
-        let (global_mask, sliding_mask) = padded::window_masks(lengths, t, self.reach, device)?;
-        let global = self.global.tables(t, device)?;
-        let sliding = self.sliding.tables(t, device)?;
-        let flat =
-            |x: &Tensor| -> Result<Tensor> { self.norm.forward(x)?.reshape((b * t, self.hidden)) };
-        let mut out = Vec::with_capacity(taps.len());
-        let last = taps.last().copied().unwrap_or(0);
-        for depth in 0..=last {
-            if depth > 0 {
-                let layer = &self.layers[depth - 1];
-                let (rope, mask) = match layer.kind {
-                    Kind::Global => (&global, &global_mask),
-                    Kind::Sliding => (&sliding, &sliding_mask),
-                };
-                x = layer.forward(&x, self, rope, mask)?;
-            }
-            if taps.contains(&depth) {
-                out.push(flat(&x)?);
-            }
-        }
-        Ok(out)
+        let x = (self.words.forward(ids)? * self.embed_scale)?;
+        let batch = SpanBatch::new(&self.global, &self.sliding, lengths, t, self.reach, device)?;
+        Ok((x, batch))
+    }
+
+    fn layer(&self, index: usize, x: &Tensor, batch: &SpanBatch) -> Result<Tensor> {
+        let layer = &self.layers[index];
+        let (rope, mask) = batch.of(layer.span);
+        layer.forward(x, self, rope, mask)
+    }
+
+    fn tap(&self, x: &Tensor) -> Result<Tensor> {
+        self.norm.forward(x)
     }
 }
 
@@ -370,7 +349,7 @@ pub(super) fn load(
 ) -> std::result::Result<Box<dyn EncoderModel>, String> {
     padded::fp32_only(precision, "Gemma 3")?;
     let c: Gemma3Config = serde_json::from_str(config).map_err(|e| format!("config.json: {e}"))?;
-    Ok(Box::new(Gemma3::load(weights, &c)?))
+    Ok(Box::new(Padded(Gemma3::load(weights, &c)?)))
 }
 
 #[cfg(test)]
@@ -392,11 +371,11 @@ mod tests {
     fn the_layer_pattern_defaults_as_transformers_does() {
         let kinds = config("").kinds().unwrap();
         assert_eq!(
-            kinds.iter().filter(|k| **k == Kind::Global).count(),
+            kinds.iter().filter(|k| **k == Span::Global).count(),
             1,
             "one global layer in six"
         );
-        assert!(kinds[5] == Kind::Global);
+        assert!(kinds[5] == Span::Global);
     }
 
     /// Settings the body does not run are refused by the key's name.

@@ -19,7 +19,7 @@ use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::padded::{self, linear, LayerNorm, Rope};
+use super::padded::{self, linear, LayerNorm, Padded, PaddedEncoder, Rope, Span, SpanBatch};
 use super::EncoderModel;
 use crate::precision::Precision;
 
@@ -79,15 +79,8 @@ enum Act {
     GeluTanh,
 }
 
-/// One layer's attention kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Global,
-    Local,
-}
-
 impl ModernBertConfig {
-    fn kinds(&self) -> std::result::Result<Vec<Kind>, String> {
+    fn kinds(&self) -> std::result::Result<Vec<Span>, String> {
         match &self.layer_types {
             Some(types) => {
                 if types.len() != self.num_hidden_layers {
@@ -96,8 +89,8 @@ impl ModernBertConfig {
                 types
                     .iter()
                     .map(|t| match t.as_str() {
-                        "full_attention" => Ok(Kind::Global),
-                        "sliding_attention" => Ok(Kind::Local),
+                        "full_attention" => Ok(Span::Global),
+                        "sliding_attention" => Ok(Span::Window),
                         other => Err(format!(
                             "config.json: layer_types '{other}' is not supported"
                         )),
@@ -109,9 +102,9 @@ impl ModernBertConfig {
                 Ok((0..self.num_hidden_layers)
                     .map(|i| {
                         if i % every == 0 {
-                            Kind::Global
+                            Span::Global
                         } else {
-                            Kind::Local
+                            Span::Window
                         }
                     })
                     .collect())
@@ -177,7 +170,7 @@ struct Layer {
     /// Input half then gate half.
     wi: Linear,
     wo: Linear,
-    kind: Kind,
+    span: Span,
 }
 
 struct ModernBert {
@@ -217,7 +210,7 @@ impl ModernBert {
             let layers = kinds
                 .iter()
                 .enumerate()
-                .map(|(i, &kind)| {
+                .map(|(i, &span)| {
                     let l = vb.pp(format!("layers.{i}"));
                     Ok(Layer {
                         attn_norm: (i > 0)
@@ -228,7 +221,7 @@ impl ModernBert {
                         mlp_norm: norm(l.pp("mlp_norm"), h, eps, c.norm_bias)?,
                         wi: linear(l.pp("mlp.Wi"), h, 2 * c.intermediate_size, c.mlp_bias)?,
                         wo: linear(l.pp("mlp.Wo"), c.intermediate_size, h, c.mlp_bias)?,
-                        kind,
+                        span,
                     })
                 })
                 .collect::<Result<Vec<_>>>()?;
@@ -295,7 +288,11 @@ impl Layer {
     }
 }
 
-impl EncoderModel for ModernBert {
+impl PaddedEncoder for ModernBert {
+    type Batch = SpanBatch;
+
+    const NAME: &'static str = "ModernBERT";
+
     fn hidden(&self) -> usize {
         self.hidden
     }
@@ -304,46 +301,26 @@ impl EncoderModel for ModernBert {
         self.layers.len()
     }
 
-    fn packs(&self) -> bool {
-        false
+    fn max_tokens(&self) -> usize {
+        self.max_tokens
     }
 
-    fn forward_packed(&self, _: &[u32], _: &[usize], _: &[usize]) -> Result<Vec<Tensor>> {
-        candle_core::bail!("ModernBERT runs on padded batches only")
-    }
-
-    fn forward_padded(
-        &self,
-        ids: &Tensor,
-        lengths: &[usize],
-        taps: &[usize],
-    ) -> Result<Vec<Tensor>> {
-        let (b, t) = ids.dims2()?;
-        padded::check(t, self.max_tokens, taps, self.layers.len())?;
+    fn embed(&self, ids: &Tensor, lengths: &[usize]) -> Result<(Tensor, SpanBatch)> {
+        let (_, t) = ids.dims2()?;
         let device = ids.device();
-        let mut x = self.embed_norm.forward(&self.words.forward(ids)?)?;
-        let (global_mask, local_mask) = padded::window_masks(lengths, t, self.reach, device)?;
-        let global = self.global.tables(t, device)?;
-        let local = self.local.tables(t, device)?;
-        let flat = |x: &Tensor| -> Result<Tensor> {
-            self.final_norm.forward(x)?.reshape((b * t, self.hidden))
-        };
-        let mut out = Vec::with_capacity(taps.len());
-        let last = taps.last().copied().unwrap_or(0);
-        for depth in 0..=last {
-            if depth > 0 {
-                let layer = &self.layers[depth - 1];
-                let (rope, mask) = match layer.kind {
-                    Kind::Global => (&global, &global_mask),
-                    Kind::Local => (&local, &local_mask),
-                };
-                x = layer.forward(&x, self, rope, mask)?;
-            }
-            if taps.contains(&depth) {
-                out.push(flat(&x)?);
-            }
-        }
-        Ok(out)
+        let x = self.embed_norm.forward(&self.words.forward(ids)?)?;
+        let batch = SpanBatch::new(&self.global, &self.local, lengths, t, self.reach, device)?;
+        Ok((x, batch))
+    }
+
+    fn layer(&self, index: usize, x: &Tensor, batch: &SpanBatch) -> Result<Tensor> {
+        let layer = &self.layers[index];
+        let (rope, mask) = batch.of(layer.span);
+        layer.forward(x, self, rope, mask)
+    }
+
+    fn tap(&self, x: &Tensor) -> Result<Tensor> {
+        self.final_norm.forward(x)
     }
 }
 
@@ -356,7 +333,7 @@ pub(super) fn load(
     padded::fp32_only(precision, "ModernBERT")?;
     let c: ModernBertConfig =
         serde_json::from_str(config).map_err(|e| format!("config.json: {e}"))?;
-    Ok(Box::new(ModernBert::load(weights, &c)?))
+    Ok(Box::new(Padded(ModernBert::load(weights, &c)?)))
 }
 
 #[cfg(test)]
@@ -387,7 +364,7 @@ mod tests {
         );
         for c in [&original, &ported] {
             let kinds = c.kinds().unwrap();
-            assert!(kinds == [Kind::Global, Kind::Local, Kind::Global, Kind::Local]);
+            assert!(kinds == [Span::Global, Span::Window, Span::Global, Span::Window]);
             assert_eq!(c.thetas().unwrap(), (1000.0, 100.0));
         }
     }

@@ -6,6 +6,7 @@
 use candle_core::{Device, Tensor};
 use candle_nn::{Linear, VarBuilder};
 
+use super::EncoderModel;
 use crate::precision::Precision;
 
 type Result<T> = candle_core::Result<T>;
@@ -213,33 +214,143 @@ impl Heads {
     }
 }
 
-/// The additive masks of a padded batch, `[b, 1, t, t]`, for families
-/// with windowed layers (ModernBERT, Gemma 3): all of a text's keys, and
-/// only those within `reach` tokens on either side.
-pub(super) fn window_masks(
-    lengths: &[usize],
-    t: usize,
-    reach: usize,
-    device: &Device,
-) -> Result<(Tensor, Tensor)> {
-    let b = lengths.len();
-    let mut all = vec![0f32; b * t * t];
-    let mut near = vec![0f32; b * t * t];
-    for (row, &len) in lengths.iter().enumerate() {
-        for i in 0..t {
-            for j in 0..t {
-                let k = (row * t + i) * t + j;
-                if j >= len {
-                    all[k] = f32::MIN;
-                    near[k] = f32::MIN;
-                } else if i.abs_diff(j) > reach {
-                    near[k] = f32::MIN;
+/// Which of a text's tokens a layer attends to: all of them, or those
+/// within a window (ModernBERT's local layers, Gemma 3's sliding ones).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Span {
+    Global,
+    Window,
+}
+
+/// A batch's rotary tables and additive masks (`[b, 1, t, t]`) for each
+/// [`Span`], in families whose two kinds of layer differ in both.
+pub(super) struct SpanBatch {
+    global: ((Tensor, Tensor), Tensor),
+    window: ((Tensor, Tensor), Tensor),
+}
+
+impl SpanBatch {
+    /// Global layers rotate by `global` and see every token of a text;
+    /// window layers rotate by `window` and see those within `reach` on
+    /// either side.
+    pub(super) fn new(
+        global: &Rope,
+        window: &Rope,
+        lengths: &[usize],
+        t: usize,
+        reach: usize,
+        device: &Device,
+    ) -> Result<SpanBatch> {
+        let b = lengths.len();
+        let mut all = vec![0f32; b * t * t];
+        let mut near = vec![0f32; b * t * t];
+        for (row, &len) in lengths.iter().enumerate() {
+            for i in 0..t {
+                for j in 0..t {
+                    let k = (row * t + i) * t + j;
+                    if j >= len {
+                        all[k] = f32::MIN;
+                        near[k] = f32::MIN;
+                    } else if i.abs_diff(j) > reach {
+                        near[k] = f32::MIN;
+                    }
                 }
             }
         }
+        Ok(SpanBatch {
+            global: (
+                global.tables(t, device)?,
+                Tensor::from_vec(all, (b, 1, t, t), device)?,
+            ),
+            window: (
+                window.tables(t, device)?,
+                Tensor::from_vec(near, (b, 1, t, t), device)?,
+            ),
+        })
     }
-    Ok((
-        Tensor::from_vec(all, (b, 1, t, t), device)?,
-        Tensor::from_vec(near, (b, 1, t, t), device)?,
-    ))
+
+    /// The rotary tables and mask of a layer of `span`.
+    pub(super) fn of(&self, span: Span) -> (&(Tensor, Tensor), &Tensor) {
+        let (rope, mask) = match span {
+            Span::Global => &self.global,
+            Span::Window => &self.window,
+        };
+        (rope, mask)
+    }
+}
+
+/// A family that runs as Candle operations on padded batches, told as its
+/// parts: the embedding, one layer, what a tap holds. [`Padded`] turns it
+/// into an [`EncoderModel`], so the argument checks and the walk through
+/// the layers are written once.
+pub(super) trait PaddedEncoder: Send + Sync {
+    /// What a batch's layers share (masks, rotary tables).
+    type Batch;
+
+    /// The family's name, for messages.
+    const NAME: &'static str;
+
+    fn hidden(&self) -> usize;
+
+    fn layers(&self) -> usize;
+
+    /// Tokens a sequence may have.
+    fn max_tokens(&self) -> usize;
+
+    /// `ids` `[b, t]` (each row padded after its `lengths` entry) embedded,
+    /// `[b, t, hidden]`, and what the layers share.
+    fn embed(&self, ids: &Tensor, lengths: &[usize]) -> Result<(Tensor, Self::Batch)>;
+
+    /// Layer `index` (from 0) on `x`.
+    fn layer(&self, index: usize, x: &Tensor, batch: &Self::Batch) -> Result<Tensor>;
+
+    /// A tap's states from the stream `x` (a final norm, where the family
+    /// has one: bert_score's layer N of such a model).
+    fn tap(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.clone())
+    }
+}
+
+/// A [`PaddedEncoder`] as an [`EncoderModel`].
+pub(super) struct Padded<T>(pub T);
+
+impl<T: PaddedEncoder> EncoderModel for Padded<T> {
+    fn hidden(&self) -> usize {
+        self.0.hidden()
+    }
+
+    fn layers(&self) -> usize {
+        self.0.layers()
+    }
+
+    fn packs(&self) -> bool {
+        false
+    }
+
+    fn forward_packed(&self, _: &[u32], _: &[usize], _: &[usize]) -> Result<Vec<Tensor>> {
+        candle_core::bail!("{} runs on padded batches only", T::NAME)
+    }
+
+    fn forward_padded(
+        &self,
+        ids: &Tensor,
+        lengths: &[usize],
+        taps: &[usize],
+    ) -> Result<Vec<Tensor>> {
+        let model = &self.0;
+        let (b, t) = ids.dims2()?;
+        check(t, model.max_tokens(), taps, model.layers())?;
+        let (mut x, batch) = model.embed(ids, lengths)?;
+        let mut out = Vec::with_capacity(taps.len());
+        let last = taps.last().copied().unwrap_or(0);
+        for depth in 0..=last {
+            if depth > 0 {
+                x = model.layer(depth - 1, &x, &batch)?;
+            }
+            if taps.contains(&depth) {
+                out.push(model.tap(&x)?.reshape((b * t, model.hidden()))?);
+            }
+        }
+        Ok(out)
+    }
 }

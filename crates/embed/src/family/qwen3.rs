@@ -21,7 +21,7 @@ use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::padded::{self, linear, Heads, RmsNorm, Rope};
+use super::padded::{self, linear, Heads, Padded, PaddedEncoder, RmsNorm, Rope};
 use super::EncoderModel;
 use crate::precision::Precision;
 
@@ -230,7 +230,12 @@ impl Qwen3 {
     }
 }
 
-impl EncoderModel for Qwen3 {
+impl PaddedEncoder for Qwen3 {
+    /// The rotary tables and the causal mask.
+    type Batch = ((Tensor, Tensor), Tensor);
+
+    const NAME: &'static str = "Qwen3";
+
     fn hidden(&self) -> usize {
         self.dims.hidden
     }
@@ -239,25 +244,14 @@ impl EncoderModel for Qwen3 {
         self.layers.len()
     }
 
-    fn packs(&self) -> bool {
-        false
+    fn max_tokens(&self) -> usize {
+        self.max_tokens
     }
 
-    fn forward_packed(&self, _: &[u32], _: &[usize], _: &[usize]) -> Result<Vec<Tensor>> {
-        candle_core::bail!("Qwen3 runs on padded batches only")
-    }
-
-    fn forward_padded(
-        &self,
-        ids: &Tensor,
-        lengths: &[usize],
-        taps: &[usize],
-    ) -> Result<Vec<Tensor>> {
+    fn embed(&self, ids: &Tensor, lengths: &[usize]) -> Result<(Tensor, Self::Batch)> {
         let (b, t) = ids.dims2()?;
-        padded::check(t, self.max_tokens, taps, self.layers.len())?;
         let device = ids.device();
-        let mut x = self.words.forward(ids)?;
-        let rope = self.rope.tables(t, device)?;
+        let x = self.words.forward(ids)?;
         // Causal, and no key past a text's end.
         let mut mask = vec![0f32; b * t * t];
         for (row, &len) in lengths.iter().enumerate() {
@@ -270,20 +264,15 @@ impl EncoderModel for Qwen3 {
             }
         }
         let mask = Tensor::from_vec(mask, (b, 1, t, t), device)?.to_dtype(x.dtype())?;
-        let flat = |x: &Tensor| -> Result<Tensor> {
-            self.norm.forward(x)?.reshape((b * t, self.dims.hidden))
-        };
-        let mut out = Vec::with_capacity(taps.len());
-        let last = taps.last().copied().unwrap_or(0);
-        for depth in 0..=last {
-            if depth > 0 {
-                x = self.layers[depth - 1].forward(&x, &self.dims, &rope, &mask)?;
-            }
-            if taps.contains(&depth) {
-                out.push(flat(&x)?);
-            }
-        }
-        Ok(out)
+        Ok((x, (self.rope.tables(t, device)?, mask)))
+    }
+
+    fn layer(&self, index: usize, x: &Tensor, (rope, mask): &Self::Batch) -> Result<Tensor> {
+        self.layers[index].forward(x, &self.dims, rope, mask)
+    }
+
+    fn tap(&self, x: &Tensor) -> Result<Tensor> {
+        self.norm.forward(x)
     }
 }
 
@@ -296,9 +285,9 @@ pub(super) fn load(
     padded::fp32_only(precision, "Qwen3")?;
     let c: Qwen3Config = serde_json::from_str(config).map_err(|e| format!("config.json: {e}"))?;
     let theta = c.check()?;
-    Ok(Box::new(
+    Ok(Box::new(Padded(
         Qwen3::load(weights, &c, theta).map_err(|e| e.to_string())?,
-    ))
+    )))
 }
 
 #[cfg(test)]

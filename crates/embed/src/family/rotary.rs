@@ -17,7 +17,7 @@ use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::padded::{self, linear, LayerNorm as Norm, Rope};
+use super::padded::{self, linear, LayerNorm as Norm, Padded, PaddedEncoder, Rope};
 use super::EncoderModel;
 use crate::precision::Precision;
 
@@ -424,7 +424,12 @@ impl RotaryEncoder {
     }
 }
 
-impl EncoderModel for RotaryEncoder {
+impl PaddedEncoder for RotaryEncoder {
+    /// The rotary tables and the key mask.
+    type Batch = ((Tensor, Tensor), Tensor);
+
+    const NAME: &'static str = "This family";
+
     fn hidden(&self) -> usize {
         self.shape.hidden
     }
@@ -433,49 +438,31 @@ impl EncoderModel for RotaryEncoder {
         self.layers.len()
     }
 
-    fn packs(&self) -> bool {
-        false
+    fn max_tokens(&self) -> usize {
+        self.shape.positions
     }
 
-    fn forward_packed(&self, _: &[u32], _: &[usize], _: &[usize]) -> Result<Vec<Tensor>> {
-        candle_core::bail!("this family runs on padded batches only")
-    }
-
-    fn forward_padded(
-        &self,
-        ids: &Tensor,
-        lengths: &[usize],
-        taps: &[usize],
-    ) -> Result<Vec<Tensor>> {
-        let (b, t) = ids.dims2()?;
-        padded::check(t, self.shape.positions, taps, self.layers.len())?;
+    fn embed(&self, ids: &Tensor, lengths: &[usize]) -> Result<(Tensor, Self::Batch)> {
+        let (_, t) = ids.dims2()?;
         let device = ids.device();
         let mut x = self.words.forward(ids)?;
         if let Some(row) = &self.token_type {
             x = x.broadcast_add(row)?;
         }
-        let mut x = self.norm.forward(&x)?;
-        let rope = self.rope.tables(t, device)?;
+        let x = self.norm.forward(&x)?;
         let mask = padded::key_mask(lengths, t, device)?.to_dtype(x.dtype())?;
-        let flat = |x: &Tensor| x.reshape((b * t, self.shape.hidden));
-        let mut out = Vec::with_capacity(taps.len());
-        let last = taps.last().copied().unwrap_or(0);
-        for depth in 0..=last {
-            if depth > 0 {
-                x = self.layers[depth - 1].forward(&x, &self.shape, &rope, &mask)?;
-            }
-            if taps.contains(&depth) {
-                out.push(flat(&x)?);
-            }
-        }
-        Ok(out)
+        Ok((x, (self.rope.tables(t, device)?, mask)))
+    }
+
+    fn layer(&self, index: usize, x: &Tensor, (rope, mask): &Self::Batch) -> Result<Tensor> {
+        self.layers[index].forward(x, &self.shape, rope, mask)
     }
 }
 
 fn boxed(vb: VarBuilder, s: Shape, layouts: &[Names]) -> Loaded {
-    Ok(Box::new(
+    Ok(Box::new(Padded(
         RotaryEncoder::load(vb, s, layouts).map_err(|e| e.to_string())?,
-    ))
+    )))
 }
 
 /// GTE's weights as gte-*-v1.5 ship them (and transformers saves them).

@@ -19,7 +19,7 @@ use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::padded::{self, linear, LayerNorm, Padded, PaddedEncoder, Rope, Span, SpanBatch};
+use super::padded::{self, linear, Heads, LayerNorm, Padded, PaddedEncoder, Rope, Span, SpanBatch};
 use super::EncoderModel;
 use crate::precision::Precision;
 
@@ -256,26 +256,18 @@ impl Layer {
         rope: &(Tensor, Tensor),
         mask: &Tensor,
     ) -> Result<Tensor> {
-        let (b, t, h) = x.dims3()?;
         let normed = match &self.attn_norm {
             Some(n) => n.forward(x)?,
             None => x.clone(),
         };
-        let dim = h / m.heads;
-        let qkv = self
-            .qkv
-            .forward(&normed)?
-            .reshape((b, t, 3, m.heads, dim))?
-            .permute((2, 0, 3, 1, 4))?;
-        let part = |i: usize| qkv.get(i)?.contiguous();
-        let (cos, sin) = rope;
-        let q = candle_nn::rotary_emb::rope(&part(0)?, cos, sin)?;
-        let k = candle_nn::rotary_emb::rope(&part(1)?, cos, sin)?;
-        let v = part(2)?;
-        let scale = 1.0 / (dim as f64).sqrt();
-        let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(mask)?;
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-        let ctx = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, t, h))?;
+        let heads = Heads {
+            heads: m.heads,
+            kv_heads: m.heads,
+            dim: x.dim(2)? / m.heads,
+        };
+        let (q, k, v) = heads.split_fused(&self.qkv.forward(&normed)?, rope)?;
+        let scale = 1.0 / (heads.dim as f64).sqrt();
+        let ctx = heads.attend(&q, &k, &v, mask, scale)?;
         let x = (x + self.out.forward(&ctx)?)?;
         let wi = self.wi.forward(&self.mlp_norm.forward(&x)?)?;
         let input = wi.narrow(2, 0, m.inner)?;

@@ -184,6 +184,27 @@ impl Heads {
         candle_nn::rotary_emb::rope(&y, &rope.0, &rope.1)
     }
 
+    /// A fused Q/K/V projection `[b, t, 3·heads·dim]` (GTE's and NomicBERT's
+    /// stacked rows, ModernBERT's `Wqkv`) as queries, keys and values,
+    /// `[b, heads, t, dim]` each, queries and keys rotated by `rope`.
+    pub(super) fn split_fused(
+        &self,
+        qkv: &Tensor,
+        rope: &(Tensor, Tensor),
+    ) -> Result<(Tensor, Tensor, Tensor)> {
+        let (b, t, _) = qkv.dims3()?;
+        let qkv = qkv
+            .reshape((b, t, 3, self.heads, self.dim))?
+            .permute((2, 0, 3, 1, 4))?;
+        let part = |i: usize| qkv.get(i)?.contiguous();
+        let (cos, sin) = rope;
+        Ok((
+            candle_nn::rotary_emb::rope(&part(0)?, cos, sin)?,
+            candle_nn::rotary_emb::rope(&part(1)?, cos, sin)?,
+            part(2)?,
+        ))
+    }
+
     /// softmax(q·kᵀ·scale + mask)·v over `[b, heads, t, dim]` queries and
     /// `[b, kv_heads, t, dim]` keys and values: `[b, t, heads·dim]`.
     pub(super) fn attend(

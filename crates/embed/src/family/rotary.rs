@@ -17,7 +17,7 @@ use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::padded::{self, linear, LayerNorm as Norm, Padded, PaddedEncoder, Rope};
+use super::padded::{self, linear, Heads, LayerNorm as Norm, Padded, PaddedEncoder, Rope};
 use super::EncoderModel;
 use crate::precision::Precision;
 
@@ -347,20 +347,14 @@ impl Layer {
         rope: &(Tensor, Tensor),
         mask: &Tensor,
     ) -> Result<Tensor> {
-        let (b, t, h) = x.dims3()?;
-        let qkv = self
-            .qkv
-            .forward(x)?
-            .reshape((b, t, 3, s.heads, h / s.heads))?
-            .permute((2, 0, 3, 1, 4))?;
-        let part = |i: usize| qkv.get(i)?.contiguous();
-        let (cos, sin) = rope;
-        let q = candle_nn::rotary_emb::rope(&part(0)?, cos, sin)?;
-        let k = candle_nn::rotary_emb::rope(&part(1)?, cos, sin)?;
-        let v = part(2)?;
-        let scores = q.matmul(&k.t()?)?.broadcast_add(mask)?;
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-        let ctx = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, t, h))?;
+        let heads = Heads {
+            heads: s.heads,
+            kv_heads: s.heads,
+            dim: s.hidden / s.heads,
+        };
+        let (q, k, v) = heads.split_fused(&self.qkv.forward(x)?, rope)?;
+        // The 1/√d scale is in the query rows already.
+        let ctx = heads.attend(&q, &k, &v, mask, 1.0)?;
         let x = self.attn_norm.forward(&(x + self.out.forward(&ctx)?)?)?;
         let up_gate = self.up_gate.forward(&x)?;
         let up = up_gate.narrow(2, 0, s.inner)?;

@@ -387,11 +387,12 @@ pub struct ScoreArgs {
     #[arg(long, value_name = "DEVICE")]
     pub device: Option<String>,
 
-    /// Number format of the encoder's four matrix products per layer (CPU); attention,
-    /// GELU, layer norm, pooling and BERTScore stay f32. fp32: the reference numbers. bf16:
-    /// bf16 weights and activations, f32 sums; measured against fp32: max |Δ| 2.7e-3, p99
-    /// 1.5e-3. int8: s8 weights (a scale per output), u8 activations (a scale per row),
-    /// exact integer sums; max |Δ| 2.2e-2, p99 1.4e-2. Faster only on CPUs with AVX512-BF16 /
+    /// Number format of the linear maps inside the encoder's layers (Q/K/V, attention output,
+    /// feed-forward; CPU); attention, activations, norms, pooling and BERTScore stay f32.
+    /// fp32: the reference numbers. bf16: bf16 weights and activations, f32 sums; measured
+    /// against fp32 on all-MiniLM-L6-v2: max |Δ| 2.7e-3, p99 1.5e-3. int8: s8 weights (a
+    /// scale per output), u8 activations (a scale per row), exact integer sums; max |Δ|
+    /// 2.2e-2, p99 1.4e-2 (other families: docs/performance.md). Faster only on CPUs with AVX512-BF16 /
     /// AVX512-VNNI; elsewhere a portable path gives the same numbers, more slowly (see
     /// docs/performance.md). Recorded in the summary and the result file's footer
     /// [default: fp32]

@@ -14,13 +14,16 @@ TEXTS distinct texts drawn from the family parity fixture's corpus:
   threads; tokens/s over real tokens (padding not counted);
 * refscore: ``refscore score --metrics embedding --threads THREADS`` on a
   Parquet whose references and outputs are those texts; its summary's
-  ``embedding.tokens_per_second`` (tokens / forward seconds).
+  ``embedding.tokens_per_second`` (tokens / forward seconds), once per
+  ``--precisions`` entry (fp32 alone by default; each ratio is against
+  torch's fp32 forward).
 
 It prints one line per family and writes OUT/families.json. Run with the
 parity environment (scripts/env/parity-requirements.txt) and a release
 build:
 
-    /work/venvs/parity/bin/python scripts/bench/families.py [--families deberta-v2 qwen3]
+    /work/venvs/parity/bin/python scripts/bench/families.py [--families deberta-v2 qwen3] \
+        [--precisions fp32 bf16 int8]
 
 Environment: REFSCORE_BIN (default $CARGO_TARGET_DIR/release/refscore).
 """
@@ -145,7 +148,8 @@ def torch_speed(folder: str, items: list[str], threads: int) -> dict:
     return {"tokens": real, "seconds": seconds, "tokens_per_second": real / seconds}
 
 
-def refscore_speed(binary: str, folder: str, items: list[str], threads: int, work: str) -> dict:
+def refscore_speed(binary: str, folder: str, items: list[str], threads: int, work: str,
+                   precision: str) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
     data = os.path.join(work, "texts.parquet")
@@ -154,7 +158,8 @@ def refscore_speed(binary: str, folder: str, items: list[str], threads: int, wor
                              "reference": items[:half], "output": items[half:2 * half]}), data)
     result = os.path.join(work, "scores.parquet")
     subprocess.run([binary, "score", data, "-o", result, "--metrics", "embedding", "--model",
-                    folder, "--threads", str(threads), "--quiet", "--max-seq-length", "512", "--overwrite"],
+                    folder, "--threads", str(threads), "--quiet", "--max-seq-length", "512", "--overwrite",
+                    "--precision", precision],
                    check=True)
     with open(result + ".summary.json") as f:
         e = json.load(f)["embedding"]
@@ -168,6 +173,8 @@ def main() -> int:
     ap.add_argument("--texts", type=int, default=256)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--families", nargs="*", default=list(SIZES))
+    ap.add_argument("--precisions", nargs="*", default=["fp32"],
+                    choices=["fp32", "bf16", "int8"])
     args = ap.parse_args()
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
     binary = os.environ.get("REFSCORE_BIN", os.path.join(target, "release", "refscore"))
@@ -177,13 +184,15 @@ def main() -> int:
     for family in args.families:
         folder = build(family, args.out)
         torch_s = torch_speed(folder, items, args.threads)
-        ours = refscore_speed(binary, folder, items, args.threads, args.out)
-        ratio = ours["tokens_per_second"] / torch_s["tokens_per_second"]
-        rows.append({"family": family, "as": SIZES[family][0], "torch": torch_s,
-                     "refscore": ours, "ratio": ratio})
-        print(f"{family:12s} ({SIZES[family][0]}): refscore {ours['tokens_per_second']:8.0f} "
-              f"tok/s, torch {torch_s['tokens_per_second']:8.0f} tok/s, {ratio:.2f}x "
-              f"({ours['tokens']} / {torch_s['tokens']} tokens)", flush=True)
+        for precision in args.precisions:
+            ours = refscore_speed(binary, folder, items, args.threads, args.out, precision)
+            ratio = ours["tokens_per_second"] / torch_s["tokens_per_second"]
+            rows.append({"family": family, "as": SIZES[family][0], "precision": precision,
+                         "torch": torch_s, "refscore": ours, "ratio": ratio})
+            print(f"{family:12s} ({SIZES[family][0]}) {precision}: refscore "
+                  f"{ours['tokens_per_second']:8.0f} tok/s, torch fp32 "
+                  f"{torch_s['tokens_per_second']:8.0f} tok/s, {ratio:.2f}x "
+                  f"({ours['tokens']} / {torch_s['tokens']} tokens)", flush=True)
     with open(os.path.join(args.out, "families.json"), "w") as f:
         json.dump({"threads": args.threads, "texts": args.texts, "cpu": platform.processor(),
                    "rows": rows}, f, indent=2)

@@ -1,7 +1,9 @@
-//! `--precision`: the number format of the encoder's four matrix products
-//! per layer (Q/K/V, attention output, feed-forward in and out). Everything
-//! between the products — attention scores and softmax, GELU, layer norm,
-//! pooling, BERTScore matching — stays f32 in every precision.
+//! `--precision`: the number format of the linear maps inside the encoder's
+//! layers (Q/K/V, attention output, feed-forward in and out; a family's
+//! gated or separate forms of these alike). Everything between the products
+//! — attention scores and softmax, activations, norms, rotary positions,
+//! pooling, BERTScore matching — stays f32 in every precision, as do the
+//! embeddings and DeBERTa's relative-position projections.
 //!
 //! | precision | weights                        | activations at a product      | accumulation |
 //! |-----------|--------------------------------|-------------------------------|--------------|

@@ -13,13 +13,14 @@
 //!
 //! The relative terms depend on the content, so they do not fit the fused
 //! packed kernels' fixed-bias attention: this family runs as plain Candle
-//! operations on padded batches, on any device, in fp32.
+//! operations on padded batches, on any device; the layers' linear maps in
+//! the run's precision ([`super::padded::Dense`]).
 
 use candle_core::{Device, Module, Tensor, D};
 use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 
-use super::padded::{self, linear, LayerNorm as Norm, Padded, PaddedEncoder};
+use super::padded::{linear, Dense, LayerNorm as Norm, Padded, PaddedEncoder};
 use super::transformer::weights_root;
 use super::EncoderModel;
 use crate::precision::Precision;
@@ -255,18 +256,18 @@ fn by_head(x: &Tensor, heads: usize) -> Result<Tensor> {
 
 struct Layer {
     /// Query projection, scaled by [`Settings::scale`].
-    q: Linear,
-    k: Linear,
-    v: Linear,
+    q: Dense,
+    k: Dense,
+    v: Dense,
     /// The relative table through the position-key projection
     /// (`[heads, 2·span, dim]`), for c2p.
     pos_key: Option<Tensor>,
     /// The same through the position-query projection, scaled, for p2c.
     pos_query: Option<Tensor>,
-    attn_out: Linear,
+    attn_out: Dense,
     attn_norm: Norm,
-    ff_in: Linear,
-    ff_out: Linear,
+    ff_in: Dense,
+    ff_out: Dense,
     ff_norm: Norm,
     heads: usize,
     act: Act,
@@ -279,6 +280,7 @@ impl Layer {
         s: &Settings,
         version: Version,
         table: Option<&Tensor>,
+        precision: Precision,
     ) -> Result<Layer> {
         let h = c.hidden_size;
         let heads = c.num_attention_heads;
@@ -333,16 +335,17 @@ impl Layer {
             }
         };
         let eps = c.layer_norm_eps;
+        let dense = |vb, inp, out| Dense::load(vb, inp, out, true, precision);
         Ok(Layer {
-            q: scaled(&q, s.scale)?,
-            k,
-            v,
+            q: Dense::new(scaled(&q, s.scale)?, precision)?,
+            k: Dense::new(k, precision)?,
+            v: Dense::new(v, precision)?,
             pos_key: project(pos_k, 1.0)?,
             pos_query: project(pos_q, s.scale)?,
-            attn_out: linear(vb.pp("attention.output.dense"), h, h, true)?,
+            attn_out: dense(vb.pp("attention.output.dense"), h, h)?,
             attn_norm: Norm::load(vb.pp("attention.output.LayerNorm"), h, eps)?,
-            ff_in: linear(vb.pp("intermediate.dense"), h, c.intermediate_size, true)?,
-            ff_out: linear(vb.pp("output.dense"), c.intermediate_size, h, true)?,
+            ff_in: dense(vb.pp("intermediate.dense"), h, c.intermediate_size)?,
+            ff_out: dense(vb.pp("output.dense"), c.intermediate_size, h)?,
             ff_norm: Norm::load(vb.pp("output.LayerNorm"), h, eps)?,
             heads,
             act: s.act,
@@ -359,7 +362,7 @@ impl Layer {
         index: Option<&(Tensor, Tensor)>,
     ) -> Result<Tensor> {
         let (b, t, h) = x.dims3()?;
-        let split = |l: &Linear| -> Result<Tensor> {
+        let split = |l: &Dense| -> Result<Tensor> {
             l.forward(x)?
                 .reshape((b, t, self.heads, h / self.heads))?
                 .transpose(1, 2)?
@@ -437,6 +440,7 @@ impl Deberta {
         vb: VarBuilder,
         config: &str,
         version: Version,
+        precision: Precision,
     ) -> std::result::Result<Deberta, String> {
         let c = DebertaConfig::parse(config, version)?;
         let s = c.settings(version)?;
@@ -444,8 +448,15 @@ impl Deberta {
             (_, Version::V1, _) | (_, _, 0) => None,
             (act, _, _) => Some(Act::named("conv_act", act.as_deref().unwrap_or("tanh"))?),
         };
-        Deberta::build(weights_root(vb, "deberta"), &c, &s, version, conv_act)
-            .map_err(|e| e.to_string())
+        Deberta::build(
+            weights_root(vb, "deberta"),
+            &c,
+            &s,
+            version,
+            conv_act,
+            precision,
+        )
+        .map_err(|e| e.to_string())
     }
 
     fn build(
@@ -454,6 +465,7 @@ impl Deberta {
         s: &Settings,
         version: Version,
         conv_act: Option<Act>,
+        precision: Precision,
     ) -> Result<Deberta> {
         let h = c.hidden_size;
         let e = c.embedding_size.unwrap_or(h);
@@ -493,7 +505,16 @@ impl Deberta {
             None => None,
         };
         let layers = (0..c.num_hidden_layers)
-            .map(|i| Layer::load(enc.pp(format!("layer.{i}")), c, s, version, table.as_ref()))
+            .map(|i| {
+                Layer::load(
+                    enc.pp(format!("layer.{i}")),
+                    c,
+                    s,
+                    version,
+                    table.as_ref(),
+                    precision,
+                )
+            })
             .collect::<Result<Vec<_>>>()?;
         let conv = match conv_act {
             Some(act) => {
@@ -628,8 +649,9 @@ fn load(
     precision: Precision,
     version: Version,
 ) -> std::result::Result<Box<dyn EncoderModel>, String> {
-    padded::fp32_only(precision, "DeBERTa")?;
-    Ok(Box::new(Padded(Deberta::load(weights, config, version)?)))
+    Ok(Box::new(Padded(Deberta::load(
+        weights, config, version, precision,
+    )?)))
 }
 
 /// The `deberta` family's loader.

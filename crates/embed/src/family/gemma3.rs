@@ -12,14 +12,15 @@
 //! Causal Gemma 3 is refused: refscore scores with encoders.
 //!
 //! Every tap is `norm(h_N)`, as bert_score computes layer N. Runs as
-//! Candle operations on padded batches, fp32.
+//! Candle operations on padded batches; the linear maps in the run's
+//! precision ([`super::padded::Dense`]).
 
 use candle_core::{Module, Tensor};
 use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::padded::{self, linear, Padded, PaddedEncoder, RmsNorm, Rope, Span, SpanBatch};
+use super::padded::{self, linear, Dense, Padded, PaddedEncoder, RmsNorm, Rope, Span, SpanBatch};
 use super::EncoderModel;
 use crate::precision::Precision;
 
@@ -160,18 +161,18 @@ impl Gemma3Config {
 
 struct Layer {
     input_norm: RmsNorm,
-    q: Linear,
-    k: Linear,
-    v: Linear,
-    o: Linear,
+    q: Dense,
+    k: Dense,
+    v: Dense,
+    o: Dense,
     q_norm: RmsNorm,
     k_norm: RmsNorm,
     post_attn_norm: RmsNorm,
     pre_ff_norm: RmsNorm,
     post_ff_norm: RmsNorm,
     /// Gate then up, stacked.
-    gate_up: Linear,
-    down: Linear,
+    gate_up: Dense,
+    down: Dense,
     span: Span,
 }
 
@@ -199,7 +200,11 @@ fn gemma_norm(vb: VarBuilder, size: usize, eps: f64) -> Result<RmsNorm> {
 }
 
 impl Gemma3 {
-    fn load(vb: VarBuilder, c: &Gemma3Config) -> std::result::Result<Gemma3, String> {
+    fn load(
+        vb: VarBuilder,
+        c: &Gemma3Config,
+        precision: Precision,
+    ) -> std::result::Result<Gemma3, String> {
         c.check()?;
         let kinds = c.kinds()?;
         let (global, sliding) = c.thetas()?;
@@ -217,6 +222,7 @@ impl Gemma3 {
             };
             let (h, eps) = (c.hidden_size, c.rms_norm_eps);
             let (q_width, kv_width) = (shape.heads * shape.dim, shape.kv_heads * shape.dim);
+            let dense = |vb, inp, out, bias| Dense::load(vb, inp, out, bias, precision);
             let layers = kinds
                 .iter()
                 .enumerate()
@@ -228,17 +234,20 @@ impl Gemma3 {
                     let up = linear(mlp.pp("up_proj"), h, c.intermediate_size, false)?;
                     Ok(Layer {
                         input_norm: gemma_norm(l.pp("input_layernorm"), h, eps)?,
-                        q: linear(att.pp("q_proj"), h, q_width, c.attention_bias)?,
-                        k: linear(att.pp("k_proj"), h, kv_width, c.attention_bias)?,
-                        v: linear(att.pp("v_proj"), h, kv_width, c.attention_bias)?,
-                        o: linear(att.pp("o_proj"), q_width, h, c.attention_bias)?,
+                        q: dense(att.pp("q_proj"), h, q_width, c.attention_bias)?,
+                        k: dense(att.pp("k_proj"), h, kv_width, c.attention_bias)?,
+                        v: dense(att.pp("v_proj"), h, kv_width, c.attention_bias)?,
+                        o: dense(att.pp("o_proj"), q_width, h, c.attention_bias)?,
                         q_norm: gemma_norm(att.pp("q_norm"), shape.dim, eps)?,
                         k_norm: gemma_norm(att.pp("k_norm"), shape.dim, eps)?,
                         post_attn_norm: gemma_norm(l.pp("post_attention_layernorm"), h, eps)?,
                         pre_ff_norm: gemma_norm(l.pp("pre_feedforward_layernorm"), h, eps)?,
                         post_ff_norm: gemma_norm(l.pp("post_feedforward_layernorm"), h, eps)?,
-                        gate_up: Linear::new(Tensor::cat(&[gate.weight(), up.weight()], 0)?, None),
-                        down: linear(mlp.pp("down_proj"), c.intermediate_size, h, false)?,
+                        gate_up: Dense::new(
+                            Linear::new(Tensor::cat(&[gate.weight(), up.weight()], 0)?, None),
+                            precision,
+                        )?,
+                        down: dense(mlp.pp("down_proj"), c.intermediate_size, h, false)?,
                         span,
                     })
                 })
@@ -347,9 +356,8 @@ pub(super) fn load(
     weights: VarBuilder,
     precision: Precision,
 ) -> std::result::Result<Box<dyn EncoderModel>, String> {
-    padded::fp32_only(precision, "Gemma 3")?;
     let c: Gemma3Config = serde_json::from_str(config).map_err(|e| format!("config.json: {e}"))?;
-    Ok(Box::new(Padded(Gemma3::load(weights, &c)?)))
+    Ok(Box::new(Padded(Gemma3::load(weights, &c, precision)?)))
 }
 
 #[cfg(test)]

@@ -12,14 +12,15 @@
 //!
 //! As bert_score computes layer N of a model with a final norm (it drops
 //! the layers past N), every tap is `final_norm(h_N)`; the last is the
-//! model's output. Runs as Candle operations on padded batches, fp32.
+//! model's output. Runs as Candle operations on padded batches; the linear
+//! maps in the run's precision ([`super::padded::Dense`]).
 
 use candle_core::{Module, Tensor};
-use candle_nn::{Embedding, Linear, VarBuilder};
+use candle_nn::{Embedding, VarBuilder};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::padded::{self, linear, Heads, LayerNorm, Padded, PaddedEncoder, Rope, Span, SpanBatch};
+use super::padded::{Dense, Heads, LayerNorm, Padded, PaddedEncoder, Rope, Span, SpanBatch};
 use super::EncoderModel;
 use crate::precision::Precision;
 
@@ -164,12 +165,12 @@ fn norm(vb: VarBuilder, size: usize, eps: f64, bias: bool) -> Result<LayerNorm> 
 struct Layer {
     /// None for the first layer, whose input is the normalised embedding.
     attn_norm: Option<LayerNorm>,
-    qkv: Linear,
-    out: Linear,
+    qkv: Dense,
+    out: Dense,
     mlp_norm: LayerNorm,
     /// Input half then gate half.
-    wi: Linear,
-    wo: Linear,
+    wi: Dense,
+    wo: Dense,
     span: Span,
 }
 
@@ -190,7 +191,11 @@ struct ModernBert {
 }
 
 impl ModernBert {
-    fn load(vb: VarBuilder, c: &ModernBertConfig) -> std::result::Result<ModernBert, String> {
+    fn load(
+        vb: VarBuilder,
+        c: &ModernBertConfig,
+        precision: Precision,
+    ) -> std::result::Result<ModernBert, String> {
         if c.num_attention_heads == 0 || !c.hidden_size.is_multiple_of(c.num_attention_heads) {
             return Err(
                 "config.json: hidden_size must be a multiple of num_attention_heads".into(),
@@ -207,6 +212,7 @@ impl ModernBert {
             };
             let h = c.hidden_size;
             let eps = c.norm_eps;
+            let dense = |vb, inp, out, bias| Dense::load(vb, inp, out, bias, precision);
             let layers = kinds
                 .iter()
                 .enumerate()
@@ -216,11 +222,11 @@ impl ModernBert {
                         attn_norm: (i > 0)
                             .then(|| norm(l.pp("attn_norm"), h, eps, c.norm_bias))
                             .transpose()?,
-                        qkv: linear(l.pp("attn.Wqkv"), h, 3 * h, c.attention_bias)?,
-                        out: linear(l.pp("attn.Wo"), h, h, c.attention_bias)?,
+                        qkv: dense(l.pp("attn.Wqkv"), h, 3 * h, c.attention_bias)?,
+                        out: dense(l.pp("attn.Wo"), h, h, c.attention_bias)?,
                         mlp_norm: norm(l.pp("mlp_norm"), h, eps, c.norm_bias)?,
-                        wi: linear(l.pp("mlp.Wi"), h, 2 * c.intermediate_size, c.mlp_bias)?,
-                        wo: linear(l.pp("mlp.Wo"), c.intermediate_size, h, c.mlp_bias)?,
+                        wi: dense(l.pp("mlp.Wi"), h, 2 * c.intermediate_size, c.mlp_bias)?,
+                        wo: dense(l.pp("mlp.Wo"), c.intermediate_size, h, c.mlp_bias)?,
                         span,
                     })
                 })
@@ -322,10 +328,9 @@ pub(super) fn load(
     weights: VarBuilder,
     precision: Precision,
 ) -> std::result::Result<Box<dyn EncoderModel>, String> {
-    padded::fp32_only(precision, "ModernBERT")?;
     let c: ModernBertConfig =
         serde_json::from_str(config).map_err(|e| format!("config.json: {e}"))?;
-    Ok(Box::new(Padded(ModernBert::load(weights, &c)?)))
+    Ok(Box::new(Padded(ModernBert::load(weights, &c, precision)?)))
 }
 
 #[cfg(test)]

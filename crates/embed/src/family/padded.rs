@@ -1,13 +1,14 @@
 //! What the families that run as plain Candle operations on padded batches
 //! share (DeBERTa, GTE/NomicBERT, ModernBERT, Qwen3, Gemma 3): the argument
 //! checks, loading a linear map or a norm, rotary tables, grouped-query
-//! attention, the padding and window masks, and the fp32-only guard.
+//! attention, the padding and window masks, and the linear maps in the
+//! run's precision.
 
-use candle_core::{Device, Tensor};
+use candle_core::{Device, Module, Tensor};
 use candle_nn::{Linear, VarBuilder};
 
 use super::EncoderModel;
-use crate::precision::Precision;
+use crate::precision::{Precision, Projection};
 
 type Result<T> = candle_core::Result<T>;
 
@@ -25,19 +26,6 @@ pub(super) fn check(t: usize, max_tokens: usize, taps: &[usize], layers: usize) 
     Ok(())
 }
 
-/// `Err` naming the family unless `precision` is fp32: these families
-/// have no reduced-precision path.
-pub(super) fn fp32_only(precision: Precision, family: &str) -> std::result::Result<(), String> {
-    if precision == Precision::Fp32 {
-        Ok(())
-    } else {
-        Err(format!(
-            "--precision {}: the {family} family runs in fp32 only",
-            precision.name()
-        ))
-    }
-}
-
 /// A linear map `inp → out`, with its bias when `bias`.
 pub(super) fn linear(vb: VarBuilder, inp: usize, out: usize, bias: bool) -> Result<Linear> {
     let b = if bias {
@@ -46,6 +34,68 @@ pub(super) fn linear(vb: VarBuilder, inp: usize, out: usize, bias: bool) -> Resu
         None
     };
     Ok(Linear::new(vb.get((out, inp), "weight")?, b))
+}
+
+/// One of a layer's linear maps in the run's `--precision`: Candle's own
+/// product in fp32 (the reference numbers, unchanged), the bf16 or int8
+/// products of [`crate::precision`] otherwise, the bias added in f32.
+/// Exists so that every padded family runs its per-token products in the
+/// precision asked for through one type, as the BERT-shaped body does.
+pub(super) enum Dense {
+    Fp32(Linear),
+    Reduced {
+        weight: Projection,
+        bias: Option<Tensor>,
+    },
+}
+
+impl Dense {
+    /// `linear` (loaded, stacked or scaled as the family needs) prepared
+    /// for `precision`; a reduced precision needs the CPU.
+    pub(super) fn new(linear: Linear, precision: Precision) -> Result<Dense> {
+        if precision == Precision::Fp32 {
+            return Ok(Dense::Fp32(linear));
+        }
+        if !linear.weight().device().is_cpu() {
+            candle_core::bail!("--precision {} runs on the CPU only", precision.name());
+        }
+        Ok(Dense::Reduced {
+            weight: Projection::new(linear.weight(), precision)?,
+            bias: linear.bias().cloned(),
+        })
+    }
+
+    /// [`linear`] then [`Dense::new`].
+    pub(super) fn load(
+        vb: VarBuilder,
+        inp: usize,
+        out: usize,
+        bias: bool,
+        precision: Precision,
+    ) -> Result<Dense> {
+        Dense::new(linear(vb, inp, out, bias)?, precision)
+    }
+}
+
+impl Module for Dense {
+    /// `x · weightᵀ + bias` over the last dimension of `x`.
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        match self {
+            Dense::Fp32(linear) => linear.forward(x),
+            Dense::Reduced { weight, bias } => {
+                let mut dims = x.dims().to_vec();
+                let inp = dims.pop().unwrap_or(1);
+                let rows = dims.iter().product::<usize>();
+                let y = weight.apply(&x.reshape((rows, inp))?)?;
+                let y = match bias {
+                    Some(b) => y.broadcast_add(b)?,
+                    None => y,
+                };
+                dims.push(y.dim(1)?);
+                y.reshape(dims)
+            }
+        }
+    }
 }
 
 /// A layer norm over the last dimension.

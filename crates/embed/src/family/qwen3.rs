@@ -14,14 +14,14 @@
 //! pools.
 //!
 //! Runs as Candle operations on padded batches (Candle's fused `rope` and
-//! `rms_norm`), fp32.
+//! `rms_norm`); the linear maps in the run's precision ([`super::padded::Dense`]).
 
 use candle_core::{Module, Tensor};
 use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::padded::{self, linear, Heads, Padded, PaddedEncoder, RmsNorm, Rope};
+use super::padded::{linear, Dense, Heads, Padded, PaddedEncoder, RmsNorm, Rope};
 use super::EncoderModel;
 use crate::precision::Precision;
 
@@ -107,16 +107,16 @@ impl Qwen3Config {
 
 struct Layer {
     input_norm: RmsNorm,
-    q: Linear,
-    k: Linear,
-    v: Linear,
-    o: Linear,
+    q: Dense,
+    k: Dense,
+    v: Dense,
+    o: Dense,
     q_norm: RmsNorm,
     k_norm: RmsNorm,
     post_norm: RmsNorm,
     /// Gate then up, stacked.
-    gate_up: Linear,
-    down: Linear,
+    gate_up: Dense,
+    down: Dense,
 }
 
 /// Sizes every layer shares.
@@ -127,7 +127,7 @@ struct Dims {
 }
 
 impl Layer {
-    fn load(vb: VarBuilder, d: &Dims, eps: f64, bias: bool) -> Result<Layer> {
+    fn load(vb: VarBuilder, d: &Dims, eps: f64, bias: bool, precision: Precision) -> Result<Layer> {
         let att = vb.pp("self_attn");
         let mlp = vb.pp("mlp");
         let gate = linear(mlp.pp("gate_proj"), d.hidden, d.inner, false)?;
@@ -136,15 +136,18 @@ impl Layer {
         let kv_width = d.heads.kv_heads * d.heads.dim;
         Ok(Layer {
             input_norm: RmsNorm::load(vb.pp("input_layernorm"), d.hidden, eps)?,
-            q: linear(att.pp("q_proj"), d.hidden, q_width, bias)?,
-            k: linear(att.pp("k_proj"), d.hidden, kv_width, bias)?,
-            v: linear(att.pp("v_proj"), d.hidden, kv_width, bias)?,
-            o: linear(att.pp("o_proj"), q_width, d.hidden, bias)?,
+            q: Dense::load(att.pp("q_proj"), d.hidden, q_width, bias, precision)?,
+            k: Dense::load(att.pp("k_proj"), d.hidden, kv_width, bias, precision)?,
+            v: Dense::load(att.pp("v_proj"), d.hidden, kv_width, bias, precision)?,
+            o: Dense::load(att.pp("o_proj"), q_width, d.hidden, bias, precision)?,
             q_norm: RmsNorm::load(att.pp("q_norm"), d.heads.dim, eps)?,
             k_norm: RmsNorm::load(att.pp("k_norm"), d.heads.dim, eps)?,
             post_norm: RmsNorm::load(vb.pp("post_attention_layernorm"), d.hidden, eps)?,
-            gate_up: Linear::new(Tensor::cat(&[gate.weight(), up.weight()], 0)?, None),
-            down: linear(mlp.pp("down_proj"), d.inner, d.hidden, false)?,
+            gate_up: Dense::new(
+                Linear::new(Tensor::cat(&[gate.weight(), up.weight()], 0)?, None),
+                precision,
+            )?,
+            down: Dense::load(mlp.pp("down_proj"), d.inner, d.hidden, false, precision)?,
         })
     }
 
@@ -187,7 +190,7 @@ struct Qwen3 {
 }
 
 impl Qwen3 {
-    fn load(vb: VarBuilder, c: &Qwen3Config, theta: f64) -> Result<Qwen3> {
+    fn load(vb: VarBuilder, c: &Qwen3Config, theta: f64, precision: Precision) -> Result<Qwen3> {
         let vb = if vb.contains_tensor("embed_tokens.weight") {
             vb
         } else {
@@ -214,6 +217,7 @@ impl Qwen3 {
                     &dims,
                     c.rms_norm_eps,
                     c.attention_bias,
+                    precision,
                 )
             })
             .collect::<Result<Vec<_>>>()?;
@@ -282,11 +286,10 @@ pub(super) fn load(
     weights: VarBuilder,
     precision: Precision,
 ) -> std::result::Result<Box<dyn EncoderModel>, String> {
-    padded::fp32_only(precision, "Qwen3")?;
     let c: Qwen3Config = serde_json::from_str(config).map_err(|e| format!("config.json: {e}"))?;
     let theta = c.check()?;
     Ok(Box::new(Padded(
-        Qwen3::load(weights, &c, theta).map_err(|e| e.to_string())?,
+        Qwen3::load(weights, &c, theta, precision).map_err(|e| e.to_string())?,
     )))
 }
 

@@ -10,14 +10,15 @@
 //! absolute position embeddings.
 //!
 //! Runs as Candle operations on padded batches (rotary by Candle's fused
-//! `rope` kernel), fp32.
+//! `rope` kernel); the linear maps in the run's precision
+//! ([`super::padded::Dense`]).
 
 use candle_core::{Module, Tensor};
 use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::padded::{self, linear, Heads, LayerNorm as Norm, Padded, PaddedEncoder, Rope};
+use super::padded::{self, linear, Dense, Heads, LayerNorm as Norm, Padded, PaddedEncoder, Rope};
 use super::EncoderModel;
 use crate::precision::Precision;
 
@@ -286,17 +287,17 @@ fn stacked(parts: &[Linear]) -> Result<Linear> {
 
 struct Layer {
     /// Q, K, V stacked; the 1/√d scale folded into Q.
-    qkv: Linear,
-    out: Linear,
+    qkv: Dense,
+    out: Dense,
     attn_norm: Norm,
     /// Up then gate, stacked.
-    up_gate: Linear,
-    down: Linear,
+    up_gate: Dense,
+    down: Dense,
     mlp_norm: Norm,
 }
 
 impl Layer {
-    fn load(vb: VarBuilder, s: &Shape, n: &Names) -> Result<Layer> {
+    fn load(vb: VarBuilder, s: &Shape, n: &Names, precision: Precision) -> Result<Layer> {
         let h = s.hidden;
         let qkv = match n.qkv {
             Qkv::Fused(name) => linear(vb.pp(name), h, 3 * h, s.attn_bias)?,
@@ -331,11 +332,11 @@ impl Layer {
             ])?,
         };
         Ok(Layer {
-            qkv: Linear::new(rows, bias),
-            out: linear(vb.pp(n.out), h, h, s.attn_bias)?,
+            qkv: Dense::new(Linear::new(rows, bias), precision)?,
+            out: Dense::load(vb.pp(n.out), h, h, s.attn_bias, precision)?,
             attn_norm: Norm::load(vb.pp(n.attn_norm), h, s.eps)?,
-            up_gate,
-            down: linear(vb.pp(n.down), s.inner, h, s.down_bias)?,
+            up_gate: Dense::new(up_gate, precision)?,
+            down: Dense::load(vb.pp(n.down), s.inner, h, s.down_bias, precision)?,
             mlp_norm: Norm::load(vb.pp(n.mlp_norm), h, s.eps)?,
         })
     }
@@ -376,7 +377,12 @@ struct RotaryEncoder {
 impl RotaryEncoder {
     /// Loads the weights under whichever of `layouts` the checkpoint uses
     /// (found by its first layer's output projection).
-    fn load(vb: VarBuilder, s: Shape, layouts: &[Names]) -> Result<RotaryEncoder> {
+    fn load(
+        vb: VarBuilder,
+        s: Shape,
+        layouts: &[Names],
+        precision: Precision,
+    ) -> Result<RotaryEncoder> {
         let found = layouts.iter().find_map(|n| {
             let root = if vb.contains_tensor("embeddings.word_embeddings.weight") {
                 vb.clone()
@@ -404,7 +410,7 @@ impl RotaryEncoder {
             .transpose()?;
         let norm = Norm::load(vb.pp(n.embed_norm), h, s.eps)?;
         let layers = (0..s.layers)
-            .map(|i| Layer::load(vb.pp(format!("{}.{i}", n.layers)), &s, n))
+            .map(|i| Layer::load(vb.pp(format!("{}.{i}", n.layers)), &s, n, precision))
             .collect::<Result<Vec<_>>>()?;
         let rope = Rope::new(s.theta, h / s.heads);
         Ok(RotaryEncoder {
@@ -453,9 +459,9 @@ impl PaddedEncoder for RotaryEncoder {
     }
 }
 
-fn boxed(vb: VarBuilder, s: Shape, layouts: &[Names]) -> Loaded {
+fn boxed(vb: VarBuilder, s: Shape, layouts: &[Names], precision: Precision) -> Loaded {
     Ok(Box::new(Padded(
-        RotaryEncoder::load(vb, s, layouts).map_err(|e| e.to_string())?,
+        RotaryEncoder::load(vb, s, layouts, precision).map_err(|e| e.to_string())?,
     )))
 }
 
@@ -503,7 +509,6 @@ const fn native(prefix: &'static str) -> Names {
 
 /// The `new` family's loader (gte-*-v1.5, gte-multilingual-base).
 pub(super) fn load_new(config: &str, vb: VarBuilder, precision: Precision) -> Loaded {
-    padded::fp32_only(precision, "GTE")?;
     let c: NewConfig = parse(config)?;
     let refuse =
         |key: &str, value: &str| Err(format!("config.json: {key} {value} is not supported"));
@@ -522,24 +527,23 @@ pub(super) fn load_new(config: &str, vb: VarBuilder, precision: Precision) -> Lo
     }
     // new-impl's own default base.
     let shape = c.native.shape("gelu", 10_000.0, true)?;
-    boxed(vb, shape, &[GTE_OWN, native("gte")])
+    boxed(vb, shape, &[GTE_OWN, native("gte")], precision)
 }
 
 /// The `gte` family's loader (transformers' port of `new`).
 pub(super) fn load_gte(config: &str, vb: VarBuilder, precision: Precision) -> Loaded {
-    padded::fp32_only(precision, "GTE")?;
     let c: NativeConfig = parse(config)?;
     boxed(
         vb,
         c.shape("gelu", 160_000.0, true)?,
         &[GTE_OWN, native("gte")],
+        precision,
     )
 }
 
 /// The `nomic_bert` family's loader: nomic-ai's own config keys
 /// (`n_embd`…) or transformers' (`hidden_size`…), over either weight layout.
 pub(super) fn load_nomic(config: &str, vb: VarBuilder, precision: Precision) -> Loaded {
-    padded::fp32_only(precision, "NomicBERT")?;
     let own = serde_json::from_str::<Value>(config)
         .map_err(|e| format!("config.json: {e}"))?
         .get("n_embd")
@@ -549,7 +553,7 @@ pub(super) fn load_nomic(config: &str, vb: VarBuilder, precision: Precision) -> 
     } else {
         parse::<NativeConfig>(config)?.shape("silu", 1_000.0, false)?
     };
-    boxed(vb, shape, &[NOMIC_OWN, native("nomic_bert")])
+    boxed(vb, shape, &[NOMIC_OWN, native("nomic_bert")], precision)
 }
 
 #[cfg(test)]

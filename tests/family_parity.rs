@@ -24,6 +24,10 @@
 //!   absolute positions and a projected embedding;
 //! - tiny-gte (and tiny-gte-new, tiny-gte-native: its weights under
 //!   new-impl's config and transformers' in-memory names): rotary, GLU;
+//! - tiny-gte-ntk: those weights under new-impl's config with its fixed
+//!   NTK `rope_scaling` (factor 2, as gte-*-en-v1.5 ship), against
+//!   transformers' GTE given new-impl's NTK frequencies (transformers runs
+//!   no ntk itself);
 //! - tiny-nomic-bert (and tiny-nomic-bert-own: nomic-ai's config keys):
 //!   rotary, SwiGLU, no biases;
 //! - tiny-qwen3: a causal Qwen3 (grouped-query attention, q/k norms) whose
@@ -293,6 +297,12 @@ fn gte_matches_the_reference_libraries() {
 fn gte_in_its_other_layouts_matches_the_reference_libraries() {
     matches_in_another_layout("tiny-gte", "tiny-gte-new");
     matches_in_another_layout("tiny-gte", "tiny-gte-native");
+}
+
+/// new-impl's fixed NTK scaling of the rotary frequencies.
+#[test]
+fn gte_with_ntk_rope_scaling_matches_the_reference_libraries() {
+    matches_the_reference_libraries("tiny-gte-ntk");
 }
 
 #[test]

@@ -146,6 +146,22 @@ impl Rope {
         }
     }
 
+    /// new-impl's fixed NTK scaling (`rope_scaling` `{"type": "ntk"}`,
+    /// gte-*-en-v1.5): the base times `factor`, then every frequency
+    /// divided by factor^(2/dim), at every length. A factor of at most 1
+    /// leaves the plain frequencies, as new-impl does.
+    pub(super) fn ntk(theta: f64, dim: usize, factor: f64) -> Rope {
+        if factor <= 1.0 {
+            return Rope::new(theta, dim);
+        }
+        let mut rope = Rope::new(theta * factor, dim);
+        let shrink = factor.powf(2.0 / dim as f64) as f32;
+        for f in &mut rope.inv_freq {
+            *f /= shrink;
+        }
+        rope
+    }
+
     /// cos and sin of positions `0..t`, `[t, dim/2]` each, for Candle's
     /// `rope`.
     pub(super) fn tables(&self, t: usize, device: &Device) -> Result<(Tensor, Tensor)> {

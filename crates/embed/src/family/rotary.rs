@@ -7,7 +7,8 @@
 //! (`up_gate_proj`) or apart (`fc11`/`fc12`); transformers' ports split
 //! them (`self_attn.q_proj`, `mlp.gate_proj`). Rotary positions are
 //! applied to queries and keys (half rotation, no interleaving), no
-//! absolute position embeddings.
+//! absolute position embeddings; under `new`'s config, with new-impl's fixed
+//! NTK scaling where `rope_scaling` asks for it (gte-*-en-v1.5).
 //!
 //! Runs as Candle operations on padded batches (rotary by Candle's fused
 //! `rope` kernel); the linear maps in the run's precision
@@ -92,6 +93,8 @@ struct Shape {
     positions: usize,
     eps: f64,
     theta: f64,
+    /// new-impl's fixed NTK factor, where `rope_scaling` asks for it.
+    ntk: Option<f64>,
     act: Act,
     /// Biases on Q/K/V and the output, and on the down projection.
     attn_bias: bool,
@@ -172,6 +175,7 @@ impl NativeConfig {
             positions: self.max_position_embeddings.unwrap_or(512),
             eps: self.layer_norm_eps.unwrap_or(1e-12),
             theta: native_theta(self, default_theta)?,
+            ntk: None,
             act: Act::named("hidden_act", act_name)?,
             attn_bias: biases,
             down_bias: biases,
@@ -257,6 +261,7 @@ impl NomicConfig {
             positions: self.n_positions.unwrap_or(2048),
             eps: self.layer_norm_epsilon.unwrap_or(1e-12),
             theta: self.rotary_emb_base.unwrap_or(10_000.0),
+            ntk: None,
             act: Act::named(
                 "activation_function",
                 self.activation_function.as_deref().unwrap_or("swiglu"),
@@ -412,7 +417,10 @@ impl RotaryEncoder {
         let layers = (0..s.layers)
             .map(|i| Layer::load(vb.pp(format!("{}.{i}", n.layers)), &s, n, precision))
             .collect::<Result<Vec<_>>>()?;
-        let rope = Rope::new(s.theta, h / s.heads);
+        let rope = match s.ntk {
+            Some(factor) => Rope::ntk(s.theta, h / s.heads, factor),
+            None => Rope::new(s.theta, h / s.heads),
+        };
         Ok(RotaryEncoder {
             words,
             token_type,
@@ -507,9 +515,35 @@ const fn native(prefix: &'static str) -> Names {
     }
 }
 
+/// The factor of new-impl's `rope_scaling` (`{"type": "ntk", "factor":
+/// F}`, as gte-*-en-v1.5 ship), if any; another kind, a missing factor,
+/// or the mixed form (`mixed_b`) is refused by name.
+fn ntk_factor(scaling: Option<Value>) -> std::result::Result<Option<f64>, String> {
+    let Some(scaling) = scaling.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let kind = scaling
+        .get("type")
+        .or_else(|| scaling.get("rope_type"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if kind != "ntk" {
+        return Err(format!(
+            "config.json: rope_scaling type '{kind}' is not supported (ntk only)"
+        ));
+    }
+    if scaling.get("mixed_b").is_some_and(|v| !v.is_null()) {
+        return Err("config.json: rope_scaling.mixed_b is not supported (fixed NTK only)".into());
+    }
+    match scaling.get("factor").and_then(Value::as_f64) {
+        Some(factor) if factor > 0.0 => Ok(Some(factor)),
+        _ => Err("config.json: rope_scaling.factor must be a positive number".into()),
+    }
+}
+
 /// The `new` family's loader (gte-*-v1.5, gte-multilingual-base).
 pub(super) fn load_new(config: &str, vb: VarBuilder, precision: Precision) -> Loaded {
-    let c: NewConfig = parse(config)?;
+    let mut c: NewConfig = parse(config)?;
     let refuse =
         |key: &str, value: &str| Err(format!("config.json: {key} {value} is not supported"));
     if let Some(kind) = c
@@ -525,8 +559,10 @@ pub(super) fn load_new(config: &str, vb: VarBuilder, precision: Precision) -> Lo
     if c.logn_attention_scale || c.logn_attention_clip1 {
         return refuse("logn_attention_scale", "true");
     }
+    let ntk = ntk_factor(c.native.rope_scaling.take())?;
     // new-impl's own default base.
-    let shape = c.native.shape("gelu", 10_000.0, true)?;
+    let mut shape = c.native.shape("gelu", 10_000.0, true)?;
+    shape.ntk = ntk;
     boxed(vb, shape, &[GTE_OWN, native("gte")], precision)
 }
 
@@ -606,5 +642,31 @@ mod tests {
             assert!(err.contains(key), "{extra}: {err}");
         }
         assert!(own(r#""rotary_emb_base": 1000"#).is_ok());
+    }
+
+    /// new-impl's fixed NTK scaling is read from either key naming its
+    /// kind; other kinds, the mixed form and a missing factor are refused
+    /// by name.
+    #[test]
+    fn new_impl_ntk_scaling_is_read_and_its_other_forms_refused() {
+        let factor = |text: &str| ntk_factor(Some(serde_json::from_str(text).unwrap()));
+        assert_eq!(factor(r#"{"type": "ntk", "factor": 2.0}"#), Ok(Some(2.0)));
+        assert_eq!(
+            factor(r#"{"rope_type": "ntk", "factor": 4}"#),
+            Ok(Some(4.0))
+        );
+        assert_eq!(ntk_factor(None), Ok(None));
+        assert_eq!(ntk_factor(Some(Value::Null)), Ok(None));
+        for (text, key) in [
+            (r#"{"type": "linear", "factor": 2.0}"#, "type 'linear'"),
+            (
+                r#"{"type": "ntk", "factor": 2.0, "mixed_b": 0.75}"#,
+                "mixed_b",
+            ),
+            (r#"{"type": "ntk"}"#, "rope_scaling.factor"),
+        ] {
+            let err = factor(text).expect_err(text);
+            assert!(err.contains(key), "{text}: {err}");
+        }
     }
 }

@@ -7,7 +7,9 @@
 //! scripts/fixtures/make-family-fixture.py with those libraries; multilingual rows
 //! included), on every CPU kernel path this machine runs for the families
 //! with fused kernels, and on the first such path for those that run plain
-//! Candle operations (the path does not change them):
+//! Candle operations (the path does not change them: their one kernel, the
+//! gated activation, gives the same bits on every path, which
+//! `kernels::tests::glu_rows_match_their_definitions_on_every_path` checks):
 //!
 //! - all-mpnet-base-v2: MPNet, real weights (scripts/fetch-model.sh);
 //! - tiny-roberta: RoBERTa with a byte-level BPE tokenizer;
@@ -219,8 +221,9 @@ fn matches_in_another_layout(fixture_name: &str, model: &str) {
         .map(|(p, _)| *p);
     for (path, features) in KERNEL_PATHS {
         if !kernels && Some(path) != first {
-            // The same Candle operations run whatever the kernel path:
-            // one path is the check, the others only repeat it.
+            // The same Candle operations (and bit-identical gated
+            // activations) run whatever the kernel path: one path is the
+            // check, the others only repeat it.
             continue;
         }
         if !features.iter().all(|f| cpu_has(f)) {
@@ -419,8 +422,7 @@ fn padded_families_run_in_reduced_precision() {
 }
 
 /// A padded family's reduced-precision products give the same bits on
-/// every kernel path this CPU runs (everything else in these families is
-/// the same Candle operation whatever the path).
+/// every kernel path this CPU runs, end to end.
 #[test]
 fn padded_families_in_reduced_precision_agree_across_kernel_paths() {
     let f = fixture("tiny-qwen3");

@@ -20,7 +20,9 @@ use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::padded::{self, linear, Dense, Padded, PaddedEncoder, RmsNorm, Rope, Span, SpanBatch};
+use super::padded::{
+    self, linear, Dense, GateActivation, Padded, PaddedEncoder, RmsNorm, Rope, Span, SpanBatch,
+};
 use super::EncoderModel;
 use crate::precision::Precision;
 
@@ -184,7 +186,6 @@ struct Gemma3 {
     global: Rope,
     sliding: Rope,
     shape: padded::Heads,
-    inner: usize,
     hidden: usize,
     scale: f64,
     exact_gelu: bool,
@@ -261,7 +262,6 @@ impl Gemma3 {
                 global: Rope::new(global, shape.dim),
                 sliding: Rope::new(sliding, shape.dim),
                 shape,
-                inner: c.intermediate_size,
                 hidden: h,
                 scale: 1.0 / c.query_pre_attn_scalar.unwrap_or(shape.dim as f64).sqrt(),
                 exact_gelu: c.hidden_activation == "gelu",
@@ -301,16 +301,13 @@ impl Layer {
         let ctx = m.shape.attend(&q, &k, &v, mask, m.scale)?;
         let x = (x + self.post_attn_norm.forward(&self.o.forward(&ctx)?)?)?;
         let gate_up = self.gate_up.forward(&self.pre_ff_norm.forward(&x)?)?;
-        let gate = gate_up.narrow(2, 0, m.inner)?;
-        let gate = if m.exact_gelu {
-            gate.gelu_erf()?
+        let act = if m.exact_gelu {
+            GateActivation::GeluErf
         } else {
-            gate.gelu()?
+            GateActivation::GeluTanh
         };
-        let up = gate_up.narrow(2, m.inner, m.inner)?;
-        x + self
-            .post_ff_norm
-            .forward(&self.down.forward(&(gate * up)?)?)?
+        let inner = padded::gated(&gate_up, act, true)?;
+        x + self.post_ff_norm.forward(&self.down.forward(&inner)?)?
     }
 }
 

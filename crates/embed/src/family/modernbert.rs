@@ -20,7 +20,9 @@ use candle_nn::{Embedding, VarBuilder};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::padded::{Dense, Heads, LayerNorm, Padded, PaddedEncoder, Rope, Span, SpanBatch};
+use super::padded::{
+    self, Dense, GateActivation, Heads, LayerNorm, Padded, PaddedEncoder, Rope, Span, SpanBatch,
+};
 use super::EncoderModel;
 use crate::precision::Precision;
 
@@ -71,13 +73,6 @@ fn window() -> usize {
 }
 fn every() -> usize {
     3
-}
-
-/// GeGLU's activation on the input half.
-#[derive(Clone, Copy, Debug)]
-enum Act {
-    Gelu,
-    GeluTanh,
 }
 
 impl ModernBertConfig {
@@ -141,10 +136,11 @@ impl ModernBertConfig {
         ))
     }
 
-    fn act(&self) -> std::result::Result<Act, String> {
+    /// GeGLU's activation, on the input half.
+    fn act(&self) -> std::result::Result<GateActivation, String> {
         match self.hidden_activation.as_str() {
-            "gelu" => Ok(Act::Gelu),
-            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Ok(Act::GeluTanh),
+            "gelu" => Ok(GateActivation::GeluErf),
+            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Ok(GateActivation::GeluTanh),
             other => Err(format!(
                 "config.json: hidden_activation '{other}' is not supported"
             )),
@@ -183,10 +179,9 @@ struct ModernBert {
     local: Rope,
     hidden: usize,
     heads: usize,
-    inner: usize,
     /// Tokens a local layer sees on each side.
     reach: usize,
-    act: Act,
+    act: GateActivation,
     max_tokens: usize,
 }
 
@@ -244,7 +239,6 @@ impl ModernBert {
                 local: Rope::new(local, dim),
                 hidden: h,
                 heads: c.num_attention_heads,
-                inner: c.intermediate_size,
                 reach: c.local_attention / 2,
                 act,
                 max_tokens: c.max_position_embeddings,
@@ -276,13 +270,7 @@ impl Layer {
         let ctx = heads.attend(&q, &k, &v, mask, scale)?;
         let x = (x + self.out.forward(&ctx)?)?;
         let wi = self.wi.forward(&self.mlp_norm.forward(&x)?)?;
-        let input = wi.narrow(2, 0, m.inner)?;
-        let input = match m.act {
-            Act::Gelu => input.gelu_erf()?,
-            Act::GeluTanh => input.gelu()?,
-        };
-        let gate = wi.narrow(2, m.inner, m.inner)?;
-        x + self.wo.forward(&(input * gate)?)?
+        x + self.wo.forward(&padded::gated(&wi, m.act, true)?)?
     }
 }
 

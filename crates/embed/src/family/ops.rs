@@ -1,12 +1,13 @@
 //! The fused CPU kernels ([`crate::kernels`]) as Candle operations over a
 //! layer's tensors: attention straight off the packed Q/K/V product, bias +
 //! GELU in place, and bias + residual + layer norm in place. Shared by every
-//! family built on [`super::transformer`].
+//! family built on [`super::transformer`]; the gated feed-forward's
+//! activation ([`Glu`]) serves the padded families.
 
 use candle_core::{CpuStorage, CustomOp1, DType, InplaceOp1, InplaceOp2, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
-use crate::kernels::{self, AddNormParams, AttentionShape, RelativeBias};
+use crate::kernels::{self, AddNormParams, AttentionShape, GateActivation, RelativeBias};
 
 type Result<T> = candle_core::Result<T>;
 
@@ -160,5 +161,36 @@ impl InplaceOp1 for BiasGelu<'_> {
         x.par_chunks_mut(ROWS_PER_TASK * h)
             .for_each(|x| kernels::bias_gelu_rows(x, self.0));
         Ok(())
+    }
+}
+
+/// A gated feed-forward's middle: for `x` `[..., 2·inner]`, act(one half) ·
+/// the other half, `[..., inner]`, in one pass (see
+/// [`kernels::glu_rows`]).
+pub(super) struct Glu {
+    pub inner: usize,
+    pub act: GateActivation,
+    /// Whether the activation applies to the first half.
+    pub act_first: bool,
+}
+
+impl CustomOp1 for Glu {
+    fn name(&self) -> &'static str {
+        "refscore-glu"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let x = slice(storage, layout, self.name())?;
+        let mut dims = layout.shape().dims().to_vec();
+        if dims.last() != Some(&(2 * self.inner)) {
+            candle_core::bail!("glu: expected a last dimension of {}", 2 * self.inner);
+        }
+        *dims.last_mut().expect("checked") = self.inner;
+        let mut out = vec![0f32; x.len() / 2];
+        let (inner, act, act_first) = (self.inner, self.act, self.act_first);
+        out.par_chunks_mut(ROWS_PER_TASK * inner)
+            .zip(x.par_chunks(ROWS_PER_TASK * 2 * inner))
+            .for_each(|(o, x)| kernels::glu_rows(x, o, inner, act, act_first));
+        Ok((CpuStorage::F32(out), Shape::from(dims)))
     }
 }

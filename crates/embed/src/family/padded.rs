@@ -7,7 +7,9 @@
 use candle_core::{Device, Module, Tensor};
 use candle_nn::{Linear, VarBuilder};
 
+use super::ops::Glu;
 use super::EncoderModel;
+pub(super) use crate::kernels::GateActivation;
 use crate::precision::{Precision, Projection};
 
 type Result<T> = candle_core::Result<T>;
@@ -96,6 +98,30 @@ impl Module for Dense {
             }
         }
     }
+}
+
+/// A gated feed-forward's middle: act(one half of `x`'s last dimension) ·
+/// the other half (the activated half first when `act_first`). One fused
+/// pass on the CPU ([`super::ops::Glu`]); Candle's operations on other
+/// devices.
+pub(super) fn gated(x: &Tensor, act: GateActivation, act_first: bool) -> Result<Tensor> {
+    let inner = x.dim(candle_core::D::Minus1)? / 2;
+    if x.device().is_cpu() {
+        return x.contiguous()?.apply_op1_no_bwd(&Glu {
+            inner,
+            act,
+            act_first,
+        });
+    }
+    let last = x.rank() - 1;
+    let (gate, other) = if act_first { (0, inner) } else { (inner, 0) };
+    let gate = x.narrow(last, gate, inner)?;
+    let gate = match act {
+        GateActivation::GeluErf => gate.gelu_erf()?,
+        GateActivation::GeluTanh => gate.gelu()?,
+        GateActivation::Silu => candle_nn::ops::silu(&gate)?,
+    };
+    gate * x.narrow(last, other, inner)?
 }
 
 /// A layer norm over the last dimension.

@@ -21,7 +21,9 @@ use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::padded::{linear, Dense, Heads, Padded, PaddedEncoder, RmsNorm, Rope};
+use super::padded::{
+    self, linear, Dense, GateActivation, Heads, Padded, PaddedEncoder, RmsNorm, Rope,
+};
 use super::EncoderModel;
 use crate::precision::Precision;
 
@@ -174,9 +176,8 @@ impl Layer {
         let ctx = heads.attend(&q, &k, &v, mask, scale)?;
         let x = (x + self.o.forward(&ctx)?)?;
         let gate_up = self.gate_up.forward(&self.post_norm.forward(&x)?)?;
-        let gate = candle_nn::ops::silu(&gate_up.narrow(2, 0, d.inner)?)?;
-        let up = gate_up.narrow(2, d.inner, d.inner)?;
-        x + self.down.forward(&(gate * up)?)?
+        let inner = padded::gated(&gate_up, GateActivation::Silu, true)?;
+        x + self.down.forward(&inner)?
     }
 }
 

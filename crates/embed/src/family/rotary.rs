@@ -19,38 +19,23 @@ use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::padded::{self, linear, Dense, Heads, LayerNorm as Norm, Padded, PaddedEncoder, Rope};
+use super::padded::{
+    self, linear, Dense, GateActivation, Heads, LayerNorm as Norm, Padded, PaddedEncoder, Rope,
+};
 use super::EncoderModel;
 use crate::precision::Precision;
 
 type Result<T> = candle_core::Result<T>;
 type Loaded = std::result::Result<Box<dyn EncoderModel>, String>;
 
-/// The feed-forward's activation, applied to the gate.
-#[derive(Clone, Copy)]
-enum Act {
-    Gelu,
-    GeluTanh,
-    Silu,
-}
-
-impl Act {
-    fn named(key: &str, name: &str) -> std::result::Result<Act, String> {
-        Ok(match name {
-            "gelu" => Act::Gelu,
-            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Act::GeluTanh,
-            "silu" | "swish" | "swiglu" => Act::Silu,
-            other => return Err(format!("config.json: {key} '{other}' is not supported")),
-        })
-    }
-
-    fn apply(self, x: &Tensor) -> Result<Tensor> {
-        match self {
-            Act::Gelu => x.gelu_erf(),
-            Act::GeluTanh => x.gelu(),
-            Act::Silu => candle_nn::ops::silu(x),
-        }
-    }
+/// The feed-forward's activation (applied to the gate) a config names.
+fn activation(key: &str, name: &str) -> std::result::Result<GateActivation, String> {
+    Ok(match name {
+        "gelu" => GateActivation::GeluErf,
+        "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => GateActivation::GeluTanh,
+        "silu" | "swish" | "swiglu" => GateActivation::Silu,
+        other => return Err(format!("config.json: {key} '{other}' is not supported")),
+    })
 }
 
 /// Weight names of one layout.
@@ -95,7 +80,7 @@ struct Shape {
     theta: f64,
     /// new-impl's fixed NTK factor, where `rope_scaling` asks for it.
     ntk: Option<f64>,
-    act: Act,
+    act: GateActivation,
     /// Biases on Q/K/V and the output, and on the down projection.
     attn_bias: bool,
     down_bias: bool,
@@ -176,7 +161,7 @@ impl NativeConfig {
             eps: self.layer_norm_eps.unwrap_or(1e-12),
             theta: native_theta(self, default_theta)?,
             ntk: None,
-            act: Act::named("hidden_act", act_name)?,
+            act: activation("hidden_act", act_name)?,
             attn_bias: biases,
             down_bias: biases,
         })
@@ -262,7 +247,7 @@ impl NomicConfig {
             eps: self.layer_norm_epsilon.unwrap_or(1e-12),
             theta: self.rotary_emb_base.unwrap_or(10_000.0),
             ntk: None,
-            act: Act::named(
+            act: activation(
                 "activation_function",
                 self.activation_function.as_deref().unwrap_or("swiglu"),
             )?,
@@ -363,9 +348,8 @@ impl Layer {
         let ctx = heads.attend(&q, &k, &v, mask, 1.0)?;
         let x = self.attn_norm.forward(&(x + self.out.forward(&ctx)?)?)?;
         let up_gate = self.up_gate.forward(&x)?;
-        let up = up_gate.narrow(2, 0, s.inner)?;
-        let gate = s.act.apply(&up_gate.narrow(2, s.inner, s.inner)?)?;
-        let inner = (gate * up)?;
+        // Up first, then the gate.
+        let inner = padded::gated(&up_gate, s.act, false)?;
         self.mlp_norm.forward(&(x + self.down.forward(&inner)?)?)
     }
 }

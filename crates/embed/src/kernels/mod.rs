@@ -242,6 +242,21 @@ macro_rules! kernel_path_module {
             super::bias_gelu_body(x, bias)
         }
 
+        /// [`super::glu_rows`] at this module's level.
+        ///
+        /// # Safety
+        /// As [`add_norm_rows`].
+        $(#[target_feature(enable = $feature)])*
+        pub(super) unsafe fn glu_rows(
+            x: &[f32],
+            out: &mut [f32],
+            inner: usize,
+            act: super::GateActivation,
+            act_first: bool,
+        ) {
+            super::glu_body(x, out, inner, act, act_first)
+        }
+
         /// [`super::attend_sequence`] at this module's level.
         ///
         /// # Safety
@@ -373,6 +388,87 @@ fn bias_gelu_body(x: &mut [f32], bias: &[f32]) {
             *v = gelu(*v + b);
         }
     }
+}
+
+/// The activation of a gated feed-forward (the GLU variants: GeGLU with
+/// the exact or the tanh GELU, SwiGLU).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GateActivation {
+    /// GELU, exact (erf) form.
+    GeluErf,
+    /// GELU, tanh approximation (`gelu_pytorch_tanh`, `gelu_new`).
+    GeluTanh,
+    /// SiLU (swish).
+    Silu,
+}
+
+/// For each row of `x` (`2·inner` wide: the half the activation applies
+/// to first when `act_first`, else second), `out`'s row (`inner` wide) is
+/// act(that half) · the other half, on the active [`KernelPath`]. One pass
+/// instead of Candle's two slices, activation and product.
+pub(crate) fn glu_rows(
+    x: &[f32],
+    out: &mut [f32],
+    inner: usize,
+    act: GateActivation,
+    act_first: bool,
+) {
+    glu_rows_on(active(), x, out, inner, act, act_first)
+}
+
+/// [`glu_rows`] on a given path (panics if the CPU cannot run it).
+pub(crate) fn glu_rows_on(
+    path: KernelPath,
+    x: &[f32],
+    out: &mut [f32],
+    inner: usize,
+    act: GateActivation,
+    act_first: bool,
+) {
+    dispatch!(path, glu_rows(x, out, inner, act, act_first))
+}
+
+#[inline(always)]
+fn glu_body(x: &[f32], out: &mut [f32], inner: usize, act: GateActivation, act_first: bool) {
+    // One loop per activation, so each vectorises on its own.
+    match act {
+        GateActivation::GeluErf => glu_with(x, out, inner, act_first, gelu),
+        GateActivation::GeluTanh => glu_with(x, out, inner, act_first, gelu_tanh),
+        GateActivation::Silu => glu_with(x, out, inner, act_first, |v| v * sigmoid(v)),
+    }
+}
+
+#[inline(always)]
+fn glu_with(x: &[f32], out: &mut [f32], inner: usize, act_first: bool, f: impl Fn(f32) -> f32) {
+    for (row, o) in x.chunks_exact(2 * inner).zip(out.chunks_exact_mut(inner)) {
+        let (a, b) = row.split_at(inner);
+        let (gate, other) = if act_first { (a, b) } else { (b, a) };
+        for ((o, &g), &u) in o.iter_mut().zip(gate).zip(other) {
+            *o = f(g) * u;
+        }
+    }
+}
+
+/// 1 / (1 + e^−z), from [`exp_neg`] of −|z| so it never overflows and
+/// loops over it vectorise.
+#[inline(always)]
+fn sigmoid(z: f32) -> f32 {
+    let e = exp_neg(-z.abs());
+    let s = 1.0 / (1.0 + e);
+    if z >= 0.0 {
+        s
+    } else {
+        e * s
+    }
+}
+
+/// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), the tanh GELU, written as
+/// x·sigmoid(2·√(2/π)·(x + 0.044715·x³)) (the same function: 0.5·(1 +
+/// tanh y) = sigmoid(2y)), which has no cancellation for negative x.
+#[inline(always)]
+pub(crate) fn gelu_tanh(x: f32) -> f32 {
+    const TWO_SQRT_2_OVER_PI: f32 = 1.595_769;
+    x * sigmoid(TWO_SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x))
 }
 
 /// The shape of one sequence's attention input: `qkv` rows are
@@ -771,6 +867,55 @@ mod tests {
                 );
             }
             assert!(worst < 3e-6, "{path:?}: worst error {worst}");
+        }
+    }
+
+    /// Each gated activation against its f64 definition, the gate taken
+    /// from the half `act_first` names, and the same bits on every path.
+    #[test]
+    fn glu_rows_match_their_definitions_on_every_path() {
+        let inner = 37; // not a multiple of the lane count
+        let rows = 5;
+        let x: Vec<f32> = (0..rows * 2 * inner)
+            .map(|k| ((k * 7919) % 2001) as f32 * 0.01 - 10.0)
+            .collect();
+        let tanh_gelu = |v: f64| {
+            0.5 * v
+                * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v.powi(3))).tanh())
+        };
+        let cases: [(GateActivation, &dyn Fn(f64) -> f64); 3] = [
+            (GateActivation::GeluErf, &gelu_ref),
+            (GateActivation::GeluTanh, &tanh_gelu),
+            (GateActivation::Silu, &|v: f64| v / (1.0 + (-v).exp())),
+        ];
+        for (act, reference) in cases {
+            for act_first in [true, false] {
+                let mut first: Option<Vec<f32>> = None;
+                for path in runnable_paths() {
+                    let mut out = vec![0f32; rows * inner];
+                    glu_rows_on(path, &x, &mut out, inner, act, act_first);
+                    let mut worst: f64 = 0.0;
+                    for (r, o) in out.chunks_exact(inner).enumerate() {
+                        let row = &x[r * 2 * inner..][..2 * inner];
+                        let (a, b) = row.split_at(inner);
+                        let (g, u) = if act_first { (a, b) } else { (b, a) };
+                        for i in 0..inner {
+                            // Relative to the activation's size (at least 1),
+                            // as gelu_matches_the_exact_function measures.
+                            let act = reference(g[i] as f64);
+                            let want = act * u[i] as f64;
+                            let scale = act.abs().max(1.0) * (u[i] as f64).abs().max(1e-3);
+                            let err = (o[i] as f64 - want).abs() / scale;
+                            worst = worst.max(err);
+                        }
+                    }
+                    assert!(worst < 3e-6, "{act:?} {path:?}: worst error {worst}");
+                    match &first {
+                        None => first = Some(out),
+                        Some(f) => assert_eq!(f, &out, "{act:?}: {path:?} differs"),
+                    }
+                }
+            }
         }
     }
 

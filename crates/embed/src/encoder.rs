@@ -42,34 +42,25 @@ pub(crate) struct Encoder {
 }
 
 impl Encoder {
-    /// Loads config.json and the safetensors weights (memory-mapped).
+    /// Loads the family `files` names from the config.json text they hold
+    /// and the safetensors weights (memory-mapped).
     pub(crate) fn load(
         files: &ModelFiles,
         device: &Device,
         precision: Precision,
     ) -> Result<Encoder, Error> {
-        let config_path = files.dir.join("config.json");
-        let text = std::fs::read_to_string(&config_path)
-            .map_err(|e| Error::io(format!("{}: {e}", config_path.display())))?;
-        let head: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| Error::config(format!("{}: {e}", config_path.display())))?;
-        let pad_id = head
-            .get("pad_token_id")
-            .and_then(|p| p.as_u64())
-            .unwrap_or(0) as u32;
         let weights = files.dir.join("model.safetensors");
         // SAFETY: the weights file is memory-mapped read-only; refscore never
         // writes it, and a concurrent writer would be a user error.
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, device) }
             .map_err(|e| Error::config(format!("{}: {e}", weights.display())))?;
-        let model_type = head.get("model_type").and_then(|t| t.as_str());
-        let model = family::load(model_type, &text, vb, precision)
+        let model = family::load(Some(&files.family), &files.config, vb, precision)
             .map_err(|e| Error::config(format!("{}: {}", weights.display(), e.message)))?;
         Ok(Encoder {
             hidden: model.hidden(),
             model,
             device: device.clone(),
-            pad_id,
+            pad_id: files.pad_token_id,
         })
     }
 

@@ -80,6 +80,12 @@ pub struct ModelFiles {
     pub layers: usize,
     /// The model family (`config.json`'s `model_type`; `bert` when absent).
     pub family: String,
+    /// `config.json`'s text, read once here: the family's loader parses
+    /// the fields its arithmetic needs from it.
+    pub config: String,
+    /// `config.json`'s `pad_token_id` (0 when absent): the id padded
+    /// batches are filled with.
+    pub pad_token_id: u32,
     /// `tokenizer_config.json`'s `tokenizer_class`, when it names one: the
     /// Python class bert_score would encode with.
     pub tokenizer_class: Option<String>,
@@ -426,9 +432,16 @@ struct ConfigHead {
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, Error> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
-    serde_json::from_str(&text).map_err(|e| Error::config(format!("{}: {e}", path.display())))
+    parse_json(path, &read_text(path)?)
+}
+
+fn read_text(path: &Path) -> Result<String, Error> {
+    std::fs::read_to_string(path).map_err(|e| Error::io(format!("{}: {e}", path.display())))
+}
+
+/// `text` (the contents of `path`) parsed, errors naming the file.
+fn parse_json<T: for<'de> Deserialize<'de>>(path: &Path, text: &str) -> Result<T, Error> {
+    serde_json::from_str(text).map_err(|e| Error::config(format!("{}: {e}", path.display())))
 }
 
 /// Where a model is looked for when none is named, and whether the Hugging
@@ -541,7 +554,8 @@ pub fn read_settings(dir: &Path) -> Result<ModelFiles, Error> {
             )));
         }
     }
-    let head: ConfigHead = read_json(&dir.join("config.json"))?;
+    let config = read_text(&dir.join("config.json"))?;
+    let head: ConfigHead = parse_json(&dir.join("config.json"), &config)?;
     if let Some(t) = &head.model_type {
         if !crate::family::has(t) {
             return Err(Error::config(format!(
@@ -652,6 +666,8 @@ pub fn read_settings(dir: &Path) -> Result<ModelFiles, Error> {
         default_prompt: st.default_prompt_name,
         layers: head.num_hidden_layers.unwrap_or(12),
         family: head.model_type.clone().unwrap_or_else(|| "bert".into()),
+        pad_token_id: head.pad_token_id.unwrap_or(0),
+        config,
         cls_sep_tokens: tokenizer_config().map(|v| {
             ["cls_token", "sep_token"]
                 .iter()

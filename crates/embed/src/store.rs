@@ -262,6 +262,8 @@ mod tests {
             default_prompt: None,
             layers: 6,
             family: "bert".into(),
+            config: "{}".into(),
+            pad_token_id: 0,
             tokenizer_class: None,
             cls_sep_tokens: None,
         }

@@ -54,7 +54,7 @@ impl Encoder {
         // writes it, and a concurrent writer would be a user error.
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, device) }
             .map_err(|e| Error::config(format!("{}: {e}", weights.display())))?;
-        let model = family::load(Some(&files.family), &files.config, vb, precision)
+        let model = family::load(&files.family, &files.config, vb, precision)
             .map_err(|e| Error::config(format!("{}: {}", weights.display(), e.message)))?;
         Ok(Encoder {
             hidden: model.hidden(),

@@ -107,15 +107,14 @@ pub(crate) fn has(model_type: &str) -> bool {
     FAMILIES.iter().any(|(name, _)| *name == model_type)
 }
 
-/// Loads the family `model_type` names (a model folder without one is
-/// taken as BERT, as sentence-transformers' oldest folders are).
+/// Loads the family `model_type` names ([`crate::ModelFiles::family`]: a
+/// folder whose config names none is taken as BERT there).
 pub(crate) fn load(
-    model_type: Option<&str>,
+    model_type: &str,
     config: &str,
     weights: VarBuilder,
     precision: Precision,
 ) -> std::result::Result<Box<dyn EncoderModel>, Error> {
-    let model_type = model_type.unwrap_or("bert");
     let (_, loader) = FAMILIES
         .iter()
         .find(|(name, _)| *name == model_type)

@@ -90,34 +90,26 @@ impl Encoder {
             return Ok(vec![vec![Vec::new(); taps.len()]; b]);
         }
         let lengths: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
-        // The output rows, and the row where each sequence starts in them.
-        let (out, starts): (Vec<Tensor>, Vec<usize>) = if self.model.packs() {
-            let ids: Vec<u32> = seqs.concat();
-            let starts = lengths
-                .iter()
-                .scan(0, |next, &len| {
-                    let start = *next;
-                    *next += len;
-                    Some(start)
-                })
-                .collect();
-            let out = self
-                .model
-                .forward_packed(&ids, &lengths, taps)
-                .map_err(internal("encoder forward"))?;
-            (out, starts)
+        // Each tap's rows, padding removed: sequence after sequence.
+        let out = if self.model.packs() {
+            self.model
+                .forward_packed(&seqs.concat(), &lengths, taps)
+                .map_err(internal("encoder forward"))?
         } else {
             let mut ids = vec![self.pad_id; b * t];
             for (k, s) in seqs.iter().enumerate() {
                 ids[k * t..k * t + s.len()].copy_from_slice(s);
             }
             let ids = Tensor::from_vec(ids, (b, t), &self.device).map_err(internal("input ids"))?;
-            let out = self
-                .model
+            self.model
                 .forward_padded(&ids, &lengths, taps)
-                .map_err(internal("encoder forward"))?;
-            (out, (0..b).map(|k| k * t).collect())
+                .map_err(internal("encoder forward"))?
         };
+        let starts = lengths.iter().scan(0, |next, &len| {
+            let start = *next;
+            *next += len;
+            Some(start)
+        });
         let flat: Vec<Vec<f32>> = out
             .iter()
             .map(|o| {
@@ -129,9 +121,8 @@ impl Encoder {
             .map_err(internal("reading encoder output"))?;
         let h = self.hidden;
         Ok(starts
-            .iter()
             .zip(&lengths)
-            .map(|(&start, &len)| {
+            .map(|(start, &len)| {
                 flat.iter()
                     .map(|f| f[start * h..(start + len) * h].to_vec())
                     .collect()

@@ -20,7 +20,7 @@ use candle_core::{Device, Module, Tensor, D};
 use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 
-use super::padded::{linear, Dense, LayerNorm as Norm, Padded, PaddedEncoder};
+use super::padded::{linear, Dense, LayerNorm as Norm, Padded, PaddedEncoder, Rows};
 use super::transformer::weights_root;
 use super::EncoderModel;
 use crate::precision::Precision;
@@ -352,19 +352,20 @@ impl Layer {
         })
     }
 
-    /// `x`: `[b, t, hidden]`; `mask`: additive `[b, 1, 1, t]`; `index`:
-    /// each (query, key) pair's row of the relative table, `[b, heads, t, t]`,
-    /// and its transpose.
+    /// `x`: packed rows `[Σ lengths, hidden]`; `mask`: additive
+    /// `[b, 1, 1, t]`; `index`: each (query, key) pair's row of the
+    /// relative table, `[b, heads, t, t]`, and its transpose.
     fn forward(
         &self,
         x: &Tensor,
         mask: &Tensor,
         index: Option<&(Tensor, Tensor)>,
+        rows: &Rows,
     ) -> Result<Tensor> {
-        let (b, t, h) = x.dims3()?;
         let split = |l: &Dense| -> Result<Tensor> {
-            l.forward(x)?
-                .reshape((b, t, self.heads, h / self.heads))?
+            let y = rows.pad(&l.forward(x)?)?;
+            let (b, t, h) = y.dims3()?;
+            y.reshape((b, t, self.heads, h / self.heads))?
                 .transpose(1, 2)?
                 .contiguous()
         };
@@ -384,7 +385,8 @@ impl Layer {
             }
         }
         let probs = candle_nn::ops::softmax_last_dim(&scores.broadcast_add(mask)?)?;
-        let ctx = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, t, h))?;
+        let (b, _, t, _) = probs.dims4()?;
+        let ctx = rows.unpad(&probs.matmul(&v)?.transpose(1, 2)?.reshape((b, t, ()))?)?;
         let attn = self
             .attn_norm
             .forward(&(self.attn_out.forward(&ctx)? + x)?)?;
@@ -404,9 +406,9 @@ struct Conv {
 }
 
 impl Conv {
-    /// `embedded`, `layer`: `[b, t, hidden]`; `keep`: `[b, t, 1]`, 1 for
-    /// real tokens.
-    fn forward(&self, embedded: &Tensor, layer: &Tensor, keep: &Tensor) -> Result<Tensor> {
+    /// `embedded`: `[b, t, hidden]`, zero past each text's end; `layer`:
+    /// the first layer's packed rows, `[Σ lengths, hidden]`.
+    fn forward(&self, embedded: &Tensor, layer: &Tensor, rows: &Rows) -> Result<Tensor> {
         let k = self.weight.dim(2)?;
         let out = embedded
             .transpose(1, 2)?
@@ -414,8 +416,8 @@ impl Conv {
             .conv1d(&self.weight, (k - 1) / 2, 1, 1, self.groups)?
             .broadcast_add(&self.bias.reshape((1, (), 1))?)?
             .transpose(1, 2)?;
-        let out = self.act.apply(&out.broadcast_mul(keep)?)?;
-        self.norm.forward(&(layer + out)?)?.broadcast_mul(keep)
+        let out = self.act.apply(&rows.unpad(&out)?)?;
+        self.norm.forward(&(layer + out)?)
     }
 }
 
@@ -580,8 +582,6 @@ impl Deberta {
 struct Batch {
     /// Additive key mask, `[b, 1, 1, t]`.
     mask: Tensor,
-    /// 1 for a text's tokens, `[b, t, 1]` (the convolution's mask).
-    keep: Tensor,
     /// Each pair's row of the relative table, and its transpose.
     index: Option<(Tensor, Tensor)>,
     /// The embedding, which the convolution reads after the first layer.
@@ -627,17 +627,16 @@ impl PaddedEncoder for Deberta {
         let x = self.norm.forward(&x)?.broadcast_mul(&keep)?;
         let batch = Batch {
             mask,
-            keep,
             index: self.relative_index(b, t, device)?,
             embedded: x.clone(),
         };
         Ok((x, batch))
     }
 
-    fn layer(&self, index: usize, x: &Tensor, batch: &Batch) -> Result<Tensor> {
-        let x = self.layers[index].forward(x, &batch.mask, batch.index.as_ref())?;
+    fn layer(&self, index: usize, x: &Tensor, batch: &Batch, rows: &Rows) -> Result<Tensor> {
+        let x = self.layers[index].forward(x, &batch.mask, batch.index.as_ref(), rows)?;
         match (&self.conv, index) {
-            (Some(conv), 0) => conv.forward(&batch.embedded, &x, &batch.keep),
+            (Some(conv), 0) => conv.forward(&batch.embedded, &x, rows),
             _ => Ok(x),
         }
     }

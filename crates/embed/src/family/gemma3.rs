@@ -21,7 +21,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::padded::{
-    self, linear, Dense, GateActivation, Padded, PaddedEncoder, RmsNorm, Rope, Span, SpanBatch,
+    self, linear, Dense, GateActivation, Padded, PaddedEncoder, RmsNorm, Rope, Rows, Span,
+    SpanBatch,
 };
 use super::EncoderModel;
 use crate::precision::Precision;
@@ -281,6 +282,7 @@ impl Layer {
         m: &Gemma3,
         rope: &(Tensor, Tensor),
         mask: &Tensor,
+        rows: &Rows,
     ) -> Result<Tensor> {
         let h = self.input_norm.forward(x)?;
         let q = m.shape.split(
@@ -288,17 +290,19 @@ impl Layer {
             m.shape.heads,
             Some(&self.q_norm),
             rope,
+            rows,
         )?;
         let k = m.shape.split(
             &self.k.forward(&h)?,
             m.shape.kv_heads,
             Some(&self.k_norm),
             rope,
+            rows,
         )?;
         let v = m
             .shape
-            .split_plain(&self.v.forward(&h)?, m.shape.kv_heads)?;
-        let ctx = m.shape.attend(&q, &k, &v, mask, m.scale)?;
+            .split_plain(&self.v.forward(&h)?, m.shape.kv_heads, rows)?;
+        let ctx = m.shape.attend(&q, &k, &v, mask, m.scale, rows)?;
         let x = (x + self.post_attn_norm.forward(&self.o.forward(&ctx)?)?)?;
         let gate_up = self.gate_up.forward(&self.pre_ff_norm.forward(&x)?)?;
         let act = if m.exact_gelu {
@@ -336,10 +340,10 @@ impl PaddedEncoder for Gemma3 {
         Ok((x, batch))
     }
 
-    fn layer(&self, index: usize, x: &Tensor, batch: &SpanBatch) -> Result<Tensor> {
+    fn layer(&self, index: usize, x: &Tensor, batch: &SpanBatch, rows: &Rows) -> Result<Tensor> {
         let layer = &self.layers[index];
         let (rope, mask) = batch.of(layer.span);
-        layer.forward(x, self, rope, mask)
+        layer.forward(x, self, rope, mask, rows)
     }
 
     fn tap(&self, x: &Tensor) -> Result<Tensor> {

@@ -50,7 +50,8 @@ pub(crate) trait EncoderModel: Send + Sync {
         -> Result<Vec<Tensor>>;
 
     /// `ids`: `[b, t]` u32, each row padded after its `lengths` entry.
-    /// Returns one `[b·t, hidden]` per tap, as [`EncoderModel::forward_packed`].
+    /// Returns one `[Σ lengths, hidden]` per tap, padding removed, as
+    /// [`EncoderModel::forward_packed`].
     fn forward_padded(
         &self,
         ids: &Tensor,

@@ -21,7 +21,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::padded::{
-    self, Dense, GateActivation, Heads, LayerNorm, Padded, PaddedEncoder, Rope, Span, SpanBatch,
+    self, Dense, GateActivation, Heads, LayerNorm, Padded, PaddedEncoder, Rope, Rows, Span,
+    SpanBatch,
 };
 use super::EncoderModel;
 use crate::precision::Precision;
@@ -255,6 +256,7 @@ impl Layer {
         m: &ModernBert,
         rope: &(Tensor, Tensor),
         mask: &Tensor,
+        rows: &Rows,
     ) -> Result<Tensor> {
         let normed = match &self.attn_norm {
             Some(n) => n.forward(x)?,
@@ -263,11 +265,11 @@ impl Layer {
         let heads = Heads {
             heads: m.heads,
             kv_heads: m.heads,
-            dim: x.dim(2)? / m.heads,
+            dim: m.hidden / m.heads,
         };
-        let (q, k, v) = heads.split_fused(&self.qkv.forward(&normed)?, rope)?;
+        let (q, k, v) = heads.split_fused(&self.qkv.forward(&normed)?, rope, rows)?;
         let scale = 1.0 / (heads.dim as f64).sqrt();
-        let ctx = heads.attend(&q, &k, &v, mask, scale)?;
+        let ctx = heads.attend(&q, &k, &v, mask, scale, rows)?;
         let x = (x + self.out.forward(&ctx)?)?;
         let wi = self.wi.forward(&self.mlp_norm.forward(&x)?)?;
         x + self.wo.forward(&padded::gated(&wi, m.act, true)?)?
@@ -299,10 +301,10 @@ impl PaddedEncoder for ModernBert {
         Ok((x, batch))
     }
 
-    fn layer(&self, index: usize, x: &Tensor, batch: &SpanBatch) -> Result<Tensor> {
+    fn layer(&self, index: usize, x: &Tensor, batch: &SpanBatch, rows: &Rows) -> Result<Tensor> {
         let layer = &self.layers[index];
         let (rope, mask) = batch.of(layer.span);
-        layer.forward(x, self, rope, mask)
+        layer.forward(x, self, rope, mask, rows)
     }
 
     fn tap(&self, x: &Tensor) -> Result<Tensor> {

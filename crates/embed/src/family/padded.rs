@@ -155,6 +155,73 @@ pub(super) fn key_mask(lengths: &[usize], t: usize, device: &Device) -> Result<T
     Tensor::from_vec(mask, (lengths.len(), 1, 1, t), device)
 }
 
+/// Where a padded batch's real tokens sit. Attention needs each text's
+/// tokens side by side (`[b, t, w]`, padded to the longest); every other
+/// step works token by token, so it runs on the packed rows
+/// (`[Σ lengths, w]`) and no product, norm or activation is spent on
+/// padding. Exists to move states between the two layouts in one gather.
+pub(crate) struct Rows {
+    b: usize,
+    t: usize,
+    /// Whether every text fills the batch: the layouts then differ in
+    /// shape only.
+    full: bool,
+    /// For each padded slot, the packed row it copies (a padding slot
+    /// copies a real token of its text: finite, and masked or dropped).
+    pad: Tensor,
+    /// For each packed row, its padded slot.
+    unpad: Tensor,
+}
+
+impl Rows {
+    /// The layouts of texts of `lengths` (each at most `t`, not all 0).
+    pub(crate) fn new(lengths: &[usize], t: usize, device: &Device) -> Result<Rows> {
+        let n: usize = lengths.iter().sum();
+        if n == 0 || lengths.iter().any(|&l| l > t) {
+            candle_core::bail!("texts of lengths {lengths:?} in a batch {t} tokens wide");
+        }
+        let mut pad = Vec::with_capacity(lengths.len() * t);
+        let mut unpad = Vec::with_capacity(n);
+        let mut start = 0;
+        for (row, &len) in lengths.iter().enumerate() {
+            for k in 0..t {
+                pad.push((start + k.min(len.saturating_sub(1))).min(n - 1) as u32);
+            }
+            unpad.extend((row * t..row * t + len).map(|slot| slot as u32));
+            start += len;
+        }
+        Ok(Rows {
+            b: lengths.len(),
+            t,
+            full: n == lengths.len() * t,
+            pad: Tensor::from_vec(pad, lengths.len() * t, device)?,
+            unpad: Tensor::from_vec(unpad, n, device)?,
+        })
+    }
+
+    /// Packed rows `[Σ lengths, w]` as `[b, t, w]`.
+    pub(crate) fn pad(&self, x: &Tensor) -> Result<Tensor> {
+        let w = x.dim(1)?;
+        let x = if self.full {
+            x.clone()
+        } else {
+            x.index_select(&self.pad, 0)?
+        };
+        x.reshape((self.b, self.t, w))
+    }
+
+    /// `[b, t, w]` (or `[b·t, w]`) as the packed rows `[Σ lengths, w]`.
+    pub(crate) fn unpad(&self, x: &Tensor) -> Result<Tensor> {
+        let w = x.dim(candle_core::D::Minus1)?;
+        let x = x.reshape((self.b * self.t, w))?;
+        if self.full {
+            Ok(x)
+        } else {
+            x.index_select(&self.unpad, 0)
+        }
+    }
+}
+
 /// Rotary positions' frequencies (half rotation, transformers' default
 /// rope), computed in f32 as torch does.
 pub(super) struct Rope {
@@ -250,10 +317,10 @@ pub(super) struct Heads {
 }
 
 impl Heads {
-    /// A projection `[b, t, n·dim]` as `[b, n, t, dim]`.
-    pub(super) fn split_plain(&self, y: &Tensor, n: usize) -> Result<Tensor> {
-        let (b, t, _) = y.dims3()?;
-        y.reshape((b, t, n, self.dim))?
+    /// A projection's packed rows `[Σ lengths, n·dim]` as `[b, n, t, dim]`.
+    pub(super) fn split_plain(&self, y: &Tensor, n: usize, rows: &Rows) -> Result<Tensor> {
+        rows.pad(y)?
+            .reshape((rows.b, rows.t, n, self.dim))?
             .transpose(1, 2)?
             .contiguous()
     }
@@ -266,27 +333,32 @@ impl Heads {
         n: usize,
         norm: Option<&RmsNorm>,
         rope: &(Tensor, Tensor),
+        rows: &Rows,
     ) -> Result<Tensor> {
-        let (b, t, _) = y.dims3()?;
-        let mut y = y.reshape((b, t, n, self.dim))?;
-        if let Some(norm) = norm {
-            y = norm.forward(&y)?;
-        }
-        let y = y.transpose(1, 2)?.contiguous()?;
-        candle_nn::rotary_emb::rope(&y, &rope.0, &rope.1)
+        let y = match norm {
+            Some(norm) => {
+                let tokens = y.dim(0)?;
+                norm.forward(&y.reshape((tokens, n, self.dim))?)?
+                    .reshape((tokens, n * self.dim))?
+            }
+            None => y.clone(),
+        };
+        candle_nn::rotary_emb::rope(&self.split_plain(&y, n, rows)?, &rope.0, &rope.1)
     }
 
-    /// A fused Q/K/V projection `[b, t, 3·heads·dim]` (GTE's and NomicBERT's
-    /// stacked rows, ModernBERT's `Wqkv`) as queries, keys and values,
-    /// `[b, heads, t, dim]` each, queries and keys rotated by `rope`.
+    /// A fused Q/K/V projection's packed rows `[Σ lengths, 3·heads·dim]`
+    /// (GTE's and NomicBERT's stacked rows, ModernBERT's `Wqkv`) as
+    /// queries, keys and values, `[b, heads, t, dim]` each, queries and
+    /// keys rotated by `rope`.
     pub(super) fn split_fused(
         &self,
         qkv: &Tensor,
         rope: &(Tensor, Tensor),
+        rows: &Rows,
     ) -> Result<(Tensor, Tensor, Tensor)> {
-        let (b, t, _) = qkv.dims3()?;
-        let qkv = qkv
-            .reshape((b, t, 3, self.heads, self.dim))?
+        let qkv = rows
+            .pad(qkv)?
+            .reshape((rows.b, rows.t, 3, self.heads, self.dim))?
             .permute((2, 0, 3, 1, 4))?;
         let part = |i: usize| qkv.get(i)?.contiguous();
         let (cos, sin) = rope;
@@ -298,7 +370,8 @@ impl Heads {
     }
 
     /// softmax(q·kᵀ·scale + mask)·v over `[b, heads, t, dim]` queries and
-    /// `[b, kv_heads, t, dim]` keys and values: `[b, t, heads·dim]`.
+    /// `[b, kv_heads, t, dim]` keys and values, as packed rows
+    /// `[Σ lengths, heads·dim]`.
     pub(super) fn attend(
         &self,
         q: &Tensor,
@@ -306,6 +379,7 @@ impl Heads {
         v: &Tensor,
         mask: &Tensor,
         scale: f64,
+        rows: &Rows,
     ) -> Result<Tensor> {
         let (b, _, t, _) = q.dims4()?;
         let groups = self.heads / self.kv_heads;
@@ -320,10 +394,11 @@ impl Heads {
         let (k, v) = (repeat(k)?, repeat(v)?);
         let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(mask)?;
         let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-        probs
-            .matmul(&v.contiguous()?)?
-            .transpose(1, 2)?
-            .reshape((b, t, self.heads * self.dim))
+        rows.unpad(&probs.matmul(&v.contiguous()?)?.transpose(1, 2)?.reshape((
+            b,
+            t,
+            self.heads * self.dim,
+        ))?)
     }
 }
 
@@ -414,11 +489,12 @@ pub(super) trait PaddedEncoder: Send + Sync {
     /// `[b, t, hidden]`, and what the layers share.
     fn embed(&self, ids: &Tensor, lengths: &[usize]) -> Result<(Tensor, Self::Batch)>;
 
-    /// Layer `index` (from 0) on `x`.
-    fn layer(&self, index: usize, x: &Tensor, batch: &Self::Batch) -> Result<Tensor>;
+    /// Layer `index` (from 0) on the packed rows `x` (`[Σ lengths,
+    /// hidden]`), laid out by `rows` for attention.
+    fn layer(&self, index: usize, x: &Tensor, batch: &Self::Batch, rows: &Rows) -> Result<Tensor>;
 
-    /// A tap's states from the stream `x` (a final norm, where the family
-    /// has one: bert_score's layer N of such a model).
+    /// A tap's states from the stream's packed rows `x` (a final norm,
+    /// where the family has one: bert_score's layer N of such a model).
     fn tap(&self, x: &Tensor) -> Result<Tensor> {
         Ok(x.clone())
     }
@@ -451,19 +527,64 @@ impl<T: PaddedEncoder> EncoderModel for Padded<T> {
         taps: &[usize],
     ) -> Result<Vec<Tensor>> {
         let model = &self.0;
-        let (b, t) = ids.dims2()?;
+        let t = ids.dim(1)?;
         check(t, model.max_tokens(), taps, model.layers())?;
-        let (mut x, batch) = model.embed(ids, lengths)?;
+        let rows = Rows::new(lengths, t, ids.device())?;
+        let (x, batch) = model.embed(ids, lengths)?;
+        let mut x = rows.unpad(&x)?;
         let mut out = Vec::with_capacity(taps.len());
         let last = taps.last().copied().unwrap_or(0);
         for depth in 0..=last {
             if depth > 0 {
-                x = model.layer(depth - 1, &x, &batch)?;
+                x = model.layer(depth - 1, &x, &batch, &rows)?;
             }
             if taps.contains(&depth) {
-                out.push(model.tap(&x)?.reshape((b * t, model.hidden()))?);
+                out.push(model.tap(&x)?);
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rows 0..n of width 2, row r holding (r, 10·r).
+    fn packed(n: usize) -> Tensor {
+        let v: Vec<f32> = (0..n).flat_map(|r| [r as f32, 10.0 * r as f32]).collect();
+        Tensor::from_vec(v, (n, 2), &Device::Cpu).unwrap()
+    }
+
+    #[test]
+    fn rows_move_between_the_layouts_and_back() {
+        // Ragged, with an empty text in the middle.
+        let rows = Rows::new(&[3, 0, 1], 3, &Device::Cpu).unwrap();
+        let x = packed(4);
+        let wide = rows.pad(&x).unwrap();
+        assert_eq!(wide.dims(), &[3, 3, 2]);
+        let slots: Vec<Vec<Vec<f32>>> = wide.to_vec3().unwrap();
+        // Each text's tokens in its row, from its first slot on.
+        assert_eq!(
+            slots[0],
+            vec![vec![0.0, 0.0], vec![1.0, 10.0], vec![2.0, 20.0]]
+        );
+        assert_eq!(slots[2][0], vec![3.0, 30.0]);
+        // Padding copies a real row: finite.
+        assert!(slots.iter().flatten().flatten().all(|v| v.is_finite()));
+        let back = rows.unpad(&wide).unwrap();
+        assert_eq!(back.to_vec2::<f32>().unwrap(), x.to_vec2::<f32>().unwrap());
+        // A full batch differs in shape only.
+        let full = Rows::new(&[2, 2], 2, &Device::Cpu).unwrap();
+        let x = packed(4);
+        let wide = full.pad(&x).unwrap();
+        assert_eq!(wide.dims(), &[2, 2, 2]);
+        assert_eq!(
+            full.unpad(&wide).unwrap().to_vec2::<f32>().unwrap(),
+            x.to_vec2::<f32>().unwrap()
+        );
+        // Lengths past the width, or no token at all, are refused.
+        assert!(Rows::new(&[4], 3, &Device::Cpu).is_err());
+        assert!(Rows::new(&[0, 0], 3, &Device::Cpu).is_err());
     }
 }

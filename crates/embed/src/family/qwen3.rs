@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::padded::{
-    self, linear, Dense, GateActivation, Heads, Padded, PaddedEncoder, RmsNorm, Rope,
+    self, linear, Dense, GateActivation, Heads, Padded, PaddedEncoder, RmsNorm, Rope, Rows,
 };
 use super::EncoderModel;
 use crate::precision::Precision;
@@ -153,27 +153,35 @@ impl Layer {
         })
     }
 
-    /// `x`: `[b, t, hidden]`; `mask`: additive `[b, 1, t, t]` (causal and
-    /// padding).
+    /// `x`: packed rows `[Σ lengths, hidden]`; `mask`: additive
+    /// `[b, 1, t, t]` (causal and padding).
     fn forward(
         &self,
         x: &Tensor,
         d: &Dims,
         rope: &(Tensor, Tensor),
         mask: &Tensor,
+        rows: &Rows,
     ) -> Result<Tensor> {
         let h = self.input_norm.forward(x)?;
         let heads = &d.heads;
-        let q = heads.split(&self.q.forward(&h)?, heads.heads, Some(&self.q_norm), rope)?;
+        let q = heads.split(
+            &self.q.forward(&h)?,
+            heads.heads,
+            Some(&self.q_norm),
+            rope,
+            rows,
+        )?;
         let k = heads.split(
             &self.k.forward(&h)?,
             heads.kv_heads,
             Some(&self.k_norm),
             rope,
+            rows,
         )?;
-        let v = heads.split_plain(&self.v.forward(&h)?, heads.kv_heads)?;
+        let v = heads.split_plain(&self.v.forward(&h)?, heads.kv_heads, rows)?;
         let scale = 1.0 / (heads.dim as f64).sqrt();
-        let ctx = heads.attend(&q, &k, &v, mask, scale)?;
+        let ctx = heads.attend(&q, &k, &v, mask, scale, rows)?;
         let x = (x + self.o.forward(&ctx)?)?;
         let gate_up = self.gate_up.forward(&self.post_norm.forward(&x)?)?;
         let inner = padded::gated(&gate_up, GateActivation::Silu, true)?;
@@ -272,8 +280,14 @@ impl PaddedEncoder for Qwen3 {
         Ok((x, (self.rope.tables(t, device)?, mask)))
     }
 
-    fn layer(&self, index: usize, x: &Tensor, (rope, mask): &Self::Batch) -> Result<Tensor> {
-        self.layers[index].forward(x, &self.dims, rope, mask)
+    fn layer(
+        &self,
+        index: usize,
+        x: &Tensor,
+        (rope, mask): &Self::Batch,
+        rows: &Rows,
+    ) -> Result<Tensor> {
+        self.layers[index].forward(x, &self.dims, rope, mask, rows)
     }
 
     fn tap(&self, x: &Tensor) -> Result<Tensor> {

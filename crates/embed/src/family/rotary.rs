@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use super::padded::{
     self, linear, Dense, GateActivation, Heads, LayerNorm as Norm, Padded, PaddedEncoder, Rope,
+    Rows,
 };
 use super::EncoderModel;
 use crate::precision::Precision;
@@ -337,15 +338,16 @@ impl Layer {
         s: &Shape,
         rope: &(Tensor, Tensor),
         mask: &Tensor,
+        rows: &Rows,
     ) -> Result<Tensor> {
         let heads = Heads {
             heads: s.heads,
             kv_heads: s.heads,
             dim: s.hidden / s.heads,
         };
-        let (q, k, v) = heads.split_fused(&self.qkv.forward(x)?, rope)?;
+        let (q, k, v) = heads.split_fused(&self.qkv.forward(x)?, rope, rows)?;
         // The 1/√d scale is in the query rows already.
-        let ctx = heads.attend(&q, &k, &v, mask, 1.0)?;
+        let ctx = heads.attend(&q, &k, &v, mask, 1.0, rows)?;
         let x = self.attn_norm.forward(&(x + self.out.forward(&ctx)?)?)?;
         let up_gate = self.up_gate.forward(&x)?;
         // Up first, then the gate.
@@ -446,8 +448,14 @@ impl PaddedEncoder for RotaryEncoder {
         Ok((x, (self.rope.tables(t, device)?, mask)))
     }
 
-    fn layer(&self, index: usize, x: &Tensor, (rope, mask): &Self::Batch) -> Result<Tensor> {
-        self.layers[index].forward(x, &self.shape, rope, mask)
+    fn layer(
+        &self,
+        index: usize,
+        x: &Tensor,
+        (rope, mask): &Self::Batch,
+        rows: &Rows,
+    ) -> Result<Tensor> {
+        self.layers[index].forward(x, &self.shape, rope, mask, rows)
     }
 }
 

@@ -15,6 +15,7 @@ use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 
 use super::ops::{host, AddNorm, Attention, BiasGelu, HostNorm};
+use super::padded::Rows;
 use super::EncoderModel;
 use crate::kernels::{AttentionShape, RelativeBias};
 use crate::precision::{Precision, Projection};
@@ -586,9 +587,13 @@ impl EncoderModel for Transformer {
                 None => full,
             });
         }
+        let rows = Rows::new(lengths, t, device)?;
         tapped(x, taps, &self.layers, |layer, x| {
             layer.forward(x, b, t, mask.as_ref())
-        })
+        })?
+        .iter()
+        .map(|tap| rows.unpad(tap))
+        .collect()
     }
 }
 

@@ -20,7 +20,7 @@ use candle_core::{Device, Module, Tensor, D};
 use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 
-use super::padded::{linear, Dense, LayerNorm as Norm, Padded, PaddedEncoder, Rows};
+use super::padded::{self, linear, Dense, LayerNorm as Norm, Padded, PaddedEncoder, Rows};
 use super::transformer::weights_root;
 use super::EncoderModel;
 use crate::precision::Precision;
@@ -623,7 +623,7 @@ impl PaddedEncoder for Deberta {
             .flat_map(|&l| (0..t).map(move |k| if k < l { 1.0 } else { 0.0 }))
             .collect();
         let keep = Tensor::from_vec(keep, (b, t, 1), device)?.to_dtype(x.dtype())?;
-        let mask = ((keep.reshape((b, 1, 1, t))? - 1.0)? * f64::from(f32::MAX))?;
+        let mask = padded::key_mask(lengths, t, device)?.to_dtype(x.dtype())?;
         let x = self.norm.forward(&x)?.broadcast_mul(&keep)?;
         let batch = Batch {
             mask,

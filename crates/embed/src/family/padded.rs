@@ -145,12 +145,28 @@ impl LayerNorm {
     }
 }
 
+/// What an additive mask adds to a score a query must not see. Infinite,
+/// so that softmax's exponential of it is 0 at once (a large finite value
+/// takes libm's underflow path, which sets errno, for every masked
+/// score); the masks
+/// leave every query at least one key ([`visible`]), so no row is all
+/// infinite.
+pub(super) const MASKED: f32 = f32::NEG_INFINITY;
+
+/// Whether key `j` is one of a text's `len` tokens, or, for a text with
+/// none, the first slot, so that every query row sees a key. Padding rows
+/// are dropped after attention ([`Rows::unpad`]), so what they see does
+/// not change a real token's state.
+pub(super) fn visible(j: usize, len: usize) -> bool {
+    j < len.max(1)
+}
+
 /// The additive key mask of a padded batch, `[b, 1, 1, t]`: 0 for a
-/// text's tokens, `f32::MIN` past its end.
+/// text's tokens, [`MASKED`] past its end.
 pub(super) fn key_mask(lengths: &[usize], t: usize, device: &Device) -> Result<Tensor> {
     let mask: Vec<f32> = lengths
         .iter()
-        .flat_map(|&l| (0..t).map(move |k| if k < l { 0.0 } else { f32::MIN }))
+        .flat_map(|&l| (0..t).map(move |k| if visible(k, l) { 0.0 } else { MASKED }))
         .collect();
     Tensor::from_vec(mask, (lengths.len(), 1, 1, t), device)
 }
@@ -436,11 +452,13 @@ impl SpanBatch {
             for i in 0..t {
                 for j in 0..t {
                     let k = (row * t + i) * t + j;
-                    if j >= len {
-                        all[k] = f32::MIN;
-                        near[k] = f32::MIN;
-                    } else if i.abs_diff(j) > reach {
-                        near[k] = f32::MIN;
+                    if !visible(j, len) {
+                        all[k] = MASKED;
+                        near[k] = MASKED;
+                    } else if i < len && i.abs_diff(j) > reach {
+                        // A padding row (i ≥ len) keeps every key of its
+                        // text, so it sees one.
+                        near[k] = MASKED;
                     }
                 }
             }
@@ -586,5 +604,31 @@ mod tests {
         // Lengths past the width, or no token at all, are refused.
         assert!(Rows::new(&[4], 3, &Device::Cpu).is_err());
         assert!(Rows::new(&[0, 0], 3, &Device::Cpu).is_err());
+    }
+
+    #[test]
+    fn every_query_row_sees_a_key() {
+        // Window layers: a padding row far past its text's end, and an
+        // empty text, still see one key, so no softmax row is all masked.
+        let rope = Rope::new(10_000.0, 4);
+        let batch = SpanBatch::new(&rope, &rope, &[1, 0, 6], 6, 1, &Device::Cpu).unwrap();
+        let t = 6;
+        for span in [Span::Global, Span::Window] {
+            let (_, mask) = batch.of(span);
+            let flat: Vec<f32> = mask.flatten_all().unwrap().to_vec1().unwrap();
+            for (r, row) in flat.chunks_exact(t).enumerate() {
+                assert!(row.contains(&0.0), "{span:?}, row {r}: {row:?}");
+            }
+            if span == Span::Window {
+                // A real token's window: the third text's first token
+                // sees tokens 0 and 1 only.
+                assert_eq!(flat[2 * t * t..][..3], [0.0, 0.0, MASKED]);
+                // The first text's padding row 5 sees its one token.
+                assert_eq!(flat[5 * t..][..2], [0.0, MASKED]);
+            }
+        }
+        let keys = key_mask(&[2, 0], 3, &Device::Cpu).unwrap();
+        let keys: Vec<f32> = keys.flatten_all().unwrap().to_vec1().unwrap();
+        assert_eq!(keys, vec![0.0, 0.0, MASKED, 0.0, MASKED, MASKED]);
     }
 }

@@ -270,8 +270,15 @@ impl PaddedEncoder for Qwen3 {
         for (row, &len) in lengths.iter().enumerate() {
             for i in 0..t {
                 for j in 0..t {
-                    if j > i || j >= len {
-                        mask[(row * t + i) * t + j] = f32::MIN;
+                    // A text's token sees those up to itself; a padding
+                    // row, the text's tokens.
+                    let seen = if i < len {
+                        j <= i
+                    } else {
+                        padded::visible(j, len)
+                    };
+                    if !seen {
+                        mask[(row * t + i) * t + j] = padded::MASKED;
                     }
                 }
             }

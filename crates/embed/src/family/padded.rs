@@ -148,9 +148,8 @@ impl LayerNorm {
 /// What an additive mask adds to a score a query must not see. Infinite,
 /// so that softmax's exponential of it is 0 at once (a large finite value
 /// takes libm's underflow path, which sets errno, for every masked
-/// score); the masks
-/// leave every query at least one key ([`visible`]), so no row is all
-/// infinite.
+/// score); the masks leave every query at least one key ([`visible`]), so
+/// no row is all infinite.
 pub(super) const MASKED: f32 = f32::NEG_INFINITY;
 
 /// Whether key `j` is one of a text's `len` tokens, or, for a text with
@@ -176,7 +175,7 @@ pub(super) fn key_mask(lengths: &[usize], t: usize, device: &Device) -> Result<T
 /// step works token by token, so it runs on the packed rows
 /// (`[Σ lengths, w]`) and no product, norm or activation is spent on
 /// padding. Exists to move states between the two layouts in one gather.
-pub(crate) struct Rows {
+pub(super) struct Rows {
     b: usize,
     t: usize,
     /// Whether every text fills the batch: the layouts then differ in
@@ -191,7 +190,7 @@ pub(crate) struct Rows {
 
 impl Rows {
     /// The layouts of texts of `lengths` (each at most `t`, not all 0).
-    pub(crate) fn new(lengths: &[usize], t: usize, device: &Device) -> Result<Rows> {
+    pub(super) fn new(lengths: &[usize], t: usize, device: &Device) -> Result<Rows> {
         let n: usize = lengths.iter().sum();
         if n == 0 || lengths.iter().any(|&l| l > t) {
             candle_core::bail!("texts of lengths {lengths:?} in a batch {t} tokens wide");
@@ -216,7 +215,7 @@ impl Rows {
     }
 
     /// Packed rows `[Σ lengths, w]` as `[b, t, w]`.
-    pub(crate) fn pad(&self, x: &Tensor) -> Result<Tensor> {
+    pub(super) fn pad(&self, x: &Tensor) -> Result<Tensor> {
         let w = x.dim(1)?;
         let x = if self.full {
             x.clone()
@@ -227,7 +226,7 @@ impl Rows {
     }
 
     /// `[b, t, w]` (or `[b·t, w]`) as the packed rows `[Σ lengths, w]`.
-    pub(crate) fn unpad(&self, x: &Tensor) -> Result<Tensor> {
+    pub(super) fn unpad(&self, x: &Tensor) -> Result<Tensor> {
         let w = x.dim(candle_core::D::Minus1)?;
         let x = x.reshape((self.b * self.t, w))?;
         if self.full {

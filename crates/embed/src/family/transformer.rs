@@ -15,7 +15,7 @@ use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 
 use super::ops::{host, AddNorm, Attention, BiasGelu, HostNorm};
-use super::padded::Rows;
+use super::padded::{self, Rows};
 use super::EncoderModel;
 use crate::kernels::{AttentionShape, RelativeBias};
 use crate::precision::{Precision, Projection};
@@ -562,13 +562,7 @@ impl EncoderModel for Transformer {
         let mut mask = if lengths.iter().all(|&l| l == t) {
             None
         } else {
-            let mut m = vec![0f32; b * t];
-            for (row, &len) in lengths.iter().enumerate() {
-                m[row * t + len..(row + 1) * t]
-                    .iter_mut()
-                    .for_each(|v| *v = f32::MIN);
-            }
-            Some(Tensor::from_vec(m, (b, 1, 1, t), device)?.to_dtype(dtype)?)
+            Some(padded::key_mask(lengths, t, device)?.to_dtype(dtype)?)
         };
         if let Some(bias) = &self.bias {
             // The relative table spread out to [1, heads, t, t].
@@ -581,7 +575,7 @@ impl EncoderModel for Transformer {
                 }
             }
             let full = Tensor::from_vec(full, (1, self.heads, t, t), device)?.to_dtype(dtype)?;
-            // f32::MIN plus a small bias stays far below any real score.
+            // A masked key stays masked (-inf plus a bias).
             mask = Some(match mask {
                 Some(m) => full.broadcast_add(&m)?,
                 None => full,

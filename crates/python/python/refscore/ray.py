@@ -84,11 +84,13 @@ def score(ds: "ray.data.Dataset", *, workers: int, cpus_per_worker: float = 1, g
         compute=ray.data.ActorPoolStrategy(size=workers),
         num_cpus=_actor_cpus(workers, cpus_per_worker),
         num_gpus=gpus_per_worker,
-        # An actor that dies (OOM kill, kill -9, lost node) is restarted and
-        # its batches are run again; a RefscoreError (bad data or options)
-        # is not retried: it would fail the same way.
-        max_restarts=-1,
-        max_task_retries=-1,
+        # Only map_batches' named parameters: anything else lands in
+        # **ray_remote_args, which Ray 2.60 deprecates and 2.64 removes.
+        # Restarts need no argument: Ray Data creates actor-pool actors with
+        # max_restarts=-1 and max_task_retries=-1 (Ray 2.50 to 2.60 at
+        # least), so an actor that dies (OOM kill, kill -9, lost node) is
+        # restarted and its batches run again; a RefscoreError (bad data or
+        # options) is a user error, not retried: it would fail the same way.
     )
 
 
@@ -127,8 +129,7 @@ def run(input: str, outdir: str, *, workers: int, flags: List[str], shards: Opti
         compute=ray.data.ActorPoolStrategy(size=workers, max_tasks_in_flight_per_actor=1),
         num_cpus=cpus_per_worker,
         num_gpus=gpus_per_worker,
-        max_restarts=-1,
-        max_task_retries=-1,
+        # Restarted on death by Ray Data's own actor-pool defaults (see score).
     ).take_all()
     return _shards.finish(outdir, shards, outcomes)
 

@@ -1,7 +1,7 @@
 //! Every value-taking flag of `refscore score`, given a bad value, exits
 //! with the code the rule says: a malformed or out-of-range value is 64; a
 //! value the data, the settings or the environment cannot serve is 65, 74
-//! or 78 (README, `--help`). The list of flags comes from `--help`, so a new
+//! or 78 (docs/usage.md, `--help`). The list of flags comes from `--help`, so a new
 //! flag without an entry here fails the test.
 
 mod common;

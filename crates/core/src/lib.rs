@@ -306,8 +306,9 @@ impl ErrorClass {
     ];
 
     /// The process exit code of this class (sysexits.h values). The one
-    /// table of exit codes: `--help`, the README's table (checked by a
-    /// test) and the Python package's constants are made from it.
+    /// table of exit codes: `--help` and the Python package's constants are
+    /// made from it, and docs/usage.md's table is checked against `--help`
+    /// (tests/python/test_docs_flags.py).
     pub fn exit_code(self) -> u8 {
         match self {
             ErrorClass::Usage => 64,

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, StringArray};
 use arrow::datatypes::UInt32Type;
-use common::judge_server::{chat, start, Reply};
+use common::judge_server::{chat, start, start_all, Reply};
 use common::*;
 
 fn input(dir: &Path, rows: &[(&str, Option<&str>, Option<&str>)]) -> std::path::PathBuf {
@@ -252,6 +252,74 @@ fn transient_failures_are_retried_until_they_pass() {
         latency.value(0) >= 1000,
         "Retry-After: 1 was honoured ({} ms)",
         latency.value(0)
+    );
+}
+
+#[test]
+fn a_key_echoed_in_an_answer_body_is_never_shown_whole_or_in_part() {
+    let (key, body) = echoed_key();
+    // The gateway answers the start-up probe with a 401 that echoes the key
+    // across the 120-character cut of the excerpt.
+    let refusing = start_all({
+        let body = body.clone();
+        move |_, _| Reply::Status(401, vec![], body.clone())
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(
+        dir.path(),
+        &[
+            ("Q?", Some("ref"), Some("leak")),
+            ("Q?", Some("ref"), Some("fine")),
+        ],
+    );
+    let run = |url: &str, out: &Path, extra: &[&str]| {
+        let mut cmd = std::process::Command::new(bin());
+        cmd.args(["score", inp.to_str().unwrap(), "-o", out.to_str().unwrap()])
+            .args(judge_args(url, "meaning_match"))
+            .args(["--judge-api-key-env", "REFSCORE_TEST_KEY"])
+            .args(extra)
+            .env("REFSCORE_TEST_KEY", &key);
+        cmd.output().unwrap()
+    };
+    let out = dir.path().join("refused.parquet");
+    let err = fails(&run(&refusing.url, &out, &[]), 78);
+    assert!(err.contains("HTTP 401") && err.contains("***"), "{err}");
+    assert!(
+        !err.contains(&key[..8]),
+        "a part of the key on stderr: {err}"
+    );
+
+    // A row's 400 echoes it too: the error column, stderr, the summary,
+    // the report and every file the runs leave hold none of it.
+    let echoing = start({
+        let body = body.clone();
+        move |req, _| match req.candidate() {
+            "leak" => Reply::Status(400, vec![], body.clone()),
+            _ => mm(true),
+        }
+    });
+    let out = dir.path().join("o.parquet");
+    let o = run(&echoing.url, &out, &["--max-judge-failures", "1"]);
+    ok(&o);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!stderr.contains(&key[..8]), "{stderr}");
+    let b = read_parquet(&out);
+    let e = texts(&b, "error")[0].clone().unwrap();
+    assert!(
+        e.contains("HTTP 400") && e.contains("Incorrect API key provided: ***"),
+        "{e}"
+    );
+    let html = dir.path().join("report.html");
+    ok(&refscore(&[
+        "report",
+        out.to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+    ]));
+    assert!(html.exists());
+    assert_eq!(
+        files_holding(dir.path(), &key, 8),
+        Vec::<std::path::PathBuf>::new()
     );
 }
 

@@ -307,3 +307,36 @@ pub fn assert_same_results(a: &RecordBatch, b: &RecordBatch) {
         }
     }
 }
+
+/// A 96-character API key a hostile gateway echoes back, and the body it
+/// echoes it in: the key starts 49 characters in, so it straddles a cut at
+/// 120 characters.
+pub fn echoed_key() -> (String, String) {
+    let key = format!("sk-proj-{}", "Zq7Xw3Vb9Nm2".repeat(8));
+    let key = key[..96].to_string();
+    let body = format!(
+        r#"{{"error":{{"message":"Incorrect API key provided: {key}. You can find your API key at the dashboard."}}}}"#
+    );
+    (key, body)
+}
+
+/// Every file under `dir` (recursively) that holds the first `n` bytes of
+/// `secret`: a key must never be written, whole or in part.
+pub fn files_holding(dir: &Path, secret: &str, n: usize) -> Vec<PathBuf> {
+    let needle = &secret.as_bytes()[..n];
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if let Ok(bytes) = std::fs::read(&p) {
+                if bytes.windows(n).any(|w| w == needle) {
+                    found.push(p);
+                }
+            }
+        }
+    }
+    found
+}

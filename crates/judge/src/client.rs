@@ -16,10 +16,10 @@ use url::Url;
 
 use crate::endpoint::{Endpoint, MAX_TIMEOUT, MIN_TIMEOUT};
 use crate::limiter::{self, Limiter};
-use crate::parse::{extract_object, snippet};
+use crate::parse::extract_object;
 use crate::prompts::Template;
 use crate::protocol::{self, Ask, ChatProtocol, OutputMode, TEMPERATURE};
-use crate::redact::{api_url, key_url, redact_url, scrub, secrets};
+use crate::redact::{api_url, excerpt, key_url, redact_url, scrub, secrets};
 use crate::transport::{wait_secs, Failure, Http, Reply, Transport, Usage};
 
 /// Counters over the run.
@@ -352,7 +352,7 @@ pub fn probe(endpoint: &Endpoint) -> Result<(), Error> {
         }
         Err(ureq::Error::Status(code, resp)) => {
             let text = resp.into_string().unwrap_or_default();
-            let detail = scrub(&snippet(&text), &secrets);
+            let detail = excerpt(&text, &secrets);
             let model = &endpoint.model;
             let mentions_model = text.to_ascii_lowercase().contains("model");
             match code {

@@ -145,7 +145,60 @@ fn percent_decode(s: &str) -> Result<String, ()> {
         .ok_or(())
 }
 
-/// `text` with every secret replaced by `***`.
+/// A reader that passes `inner` on line by line with every secret
+/// replaced: a provider's result file is kept in the run folder, and a
+/// refusal inside it may echo the key.
+pub(crate) struct ScrubbedLines<'a, R> {
+    inner: R,
+    secrets: &'a [String],
+    line: Vec<u8>,
+    at: usize,
+}
+
+impl<'a, R: std::io::BufRead> ScrubbedLines<'a, R> {
+    /// Lines of `inner`, scrubbed of `secrets`.
+    pub(crate) fn new(inner: R, secrets: &'a [String]) -> Self {
+        ScrubbedLines {
+            inner,
+            secrets,
+            line: Vec::new(),
+            at: 0,
+        }
+    }
+}
+
+impl<R: std::io::BufRead> std::io::Read for ScrubbedLines<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.at == self.line.len() {
+            self.line.clear();
+            self.at = 0;
+            if self.inner.read_until(b'\n', &mut self.line)? == 0 {
+                return Ok(0);
+            }
+            if let Ok(text) = std::str::from_utf8(&self.line) {
+                if self.secrets.iter().any(|s| text.contains(s.as_str())) {
+                    self.line = scrub(text, self.secrets).into_bytes();
+                }
+            }
+        }
+        let n = (self.line.len() - self.at).min(buf.len());
+        buf[..n].copy_from_slice(&self.line[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+/// The mark [`crate::parse::snippet`] ends a cut text with.
+const CUT: char = '…';
+
+/// The shortest start of a secret that is still hidden where a cut ends
+/// a text: shorter starts are too common to tell from ordinary words.
+const MIN_CUT_PREFIX: usize = 8;
+
+/// `text` with every secret replaced by `***`, and with any start of a
+/// secret ([`MIN_CUT_PREFIX`] characters or more) that a cut (`…`) left at
+/// the end of a shortened text: a message built from an already shortened
+/// body must not show the part of a key that fell before the cut.
 pub(crate) fn scrub(text: &str, secrets: &[String]) -> String {
     let mut out = text.to_string();
     for s in secrets {
@@ -153,6 +206,45 @@ pub(crate) fn scrub(text: &str, secrets: &[String]) -> String {
             out = out.replace(s.as_str(), "***");
         }
     }
+    for s in secrets {
+        out = scrub_cut_start(&out, s);
+    }
+    out
+}
+
+/// A server's answer body as a message may show it: every secret replaced
+/// in the whole body first, then cut to a one-line excerpt, then any start
+/// of a secret left at the cut replaced too (a key that straddles the cut
+/// would otherwise keep its first part).
+pub(crate) fn excerpt(body: &str, secrets: &[String]) -> String {
+    scrub(&crate::parse::snippet(&scrub(body, secrets)), secrets)
+}
+
+/// `text` with the longest start of `secret` of at least
+/// [`MIN_CUT_PREFIX`] characters that ends right before a cut mark
+/// replaced by `***`, at every cut mark.
+fn scrub_cut_start(text: &str, secret: &str) -> String {
+    let secret: Vec<char> = secret.chars().collect();
+    if secret.len() < MIN_CUT_PREFIX || !text.contains(CUT) {
+        return text.to_string();
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut kept = 0;
+    for (at, c) in chars.iter().enumerate() {
+        if *c != CUT {
+            continue;
+        }
+        let longest = (MIN_CUT_PREFIX..=secret.len().min(at - kept))
+            .rev()
+            .find(|&k| chars[at - k..at] == secret[..k]);
+        if let Some(k) = longest {
+            out.extend(&chars[kept..at - k]);
+            out.push_str("***");
+            kept = at;
+        }
+    }
+    out.extend(&chars[kept..]);
     out
 }
 
@@ -202,6 +294,45 @@ mod tests {
         assert_eq!(u.as_str(), "http://h:8080/v1/chat/completions");
         let u = api_url(&url("http://h"), &["chat", "completions"]).unwrap();
         assert_eq!(u.as_str(), "http://h/chat/completions");
+    }
+
+    #[test]
+    fn a_key_cut_by_the_excerpt_keeps_none_of_its_start() {
+        let key = "sk-proj-".to_string() + &"a1B2c3D4e5".repeat(9);
+        assert_eq!(key.len(), 98);
+        let s = secrets(&url("http://h/v1"), Some(&key));
+        // The key straddles the 120-character cut, wherever it starts.
+        // The key starts `lead` + 28 characters in: 84 leaves 8 of it
+        // before the cut, 88 leaves 4 (too few to tell from words).
+        for lead in [0, 20, 40, 60, 80, 83, 84, 85, 88, 91] {
+            let body = format!(
+                "{}Incorrect API key provided: {key}. Find your key at the dashboard.",
+                "x".repeat(lead)
+            );
+            // Cut first, then scrubbed: the order messages are built in.
+            let late = scrub(&crate::parse::snippet(&body), &s);
+            let early = excerpt(&body, &s);
+            for shown in [&late, &early] {
+                for k in MIN_CUT_PREFIX..=key.len() {
+                    assert!(
+                        !shown.contains(&key[..k]),
+                        "{k} chars of the key in {shown}"
+                    );
+                }
+            }
+            if lead <= 84 {
+                assert!(early.contains("***"), "{lead}: {early}");
+            }
+        }
+        // Scrubbed before the cut, the text after the key is still shown.
+        let body = format!("Incorrect API key provided: {key}. Find it.");
+        assert_eq!(
+            excerpt(&body, &s),
+            "Incorrect API key provided: ***. Find it."
+        );
+        // Ordinary text ending at a cut is left alone.
+        let plain = format!("{}…", "sk-".repeat(10));
+        assert_eq!(scrub(&plain, &s), plain);
     }
 
     #[test]

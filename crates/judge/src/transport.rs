@@ -9,9 +9,8 @@ use std::time::{Duration, SystemTime};
 use serde_json::Value;
 use url::Url;
 
-use crate::parse::snippet;
 use crate::protocol::ChatProtocol;
-use crate::redact::{redact_url, scrub};
+use crate::redact::{excerpt, redact_url, scrub};
 
 /// What a successful call cost.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -188,7 +187,7 @@ impl Transport for Http {
                 })?;
                 let v: Value = serde_json::from_str(&text).map_err(|_| {
                     Failure::Retry(
-                        format!("reply is not JSON: {}", snippet(&text)),
+                        format!("reply is not JSON: {}", excerpt(&text, &self.secrets)),
                         None,
                         false,
                     )
@@ -199,7 +198,9 @@ impl Transport for Http {
                 let wait = resp
                     .header("Retry-After")
                     .and_then(|h| retry_after(h, SystemTime::now()));
-                let text = resp.into_string().unwrap_or_default();
+                // Credentials out of the whole body before any part of it
+                // is cut into a message.
+                let text = scrub(&resp.into_string().unwrap_or_default(), &self.secrets);
                 Err(self.protocol.classify(code, wait, &text, body))
             }
             Err(ureq::Error::Transport(t)) => {

@@ -10,9 +10,8 @@ use refscore_core::Error;
 use serde_json::Value;
 use url::Url;
 
-use crate::parse::snippet;
 use crate::protocol;
-use crate::redact::{api_url, redact_url, scrub, secrets};
+use crate::redact::{api_url, excerpt, redact_url, scrub, secrets, ScrubbedLines};
 use crate::Endpoint;
 
 /// Attempts per idempotent call (uploads, reads) on a transient failure.
@@ -79,10 +78,7 @@ impl Rest {
             let failure = match send(self.request(method, url)).map_err(|e| *e) {
                 Ok(resp) => return Ok(resp),
                 Err(ureq::Error::Status(code, resp)) => {
-                    let text = scrub(
-                        &snippet(&resp.into_string().unwrap_or_default()),
-                        &self.secrets,
-                    );
+                    let text = excerpt(&resp.into_string().unwrap_or_default(), &self.secrets);
                     let msg =
                         format!("the judge's Batch API: {method} {shown}: HTTP {code}: {text}");
                     if code != 429 && code < 500 {
@@ -128,7 +124,7 @@ impl Rest {
         serde_json::from_str(&text).map_err(|_| {
             Error::temporary(format!(
                 "the judge's Batch API: {what}: not JSON: {}",
-                snippet(&text)
+                excerpt(&text, &self.secrets)
             ))
         })
     }
@@ -139,7 +135,7 @@ impl Rest {
         v["id"].as_str().map(String::from).ok_or_else(|| {
             Error::temporary(format!(
                 "the judge's Batch API: {what}: the answer has no id: {}",
-                snippet(&v.to_string())
+                excerpt(&v.to_string(), &self.secrets)
             ))
         })
     }
@@ -148,7 +144,9 @@ impl Rest {
     pub(crate) fn download(&self, url: &Url, to: &Path) -> Result<(), Error> {
         let resp = self.call("GET", url, ATTEMPTS, |r| r.call().map_err(Box::new))?;
         // A transfer cut short is worth trying again later.
-        refscore_core::files::copy_atomically(&mut resp.into_reader(), to).map_err(|e| {
+        let mut lines =
+            ScrubbedLines::new(std::io::BufReader::new(resp.into_reader()), &self.secrets);
+        refscore_core::files::copy_atomically(&mut lines, to).map_err(|e| {
             Error::temporary(format!(
                 "the judge's Batch API: downloading {} to {}: {e}",
                 redact_url(url),

@@ -15,7 +15,7 @@ use super::lines::RequestLine;
 use crate::cache::{DiskCache, Store};
 use crate::keyed_log::KeyedLog;
 use crate::protocol::{self, ChatProtocol};
-use crate::redact::{api_url, key_url};
+use crate::redact::{api_url, key_url, scrub, secrets};
 use crate::transport::{Failure, Reply, Transport, Usage};
 use crate::Endpoint;
 
@@ -42,6 +42,9 @@ pub(crate) struct Answers {
     protocol: Arc<dyn ChatProtocol>,
     /// The request URL without credentials: with the body, a request's id.
     url_key: String,
+    /// Credentials to scrub from a failure's text before it is kept (a
+    /// result file may echo them).
+    secrets: Vec<String>,
     /// How a set-aside request is written.
     line: RequestLine,
     spool_path: PathBuf,
@@ -65,7 +68,8 @@ impl Answers {
     ) -> Result<Answers, Error> {
         let store = KeyedLog::open(dir, "answers.jsonl").map_err(Error::io)?;
         let protocol = protocol::of(endpoint.api);
-        let url = api_url(&endpoint.base()?, protocol.path()).map_err(Error::config)?;
+        let base = endpoint.base()?;
+        let url = api_url(&base, protocol.path()).map_err(Error::config)?;
         let spool_path = dir.join("spool.jsonl");
         let file = File::create(&spool_path)
             .map_err(|e| Error::io(format!("{}: {e}", spool_path.display())))?;
@@ -73,6 +77,7 @@ impl Answers {
             store,
             protocol,
             url_key: key_url(&url),
+            secrets: secrets(&base, endpoint.api_key.as_deref()),
             line,
             spool_path,
             spool: Mutex::new(Spool {
@@ -207,7 +212,8 @@ impl Answers {
         self.store
             .store(
                 id,
-                &json!({"failed": {"batches": batches, "status": status, "message": message}}),
+                &json!({"failed": {"batches": batches, "status": status,
+                                   "message": scrub(message, &self.secrets)}}),
             )
             .map_err(Error::io)
     }

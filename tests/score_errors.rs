@@ -308,3 +308,71 @@ fn an_interrupted_run_leaves_no_finished_looking_file() {
     assert!(!out.exists(), "target must not exist after a kill");
     assert!(!dir.path().join("out.parquet.summary.json").exists());
 }
+
+#[test]
+fn table_folders_are_refused_not_read_as_loose_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let out = out_dir.join("o.parquet");
+    // A Delta table: data files of several versions and the log that says
+    // which of them are live (written here as delta-rs lays it out; a table
+    // written by the deltalake package itself is in tests/python).
+    let delta = dir.path().join("night");
+    std::fs::create_dir_all(delta.join("_delta_log")).unwrap();
+    std::fs::create_dir_all(delta.join("day=1")).unwrap();
+    std::fs::write(delta.join("_delta_log/00000000000000000000.json"), "{}\n").unwrap();
+    good_input(&delta);
+    std::fs::copy(delta.join("in.parquet"), delta.join("day=1/part-0.parquet")).unwrap();
+    let spec = delta.to_str().unwrap();
+    check(
+        dir.path(),
+        &delta,
+        &out,
+        &[],
+        78,
+        &[spec, "Delta Lake table", "_delta_log"],
+    );
+    // Its partition folder, a glob over its files, and a folder holding it.
+    check(
+        dir.path(),
+        &delta.join("day=1"),
+        &out,
+        &[],
+        78,
+        &["Delta Lake table"],
+    );
+    let glob = format!("{spec}/*.parquet");
+    check(
+        dir.path(),
+        Path::new(&glob),
+        &out,
+        &[],
+        78,
+        &["Delta Lake table"],
+    );
+    check(
+        dir.path(),
+        dir.path(),
+        &out,
+        &[],
+        78,
+        &[spec, "Delta Lake table"],
+    );
+    let inspected = fails(&refscore(&["inspect", spec]), 78);
+    assert!(inspected.contains("Delta Lake table"), "{inspected}");
+
+    // An Iceberg table's folder.
+    let iceberg = dir.path().join("ice");
+    std::fs::create_dir_all(iceberg.join("metadata")).unwrap();
+    std::fs::create_dir_all(iceberg.join("data")).unwrap();
+    std::fs::write(iceberg.join("metadata/v1.metadata.json"), "{}").unwrap();
+    good_input(&iceberg.join("data"));
+    check(dir.path(), &iceberg, &out, &[], 78, &["Iceberg table"]);
+
+    // A plain folder beside them is read as before.
+    let plain = dir.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    good_input(&plain);
+    ok(&score(&plain, &out, &[]));
+}

@@ -19,9 +19,11 @@ pub(crate) fn discover(spec: &str) -> Result<Vec<PathBuf>, Error> {
         let pattern = glob::glob(spec)
             .map_err(|e| Error::config(format!("{spec}: bad glob pattern: {e}")))?;
         let mut out = Vec::new();
+        let mut checked = std::collections::HashSet::new();
         for entry in pattern {
             let p = entry.map_err(|e| Error::io(format!("{spec}: {e}")))?;
             if p.is_file() {
+                refuse_table_files(spec, &p, &mut checked)?;
                 out.push(p);
             }
         }
@@ -36,9 +38,11 @@ pub(crate) fn discover(spec: &str) -> Result<Vec<PathBuf>, Error> {
     if meta.is_file() {
         return Ok(vec![path.to_path_buf()]);
     }
+    // A partition folder of a table is part of the table.
+    refuse_table_folders(spec, path.ancestors(), &mut Default::default())?;
     let mut out = Vec::new();
     let mut seen = Seen::default();
-    walk(path, &mut out, &mut seen)?;
+    walk(spec, path, &mut out, &mut seen)?;
     out.sort();
     if out.is_empty() {
         return Err(Error::io(format!(
@@ -57,7 +61,77 @@ struct Seen {
     files: std::collections::HashSet<PathBuf>,
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>, seen: &mut Seen) -> Result<(), Error> {
+/// The table format whose files `dir` holds, by the marks each format
+/// leaves: Delta Lake's `_delta_log/`, Iceberg's `metadata/*.metadata.json`.
+/// Such a folder's Parquet files are not a table's rows: later versions
+/// remove and rewrite files without deleting them, so reading every file
+/// counts deleted and replaced rows too.
+fn table_format(dir: &Path) -> Option<&'static str> {
+    if dir.join("_delta_log").is_dir() {
+        return Some("a Delta Lake table (_delta_log/)");
+    }
+    let metadata = dir.join("metadata");
+    let iceberg = std::fs::read_dir(&metadata)
+        .ok()?
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().ends_with(".metadata.json"));
+    iceberg.then_some("an Iceberg table (metadata/*.metadata.json)")
+}
+
+/// The refusal of a table's folder: its files read as loose Parquet give a
+/// wrong row count without a word.
+fn table_refusal(spec: &str, dir: &Path, format: &str) -> Error {
+    let which = if Path::new(spec) == dir {
+        String::new()
+    } else {
+        format!("{} ", dir.display())
+    };
+    Error::config(format!(
+        "{spec}: {which}is {format}, whose Parquet files include rows that later \
+         versions deleted or replaced; refscore does not read table formats yet \
+         and never reads a table's files as loose Parquet: export the table's \
+         current version to Parquet (e.g. DuckDB: COPY (SELECT * FROM \
+         delta_scan('TABLE')) TO 'night.parquet') and score that"
+    ))
+}
+
+/// Refuses a glob match that lies inside a table's folder, checking each
+/// folder above it once.
+fn refuse_table_files(
+    spec: &str,
+    file: &Path,
+    checked: &mut std::collections::HashSet<PathBuf>,
+) -> Result<(), Error> {
+    refuse_table_folders(spec, file.ancestors().skip(1), checked)
+}
+
+/// Refuses when any of `dirs` (a path's folders, nearest first) is a
+/// table's folder; folders already checked end the walk up.
+fn refuse_table_folders<'p>(
+    spec: &str,
+    dirs: impl Iterator<Item = &'p Path>,
+    checked: &mut std::collections::HashSet<PathBuf>,
+) -> Result<(), Error> {
+    for dir in dirs {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        if !checked.insert(dir.to_path_buf()) {
+            break;
+        }
+        if let Some(format) = table_format(dir) {
+            return Err(table_refusal(spec, dir, format));
+        }
+    }
+    Ok(())
+}
+
+fn walk(spec: &str, dir: &Path, out: &mut Vec<PathBuf>, seen: &mut Seen) -> Result<(), Error> {
+    if let Some(format) = table_format(dir) {
+        return Err(table_refusal(spec, dir, format));
+    }
     let real = std::fs::canonicalize(dir).map_err(|e| {
         Error::io(format!(
             "{}: cannot resolve: {}",
@@ -91,7 +165,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>, seen: &mut Seen) -> Result<(), Error
         }
         let p = entry.path();
         if p.is_dir() {
-            walk(&p, out, seen)?;
+            walk(spec, &p, out, seen)?;
         } else if name.ends_with(".parquet") || name.ends_with(".parq") {
             let real = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
             if seen.files.insert(real) {

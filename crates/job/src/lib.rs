@@ -432,11 +432,7 @@ impl Job {
     /// is removed when it holds nothing committed, so no leftover is
     /// reported next time; committed progress is kept for `--resume`.
     pub fn abandon(self) {
-        let journal = self.journal_dir();
-        let paid = std::fs::read_dir(&journal).is_ok_and(|d| {
-            d.flatten()
-                .any(|e| e.metadata().is_ok_and(|m| m.is_dir() || m.len() > 0))
-        });
+        let paid = holds_data(&self.journal_dir());
         // Request files written may be batches a provider is running.
         let submitted = std::fs::read_dir(self.batch_dir()).is_ok_and(|d| {
             d.flatten()
@@ -452,4 +448,21 @@ impl Job {
     pub fn run_id(&self) -> &str {
         &self.run_id
     }
+}
+
+/// Whether any file under `dir` (a panel keeps one journal folder per
+/// judge) holds data: empty journals opened before a judge answered are no
+/// paid answers, and must not keep a run folder that committed nothing.
+fn holds_data(dir: &std::path::Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|d| {
+        d.flatten().any(|e| {
+            e.metadata().is_ok_and(|m| {
+                if m.is_dir() {
+                    holds_data(&e.path())
+                } else {
+                    m.len() > 0
+                }
+            })
+        })
+    })
 }

@@ -31,6 +31,31 @@ pub mod status {
     pub const ERROR: &str = "error";
 }
 
+/// The values of a judge metric's `<metric>_source` column: what decided
+/// the value. Readers of results (the report, `calibrate-band`) tell a
+/// value a judge paid for from one decided without a call by these names.
+pub mod source {
+    /// A rule decided it (an empty output fails, the reference's own answer
+    /// passes).
+    pub const RULE: &str = "rule";
+    /// The `--judge-band` decided it from a score.
+    pub const BAND: &str = "band";
+    /// The judge cache answered it.
+    pub const CACHE: &str = "cache";
+    /// The judge answered it.
+    pub const JUDGE: &str = "judge";
+    /// A panel's jury answered it (every juror was asked).
+    pub const JURY: &str = "jury";
+    /// A panel's judge answered it: `judge:NAME`.
+    pub const PANEL_JUDGE_PREFIX: &str = "judge:";
+
+    /// Whether a source names a judge that was paid for the value: the
+    /// judge, a panel's judge, or a jury.
+    pub fn is_judge(source: &str) -> bool {
+        source == JUDGE || source == JURY || source.starts_with(PANEL_JUDGE_PREFIX)
+    }
+}
+
 /// Keys of the result file's footer metadata.
 pub mod footer {
     /// The run's fingerprint hash: present when the run finished complete,

@@ -7,7 +7,7 @@ use arrow::array::{
     ArrayRef, BooleanArray, Float32Array, StringArray, StructArray, UInt32Array, UInt8Array,
 };
 use arrow::datatypes::{DataType, Field, Fields};
-use refscore_core::schema::{JUDGE_TEMPLATES, JUDGE_USAGE};
+use refscore_core::schema::{source, JUDGE_TEMPLATES, JUDGE_USAGE};
 use refscore_core::ScoreColumns;
 
 use crate::definition::Answer;
@@ -32,10 +32,10 @@ pub(crate) enum Source {
 impl Source {
     pub(crate) fn name(self) -> &'static str {
         match self {
-            Source::Rule => "rule",
-            Source::Band => "band",
-            Source::Cache => "cache",
-            Source::Judge => "judge",
+            Source::Rule => source::RULE,
+            Source::Band => source::BAND,
+            Source::Cache => source::CACHE,
+            Source::Judge => source::JUDGE,
         }
     }
 }

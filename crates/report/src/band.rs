@@ -46,8 +46,10 @@ pub struct BandReport {
     pub rows_inside: u64,
     /// rows_inside / rows.
     pub share_judged: f64,
-    /// Rows outside the band that the judge answered in this result (source
-    /// `judge`): the calls the band saves at this volume.
+    /// Judge calls made in this result for rows outside the band: the calls
+    /// the band saves at this volume. One per row a single judge answered
+    /// (source `judge`); for a panel, one per judge that answered the row
+    /// (an escalated row costs each judge it reached, a jury every juror).
     pub calls_saved: u64,
     /// Labelled rows outside the band that the judge answered here: the
     /// rows the added error is measured on.
@@ -129,7 +131,9 @@ pub fn calibrate(table: &Table, r: &BandRequest) -> Result<BandReport, Error> {
         band_errors += ((s > fit.hi) != gold) as u64;
         judge_errors += ((row.value >= 0.5) != gold) as u64;
     }
-    let (rows, rows_inside, calls_saved) = volume(table, &r.by, g.source_column.as_deref(), &fit)?;
+    let judges = panel_verdict_columns(table, &r.metric);
+    let (rows, rows_inside, calls_saved) =
+        volume(table, &r.by, g.source_column.as_deref(), &judges, &fit)?;
     let band = format!("{}:{}..{}", r.by, shown(fit.lo), shown(fit.hi));
     Ok(BandReport {
         metric: r.metric.clone(),
@@ -163,16 +167,31 @@ fn shown(v: f64) -> String {
     }
 }
 
-/// Rows with a `by` value, rows inside the band, and rows outside it that
-/// the judge answered (source `judge`).
+/// A panel's per-judge verdict columns of `metric` (`<metric>__<judge>`,
+/// Boolean; their `_p` companions are Float32): empty for a single judge.
+fn panel_verdict_columns(table: &Table, metric: &str) -> Vec<String> {
+    let prefix = format!("{metric}__");
+    table
+        .schema()
+        .fields()
+        .iter()
+        .filter(|f| f.name().starts_with(&prefix) && f.data_type() == &DataType::Boolean)
+        .map(|f| f.name().clone())
+        .collect()
+}
+
+/// Rows with a `by` value, rows inside the band, and the judge calls made
+/// for rows outside it (see [`BandReport::calls_saved`]).
 fn volume(
     table: &Table,
     by: &str,
     source: Option<&str>,
+    judges: &[String],
     fit: &BandFit,
 ) -> Result<(u64, u64, u64), Error> {
     let mut names = vec![by];
     names.extend(source);
+    names.extend(judges.iter().map(String::as_str));
     let (mut rows, mut inside, mut saved) = (0u64, 0u64, 0u64);
     for batch in table.batches(&names, 64 * 1024)? {
         let batch = batch?;
@@ -185,10 +204,22 @@ fn volume(
             )));
         }
         let values = values.as_primitive::<Float32Type>();
-        let judged = |i: usize| {
-            source.is_some() && {
-                let s = batch.column(1);
-                s.is_valid(i) && gold::string_at(s, i) == Some("judge")
+        // Calls for row i: none unless a judge decided it (`judge`, a
+        // panel's `judge:NAME` or `jury`; not a rule, band or cache); then
+        // one per judge whose own verdict the row holds.
+        let calls = |i: usize| -> u64 {
+            let Some(s) = source.and_then(|_| gold::string_at(batch.column(1), i)) else {
+                return 0;
+            };
+            match (
+                refscore_core::schema::source::is_judge(s),
+                judges.is_empty(),
+            ) {
+                (false, _) => 0,
+                (true, true) => 1,
+                (true, false) => (2..batch.num_columns())
+                    .filter(|&c| batch.column(c).is_valid(i))
+                    .count() as u64,
             }
         };
         for i in 0..batch.num_rows() {
@@ -198,7 +229,7 @@ fn volume(
             rows += 1;
             let s = values.value(i) as f64;
             if s < fit.lo || s > fit.hi {
-                saved += judged(i) as u64;
+                saved += calls(i);
             } else {
                 inside += 1;
             }

@@ -833,7 +833,7 @@ fn judge(ctx: &Ctx, agg: &mut Agg, batch: &RecordBatch) {
         let counts = agg.judge.sources.entry(name.clone()).or_default();
         for (i, flag) in judged.iter_mut().enumerate() {
             if let Some(s) = t.get(i) {
-                if s == "judge" {
+                if refscore_core::schema::source::is_judge(s) {
                     *flag = true;
                 }
                 match counts.get_mut(s) {

@@ -25,9 +25,13 @@ pub struct Side {
 /// A band fitted on labelled rows.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BandFit {
-    /// Rows below are decided false (−∞: the side decides nothing).
+    /// Rows below are decided false (−∞: the side decides nothing; written
+    /// `"-inf"` in JSON, which has no infinity).
+    #[serde(serialize_with = "cut_off")]
     pub lo: f64,
-    /// Rows above are decided true (+∞: the side decides nothing).
+    /// Rows above are decided true (+∞: the side decides nothing; written
+    /// `"inf"`).
+    #[serde(serialize_with = "cut_off")]
     pub hi: f64,
     /// The side below LO.
     pub below: Side,
@@ -35,6 +39,16 @@ pub struct BandFit {
     pub above: Side,
     /// The error asked for on each side.
     pub max_error: f64,
+}
+
+/// A cut-off in JSON: the number, or `"inf"` / `"-inf"` for an open side
+/// (serde would write an infinity as null, which reads as "no band").
+fn cut_off<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if v.is_infinite() {
+        s.serialize_str(if *v > 0.0 { "inf" } else { "-inf" })
+    } else {
+        s.serialize_f64(*v)
+    }
 }
 
 /// The Wilson score interval of `k` of `n` at 95% (statsmodels'
@@ -66,8 +80,11 @@ fn side(labels: u64, errors: u64) -> Side {
 /// with the rows above it labelled false at most `max_error` of the time,
 /// then LO as high as it can be, up to HI, with the rows below it labelled
 /// true at most `max_error` of the time. Cut-offs lie half-way between
-/// neighbouring labelled values. Fails without labels of both kinds: a side
-/// whose error cannot be measured cannot be fitted.
+/// neighbouring labelled values, as f32 values (the run compares its f32
+/// scores with an f32 band): each separates its neighbours under the run's
+/// rule (above: value > HI; below: value < LO), so the rows a side counts
+/// are exactly those the run decides. Fails without labels of both kinds: a
+/// side whose error cannot be measured cannot be fitted.
 pub fn fit_band(pairs: &[(f64, bool)], max_error: f64) -> Result<BandFit, String> {
     let trues = pairs.iter().filter(|p| p.1).count();
     if trues == 0 || trues == pairs.len() {
@@ -77,10 +94,15 @@ pub fn fit_band(pairs: &[(f64, bool)], max_error: f64) -> Result<BandFit, String
             if trues > 0 { "lower" } else { "upper" }
         ));
     }
-    let mut sorted: Vec<(f64, bool)> = pairs.iter().copied().filter(|p| p.0.is_finite()).collect();
+    // Grouped as the run sees the values: in f32.
+    let mut sorted: Vec<(f32, bool)> = pairs
+        .iter()
+        .map(|p| (p.0 as f32, p.1))
+        .filter(|p| p.0.is_finite())
+        .collect();
     sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
     // Groups of equal values: (value, rows, labelled true).
-    let mut groups: Vec<(f64, u64, u64)> = Vec::new();
+    let mut groups: Vec<(f32, u64, u64)> = Vec::new();
     for (v, g) in &sorted {
         match groups.last_mut() {
             Some(last) if last.0 == *v => {
@@ -91,7 +113,11 @@ pub fn fit_band(pairs: &[(f64, bool)], max_error: f64) -> Result<BandFit, String
         }
     }
     let n = groups.len();
-    let cut = |j: usize| (groups[j - 1].0 + groups[j].0) / 2.0;
+    let middle = |j: usize| ((groups[j - 1].0 as f64 + groups[j].0 as f64) / 2.0) as f32;
+    // An upper cut between groups j-1 and j: g[j-1] <= HI < g[j].
+    let upper = |j: usize| middle(j).clamp(groups[j - 1].0, groups[j].0.next_down()) as f64;
+    // A lower cut between groups j-1 and j: g[j-1] < LO <= g[j].
+    let lower = |j: usize| middle(j).clamp(groups[j - 1].0.next_up(), groups[j].0) as f64;
     // HI: the smallest cut j (rows of groups j.. above) within the error.
     let (mut hi, mut above) = (f64::INFINITY, side(0, 0));
     let (mut rows, mut falses) = (0u64, 0u64);
@@ -99,7 +125,7 @@ pub fn fit_band(pairs: &[(f64, bool)], max_error: f64) -> Result<BandFit, String
         rows += groups[j].1;
         falses += groups[j].1 - groups[j].2;
         if (falses as f64) <= max_error * rows as f64 {
-            hi = if j == 0 { f64::NEG_INFINITY } else { cut(j) };
+            hi = if j == 0 { f64::NEG_INFINITY } else { upper(j) };
             above = side(rows, falses);
         }
     }
@@ -109,7 +135,11 @@ pub fn fit_band(pairs: &[(f64, bool)], max_error: f64) -> Result<BandFit, String
     for (j, group) in groups.iter().enumerate() {
         rows += group.1;
         trues += group.2;
-        let at = if j + 1 < n { cut(j + 1) } else { f64::INFINITY };
+        let at = if j + 1 < n {
+            lower(j + 1)
+        } else {
+            f64::INFINITY
+        };
         if at > hi {
             break;
         }
@@ -119,11 +149,12 @@ pub fn fit_band(pairs: &[(f64, bool)], max_error: f64) -> Result<BandFit, String
         }
     }
     if hi == f64::NEG_INFINITY {
-        // Everything above: a cut below every labelled value.
-        hi = groups[0].0.next_down();
+        // Everything above: the f32 just below every labelled value (for
+        // 0, -1e-45: a value of 0 is above it, as the fit counted).
+        hi = groups[0].0.next_down() as f64;
     }
     if lo == f64::INFINITY {
-        lo = groups[n - 1].0.next_up();
+        lo = groups[n - 1].0.next_up() as f64;
     }
     Ok(BandFit {
         lo,
@@ -163,6 +194,70 @@ mod tests {
         let loose = fit_band(&pairs, 0.2).unwrap();
         assert!(loose.lo >= strict.lo && loose.hi <= strict.hi);
         assert!(loose.below.error.unwrap() <= 0.2 && loose.above.error.unwrap_or(0.0) <= 0.2);
+    }
+
+    /// What the run decides with the fitted band read back as f32:
+    /// (rows below, of them labelled true; rows above, of them false).
+    fn as_the_run_decides(b: &BandFit, pairs: &[(f64, bool)]) -> (u64, u64, u64, u64) {
+        let (lo, hi) = (b.lo as f32, b.hi as f32);
+        let mut n = (0, 0, 0, 0);
+        for &(v, label) in pairs {
+            let v = v as f32;
+            if v < lo {
+                n.0 += 1;
+                n.1 += label as u64;
+            } else if v > hi {
+                n.2 += 1;
+                n.3 += !label as u64;
+            }
+        }
+        n
+    }
+
+    #[test]
+    fn the_sides_count_the_rows_the_run_decides() {
+        // With 10% allowed, every row goes above: HI lies below the lowest
+        // value, 0, and the six rows at 0 are above it as the fit counted
+        // them (a cut at -0, where f64's step below 0 lands in f32, left
+        // them inside).
+        let mut pairs: Vec<(f64, bool)> = (0..6).map(|_| (0.0, true)).collect();
+        pairs.extend((1..=94).map(|i| (i as f64 / 100.0, true)));
+        pairs.extend((0..5).map(|_| (0.5, false)));
+        let b = fit_band(&pairs, 0.1).unwrap();
+        assert!(b.hi < 0.0 && (b.hi as f32) < 0.0, "{b:?}");
+        let run = as_the_run_decides(&b, &pairs);
+        assert_eq!((run.2, run.3), (b.above.labels, b.above.errors), "{b:?}");
+        assert_eq!((b.above.labels, b.above.errors), (105, 5));
+        assert_eq!((run.0, run.1), (b.below.labels, b.below.errors), "{b:?}");
+        // Neighbours one f32 step apart: the middle rounds onto one of them,
+        // and the cut still separates them.
+        let a = 0.3f32;
+        let next = a.next_up();
+        let pairs = vec![
+            (a as f64, false),
+            (next as f64, true),
+            (0.9, true),
+            (0.1, false),
+        ];
+        let b = fit_band(&pairs, 0.0).unwrap();
+        let run = as_the_run_decides(&b, &pairs);
+        // HI lands on 0.3 itself (0.3 is not above it, its neighbour is);
+        // LO cannot pass HI, so the row at 0.3 stays with the judge.
+        assert_eq!((run.0, run.1, run.2, run.3), (1, 0, 2, 0), "{b:?}");
+        assert_eq!((b.below.labels, b.above.labels), (1, 2));
+        assert_eq!(b.hi as f32, a);
+        // Open sides are written so that they read back as open.
+        let open = fit_band(&[(0.2, true), (0.3, false), (0.4, true), (0.5, false)], 0.0).unwrap();
+        let json = serde_json::to_value(&open).unwrap();
+        assert_eq!(
+            (open.lo, open.hi),
+            (f64::NEG_INFINITY, f64::INFINITY),
+            "{open:?}"
+        );
+        assert_eq!(
+            (&json["lo"], &json["hi"]),
+            (&serde_json::json!("-inf"), &serde_json::json!("inf"))
+        );
     }
 
     #[test]

@@ -261,3 +261,38 @@ fn a_tokenizer_without_special_tokens_scores_an_empty_output() {
         assert_eq!(texts(&got, "status"), vec![Some("ok".to_string()); 3]);
     }
 }
+
+#[test]
+fn a_weight_error_is_one_line_with_rust_backtrace_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = variant(dir.path(), &[("model.safetensors", String::new())]);
+    // Weights that name none of the model's tensors.
+    let t = candle_core::Tensor::zeros(&[2, 2], candle_core::DType::F32, &candle_core::Device::Cpu)
+        .unwrap();
+    candle_core::safetensors::save(
+        &std::collections::HashMap::from([("unrelated".to_string(), t)]),
+        model.join("model.safetensors"),
+    )
+    .unwrap();
+    let out = dir.path().join("o.parquet");
+    let o = std::process::Command::new(bin())
+        .args([
+            "score",
+            input(dir.path()).to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ])
+        .args(["--metrics", "embedding", "--model", model.to_str().unwrap()])
+        .env("RUST_BACKTRACE", "1")
+        .env("RUST_LIB_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("model.safetensors") || err.contains("tensor"),
+        "{err}"
+    );
+    assert!(!out.exists());
+}

@@ -377,44 +377,68 @@ impl Error {
     pub fn bad_input(message: impl Into<String>) -> Error {
         Error {
             class: ErrorClass::BadInput,
-            message: message.into(),
+            message: one_line(message.into()),
         }
     }
     /// A bad command-line value.
     pub fn usage(message: impl Into<String>) -> Error {
         Error {
             class: ErrorClass::Usage,
-            message: message.into(),
+            message: one_line(message.into()),
         }
     }
     /// Bad settings.
     pub fn config(message: impl Into<String>) -> Error {
         Error {
             class: ErrorClass::Config,
-            message: message.into(),
+            message: one_line(message.into()),
         }
     }
     /// Operating-system failure.
     pub fn io(message: impl Into<String>) -> Error {
         Error {
             class: ErrorClass::Io,
-            message: message.into(),
+            message: one_line(message.into()),
         }
     }
     /// Internal failure (a bug, or a library failing unexpectedly).
     pub fn internal(message: impl Into<String>) -> Error {
         Error {
             class: ErrorClass::Internal,
-            message: message.into(),
+            message: one_line(message.into()),
         }
     }
     /// Temporary failure.
     pub fn temporary(message: impl Into<String>) -> Error {
         Error {
             class: ErrorClass::Temporary,
-            message: message.into(),
+            message: one_line(message.into()),
         }
     }
+}
+
+/// A message as one line: a library's captured backtrace (Candle's
+/// errors carry one when `RUST_BACKTRACE` is set) cut off, and any other
+/// line breaks joined, so that every error stays one line for the user and
+/// for logs that read one line per failure.
+pub fn one_line(message: String) -> String {
+    if !message.contains(['\n', '\r']) {
+        return message;
+    }
+    let mut kept: Vec<&str> = Vec::new();
+    for line in message.lines() {
+        let t = line.trim();
+        let frame = t
+            .split_once(':')
+            .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if frame || t.to_ascii_lowercase().starts_with("stack backtrace") {
+            break;
+        }
+        if !t.is_empty() {
+            kept.push(t);
+        }
+    }
+    kept.join(" ")
 }
 
 impl std::fmt::Display for Error {
@@ -429,6 +453,22 @@ impl std::error::Error for Error {}
 mod tests {
     use super::*;
     use arrow::array::{DictionaryArray, NullArray};
+
+    #[test]
+    fn an_error_is_one_line_whatever_a_library_put_in_it() {
+        // As Candle displays an error with RUST_BACKTRACE=1.
+        let candle = "cannot find tensor embeddings.word_embeddings.weight\n   0: candle_core::error::Error::bt\n             at src/error.rs:10:5\n   1: refscore_embed::load\n";
+        let e = Error::config(format!("model.safetensors: {candle}"));
+        assert_eq!(
+            e.message,
+            "model.safetensors: cannot find tensor embeddings.word_embeddings.weight"
+        );
+        let e = Error::internal("first\nStack backtrace:\n  at x");
+        assert_eq!(e.to_string(), "first");
+        let e = Error::bad_input("a\r\n  b\n\nc: 3");
+        assert_eq!(e.message, "a b c: 3");
+        assert_eq!(Error::usage("plain").message, "plain");
+    }
     use arrow::datatypes::UInt16Type;
     use std::sync::Arc;
 

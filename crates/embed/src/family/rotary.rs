@@ -536,6 +536,17 @@ fn ntk_factor(scaling: Option<Value>) -> std::result::Result<Option<f64>, String
 /// The `new` family's loader (gte-*-v1.5, gte-multilingual-base).
 pub(super) fn load_new(config: &str, vb: VarBuilder, precision: Precision) -> Loaded {
     let mut c: NewConfig = parse(config)?;
+    check_new(&c)?;
+    let ntk = ntk_factor(c.native.rope_scaling.take())?;
+    // new-impl's own default base.
+    let mut shape = c.native.shape("gelu", 10_000.0, true)?;
+    shape.ntk = ntk;
+    boxed(vb, shape, &[GTE_OWN, native("gte")], precision)
+}
+
+/// Refuses the `new` config fields the body does not run, each by the name
+/// of the field that is set.
+fn check_new(c: &NewConfig) -> std::result::Result<(), String> {
     let refuse =
         |key: &str, value: &str| Err(format!("config.json: {key} {value} is not supported"));
     if let Some(kind) = c
@@ -548,14 +559,13 @@ pub(super) fn load_new(config: &str, vb: VarBuilder, precision: Precision) -> Lo
     if let Some(kind) = c.layer_norm_type.as_deref().filter(|k| *k != "layer_norm") {
         return refuse("layer_norm_type", &format!("'{kind}'"));
     }
-    if c.logn_attention_scale || c.logn_attention_clip1 {
+    if c.logn_attention_scale {
         return refuse("logn_attention_scale", "true");
     }
-    let ntk = ntk_factor(c.native.rope_scaling.take())?;
-    // new-impl's own default base.
-    let mut shape = c.native.shape("gelu", 10_000.0, true)?;
-    shape.ntk = ntk;
-    boxed(vb, shape, &[GTE_OWN, native("gte")], precision)
+    if c.logn_attention_clip1 {
+        return refuse("logn_attention_clip1", "true");
+    }
+    Ok(())
 }
 
 /// The `gte` family's loader (transformers' port of `new`).
@@ -634,6 +644,31 @@ mod tests {
             assert!(err.contains(key), "{extra}: {err}");
         }
         assert!(own(r#""rotary_emb_base": 1000"#).is_ok());
+    }
+
+    /// new-impl's attention options are refused by the name of the one set.
+    #[test]
+    fn new_impl_options_are_refused_by_their_own_name() {
+        let check =
+            |extra: &str| check_new(&parse::<NewConfig>(&format!("{{{SIZES}, {extra}}}")).unwrap());
+        assert_eq!(check(r#""logn_attention_scale": false"#), Ok(()));
+        for (extra, key) in [
+            (
+                r#""logn_attention_clip1": true"#,
+                "logn_attention_clip1 true",
+            ),
+            (
+                r#""logn_attention_scale": true"#,
+                "logn_attention_scale true",
+            ),
+            (
+                r#""layer_norm_type": "rms_norm""#,
+                "layer_norm_type 'rms_norm'",
+            ),
+        ] {
+            let err = check(extra).expect_err(extra);
+            assert!(err.contains(key), "{extra}: {err}");
+        }
     }
 
     /// new-impl's fixed NTK scaling is read from either key naming its

@@ -241,3 +241,41 @@ fn overwrite_cancels_a_message_batch_and_a_folder_is_refused() {
     let err = fails(&run(&d), 78);
     assert!(err.contains("--judge-batch api"), "{err}");
 }
+
+#[test]
+fn an_escalating_panel_led_by_a_judge_without_probabilities_is_named_at_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (
+        anthropic_server::start(scripted, None),
+        anthropic_server::start(scripted, None),
+    );
+    let (i, o) = (input(dir.path()), dir.path().join("panel.parquet"));
+    let mut a = args(i.to_str().unwrap(), o.to_str().unwrap(), &first.url);
+    a.retain(|w| *w != "--quiet");
+    a.extend([
+        "--judge-url",
+        &second.url,
+        "--judge-model",
+        "claude-big",
+        "--judge-panel",
+        "escalate",
+    ]);
+    // Verdicts only: a score escalates by its sampled value.
+    for w in a.iter_mut().filter(|w| **w == "meaning_match,similarity") {
+        *w = "meaning_match";
+    }
+    let out = run(&a);
+    ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let warning = err
+        .lines()
+        .find(|l| l.contains("gives no token probabilities"))
+        .unwrap_or_else(|| panic!("no warning: {err}"));
+    assert!(
+        warning.starts_with("refscore: warning: judge ") && warning.contains("Anthropic"),
+        "{warning}"
+    );
+    // It is said before any row is scored, and it is true: nothing escalated.
+    assert!(err.find(warning).unwrap() < err.find("rows").unwrap_or(usize::MAX));
+    assert!(second.state.lock().unwrap().online.is_empty());
+}

@@ -30,8 +30,12 @@ fn verdict(p: f64) -> Reply {
 
 /// 30 rows: outputs "sure-yes i", "sure-no i" and "unsure i" in turn.
 fn input(dir: &Path) -> PathBuf {
-    let p = dir.join("in.parquet");
-    let kinds = ["sure-yes", "sure-no", "unsure"];
+    input_of(dir, "in.parquet", ["sure-yes", "sure-no", "unsure"])
+}
+
+/// [`input`] with other words before each kind's ordinal.
+fn input_of(dir: &Path, name: &str, kinds: [&str; 3]) -> PathBuf {
+    let p = dir.join(name);
     let refs: Vec<String> = (0..30).map(|i| format!("answer {i}")).collect();
     let outs: Vec<String> = (0..30).map(|i| format!("{} {i}", kinds[i % 3])).collect();
     let r: Vec<&str> = refs.iter().map(String::as_str).collect();
@@ -348,4 +352,267 @@ fn a_config_files_judge_panel_table_is_the_panels_flags() {
         err.contains("name the judges one way") && err.contains("refscore.toml:2"),
         "{err}"
     );
+    // A judge on the command line does not silently stand for the file's
+    // whole panel.
+    std::fs::write(
+        &config,
+        format!(
+            "metrics = [\"meaning_match\"]\n[judge.panel]\nmode = \"jury\"\n[[judge.panel.judge]]\nurl = \"{}\"\nmodel = \"a\"\n[[judge.panel.judge]]\nurl = \"{}\"\nmodel = \"b\"\n",
+            small.url, big.url
+        ),
+    )
+    .unwrap();
+    let cli = dir.path().join("cli.parquet");
+    let err = fails(
+        &score(
+            &inp,
+            &cli,
+            &[
+                "--config",
+                config.to_str().unwrap(),
+                "--judge-url",
+                &big.url,
+            ],
+        ),
+        78,
+    );
+    assert!(
+        err.contains("[judge.panel]")
+            && err.contains("--judge-url")
+            && err.contains("refscore.toml:2"),
+        "{err}"
+    );
+    assert!(!cli.exists());
+}
+
+#[test]
+fn an_escalating_judge_that_sends_no_probabilities_is_named() {
+    // The small judge answers without token probabilities: its verdicts
+    // have no P(true) and none can be passed on.
+    let small = start(|req, _| {
+        let right = req.candidate().starts_with("sure-yes");
+        common::judge_server::chat(&format!("{{\"meaning_match\": {right}"))
+    });
+    let big = start(|_, _| verdict(0.9));
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(dir.path());
+    let out = dir.path().join("o.parquet");
+    let judges = [(small.url.as_str(), "small"), (big.url.as_str(), "big")];
+    let mut args = vec!["score", inp.to_str().unwrap(), "-o", out.to_str().unwrap()];
+    args.extend(panel_args(&judges, "escalate"));
+    let o = refscore(&args);
+    ok(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(
+            "refscore: warning: judge small sent no token probabilities for 30 of 30 replies"
+        ) && err.contains("judge big"),
+        "{err}"
+    );
+    assert!(big.requests().is_empty());
+}
+
+/// A judge for the reasons tests: its verdict for a candidate from
+/// `p_of`, cut after the verdict; asked in full (for a reason), the whole
+/// answer with a reason naming the judge.
+fn reasoning_judge(name: &'static str, p_of: fn(&str) -> f64) -> common::judge_server::Server {
+    start(move |req, _| {
+        let p = p_of(req.candidate());
+        if req.body["max_tokens"] == 10 {
+            verdict(p)
+        } else {
+            let v = p >= 0.5;
+            common::judge_server::chat(&format!(
+                r#"{{"meaning_match": {v}, "reason": "by {name}"}}"#
+            ))
+        }
+    })
+}
+
+/// Requests a server got for a reason (the whole question).
+fn reason_calls(server: &common::judge_server::Server) -> usize {
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.body["max_tokens"] != 10)
+        .count()
+}
+
+#[test]
+fn a_panel_asks_each_failing_values_reason_once_of_the_judge_that_decided() {
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(dir.path());
+    let reasons_args = |judges: &[(&str, &str)], mode: &str| -> Vec<String> {
+        let mut a: Vec<String> = panel_args(judges, mode)
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let at = a.iter().position(|s| s == "never").unwrap();
+        a[at] = "failures".into();
+        a
+    };
+
+    // Escalation: the small judge is unsure and says false on the unsure
+    // rows (P 0.3); the big one passes the even ones and fails the odd.
+    let small = reasoning_judge("small", |c| {
+        if c.starts_with("sure-yes") {
+            0.95
+        } else if c.starts_with("sure-no") {
+            0.05
+        } else {
+            0.3
+        }
+    });
+    let big = reasoning_judge("big", |c| {
+        let i: usize = c.rsplit(' ').next().unwrap().parse().unwrap();
+        if i.is_multiple_of(2) {
+            0.9
+        } else {
+            0.1
+        }
+    });
+    let out = dir.path().join("escalate.parquet");
+    let judges = [(small.url.as_str(), "small"), (big.url.as_str(), "big")];
+    let args = reasons_args(&judges, "escalate");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ok(&score(&inp, &out, &args));
+    // Ten sure-no rows fail by the small judge; of the ten unsure rows the
+    // big judge fails the five odd ones. No reason for an escalated row is
+    // asked of the small judge.
+    assert_eq!(reason_calls(&small), 10);
+    assert_eq!(reason_calls(&big), 5);
+    let b = read_parquet(&out);
+    let (verdicts, reasons) = (
+        bools(&b, "meaning_match"),
+        texts(&b, "meaning_match_reason"),
+    );
+    for i in 0..30 {
+        let want = match (i % 3, i % 2) {
+            (0, _) => None,
+            (1, _) => Some("by small"),
+            (_, 0) => None,
+            _ => Some("by big"),
+        };
+        assert_eq!(reasons[i].as_deref(), want, "row {i}");
+        assert_eq!(verdicts[i], Some(want.is_none()), "row {i}");
+    }
+    assert_eq!(summary(&out)["judge"]["reasons_asked"], 15);
+
+    // A jury of three: sure-yes rows pass by all; sure-no rows fail by A
+    // and B; unsure rows pass by B and C over A. Only the sure-no rows'
+    // reasons are asked, each once, of A (the first juror in the majority).
+    let a = reasoning_judge("a", |c| if c.starts_with("sure-yes") { 0.9 } else { 0.1 });
+    let b_ = reasoning_judge("b", |c| if c.starts_with("sure-no") { 0.1 } else { 0.9 });
+    let c_ = reasoning_judge("c", |_| 0.9);
+    let out = dir.path().join("jury.parquet");
+    let judges = [
+        (a.url.as_str(), "a"),
+        (b_.url.as_str(), "b"),
+        (c_.url.as_str(), "c"),
+    ];
+    let args = reasons_args(&judges, "jury");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ok(&score(&inp, &out, &args));
+    assert_eq!(
+        (reason_calls(&a), reason_calls(&b_), reason_calls(&c_)),
+        (10, 0, 0)
+    );
+    let b = read_parquet(&out);
+    let reasons = texts(&b, "meaning_match_reason");
+    for i in 0..30 {
+        let want = (i % 3 == 1).then_some("by a");
+        assert_eq!(reasons[i].as_deref(), want, "row {i}");
+    }
+}
+
+#[test]
+fn a_panel_whose_judge_is_down_at_the_start_leaves_nothing() {
+    let small = small();
+    // Down from the start: the probe itself gets a 503.
+    let big = common::judge_server::start_all(|_, _| Reply::Status(503, vec![], "down".into()));
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(dir.path());
+    let out = dir.path().join("o.parquet");
+    let judges = [(small.url.as_str(), "small"), (big.url.as_str(), "big")];
+    let args = panel_args(&judges, "escalate");
+    let before = listing(dir.path());
+    for _ in 0..2 {
+        // The identical re-run fails the same way, not as an interrupted run.
+        let err = fails(&score(&inp, &out, &args), 75);
+        assert!(err.contains("503"), "{err}");
+        assert_eq!(
+            listing(dir.path()),
+            before,
+            "nothing committed, nothing left"
+        );
+    }
+    assert!(small.requests().is_empty(), "no row was judged");
+}
+
+#[test]
+fn calibrate_band_counts_a_panels_calls_by_the_judges_that_answered() {
+    // token_f1 against "answer i" is 0.5 on the sure rows and 0.8 on the
+    // unsure ones, which are all labelled true: the band decides the unsure
+    // rows, and each of them cost two calls (the small judge, then the big
+    // one).
+    let small = small();
+    let big = start(|_, _| verdict(0.9));
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input_of(
+        dir.path(),
+        "in.parquet",
+        ["sure-yes", "sure-no", "unsure answer"],
+    );
+    let judges = [(small.url.as_str(), "small"), (big.url.as_str(), "big")];
+    let mut args = panel_args(&judges, "escalate");
+    args[1] = "meaning_match,token_f1";
+    args.extend(["--gold", "meaning_match=human"]);
+    let out = dir.path().join("escalate.parquet");
+    ok(&score(&inp, &out, &args));
+    let json = dir.path().join("band.json");
+    let printed = ok(&refscore(&[
+        "calibrate-band",
+        out.to_str().unwrap(),
+        "--by",
+        "token_f1",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    let band: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(band["rows"], 30);
+    assert_eq!(band["rows_inside"], 20, "{band}");
+    assert_eq!(band["calls_saved"], 20, "{band}");
+    assert!(
+        printed.contains("judge calls saved at this result's volume: 20"),
+        "{printed}"
+    );
+
+    // A jury of three: every juror answered each row.
+    let (a, b, c) = (
+        start(|_, _| verdict(0.1)),
+        start(|_, _| verdict(0.9)),
+        start(|_, _| verdict(0.9)),
+    );
+    let judges = [
+        (a.url.as_str(), "a"),
+        (b.url.as_str(), "b"),
+        (c.url.as_str(), "c"),
+    ];
+    let mut args = panel_args(&judges, "jury");
+    args[1] = "meaning_match,token_f1";
+    args.extend(["--gold", "meaning_match=human"]);
+    let out = dir.path().join("jury.parquet");
+    ok(&score(&inp, &out, &args));
+    ok(&refscore(&[
+        "calibrate-band",
+        out.to_str().unwrap(),
+        "--by",
+        "token_f1",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    let band: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(band["calls_saved"], 30, "{band}");
 }

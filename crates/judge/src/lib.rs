@@ -49,7 +49,7 @@ pub use band::Band;
 pub use client::probe;
 pub use endpoint::{check_url, Api, Endpoint, MAX_TIMEOUT, MIN_TIMEOUT};
 pub use metric::JudgeMetrics;
-pub use panel::{JudgePanel, PanelMember, PanelMode, DEFAULT_ESCALATE_BAND};
+pub use panel::{escalation_warnings, JudgePanel, PanelMember, PanelMode, DEFAULT_ESCALATE_BAND};
 pub use stage::{JudgeStage, Prompt};
 pub use transport::{Usage, MAX_RETRY_AFTER};
 pub use where_column::check_requests;

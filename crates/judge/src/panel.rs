@@ -18,12 +18,14 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, BooleanArray, Float32Array, StringArray};
 use arrow::datatypes::{DataType, Field};
+use refscore_core::schema::source;
 use refscore_core::{Error, RowBatch, ScoreColumns, Stage};
 use serde_json::{json, Value};
 
 use crate::batch::BatchMode;
 use crate::columns::{self, normalised, Outcome, Source};
 use crate::definition::Answer;
+use crate::endpoint::Endpoint;
 use crate::metric::JudgeMetric;
 use crate::stage::add_usage;
 use crate::stage::Decided;
@@ -63,6 +65,31 @@ impl PanelMode {
     }
 }
 
+/// What to say before an escalating panel runs: a judge (but the last)
+/// whose API offers no token probabilities has no P(true), so it is never
+/// unsure of a verdict and no verdict it gives goes on to the next judge. One line per
+/// such judge, naming it; none for a jury or a single judge.
+pub fn escalation_warnings(mode: Option<PanelMode>, judges: &[(String, Endpoint)]) -> Vec<String> {
+    if !matches!(mode, Some(PanelMode::Escalate { .. })) || judges.len() < 2 {
+        return Vec::new();
+    }
+    judges
+        .windows(2)
+        .filter(|w| !crate::protocol::of(w[0].1.api).token_probabilities())
+        .map(|w| {
+            format!(
+                "judge {} speaks the {} API, which gives no token probabilities: escalation \
+                 reads a verdict's P(true), so no verdict it gives goes on to judge {} (scores \
+                 go on by their sampled value; put a judge with probabilities first, or use \
+                 --judge-panel jury)",
+                w[0].0,
+                w[0].1.api.name(),
+                w[1].0
+            )
+        })
+        .collect()
+}
+
 /// Default `--judge-escalate-band`: P(true) or the expected score between
 /// a fifth and four fifths of the scale.
 pub const DEFAULT_ESCALATE_BAND: (f32, f32) = (0.2, 0.8);
@@ -95,6 +122,10 @@ pub struct JudgePanel {
     fleiss: Vec<refscore_stats::agreement::FleissTally>,
     rows_judged: u64,
     rows_failed: u64,
+    /// The judges answer verdicts only and the panel asks each failing
+    /// value's reason once, of the judge that decided it
+    /// (`--judge-reasons failures`).
+    asks_reasons: bool,
 }
 
 /// The per-judge and agreement columns a panel adds after the judge's.
@@ -168,10 +199,16 @@ impl JudgePanel {
             ));
         }
         let mode = if members.len() > 1 { mode } else { None };
-        let stages = members
+        let mut stages = members
             .into_iter()
             .map(|m| Ok((m.name, JudgeStage::new(m.options)?)))
             .collect::<Result<Vec<_>, Error>>()?;
+        let mut asks_reasons = false;
+        if mode.is_some() {
+            for (_, stage) in &mut stages {
+                asks_reasons |= stage.defer_reasons();
+            }
+        }
         let metrics = stages[0].1.metrics().to_vec();
         let verdicts = metrics.len();
         let k = stages.len();
@@ -187,6 +224,7 @@ impl JudgePanel {
                 .collect(),
             rows_judged: 0,
             rows_failed: 0,
+            asks_reasons,
         })
     }
 
@@ -235,10 +273,15 @@ impl JudgePanel {
         progress: &mut dyn FnMut(&str),
     ) -> Result<Option<String>, Error> {
         let mut out = Vec::new();
+        let panel = self.members.len() > 1;
         for (name, stage) in &mut self.members {
             let mut tell = |line: &str| progress(&format!("{name}: {line}"));
             if let Some(m) = stage.batches_still_out(wait, &mut tell)? {
-                out.push(m);
+                out.push(if panel {
+                    format!("judge {name}: {m}")
+                } else {
+                    m
+                });
             }
         }
         Ok((!out.is_empty()).then(|| out.join("; ")))
@@ -247,12 +290,45 @@ impl JudgePanel {
     /// Submits what each judge set aside.
     pub fn send_out_batches(&mut self) -> Result<Option<String>, Error> {
         let mut out = Vec::new();
-        for (_, stage) in &mut self.members {
+        let panel = self.members.len() > 1;
+        for (name, stage) in &mut self.members {
             if let Some(m) = stage.send_out_batches()? {
-                out.push(m);
+                // Each judge numbers its own batches: name whose they are.
+                out.push(if panel {
+                    format!("judge {name}: {m}")
+                } else {
+                    m
+                });
             }
         }
         Ok((!out.is_empty()).then(|| out.join("; ")))
+    }
+
+    /// Escalation reads each judge's P(true): the judges (all but the last)
+    /// whose replies came without token probabilities in this run, and
+    /// so could not be found unsure, each as a line naming the judge.
+    pub fn escalation_gaps(&self) -> Vec<String> {
+        if !matches!(self.mode, Some(PanelMode::Escalate { .. })) {
+            return Vec::new();
+        }
+        let last = self.members.len() - 1;
+        self.members[..last]
+            .iter()
+            .enumerate()
+            .filter_map(|(k, (name, stage))| {
+                let r = stage.report();
+                (r.replies_without_logprobs > 0).then(|| {
+                    format!(
+                        "judge {name} sent no token probabilities for {} of {} replies: \
+                         escalation reads a verdict's P(true), so those verdicts were never \
+                         passed to judge {}",
+                        r.replies_without_logprobs,
+                        r.replies_with_logprobs + r.replies_without_logprobs,
+                        self.members[k + 1].0
+                    )
+                })
+            })
+            .collect()
     }
 
     /// The judges' totals: calls, tokens and seconds summed; rows requested
@@ -602,9 +678,11 @@ impl JudgePanel {
                     Some(match (mode, decider[m][i], s) {
                         (_, Some(k), _) => {
                             self.decided[k] += 1;
-                            format!("judge:{}", judges[k])
+                            format!("{}{}", source::PANEL_JUDGE_PREFIX, judges[k])
                         }
-                        (PanelMode::Jury, None, Source::Judge | Source::Cache) => "jury".into(),
+                        (PanelMode::Jury, None, Source::Judge | Source::Cache) => {
+                            source::JURY.into()
+                        }
                         (_, _, s) => s.name().to_string(),
                     })
                 })
@@ -685,6 +763,76 @@ impl JudgePanel {
     }
 }
 
+impl JudgePanel {
+    /// Asks each failing value's reason once, of the judge whose answer
+    /// decided it: in escalation the judge that answered last, in a jury the
+    /// first juror whose own answer fails too. A reason that cannot be had
+    /// fails the value as the single judge's follow-up does (a resumed run
+    /// asks again; the verdicts are replayed from the journals).
+    fn ask_reasons(
+        &mut self,
+        batch: &RowBatch,
+        fin: &mut Decided,
+        each: &[Decided],
+        decider: &[Vec<Option<usize>>],
+    ) -> Result<(), Error> {
+        let mut wanted: Vec<Vec<(usize, usize)>> = vec![Vec::new(); self.members.len()];
+        for (m, rows) in fin.verdicts.iter().enumerate() {
+            for (i, value) in rows.iter().enumerate() {
+                let Some((o, Source::Judge | Source::Cache)) = value else {
+                    continue;
+                };
+                let fails = |k: usize, o: &Outcome| self.members[k].1.value_fails(m, o);
+                if !fails(0, o) {
+                    continue;
+                }
+                let by = decider[m][i].or_else(|| {
+                    (0..each.len()).find(
+                        |&k| matches!(&each[k].verdicts[m][i], Some((own, _)) if fails(k, own)),
+                    )
+                });
+                if let Some(k) = by {
+                    wanted[k].push((i, m));
+                }
+            }
+        }
+        for (k, list) in wanted.iter().enumerate() {
+            if list.is_empty() {
+                continue;
+            }
+            let reasons = self.members[k].1.reasons_for(batch, list)?;
+            for (&(i, m), got) in list.iter().zip(reasons) {
+                match got {
+                    Ok((reason, usage)) => {
+                        add_usage(&mut fin.usage[i], usage);
+                        fin.judged[i] = true;
+                        if let Some((
+                            Outcome::Verdict { reason: slot, .. }
+                            | Outcome::Score { reason: slot, .. },
+                            _,
+                        )) = &mut fin.verdicts[m][i]
+                        {
+                            *slot = reason;
+                        }
+                    }
+                    Err(e) => {
+                        fin.verdicts[m][i] = None;
+                        fin.transient[i] |= e.transient;
+                        let why = format!(
+                            "{}: judge {} gave no reason: {}",
+                            self.metrics[m].name(),
+                            self.members[k].0,
+                            e.message
+                        );
+                        note(&mut fin.errors[i], why);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A batch judged by a panel: the combined decisions, each member's, and
 /// which member decided each value (`[metric][row]`; None: a rule, the
 /// band, the jury, or a failure).
@@ -715,7 +863,10 @@ impl Stage for JudgePanel {
         let first = &self.members[0].1;
         let requested = where_column::requested_rows(batch, first.where_column(), first.known())?;
         let stand_in = first.stand_in(earlier);
-        let (fin, each, decider) = self.judge(batch, &requested, stand_in.as_ref())?;
+        let (mut fin, each, decider) = self.judge(batch, &requested, stand_in.as_ref())?;
+        if self.asks_reasons {
+            self.ask_reasons(batch, &mut fin, &each, &decider)?;
+        }
         let (failed, retryable, reason) = fin.failures();
         self.rows_failed += failed;
         self.rows_judged += fin.judged.iter().filter(|j| **j).count() as u64;

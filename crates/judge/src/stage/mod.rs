@@ -36,6 +36,7 @@ use crate::{rules, BatchReport, JudgeOptions, JudgeReport, Reasons};
 
 mod core_stage;
 mod facts;
+mod reasons;
 mod rubric;
 mod stored;
 

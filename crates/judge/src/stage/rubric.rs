@@ -126,16 +126,21 @@ impl JudgeStage {
             message,
             transient: false,
         };
-        Ok(match (self.verdict(r, v).map_err(bad)?, r.answer) {
+        Ok(self.fails_outcome(r, &self.verdict(r, v).map_err(bad)?))
+    }
+
+    /// Whether a decided answer to `r` fails (see [`Self::fails`]).
+    pub(super) fn fails_outcome(&self, r: &Rubric, o: &Outcome) -> bool {
+        match (o, r.answer) {
             (Outcome::Verdict { verdict, .. }, _) => !verdict,
             (
                 Outcome::Score {
                     score, expected, ..
                 },
                 Answer::Score { min, max },
-            ) => normalised(score, expected, (min, max)) < self.score_pass(r),
+            ) => normalised(*score, *expected, (min, max)) < self.score_pass(r),
             _ => false,
-        })
+        }
     }
 
     /// Asks the JSON question (verdict, then reason), whole or cut after

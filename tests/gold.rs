@@ -296,3 +296,202 @@ fn a_band_on_token_f1_decides_outside_it_and_the_summary_measures_it() {
     );
     assert!(err.contains("embedding or lexical score"), "{err}");
 }
+
+#[test]
+fn gold_mistakes_are_named_as_gold_not_keep() {
+    let server = scripted();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o.parquet");
+    let inp = input(dir.path(), labels());
+    let (i, o) = (inp.to_str().unwrap(), out.to_str().unwrap());
+    let base = [
+        "score",
+        i,
+        "-o",
+        o,
+        "--judge-url",
+        &server.url,
+        "--judge-model",
+        "scripted",
+        "--metrics",
+        "token_f1,meaning_match",
+    ];
+    let with = |extra: &[&str]| {
+        let mut a = base.to_vec();
+        a.extend_from_slice(extra);
+        refscore(&a)
+    };
+    // A label column the input lacks.
+    let err = fails(&with(&["--gold", "meaning_match=nope"]), 65);
+    assert!(
+        err.contains("--gold meaning_match=nope: column 'nope' not found")
+            && !err.contains("--keep"),
+        "{err}"
+    );
+    // A label column named like a result column.
+    let status_dir = dir.path().join("status");
+    std::fs::create_dir(&status_dir).unwrap();
+    let p = status_dir.join("in.parquet");
+    write_parquet(
+        &p,
+        vec![
+            ("reference", s(&["a"])),
+            ("output", s(&["a"])),
+            ("status", labels().slice(0, 1)),
+        ],
+    );
+    let err = fails(
+        &refscore(&[
+            "score",
+            p.to_str().unwrap(),
+            "-o",
+            o,
+            "--metrics",
+            "token_f1",
+            "--gold",
+            "token_f1=status",
+        ]),
+        78,
+    );
+    assert!(
+        err.contains("--gold token_f1=status: the label column 'status'")
+            && !err.contains("--keep"),
+        "{err}"
+    );
+    // A config file's [gold] entry that is no column name: its file and line.
+    let config = dir.path().join("refscore.toml");
+    std::fs::write(
+        &config,
+        "metrics = [\"token_f1\"]\n\n[gold]\ntoken_f1 = true\n",
+    )
+    .unwrap();
+    let err = fails(&with(&["--config", config.to_str().unwrap()]), 78);
+    assert!(
+        err.contains("refscore.toml:4")
+            && err.contains("[gold] token_f1")
+            && err.contains("string"),
+        "{err}"
+    );
+    // ... and one naming a column the input lacks.
+    std::fs::write(&config, "[gold]\nmeaning_match = \"nope\"\n").unwrap();
+    let err = fails(&with(&["--config", config.to_str().unwrap()]), 65);
+    assert!(
+        err.contains("refscore.toml:2") && err.contains("'nope' not found"),
+        "{err}"
+    );
+    assert_eq!(server.requests().len(), 0);
+    assert!(!out.exists());
+}
+
+#[test]
+fn gold_flags_add_to_the_config_files_gold_table() {
+    let server = scripted();
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(dir.path(), labels());
+    let config = dir.path().join("refscore.toml");
+    std::fs::write(&config, "[gold]\nmeaning_match = \"human\"\n").unwrap();
+    let out = dir.path().join("o.parquet");
+    let (i, o) = (inp.to_str().unwrap(), out.to_str().unwrap());
+    ok(&refscore(&[
+        "score",
+        i,
+        "-o",
+        o,
+        "--judge-url",
+        &server.url,
+        "--judge-model",
+        "scripted",
+        "--metrics",
+        "token_f1,meaning_match",
+        "--judge-reasons",
+        "never",
+        "--config",
+        config.to_str().unwrap(),
+        "--gold",
+        "token_f1=human",
+    ]));
+    let calibration = &summary(&out)["calibration"];
+    assert!(calibration.get("meaning_match").is_some(), "{calibration}");
+    assert!(calibration.get("token_f1").is_some(), "{calibration}");
+}
+
+#[test]
+fn resuming_with_gold_added_names_gold() {
+    // The judge fails every other row: the run stops with parts committed.
+    let flaky = start(|req, _| {
+        let n: usize = req.candidate().rsplit(' ').next().unwrap().parse().unwrap();
+        if n >= ROWS / 2 {
+            common::judge_server::Reply::Status(503, vec![], "down".into())
+        } else {
+            chat(&format!(
+                r#"{{"meaning_match": {}}}"#,
+                req.candidate().starts_with("good")
+            ))
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(dir.path(), labels());
+    let out = dir.path().join("o.parquet");
+    let (i, o) = (inp.to_str().unwrap(), out.to_str().unwrap());
+    let base = vec![
+        "score",
+        i,
+        "-o",
+        o,
+        "--judge-url",
+        &flaky.url,
+        "--judge-model",
+        "scripted",
+        "--metrics",
+        "token_f1,meaning_match",
+        "--judge-reasons",
+        "never",
+        "--judge-retries",
+        "0",
+    ];
+    fails(&refscore(&base), 75);
+    let mut resumed = base.clone();
+    resumed.extend(["--resume", "--gold", "meaning_match=human"]);
+    let err = fails(&refscore(&resumed), 78);
+    assert!(err.contains("the setting 'gold' differs"), "{err}");
+}
+
+#[test]
+fn a_label_off_a_one_to_five_rubrics_scale_gets_that_rubrics_hint() {
+    let server = scripted();
+    let dir = tempfile::tempdir().unwrap();
+    let rubric = dir.path().join("rubric.toml");
+    std::fs::write(
+        &rubric,
+        "[judge.metric.helpful]\nanswer = \"score\"\nscale = [1, 5]\ninstructions = \"Rate how helpful the answer is.\"\nprompt = \"{{ output }}\"\n",
+    )
+    .unwrap();
+    let fives: ArrayRef = Arc::new(Float64Array::from(
+        (0..ROWS)
+            .map(|i| Some((1 + i % 5) as f64))
+            .collect::<Vec<_>>(),
+    ));
+    let inp = input(dir.path(), fives);
+    let out = dir.path().join("o.parquet");
+    let err = fails(
+        &refscore(&[
+            "score",
+            inp.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--judge-url",
+            &server.url,
+            "--judge-metrics",
+            rubric.to_str().unwrap(),
+            "--metrics",
+            "helpful",
+            "--gold",
+            "helpful=human",
+        ]),
+        65,
+    );
+    assert!(
+        err.contains("0-1 scale") && err.contains("(s - 1)/4") && !err.contains("s/10"),
+        "{err}"
+    );
+}

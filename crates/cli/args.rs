@@ -570,9 +570,11 @@ pub struct ScoreArgs {
     pub threshold: Vec<String>,
 
     /// Human labels for a metric: an input column holding a label on some rows (null
-    /// elsewhere), e.g. meaning_match=human_label (repeatable; config: a [gold] table). A
-    /// verdict's labels are booleans, a judge score's numbers on its 0-1 scale; an embedding
-    /// or lexical metric is read as a verdict against boolean labels. The column travels
+    /// elsewhere), e.g. meaning_match=human_label (repeatable; config: a [gold] table, to
+    /// which the flags add, a flag replacing the table's entry for the same metric). A
+    /// verdict's labels are booleans, a judge score's numbers on its 0-1 scale (a score s of
+    /// a LO-HI rubric is labelled (s-LO)/(HI-LO): 7 on 0-10 is 0.7, 4 on 1-5 is 0.75); an
+    /// embedding or lexical metric is read as a verdict against boolean labels. The column travels
     /// into the result; the summary gets the metric's agreement with the labels and, for a
     /// judge metric, its run-wide mean corrected for the judge's error with a 95% interval
     #[arg(long, value_name = "METRIC=COLUMN")]

@@ -95,8 +95,9 @@ impl ConfigWords {
 
 /// Reads `file` into words of `score` (described by `cmd`), leaving out
 /// each key whose flag the command line sets (`on_command_line(id)`): the
-/// command line wins. `threshold` is the exception: the file's thresholds
-/// come first and the command line's add to them. Each key's words are
+/// command line wins. `threshold` and `gold` are the exceptions: the
+/// file's come first and the command line's add to them (for the same
+/// metric, the command line's wins). Each key's words are
 /// parsed alone first, so a value no flag accepts is named by its line.
 pub(crate) fn read(
     file: &ConfigFile,
@@ -124,12 +125,20 @@ pub(crate) fn read(
                 ));
             }
             if let Some(panel) = value.get("panel") {
-                if !on_command_line("judge_url") {
-                    let words = panel_words(panel, &file.table).map_err(|e| at(path, line, &e))?;
-                    for (id, word) in words {
-                        out.lines.entry(id.to_string()).or_default().push(key_line);
-                        out.words.push(word.into());
-                    }
+                // A judge named on the command line would silently stand
+                // for the whole panel: name the judges one way.
+                if on_command_line("judge_url") {
+                    return Err(at(
+                        path,
+                        line,
+                        "[judge.panel] names this run's judges, and so does --judge-url on the \
+                         command line: drop one (several --judge-url flags make a panel too)",
+                    ));
+                }
+                let words = panel_words(panel, &file.table).map_err(|e| at(path, line, &e))?;
+                for (id, word) in words {
+                    out.lines.entry(id.to_string()).or_default().push(key_line);
+                    out.words.push(word.into());
                 }
             }
             continue;
@@ -143,7 +152,7 @@ pub(crate) fn read(
             .get_arguments()
             .find(|a| a.get_id().as_str() == id && id != "config")
             .ok_or_else(|| at(path, line, &format!("unknown key `{key}`; keys are the flags of `refscore score --help` with _ for -")))?;
-        if on_command_line(id) && id != "threshold" {
+        if on_command_line(id) && id != "threshold" && id != "gold" {
             continue;
         }
         let entry_lines = entry_lines(text, &value, key_line);
@@ -284,7 +293,18 @@ fn values_of(key: &str, arg: &Arg, value: Value, paths: bool) -> Result<Vec<Stri
             "`{key}`: expected true or false, not {}",
             other.type_str()
         )),
-        (_, Value::Table(t)) if ["threshold", "gold"].contains(&arg.get_id().as_str()) => t
+        (_, Value::Table(t)) if arg.get_id().as_str() == "gold" => t
+            .iter()
+            .map(|(metric, v)| match v {
+                Value::String(column) => Ok(format!("{metric}={column}")),
+                other => Err(format!(
+                    "`[gold] {metric}`: expected the name of the label column as a string, not {} \
+                     (e.g. {metric} = \"human_label\")",
+                    other.type_str()
+                )),
+            })
+            .collect(),
+        (_, Value::Table(t)) if arg.get_id().as_str() == "threshold" => t
             .iter()
             .map(|(metric, v)| scalar(v).map(|v| format!("{metric}={v}")))
             .collect(),

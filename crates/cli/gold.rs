@@ -15,10 +15,32 @@ pub(crate) const CALIBRATION: &str = "calibration";
 /// Summary key of the mergeable states they come from.
 pub(crate) const STATE: &str = "gold_state";
 
+/// Refuses a label column named like a column of the result (`status`,
+/// a metric's): kept in the result, it would clash with it. The message
+/// names the `--gold` mapping (or the config file's line), not `--keep`.
+pub(crate) fn check_names(
+    settings: &crate::settings::Settings,
+    result_columns: &[&str],
+) -> Result<(), Error> {
+    for ((_, column), given) in settings.gold.iter().zip(&settings.gold_given) {
+        if !settings.keep.contains(column) && result_columns.contains(&column.as_str()) {
+            return Err(Error::config(format!(
+                "{given}: the label column '{column}' has the same name as a column of the \
+                 result; rename it in the input"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Reads every label of the input before the first row is scored: a label
 /// of the wrong kind or off the scale names its file, column and row (exit
 /// 65); a label column that is null throughout names the column (exit 78).
-pub(crate) fn check_input(dataset: &Dataset, columns: &[GoldColumn]) -> Result<(), Error> {
+pub(crate) fn check_input(
+    dataset: &Dataset,
+    columns: &[GoldColumn],
+    judge_metrics: &refscore_judge::JudgeMetrics,
+) -> Result<(), Error> {
     for g in columns {
         let mut labels = 0u64;
         for batch in dataset.column(&g.column) {
@@ -26,10 +48,11 @@ pub(crate) fn check_input(dataset: &Dataset, columns: &[GoldColumn]) -> Result<(
             for i in 0..batch.array.len() {
                 let label = gold::label(&batch.array, i, g.kind).map_err(|why| {
                     Error::bad_input(format!(
-                        "{}: column '{}', row {}: {why}",
+                        "{}: column '{}', row {}: {why}{}",
                         batch.source.display(),
                         g.column,
-                        batch.first_row_in_source + i as u64
+                        batch.first_row_in_source + i as u64,
+                        scale_hint(&g.metric, judge_metrics)
                     ))
                 })?;
                 labels += label.is_some() as u64;
@@ -43,6 +66,21 @@ pub(crate) fn check_input(dataset: &Dataset, columns: &[GoldColumn]) -> Result<(
         }
     }
     Ok(())
+}
+
+/// How a score's label is made from the rubric's own scale, for a label
+/// off the 0–1 scale: a 1–5 rubric's s is (s − 1)/4, not s/10.
+fn scale_hint(metric: &str, judge_metrics: &refscore_judge::JudgeMetrics) -> String {
+    match judge_metrics.score_scale(metric) {
+        Some((min, max)) => {
+            let span = max - min;
+            format!(
+                " (labels of {metric} are on 0-1: a score s on its {min}-{max} scale is labelled \
+                 (s - {min})/{span}, so {min} is 0 and {max} is 1)"
+            )
+        }
+        None => String::new(),
+    }
 }
 
 /// Gathers the labelled metrics of the finished `output` and adds their

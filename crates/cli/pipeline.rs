@@ -56,6 +56,13 @@ impl<'s> Pipeline<'s> {
         })
     }
 
+    /// Warnings to give before the run: judges of an escalating panel that
+    /// can never be unsure (see [`refscore_judge::escalation_warnings`]).
+    pub(crate) fn warnings(&self) -> Vec<String> {
+        let mode = self.settings.judge.as_ref().and_then(|j| j.panel_mode);
+        refscore_judge::escalation_warnings(mode, &self.panel)
+    }
+
     /// Whether the run has an embedding stage.
     pub(crate) fn embeds(&self) -> bool {
         self.embedding.is_some()
@@ -115,6 +122,11 @@ impl<'s> Pipeline<'s> {
             json!([cols.id, cols.input, cols.reference, cols.output]),
         );
         f.insert("keep".into(), json!(s.keep));
+        if !s.gold.is_empty() {
+            // Labels add columns to the result, and their figures to its
+            // summary.
+            f.insert("gold".into(), json!(s.gold));
+        }
         f.insert("batch_size".into(), json!(s.batch_size));
         if let Some((files, options)) = &self.embedding {
             f.extend(options.fingerprint(files, &s.embed.device)?);
@@ -260,9 +272,20 @@ fn embed_options(settings: &Settings) -> Result<EmbedOptions, Error> {
 /// How the input is read: the column mapping, `--keep`, batch size and the
 /// `--judge-where` column.
 pub(crate) fn read_options(settings: &Settings) -> ReadOptions {
+    // The label columns of --gold are kept too, each named by its own flag
+    // in messages.
+    let mut keep = settings.keep.clone();
+    let mut keep_asked_by = vec![None; keep.len()];
+    for ((_, column), given) in settings.gold.iter().zip(&settings.gold_given) {
+        if !keep.contains(column) {
+            keep.push(column.clone());
+            keep_asked_by.push(Some(given.clone()));
+        }
+    }
     ReadOptions {
         mapping: settings.mapping.clone(),
-        keep: settings.keep.clone(),
+        keep,
+        keep_asked_by,
         batch_size: settings.batch_size,
         row_filter: settings.judge_where.clone(),
         prompt_columns: settings

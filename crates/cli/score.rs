@@ -29,16 +29,28 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     let start = Instant::now();
     let dataset = Dataset::open(&settings.input, &read_options(settings))?;
     let pipeline = Pipeline::plan(settings)?;
+    if !settings.quiet {
+        for w in pipeline.warnings() {
+            eprintln!("refscore: warning: {w}");
+        }
+    }
     if let (Some(_), Some(column)) = (pipeline.endpoint(), &settings.judge_where) {
         check_judge_where(&dataset, column, settings)?;
     }
-    let schema = result_schema(
-        dataset.id_field(),
-        &pipeline.metric_fields(),
-        dataset.keep_fields(),
-    )?;
+    let metric_fields = pipeline.metric_fields();
+    let id_field = dataset.id_field();
+    {
+        let mut result_columns = vec![
+            id_field.name().as_str(),
+            refscore_core::schema::STATUS,
+            refscore_core::schema::ERROR,
+        ];
+        result_columns.extend(metric_fields.iter().map(|f| f.name().as_str()));
+        crate::gold::check_names(settings, &result_columns)?;
+    }
+    let schema = result_schema(id_field, &metric_fields, dataset.keep_fields())?;
     let gold = refscore_report::gold::resolve(&schema, &settings.gold, &settings.input)?;
-    crate::gold::check_input(&dataset, &gold)?;
+    crate::gold::check_input(&dataset, &gold, &settings.judge_metrics)?;
     let spec = pipeline.job_spec(&dataset)?;
     let prepared = Job::prepare_discarding(&dataset, spec.clone(), |old| {
         cancel_discarded_batches(old, &pipeline, settings);
@@ -107,6 +119,9 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         let r = stage.report();
         if let Some(note) = &r.token_probabilities {
             eprintln!("refscore: note: token probabilities: {note}");
+        }
+        for gap in stage.escalation_gaps() {
+            eprintln!("refscore: warning: {gap}");
         }
         if r.replies_without_logprobs > 0 {
             eprintln!(

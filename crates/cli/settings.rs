@@ -33,8 +33,13 @@ pub struct Settings {
     pub metrics: MetricPlan,
     pub thresholds: Vec<(String, f64)>,
     /// `--gold METRIC=COLUMN`: human labels, metric → input column (each
-    /// column also kept in the result).
+    /// column also kept in the result). The config file's `[gold]` entries
+    /// come first; the command line's add to them, and replace a file's
+    /// entry for the same metric.
     pub gold: Vec<(String, String)>,
+    /// Where each `gold` entry was given, as messages name it:
+    /// `--gold METRIC=COLUMN`, or the config file's line.
+    pub gold_given: Vec<String>,
     pub batch_size: usize,
     pub threads: Option<usize>,
     pub quiet: bool,
@@ -246,26 +251,8 @@ impl Settings {
                 })
             })
             .transpose()?;
-        let gold = args
-            .gold
-            .iter()
-            .enumerate()
-            .map(|(i, g)| {
-                refscore_report::gold::parse_mapping(g).map_err(|e| {
-                    if origin.in_file("gold") {
-                        origin.in_file_error("gold", i, &e.message)
-                    } else {
-                        e
-                    }
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut keep = args.keep.take().unwrap_or_default();
-        for (_, column) in &gold {
-            if !keep.contains(column) {
-                keep.push(column.clone());
-            }
-        }
+        let (gold, gold_given) = gold_labels(&args.gold, origin)?;
+        let keep = args.keep.take().unwrap_or_default();
         Ok(Settings {
             commit_seconds: env_text("REFSCORE_COMMIT_SECONDS"),
             origin: origin.clone(),
@@ -282,6 +269,7 @@ impl Settings {
             mapping,
             keep,
             gold,
+            gold_given,
             metrics,
             thresholds,
             batch_size,
@@ -343,4 +331,44 @@ fn thresholds(
         thresholds.insert(k, v);
     }
     Ok(thresholds.into_iter().collect())
+}
+
+/// The `--gold` mappings, the config file's first (see [`Settings::gold`]),
+/// with where each was given. A mapping that does not parse is a usage
+/// error naming the flag, or a configuration error at the file's line.
+fn gold_labels(
+    values: &[String],
+    origin: &Origin,
+) -> Result<(Vec<(String, String)>, Vec<String>), Error> {
+    let from_file = origin.file_values("gold");
+    let mut gold: Vec<(String, String)> = Vec::new();
+    let mut given: Vec<String> = Vec::new();
+    for (i, g) in values.iter().enumerate() {
+        let (metric, column) = refscore_report::gold::parse_mapping(g).map_err(|e| {
+            if i < from_file {
+                origin.in_file_error("gold", i, &e.message)
+            } else {
+                e
+            }
+        })?;
+        let shown = if i < from_file {
+            origin
+                .in_file_error("gold", i, &format!("[gold] {metric} = \"{column}\""))
+                .message
+        } else {
+            format!("--gold {metric}={column}")
+        };
+        match gold.iter().position(|(m, _)| *m == metric) {
+            // The command line's mapping for a metric replaces the file's.
+            Some(at) if i >= from_file && at < from_file => {
+                gold[at] = (metric, column);
+                given[at] = shown;
+            }
+            _ => {
+                gold.push((metric, column));
+                given.push(shown);
+            }
+        }
+    }
+    Ok((gold, given))
 }

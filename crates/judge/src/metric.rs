@@ -213,6 +213,16 @@ impl JudgeMetrics {
         })
     }
 
+    /// The scale of a score rubric (`scale = [1, 5]`: (1, 5)); `None` for a
+    /// verdict or a metric the run does not know. Human labels of a score
+    /// are on 0–1, so a hint about them needs the rubric's own scale.
+    pub fn score_scale(&self, name: &str) -> Option<(u8, u8)> {
+        match self.named(name)?.rubric()?.answer {
+            crate::definition::Answer::Score { min, max } => Some((min, max)),
+            crate::definition::Answer::Verdict => None,
+        }
+    }
+
     /// The names of every judge metric, for messages and listings.
     pub fn names(&self) -> Vec<String> {
         self.all().map(|j| j.name().to_string()).collect()

@@ -25,17 +25,28 @@ impl Layout {
     pub fn new(schema: &Schema, options: &ReadOptions, source: &Path) -> Result<Layout, Error> {
         let shown = source.display();
         let columns = mapping::resolve(&options.mapping, schema, source)?;
+        let asked_by = |k: usize| match options.keep_asked_by.get(k) {
+            Some(Some(by)) => by.as_str(),
+            _ => "--keep",
+        };
         for (k, name) in options.keep.iter().enumerate() {
             if options.keep[..k].contains(name) {
-                return Err(Error::config(format!("--keep names column '{name}' twice")));
+                return Err(Error::config(format!(
+                    "{} names column '{name}' twice",
+                    asked_by(k)
+                )));
             }
         }
         check_unique(&columns, options, schema, source)?;
         let mut keep_fields = Vec::new();
-        for name in &options.keep {
+        for (k, name) in options.keep.iter().enumerate() {
             let field = schema.field_with_name(name).map_err(|_| {
+                let what = match options.keep_asked_by.get(k) {
+                    Some(Some(by)) => format!("{by}: column '{name}'"),
+                    _ => format!("--keep column '{name}'"),
+                };
                 Error::bad_input(format!(
-                    "{shown}: --keep column '{name}' not found (columns: {})",
+                    "{shown}: {what} not found (columns: {})",
                     mapping::column_list(schema)
                 ))
             })?;

@@ -43,6 +43,10 @@ pub struct ReadOptions {
     pub mapping: ColumnMapping,
     /// Input columns to copy into the output unchanged.
     pub keep: Vec<String>,
+    /// What asked for each `keep` column, as messages name it, where it was
+    /// not `--keep` (a label column of `--gold meaning_match=human`); `None`
+    /// or no entry: `--keep`.
+    pub keep_asked_by: Vec<Option<String>>,
     /// Rows per record batch.
     pub batch_size: usize,
     /// A column saying per row which optional metrics to run (`--judge-where`):
@@ -59,6 +63,7 @@ impl Default for ReadOptions {
         ReadOptions {
             mapping: ColumnMapping::default(),
             keep: Vec::new(),
+            keep_asked_by: Vec::new(),
             batch_size: 32 * 1024,
             row_filter: None,
             prompt_columns: Vec::new(),

@@ -179,9 +179,7 @@ pub fn label(array: &ArrayRef, i: usize, kind: LabelKind) -> Result<Option<f64>,
     }
     let v = number(array, i).ok_or_else(|| format!("type {} cannot be read", array.data_type()))?;
     if !(0.0..=1.0).contains(&v) {
-        return Err(format!(
-            "label {v} is off the metric's 0-1 scale (a 0-10 rubric score s is s/10)"
-        ));
+        return Err(format!("label {v} is off the metric's 0-1 scale"));
     }
     Ok(Some(v))
 }
@@ -316,7 +314,8 @@ pub fn gather_with_disagreements(
                         .collect();
                     let by_band = c.source.is_some_and(|k| {
                         let s = batch.column(k);
-                        !s.is_null(i) && string_at(s, i) == Some("band")
+                        !s.is_null(i)
+                            && string_at(s, i) == Some(refscore_core::schema::source::BAND)
                     });
                     (p, stand_ins, by_band)
                 });

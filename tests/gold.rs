@@ -162,6 +162,78 @@ fn the_summary_holds_the_judges_agreement_and_corrected_rate() {
 }
 
 #[test]
+fn one_class_labels_and_perfect_agreement_show_no_interval_and_say_why() {
+    let server = scripted();
+    let dir = tempfile::tempdir().unwrap();
+    // Every labelled row true, while the judge says true on two rows in three.
+    let all_true: ArrayRef = Arc::new(BooleanArray::from(
+        (0..ROWS)
+            .map(|i| i.is_multiple_of(2).then_some(true))
+            .collect::<Vec<_>>(),
+    ));
+    let inp = input(dir.path(), all_true);
+    let out = dir.path().join("o.parquet");
+    let printed = ok(&run(&server.url, &inp, &out, &[]));
+    assert!(
+        printed.contains("kappa 0.000 (no interval: the labels have one class (all true))"),
+        "{printed}"
+    );
+    // statsmodels 0.15.0 proportion_confint(40, 40, method="wilson") =
+    // (0.9123783988027134, 1.0).
+    assert!(
+        printed.contains(
+            "corrected for the judge's error 100.0% (no PPI++ interval: the 40 labels are all \
+             true, so PPI++'s variance estimate is zero; Wilson 95% of the labels alone \
+             [91.2%, 100.0%])"
+        ),
+        "{printed}"
+    );
+    let s = summary(&out);
+    let c = &s["calibration"][0];
+    assert!(c["verdict"]["kappa_low"].is_null(), "{c}");
+    assert!(c["verdict"]["kappa_no_interval"].is_string(), "{c}");
+    assert!(c["corrected"]["low"].is_null() && c["corrected"]["high"].is_null());
+    let w = &c["corrected"]["labels_wilson"];
+    assert!(
+        (w[0].as_f64().unwrap() - 0.9123783988027134).abs() < 1e-12,
+        "{w}"
+    );
+    // The page says the same.
+    let page = dir.path().join("r.html");
+    ok(&refscore(&[
+        "report",
+        out.to_str().unwrap(),
+        "-o",
+        page.to_str().unwrap(),
+        "--quiet",
+    ]));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("none: the labels have one class (all true)"),
+        "{html}"
+    );
+    assert!(html.contains("Wilson 95% of the labels alone [91.2%, 100.0%]"));
+
+    // Labels that agree with the judge on every row: kappa 1, no interval.
+    let dir = tempfile::tempdir().unwrap();
+    let agreeing: ArrayRef = Arc::new(BooleanArray::from(
+        (0..ROWS)
+            .map(|i| i.is_multiple_of(2).then(|| judge_verdict(i)))
+            .collect::<Vec<_>>(),
+    ));
+    let inp = input(dir.path(), agreeing);
+    let out = dir.path().join("o.parquet");
+    let printed = ok(&run(&server.url, &inp, &out, &[]));
+    assert!(
+        printed.contains(
+            "kappa 1.000 (no interval: verdicts and labels agree on every row, so the variance \
+             estimate is zero)"
+        ),
+        "{printed}"
+    );
+}
+
+#[test]
 fn shards_merge_into_the_unsharded_figures_exactly() {
     let server = scripted();
     let dir = tempfile::tempdir().unwrap();

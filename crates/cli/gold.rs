@@ -156,12 +156,14 @@ pub(crate) fn lines(summary: &Summary) -> String {
         );
         let v = &c["verdict"];
         if v.is_object() {
+            let interval = match v["kappa_no_interval"].as_str() {
+                Some(why) => format!("(no interval: {why})"),
+                None => format!("[{}, {}]", num(&v["kappa_low"]), num(&v["kappa_high"])),
+            };
             line += &format!(
-                ", agreement {}, kappa {} [{}, {}]",
+                ", agreement {}, kappa {} {interval}",
                 pct(&v["agreement"]),
                 num(&v["kappa"]),
-                num(&v["kappa_low"]),
-                num(&v["kappa_high"])
             );
         }
         let s = &c["score"];
@@ -188,9 +190,14 @@ pub(crate) fn lines(summary: &Summary) -> String {
         let k = &c["corrected"];
         if k.is_object() {
             let what = if v.is_object() { "pass rate" } else { "mean" };
-            let interval = match k["note"].as_str() {
-                Some(note) => format!("(no interval: {note})"),
-                None => format!("[{}, {}] (95%, PPI++)", pct(&k["low"]), pct(&k["high"])),
+            let interval = match (k["note"].as_str(), k["labels_wilson"].as_array()) {
+                (Some(note), Some(w)) if w.len() == 2 => format!(
+                    "(no PPI++ interval: {note}; Wilson 95% of the labels alone [{}, {}])",
+                    pct(&w[0]),
+                    pct(&w[1])
+                ),
+                (Some(note), _) => format!("(no interval: {note})"),
+                (None, _) => format!("[{}, {}] (95%, PPI++)", pct(&k["low"]), pct(&k["high"])),
             };
             out += &format!(
                 "  {what} as judged {}, corrected for the judge's error {} {interval}\n",

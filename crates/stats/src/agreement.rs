@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ppi::Z95;
+use crate::ppi::{Z95, ZERO_SPREAD};
 
 /// A verdict against the human label, rows = label, columns = verdict, as
 /// scikit-learn's `confusion_matrix(gold, verdict)` lays it out.
@@ -56,10 +56,19 @@ pub struct VerdictAgreement {
     /// everything, e.g. one class only).
     pub kappa: Option<f64>,
     /// 95% interval of kappa (asymptotic variance of Fleiss, Cohen and
-    /// Everitt 1969, as statsmodels' `cohens_kappa` gives it).
+    /// Everitt 1969, as statsmodels' `cohens_kappa` gives it), clipped to
+    /// kappa's range [-1, 1]; null where [`kappa_no_interval`] says why.
+    ///
+    /// [`kappa_no_interval`]: VerdictAgreement::kappa_no_interval
     pub kappa_low: Option<f64>,
     /// Upper end of kappa's 95% interval.
     pub kappa_high: Option<f64>,
+    /// Why kappa has no interval: the labels or the verdicts have one class,
+    /// or the variance estimate is zero (perfect agreement). There the
+    /// asymptotic interval collapses to a point, which would read as
+    /// certainty that a few labels cannot give.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kappa_no_interval: Option<String>,
     /// The confusion matrix.
     pub confusion: Confusion,
     /// Share of label-true rows the verdict calls true (recall).
@@ -86,7 +95,25 @@ pub fn verdict_agreement(confusion: Confusion) -> Option<VerdictAgreement> {
     let col = [p[0][0] + p[1][0], p[0][1] + p[1][1]];
     let observed = p[0][0] + p[1][1];
     let chance = row[0] * col[0] + row[1] * col[1];
-    let (mut kappa, mut low, mut high) = (None, None, None);
+    let (mut kappa, mut low, mut high, mut no_interval) = (None, None, None, None);
+    let one_class_of = |what: &str, falses: u64, trues: u64| {
+        (falses == 0 || trues == 0).then(|| {
+            let class = if trues == 0 { "false" } else { "true" };
+            format!("the {what} have one class (all {class})")
+        })
+    };
+    let one_class = one_class_of(
+        "labels",
+        c.true_negative + c.false_positive,
+        c.false_negative + c.true_positive,
+    )
+    .or_else(|| {
+        one_class_of(
+            "verdicts",
+            c.true_negative + c.false_negative,
+            c.false_positive + c.true_positive,
+        )
+    });
     if chance < 1.0 {
         let k = (observed - chance) / (1.0 - chance);
         let mut a = 0.0;
@@ -100,11 +127,25 @@ pub fn verdict_agreement(confusion: Confusion) -> Option<VerdictAgreement> {
             }
         }
         let c_term = (k - chance * (1.0 - k)).powi(2);
-        let var = (a + (1.0 - k).powi(2) * b - c_term) / (1.0 - chance).powi(2) / nf;
-        let se = var.max(0.0).sqrt();
+        // A difference of terms of order one: below ZERO_SPREAD it is
+        // rounding, and the variance is zero.
+        let spread = a + (1.0 - k).powi(2) * b - c_term;
         kappa = Some(k);
-        low = Some(k - Z95 * se);
-        high = Some(k + Z95 * se);
+        if let Some(why) = &one_class {
+            no_interval = Some(why.clone());
+        } else if spread < ZERO_SPREAD {
+            no_interval = Some(if c.false_positive + c.false_negative == 0 {
+                "verdicts and labels agree on every row, so the variance estimate is zero".into()
+            } else {
+                "the variance estimate is zero".into()
+            });
+        } else {
+            let se = (spread / (1.0 - chance).powi(2) / nf).sqrt();
+            low = Some((k - Z95 * se).max(-1.0));
+            high = Some((k + Z95 * se).min(1.0));
+        }
+    } else {
+        no_interval = one_class;
     }
     let ratio = |a: u64, b: u64| (a + b > 0).then(|| a as f64 / (a + b) as f64);
     Some(VerdictAgreement {
@@ -113,6 +154,7 @@ pub fn verdict_agreement(confusion: Confusion) -> Option<VerdictAgreement> {
         kappa,
         kappa_low: low,
         kappa_high: high,
+        kappa_no_interval: no_interval,
         confusion: c,
         sensitivity: ratio(c.true_positive, c.false_negative),
         specificity: ratio(c.true_negative, c.false_positive),
@@ -462,6 +504,90 @@ mod tests {
         assert_eq!(verdict_agreement(c).unwrap().kappa, None);
         let s = score_separation(&[0.2, 0.9], &[true, true]).unwrap();
         assert_eq!(s.auc, None);
+    }
+
+    /// The counts of a 2×2 table laid out as statsmodels' `cohens_kappa`
+    /// takes it: `[[tn, fp], [fn, tp]]` (rows label, columns verdict).
+    fn table(t: [[u64; 2]; 2]) -> VerdictAgreement {
+        verdict_agreement(Confusion {
+            true_negative: t[0][0],
+            false_positive: t[0][1],
+            false_negative: t[1][0],
+            true_positive: t[1][1],
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn one_class_labels_give_kappa_without_an_interval() {
+        // 60 labels all true, the judge saying true on 33:
+        // scikit-learn 1.9.1 cohen_kappa_score = 0.0; statsmodels 0.15.0
+        // cohens_kappa([[0, 0], [27, 33]]) has var_kappa 4.6e-18 (rounding
+        // of zero) and the collapsed interval [-4.2e-09, 4.2e-09].
+        let a = table([[0, 0], [27, 33]]);
+        assert_eq!(a.kappa, Some(0.0));
+        assert_eq!((a.kappa_low, a.kappa_high), (None, None));
+        assert_eq!(
+            a.kappa_no_interval.as_deref(),
+            Some("the labels have one class (all true)")
+        );
+        let json = serde_json::to_value(&a).unwrap();
+        assert!(json["kappa_low"].is_null() && json["kappa_high"].is_null());
+        // Labels and verdicts all true: no kappa at all (scikit-learn: nan).
+        let a = table([[0, 0], [0, 60]]);
+        assert_eq!((a.kappa, a.kappa_low), (None, None));
+        assert_eq!(
+            a.kappa_no_interval.as_deref(),
+            Some("the labels have one class (all true)")
+        );
+    }
+
+    #[test]
+    fn one_class_verdicts_give_kappa_without_an_interval() {
+        // scikit-learn 1.9.1 cohen_kappa_score = 0.0; statsmodels 0.15.0
+        // cohens_kappa([[0, 20], [0, 40]]) has var_kappa -1.7e-17 and a NaN
+        // interval.
+        let a = table([[0, 20], [0, 40]]);
+        assert_eq!(a.kappa, Some(0.0));
+        assert_eq!((a.kappa_low, a.kappa_high), (None, None));
+        assert_eq!(
+            a.kappa_no_interval.as_deref(),
+            Some("the verdicts have one class (all true)")
+        );
+    }
+
+    #[test]
+    fn perfect_agreement_gives_kappa_without_an_interval() {
+        // statsmodels 0.15.0 cohens_kappa([[15, 0], [0, 15]]): kappa 1.0,
+        // var_kappa 0.0, interval [1.0, 1.0]; scikit-learn 1.9.1: 1.0.
+        let a = table([[15, 0], [0, 15]]);
+        assert_eq!(a.kappa, Some(1.0));
+        assert_eq!((a.kappa_low, a.kappa_high), (None, None));
+        assert!(
+            a.kappa_no_interval
+                .as_deref()
+                .is_some_and(|why| why.contains("agree on every row")),
+            "{a:?}"
+        );
+    }
+
+    #[test]
+    fn kappas_interval_is_clipped_to_its_range() {
+        // statsmodels 0.15.0 cohens_kappa([[14, 1], [0, 15]]): kappa
+        // 0.9333333333333333, kappa_low 0.8051510647028324, kappa_upp
+        // 1.0615156019638343 (past kappa's maximum of 1).
+        let a = table([[14, 1], [0, 15]]);
+        assert!((a.kappa.unwrap() - 0.9333333333333333).abs() < 1e-12);
+        assert!((a.kappa_low.unwrap() - 0.8051510647028324).abs() < 1e-9);
+        assert_eq!(a.kappa_high, Some(1.0));
+        assert_eq!(a.kappa_no_interval, None);
+        // statsmodels 0.15.0 cohens_kappa([[0, 10], [12, 1]]): kappa
+        // -0.9022556390977443, kappa_low -1.1010246265233812, kappa_upp
+        // -0.7034866516721074 (scikit-learn 1.9.1: -0.9022556390977443).
+        let a = table([[0, 10], [12, 1]]);
+        assert!((a.kappa.unwrap() + 0.9022556390977443).abs() < 1e-12);
+        assert_eq!(a.kappa_low, Some(-1.0));
+        assert!((a.kappa_high.unwrap() + 0.7034866516721074).abs() < 1e-9);
     }
 
     #[test]

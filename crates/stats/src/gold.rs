@@ -10,6 +10,7 @@ use crate::agreement::{
     probability_calibration, score_agreement, score_separation, verdict_agreement, Confusion,
     ProbabilityCalibration, ScoreAgreement, ScoreSeparation, VerdictAgreement,
 };
+use crate::band::wilson;
 use crate::ppi::{corrected_mean, CorrectedMean, PpiSums, MIN_LABELS};
 use crate::{fixed, SUM_SCALE};
 
@@ -145,10 +146,16 @@ pub struct Corrected {
     /// The corrected estimate, with its interval where there are enough labels.
     #[serde(flatten)]
     pub mean: CorrectedMean,
-    /// Why there is no interval: fewer than [`MIN_LABELS`] labels (then
-    /// `low` and `high` are NaN, null in JSON).
+    /// Why there is no interval: fewer than [`MIN_LABELS`] labels, labels
+    /// all alike, or a variance estimate of zero (then `low` and `high` are
+    /// NaN, null in JSON).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Where a verdict's labels have one class, PPI++ has no interval (its
+    /// variance estimate is zero), but the labels alone still bound the
+    /// rate: their Wilson 95% interval ([`wilson`]), `[low, high]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub labels_wilson: Option<[f64; 2]>,
 }
 
 impl GoldState {
@@ -324,12 +331,32 @@ impl GoldState {
         let rows = self.unlabelled + self.rows.len() as u64;
         let raw = (s.f + s.fu) / rows as f64;
         let mut mean = corrected_mean(&s)?;
-        let mut note = None;
-        if (self.rows.len() as u64) < MIN_LABELS {
-            note = Some(format!(
-                "{} labels: at least {MIN_LABELS} are needed for an interval",
-                self.rows.len()
-            ));
+        let labels = self.rows.len() as u64;
+        let alike = self.rows.iter().all(|r| r.gold == self.rows[0].gold);
+        let mut labels_wilson = None;
+        let note = if labels < MIN_LABELS {
+            Some(format!(
+                "{labels} labels: at least {MIN_LABELS} are needed for an interval"
+            ))
+        } else if alike {
+            let label = match (self.kind, self.rows[0].gold) {
+                (LabelKind::Score, g) => g.to_string(),
+                (_, g) if g >= 0.5 => "true".into(),
+                _ => "false".into(),
+            };
+            if self.kind == LabelKind::Verdict {
+                let trues = if self.rows[0].gold >= 0.5 { labels } else { 0 };
+                labels_wilson = wilson(trues, labels).map(|(lo, hi)| [lo, hi]);
+            }
+            Some(format!(
+                "the {labels} labels are all {label}, so PPI++'s variance estimate is zero"
+            ))
+        } else if mean.low.is_nan() {
+            Some("PPI++'s variance estimate is zero".into())
+        } else {
+            None
+        };
+        if note.is_some() {
             mean.low = f64::NAN;
             mean.high = f64::NAN;
         }
@@ -338,6 +365,66 @@ impl GoldState {
             raw,
             mean,
             note,
+            labels_wilson,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A judge verdict labelled on `labels` rows (`label_true` of them
+    /// true, the judge saying true on `judged_true`) and unlabelled on 1000
+    /// more, 550 of them judged true.
+    fn state(labels: usize, label_true: usize, judged_true: usize) -> GoldState {
+        let mut g = GoldState::new("meaning_match", "human", LabelKind::Verdict, Vec::new());
+        for i in 0..labels {
+            let gold = (i < label_true) as u8 as f64;
+            let value = (i < judged_true) as u8 as f64;
+            g.add(Some(gold), Some(value), || (None, Vec::new(), false));
+        }
+        for i in 0..1000 {
+            g.add(None, Some((i < 550) as u8 as f64), || unreachable!());
+        }
+        g.sort();
+        g
+    }
+
+    #[test]
+    fn one_class_labels_give_the_wilson_interval_of_the_labels_instead() {
+        // The case: 60 labels all true, the judge at 55%.
+        let c = state(60, 60, 33).calibration();
+        let k = c.corrected.as_ref().unwrap();
+        assert_eq!(k.mean.estimate, 1.0);
+        assert!(k.mean.low.is_nan() && k.mean.high.is_nan(), "{k:?}");
+        assert_eq!(
+            k.note.as_deref(),
+            Some("the 60 labels are all true, so PPI++'s variance estimate is zero")
+        );
+        // statsmodels 0.15.0 proportion_confint(60, 60, method="wilson") =
+        // (0.9398281478579099, 0.9999999999999999).
+        let [lo, hi] = k.labels_wilson.unwrap();
+        assert!((lo - 0.9398281478579099).abs() < 1e-12, "{lo}");
+        assert!((hi - 0.9999999999999999).abs() < 1e-12, "{hi}");
+        let json = serde_json::to_value(&c).unwrap();
+        let k = &json["corrected"];
+        assert!(k["low"].is_null() && k["high"].is_null(), "{k}");
+        assert_eq!(k["labels_wilson"].as_array().unwrap().len(), 2);
+        let v = &json["verdict"];
+        assert!(v["kappa_low"].is_null() && v["kappa_high"].is_null(), "{v}");
+        assert_eq!(
+            v["kappa_no_interval"],
+            "the labels have one class (all true)"
+        );
+
+        // statsmodels 0.15.0 proportion_confint(0, 45, method="wilson") =
+        // (0.0, 0.07865159873288839).
+        let c = state(45, 0, 10).calibration();
+        let k = c.corrected.unwrap();
+        assert_eq!(k.mean.estimate, 0.0);
+        assert!(k.note.unwrap().contains("all false"));
+        let [lo, hi] = k.labels_wilson.unwrap();
+        assert!(lo.abs() < 1e-12 && (hi - 0.07865159873288839).abs() < 1e-12);
     }
 }

@@ -16,6 +16,13 @@ use serde::{Deserialize, Serialize};
 /// z for a two-sided 95% normal interval: Φ⁻¹(0.975).
 pub const Z95: f64 = 1.959_963_984_540_054;
 
+/// A variance (of values on the 0–1 scale, or kappa's variance times n)
+/// below which it is taken as zero: these variances are differences of
+/// sums of order one, which leave rounding of about 1e-16 where the true
+/// value is zero, and any real spread of labels lies far above 1e-12. An
+/// interval from a zero variance collapses to a point, so none is given.
+pub const ZERO_SPREAD: f64 = 1e-12;
+
 /// Labels below which no interval is printed: the normal approximation
 /// behind it is not trustworthy with fewer.
 pub const MIN_LABELS: u64 = 30;
@@ -44,7 +51,8 @@ pub struct PpiSums {
     pub ffu: f64,
 }
 
-/// A corrected mean with its 95% interval.
+/// A corrected mean with its 95% interval (`low` and `high` NaN where the
+/// variance estimate is zero: see [`with_lambda`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct CorrectedMean {
     /// The prediction-powered estimate of the mean over all rows.
@@ -83,6 +91,8 @@ pub fn corrected_mean(s: &PpiSums) -> Option<CorrectedMean> {
 }
 
 /// The estimate and interval at a given λ (1: plain PPI; 0: labels only).
+/// Where the variance estimate is zero (labels all alike and λ = 0, say)
+/// the interval would be the point itself, so `low` and `high` are NaN.
 pub fn with_lambda(s: &PpiSums, lambda: f64, labels_mean: f64) -> CorrectedMean {
     let (n, big_n) = (s.n, s.big_n);
     let (my, mf, mfu) = (s.y / n, s.f / n, s.fu / big_n);
@@ -92,11 +102,17 @@ pub fn with_lambda(s: &PpiSums, lambda: f64, labels_mean: f64) -> CorrectedMean 
     let r_mean = my - lambda * mf;
     let r_sq = (s.yy - 2.0 * lambda * s.yf + lambda * lambda * s.ff) / n;
     let var_r = r_sq - r_mean * r_mean;
-    let se = (var_u.max(0.0) / big_n + var_r.max(0.0) / n).sqrt();
+    let (var_u, var_r) = (var_u.max(0.0), var_r.max(0.0));
+    let se = (var_u / big_n + var_r / n).sqrt();
+    let half = if var_u + var_r < ZERO_SPREAD {
+        f64::NAN
+    } else {
+        Z95 * se
+    };
     CorrectedMean {
         estimate,
-        low: estimate - Z95 * se,
-        high: estimate + Z95 * se,
+        low: estimate - half,
+        high: estimate + half,
         lambda,
         labels_mean,
     }
@@ -192,5 +208,28 @@ mod tests {
         assert!((c.estimate - 0.25).abs() < 1e-12);
         let se = (0.25f64 * 0.75 / 100.0).sqrt();
         assert!((c.high - c.low - 2.0 * Z95 * se).abs() < 1e-12);
+    }
+
+    #[test]
+    fn labels_all_alike_give_no_interval() {
+        // 60 labels all true, the judge saying true on 33 of them and on 55%
+        // of 1000 more: λ = 0, every residual y − λ·f is 1, and the variance
+        // estimate is zero (ppi_py would give the point [1, 1]).
+        let mut s = PpiSums::default();
+        for i in 0..60 {
+            let f = (i < 33) as u8 as f64;
+            s.n += 1.0;
+            s.y += 1.0;
+            s.yy += 1.0;
+            s.f += f;
+            s.ff += f;
+            s.yf += f;
+        }
+        s.big_n = 1000.0;
+        s.fu = 550.0;
+        s.ffu = 550.0;
+        let c = corrected_mean(&s).unwrap();
+        assert_eq!((c.lambda, c.estimate), (0.0, 1.0));
+        assert!(c.low.is_nan() && c.high.is_nan(), "{c:?}");
     }
 }

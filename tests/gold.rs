@@ -483,8 +483,13 @@ fn gold_flags_add_to_the_config_files_gold_table() {
         "token_f1=human",
     ]));
     let calibration = &summary(&out)["calibration"];
-    assert!(calibration.get("meaning_match").is_some(), "{calibration}");
-    assert!(calibration.get("token_f1").is_some(), "{calibration}");
+    let metrics: Vec<&str> = calibration
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["metric"].as_str().unwrap())
+        .collect();
+    assert_eq!(metrics, ["meaning_match", "token_f1"], "{calibration}");
 }
 
 #[test]

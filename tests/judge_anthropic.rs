@@ -272,7 +272,7 @@ fn an_escalating_panel_led_by_a_judge_without_probabilities_is_named_at_the_star
         .find(|l| l.contains("gives no token probabilities"))
         .unwrap_or_else(|| panic!("no warning: {err}"));
     assert!(
-        warning.starts_with("refscore: warning: judge ") && warning.contains("Anthropic"),
+        warning.starts_with("refscore: warning: judge ") && warning.contains("anthropic API"),
         "{warning}"
     );
     // It is said before any row is scored, and it is true: nothing escalated.

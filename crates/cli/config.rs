@@ -156,6 +156,22 @@ pub(crate) fn read(
             continue;
         }
         let entry_lines = entry_lines(text, &value, key_line);
+        if let (Value::Table(t), "gold") = (&value, id) {
+            // A label column is named by a string; `true` is no column.
+            if let Some((k, (metric, v))) =
+                t.iter().enumerate().find(|(_, (_, v))| !v.is_str())
+            {
+                return Err(at(
+                    path,
+                    entry_lines.get(k).copied(),
+                    &format!(
+                        "`[gold] {metric}`: expected the name of the label column as a string, \
+                         not {} (e.g. {metric} = \"human_label\")",
+                        v.type_str()
+                    ),
+                ));
+            }
+        }
         let paths = RELATIVE_PATHS.contains(&id);
         let values = values_of(&key, arg, value, paths).map_err(|e| at(path, line, &e))?;
         let values: Vec<String> = if paths {
@@ -293,18 +309,7 @@ fn values_of(key: &str, arg: &Arg, value: Value, paths: bool) -> Result<Vec<Stri
             "`{key}`: expected true or false, not {}",
             other.type_str()
         )),
-        (_, Value::Table(t)) if arg.get_id().as_str() == "gold" => t
-            .iter()
-            .map(|(metric, v)| match v {
-                Value::String(column) => Ok(format!("{metric}={column}")),
-                other => Err(format!(
-                    "`[gold] {metric}`: expected the name of the label column as a string, not {} \
-                     (e.g. {metric} = \"human_label\")",
-                    other.type_str()
-                )),
-            })
-            .collect(),
-        (_, Value::Table(t)) if arg.get_id().as_str() == "threshold" => t
+        (_, Value::Table(t)) if ["threshold", "gold"].contains(&arg.get_id().as_str()) => t
             .iter()
             .map(|(metric, v)| scalar(v).map(|v| format!("{metric}={v}")))
             .collect(),

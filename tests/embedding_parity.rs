@@ -218,3 +218,80 @@ fn forced_kernel_paths_agree() {
         "{err}"
     );
 }
+
+/// `--truncate-dim N` against sentence-transformers' `truncate_dim` on the
+/// two real models, each at several widths (tests/fixtures/truncate-dim.jsonl,
+/// made by scripts/fixtures/make-truncate-fixture.py), within 1e-4 on every
+/// row; the width is in the summary, the footer's record and the refusal of
+/// widths the model does not have.
+#[test]
+fn truncate_dim_matches_sentence_transformers() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/truncate-dim.jsonl");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut cases: Vec<(String, u64)> = lines
+        .iter()
+        .map(|v| {
+            (
+                v["model"].as_str().unwrap().to_string(),
+                v["dims"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    cases.dedup();
+    assert!(cases.len() >= 4, "{cases:?}");
+    for (model, dims) in &cases {
+        let rows: Vec<&serde_json::Value> = lines
+            .iter()
+            .filter(|v| v["model"] == model.as_str() && v["dims"] == *dims)
+            .collect();
+        let input: Vec<(&str, &str, &str)> = rows
+            .iter()
+            .map(|v| {
+                (
+                    v["id"].as_str().unwrap(),
+                    v["reference"].as_str().unwrap(),
+                    v["output"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("models")
+            .join(model);
+        let n = dims.to_string();
+        let (out, scores) = score_embedding(
+            &input,
+            &dir,
+            &["--metrics", "cosine", "--truncate-dim", &n],
+            &[],
+        );
+        ok(&out);
+        let (batch, summary) = scores.unwrap();
+        assert_eq!(summary["embedding"]["truncate_dim"], *dims);
+        let got = f32s(&batch, "cosine");
+        let mut worst = 0f32;
+        for (k, v) in rows.iter().enumerate() {
+            let want = v["cosine"].as_f64().unwrap() as f32;
+            worst = worst.max((got[k].unwrap() - want).abs());
+        }
+        assert!(worst <= TOLERANCE, "{model} at {dims}: worst {worst}");
+        assert!(rows.len() >= 300, "{model}: {} rows", rows.len());
+        eprintln!(
+            "{model} --truncate-dim {dims}: {} rows, worst {worst:.2e}",
+            rows.len()
+        );
+    }
+    // Widths the model does not have are refused before any row is scored.
+    let rows = [("a", "Paris", "paris")];
+    for bad in ["0", "385"] {
+        let (out, _) = score_embedding(&rows, &model_dir(), &["--truncate-dim", bad], &[]);
+        let err = fails(&out, 64);
+        assert!(
+            err.contains("--truncate-dim") && err.trim().lines().count() == 1,
+            "{err}"
+        );
+    }
+}

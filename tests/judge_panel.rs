@@ -563,23 +563,30 @@ fn calibrate_band_counts_a_panels_calls_by_the_judges_that_answered() {
         "in.parquet",
         ["sure-yes", "sure-no", "unsure answer"],
     );
-    let judges = [(small.url.as_str(), "small"), (big.url.as_str(), "big")];
-    let mut args = panel_args(&judges, "escalate");
-    args[1] = "meaning_match,token_f1";
-    args.extend(["--gold", "meaning_match=human"]);
-    let out = dir.path().join("escalate.parquet");
-    ok(&score(&inp, &out, &args));
-    let json = dir.path().join("band.json");
-    let printed = ok(&refscore(&[
-        "calibrate-band",
-        out.to_str().unwrap(),
-        "--by",
-        "token_f1",
-        "--json",
-        json.to_str().unwrap(),
-    ]));
-    let band: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    // Scores the rows with `judges` deciding as `mode`, then fits the band
+    // on token_f1: what calibrate-band printed and wrote.
+    let fitted = |judges: &[(&str, &str)], mode: &str| -> (String, serde_json::Value) {
+        let mut args = panel_args(judges, mode);
+        args[1] = "meaning_match,token_f1";
+        args.extend(["--gold", "meaning_match=human"]);
+        let out = dir.path().join(format!("{mode}.parquet"));
+        ok(&score(&inp, &out, &args));
+        let json = dir.path().join(format!("{mode}.band.json"));
+        let printed = ok(&refscore(&[
+            "calibrate-band",
+            out.to_str().unwrap(),
+            "--by",
+            "token_f1",
+            "--json",
+            json.to_str().unwrap(),
+        ]));
+        let text = std::fs::read_to_string(&json).unwrap();
+        (printed, serde_json::from_str(&text).unwrap())
+    };
+    let (printed, band) = fitted(
+        &[(small.url.as_str(), "small"), (big.url.as_str(), "big")],
+        "escalate",
+    );
     assert_eq!(band["rows"], 30);
     assert_eq!(band["rows_inside"], 20, "{band}");
     assert_eq!(band["calls_saved"], 20, "{band}");
@@ -594,25 +601,13 @@ fn calibrate_band_counts_a_panels_calls_by_the_judges_that_answered() {
         start(|_, _| verdict(0.9)),
         start(|_, _| verdict(0.9)),
     );
-    let judges = [
-        (a.url.as_str(), "a"),
-        (b.url.as_str(), "b"),
-        (c.url.as_str(), "c"),
-    ];
-    let mut args = panel_args(&judges, "jury");
-    args[1] = "meaning_match,token_f1";
-    args.extend(["--gold", "meaning_match=human"]);
-    let out = dir.path().join("jury.parquet");
-    ok(&score(&inp, &out, &args));
-    ok(&refscore(&[
-        "calibrate-band",
-        out.to_str().unwrap(),
-        "--by",
-        "token_f1",
-        "--json",
-        json.to_str().unwrap(),
-    ]));
-    let band: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let (_, band) = fitted(
+        &[
+            (a.url.as_str(), "a"),
+            (b.url.as_str(), "b"),
+            (c.url.as_str(), "c"),
+        ],
+        "jury",
+    );
     assert_eq!(band["calls_saved"], 30, "{band}");
 }

@@ -417,6 +417,12 @@ pub struct ScoreArgs {
     #[arg(long, value_name = "N")]
     pub layer: Option<usize>,
 
+    /// Cut each sentence embedding to its first N values before the cosine, as
+    /// sentence-transformers' truncate_dim does (Matryoshka models keep most of their
+    /// quality in fewer dimensions); 1 to the embedding's width. BERTScore is unchanged
+    #[arg(long, value_name = "N")]
+    pub truncate_dim: Option<usize>,
+
     /// Put the model's prompt NAME (from its config_sentence_transformers.json, e.g. e5's
     /// "query") before every text, as sentence-transformers' encode(prompt_name=...) does
     /// [default: the folder's default_prompt_name, if any]

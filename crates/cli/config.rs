@@ -158,9 +158,7 @@ pub(crate) fn read(
         let entry_lines = entry_lines(text, &value, key_line);
         if let (Value::Table(t), "gold") = (&value, id) {
             // A label column is named by a string; `true` is no column.
-            if let Some((k, (metric, v))) =
-                t.iter().enumerate().find(|(_, (_, v))| !v.is_str())
-            {
+            if let Some((k, (metric, v))) = t.iter().enumerate().find(|(_, (_, v))| !v.is_str()) {
                 return Err(at(
                     path,
                     entry_lines.get(k).copied(),

@@ -169,6 +169,9 @@ impl<'s> Pipeline<'s> {
         let mut out = Vec::new();
         if self.embedding.is_some() {
             out.push((footer::PRECISION.into(), s.embed.precision.name().into()));
+            if let Some(dims) = s.embed.truncate_dim {
+                out.push((footer::TRUNCATE_DIM.into(), dims.to_string()));
+            }
         }
         let defined = s.judge_metrics.record(&s.metrics.metrics);
         if self.endpoint.is_some() && !defined.is_empty() {
@@ -261,6 +264,7 @@ fn embed_options(settings: &Settings) -> Result<EmbedOptions, Error> {
         store_outputs: e.store_outputs,
         precision: e.precision,
         layer: e.layer,
+        truncate_dim: e.truncate_dim,
         prompt: e.prompt.clone(),
         lookup: e.lookup.clone(),
         idf: e.idf,

@@ -22,6 +22,9 @@ pub struct EmbedSettings {
     pub rescale: Option<Rescale>,
     /// `--layer`: BERTScore's layer (None: the model's last).
     pub layer: Option<usize>,
+    /// `--truncate-dim`: the sentence embedding's first N values (None:
+    /// all).
+    pub truncate_dim: Option<usize>,
     /// `--prompt-name` / `--prompt`.
     pub prompt: Option<refscore_embed::Prompt>,
     pub max_seq_length: Option<usize>,
@@ -66,6 +69,12 @@ pub(super) fn resolve(args: &mut ScoreArgs, origin: &Origin) -> Result<EmbedSett
         idf: args.idf,
         rescale: rescale(args.rescale_baseline.take(), origin)?,
         layer: origin.ranged(args.layer, "layer", |n| n <= 1000, "0 to 1000")?,
+        truncate_dim: origin.ranged(
+            args.truncate_dim,
+            "truncate_dim",
+            |n| n >= 1,
+            "1 to the embedding's width",
+        )?,
         prompt: match (args.prompt_name.take(), args.prompt.take()) {
             (Some(name), _) => Some(refscore_embed::Prompt::Named(name)),
             (None, Some(text)) => Some(refscore_embed::Prompt::Text(text)),

@@ -65,6 +65,9 @@ pub mod footer {
     pub const SHARD: &str = "refscore.shard";
     /// The precision of the embedding products (`fp32`, `bf16`, `int8`).
     pub const PRECISION: &str = "refscore.precision";
+    /// `--truncate-dim`: the sentence embedding's width the cosine used,
+    /// where it was cut.
+    pub const TRUNCATE_DIM: &str = "refscore.truncate_dim";
     /// The pass thresholds the summary used (a JSON object), read back by
     /// `report`.
     pub const THRESHOLDS: &str = "refscore.thresholds";

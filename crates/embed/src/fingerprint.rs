@@ -59,6 +59,9 @@ impl EmbedOptions {
         if let Some(layer) = self.layer {
             f.push(("bertscore_layer".into(), json!(layer)));
         }
+        if let Some(dims) = self.truncate_dim {
+            f.push(("truncate_dim".into(), json!(dims)));
+        }
         match &self.prompt {
             Some(Prompt::Named(name)) => f.push(("prompt_name".into(), json!(name))),
             Some(Prompt::Text(text)) => f.push(("prompt".into(), json!(text))),

@@ -133,6 +133,11 @@ pub struct EmbedOptions {
     pub idf: bool,
     /// `--rescale-baseline`: how BERTScore is rescaled, if at all.
     pub rescale: Option<Rescale>,
+    /// `--truncate-dim`: the sentence embedding cut to its first N values
+    /// before the cosine (sentence-transformers' `truncate_dim`, for
+    /// Matryoshka models); `None` = the whole vector. BERTScore's token
+    /// vectors are not cut.
+    pub truncate_dim: Option<usize>,
 }
 
 impl Default for EmbedOptions {
@@ -152,6 +157,7 @@ impl Default for EmbedOptions {
             lookup: ModelLookup::default(),
             idf: false,
             rescale: None,
+            truncate_dim: None,
         }
     }
 }
@@ -293,7 +299,10 @@ impl EmbeddingStage {
             }
         };
         let encoder = Encoder::load(&files, &options.device, options.precision)?;
-        let head = SentenceHead::load(&files, encoder.hidden)?;
+        let mut head = SentenceHead::load(&files, encoder.hidden)?;
+        if let Some(dims) = options.truncate_dim {
+            head.truncate(dims)?;
+        }
         let last = encoder.layers();
         let score_layer = match options.layer {
             Some(n) if n > last => {
@@ -313,6 +322,9 @@ impl EmbeddingStage {
         }
         if !prompt.is_empty() {
             variant.push_str(&format!(";prompt={prompt:?}"));
+        }
+        if let Some(dims) = options.truncate_dim {
+            variant.push_str(&format!(";truncate_dim={dims}"));
         }
         let gpt2 = tokens::gpt2_class(files.tokenizer_class.as_deref(), &files.family);
         let score_bounds = bounds.for_bertscore(&tokenizer, gpt2);
@@ -886,6 +898,7 @@ impl refscore_core::Stage for EmbeddingStage {
                 "prompt": (!self.prompt.is_empty()).then_some(&self.prompt),
                 "max_seq_length": self.max_len,
                 "bertscore_layer": self.score_layer,
+                "truncate_dim": self.options.truncate_dim,
                 "layers": self.encoder.layers(),
                 "idf_rows": self.idf().map(|i| i.rows()),
                 "baseline": self.baseline(),

@@ -24,6 +24,9 @@ enum Step {
         activation: Activation,
     },
     Normalize,
+    /// The first N values, as sentence-transformers' `truncate_dim` cuts
+    /// the embedding `encode` returns (a Matryoshka model's shorter vector).
+    Truncate(usize),
 }
 
 /// What turns a pooled vector into the folder's sentence embedding.
@@ -53,6 +56,22 @@ impl SentenceHead {
         Ok(SentenceHead { steps, width })
     }
 
+    /// Cuts the sentence embedding to its first `dims` values after every
+    /// module (`--truncate-dim`). The error names the width there is.
+    pub(crate) fn truncate(&mut self, dims: usize) -> Result<(), Error> {
+        if dims == 0 || dims > self.width {
+            return Err(Error::usage(format!(
+                "--truncate-dim {dims}: expected 1 to {}, the model's sentence embedding width",
+                self.width
+            )));
+        }
+        if dims < self.width {
+            self.steps.push(Step::Truncate(dims));
+            self.width = dims;
+        }
+        Ok(())
+    }
+
     /// The width of the sentence embedding.
     pub(crate) fn width(&self) -> usize {
         self.width
@@ -64,6 +83,11 @@ impl SentenceHead {
             Step::Normalize => {
                 let mut x = x;
                 normalize(&mut x);
+                x
+            }
+            Step::Truncate(n) => {
+                let mut x = x;
+                x.truncate(*n);
                 x
             }
             Step::Dense {

@@ -426,12 +426,13 @@ pub fn one_line(message: String) -> String {
         return message;
     }
     let mut kept: Vec<&str> = Vec::new();
-    for line in message.lines() {
+    for line in message.split(['\n', '\r']) {
         let t = line.trim();
-        let frame = t
-            .split_once(':')
-            .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-        if frame || t.to_ascii_lowercase().starts_with("stack backtrace") {
+        // A backtrace: Rust's header, or its indented "N: frame" lines.
+        let frame = line.starts_with(' ')
+            && t.split_once(':')
+                .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if !kept.is_empty() && (frame || t.to_ascii_lowercase().starts_with("stack backtrace")) {
             break;
         }
         if !t.is_empty() {
@@ -467,6 +468,13 @@ mod tests {
         assert_eq!(e.to_string(), "first");
         let e = Error::bad_input("a\r\n  b\n\nc: 3");
         assert_eq!(e.message, "a b c: 3");
+        // Lines that only look like numbered frames are message, not trace.
+        let e = Error::io("12:00 batch\n8080: refused\n2001:db8::1 unreachable");
+        assert_eq!(
+            e.message,
+            "12:00 batch 8080: refused 2001:db8::1 unreachable"
+        );
+        assert_eq!(Error::io("first\rsecond").message, "first second");
         assert_eq!(Error::usage("plain").message, "plain");
     }
     use arrow::datatypes::UInt16Type;

@@ -370,9 +370,20 @@ fn table_folders_are_refused_not_read_as_loose_files() {
     good_input(&iceberg.join("data"));
     check(dir.path(), &iceberg, &out, &[], 78, &["Iceberg table"]);
 
-    // A plain folder beside them is read as before.
+    // `.` inside a partition folder is part of the table too.
+    let inside = std::process::Command::new(bin())
+        .current_dir(delta.join("day=1"))
+        .args(["score", ".", "-o", out.to_str().unwrap(), "--quiet"])
+        .output()
+        .unwrap();
+    let err = fails(&inside, 78);
+    assert!(err.contains("Delta Lake table"), "{err}");
+
+    // A plain folder beside them is read as before, even with a metadata
+    // folder of its own that no Iceberg table goes with.
     let plain = dir.path().join("plain");
-    std::fs::create_dir(&plain).unwrap();
+    std::fs::create_dir_all(plain.join("metadata")).unwrap();
+    std::fs::write(plain.join("metadata/run.metadata.json"), "{}").unwrap();
     good_input(&plain);
     ok(&score(&plain, &out, &[]));
 }

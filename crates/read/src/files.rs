@@ -38,8 +38,10 @@ pub(crate) fn discover(spec: &str) -> Result<Vec<PathBuf>, Error> {
     if meta.is_file() {
         return Ok(vec![path.to_path_buf()]);
     }
-    // A partition folder of a table is part of the table.
-    refuse_table_folders(spec, path.ancestors(), &mut Default::default())?;
+    // A partition folder of a table is part of the table (`.` inside one
+    // too: its folders above are looked at as absolute paths).
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    refuse_table_folders(spec, absolute.ancestors(), &mut Default::default())?;
     let mut out = Vec::new();
     let mut seen = Seen::default();
     walk(spec, path, &mut out, &mut seen)?;
@@ -70,7 +72,12 @@ fn table_format(dir: &Path) -> Option<&'static str> {
     if dir.join("_delta_log").is_dir() {
         return Some("a Delta Lake table (_delta_log/)");
     }
+    // Iceberg: metadata/*.metadata.json beside the table's data/ (or a
+    // Hadoop catalog's version hint), not any folder named metadata.
     let metadata = dir.join("metadata");
+    if !dir.join("data").is_dir() && !metadata.join("version-hint.text").is_file() {
+        return None;
+    }
     let iceberg = std::fs::read_dir(&metadata)
         .ok()?
         .flatten()
@@ -102,7 +109,8 @@ fn refuse_table_files(
     file: &Path,
     checked: &mut std::collections::HashSet<PathBuf>,
 ) -> Result<(), Error> {
-    refuse_table_folders(spec, file.ancestors().skip(1), checked)
+    let absolute = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+    refuse_table_folders(spec, absolute.ancestors().skip(1), checked)
 }
 
 /// Refuses when any of `dirs` (a path's folders, nearest first) is a

@@ -320,8 +320,8 @@ impl JudgePanel {
                 (r.replies_without_logprobs > 0).then(|| {
                     format!(
                         "judge {name} sent no token probabilities for {} of {} replies: \
-                         escalation reads a verdict's P(true), so those verdicts were never \
-                         passed to judge {}",
+                         escalation reads a verdict's P(true), so a verdict among them was \
+                         never passed to judge {}",
                         r.replies_without_logprobs,
                         r.replies_with_logprobs + r.replies_without_logprobs,
                         self.members[k + 1].0
@@ -676,6 +676,9 @@ impl JudgePanel {
                 .map(|i| {
                     let (_, s) = fin.verdicts[m][i].as_ref()?;
                     Some(match (mode, decider[m][i], s) {
+                        // A judge's cached answer cost no call: named as a
+                        // single judge's is, so accounting never counts it.
+                        (_, Some(_), Source::Cache) => s.name().to_string(),
                         (_, Some(k), _) => {
                             self.decided[k] += 1;
                             format!("{}{}", source::PANEL_JUDGE_PREFIX, judges[k])
@@ -805,7 +808,8 @@ impl JudgePanel {
                 match got {
                     Ok((reason, usage)) => {
                         add_usage(&mut fin.usage[i], usage);
-                        fin.judged[i] = true;
+                        // A reason found in the cache cost no call.
+                        fin.judged[i] |= usage != crate::Usage::default();
                         if let Some((
                             Outcome::Verdict { reason: slot, .. }
                             | Outcome::Score { reason: slot, .. },

@@ -52,6 +52,8 @@ fn cases(model: &str) -> Vec<(&'static str, Option<&'static str>, Vec<&str>, i32
         ("--max-seq-length", Some("100000"), embedding.clone(), 64),
         // all-MiniLM-L6-v2 has 6 layers.
         ("--layer", Some("7"), embedding.clone(), 64),
+        // Wider than MiniLM's 384-value sentence embedding.
+        ("--truncate-dim", Some("385"), embedding.clone(), 64),
         // A name the folder's config_sentence_transformers.json lacks.
         ("--prompt-name", Some("nosuch"), embedding.clone(), 78),
         // Any text is a prompt.

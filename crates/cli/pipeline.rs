@@ -384,6 +384,15 @@ fn check_against_model(settings: &Settings, files: &ModelFiles) -> Result<(), Er
             &format!("the model has {} layers (0 = the embeddings)", files.layers),
         ));
     }
+    if let Some(width) = files.sentence_width() {
+        if let Some(n) = e.truncate_dim.filter(|&n| n > width) {
+            return Err(settings.bad_value(
+                "truncate_dim",
+                &n.to_string(),
+                &format!("expected 1 to {width}, the model's sentence embedding width"),
+            ));
+        }
+    }
     if let Some(n) = e
         .max_seq_length
         .filter(|&n| n < 2 || n > files.max_positions)

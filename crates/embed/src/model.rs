@@ -96,6 +96,25 @@ pub struct ModelFiles {
 }
 
 impl ModelFiles {
+    /// The width of the sentence embedding `encode` returns: the last
+    /// Dense module's, else the encoder's hidden size as config.json names
+    /// it (`hidden_size`; DistilBERT's `dim`, GPT-2-style `n_embd`).
+    /// `None` when the config names none of them. Read before the weights
+    /// load, so `--truncate-dim` is checked before any work.
+    pub fn sentence_width(&self) -> Option<usize> {
+        let dense = self.after_pooling.iter().rev().find_map(|m| match m {
+            AfterPooling::Dense(d) => Some(d.outputs),
+            AfterPooling::Normalize => None,
+        });
+        dense.or_else(|| {
+            let config: serde_json::Value = serde_json::from_str(&self.config).ok()?;
+            ["hidden_size", "dim", "n_embd", "d_model"]
+                .iter()
+                .find_map(|k| config.get(*k).and_then(serde_json::Value::as_u64))
+                .map(|w| w as usize)
+        })
+    }
+
     /// SHA-256 (hex) over the files that determine an embedding (config,
     /// tokenizer, weights): what identifies "the same model" for the
     /// embedding cache and for a resumed run's fingerprint.

@@ -175,10 +175,11 @@ impl<R: std::io::BufRead> std::io::Read for ScrubbedLines<'_, R> {
             if self.inner.read_until(b'\n', &mut self.line)? == 0 {
                 return Ok(0);
             }
-            if let Ok(text) = std::str::from_utf8(&self.line) {
-                if self.secrets.iter().any(|s| text.contains(s.as_str())) {
-                    self.line = scrub(text, self.secrets).into_bytes();
-                }
+            // A line that is not UTF-8 is no JSON anyway: read lossily, so
+            // a key in it is still found.
+            let text = String::from_utf8_lossy(&self.line);
+            if self.secrets.iter().any(|s| text.contains(s.as_str())) {
+                self.line = scrub(&text, self.secrets).into_bytes();
             }
         }
         let n = (self.line.len() - self.at).min(buf.len());
@@ -333,6 +334,25 @@ mod tests {
         // Ordinary text ending at a cut is left alone.
         let plain = format!("{}…", "sk-".repeat(10));
         assert_eq!(scrub(&plain, &s), plain);
+    }
+
+    #[test]
+    fn result_lines_are_scrubbed_even_when_not_utf8() {
+        use std::io::Read;
+        let s = secrets(&url("http://h/v1"), Some("sk-live-0123456789"));
+        let mut raw = b"{\"ok\": 1}\n".to_vec();
+        raw.extend_from_slice(b"\xff bad key sk-live-0123456789 \xfe\n");
+        let mut out = String::new();
+        let mut lossy = Vec::new();
+        ScrubbedLines::new(&raw[..], &s)
+            .read_to_end(&mut lossy)
+            .unwrap();
+        out.push_str(&String::from_utf8_lossy(&lossy));
+        assert!(!out.contains("sk-live"), "{out}");
+        assert!(
+            out.starts_with("{\"ok\": 1}\n") && out.contains("bad key ***"),
+            "{out}"
+        );
     }
 
     #[test]

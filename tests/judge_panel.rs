@@ -383,6 +383,23 @@ fn a_config_files_judge_panel_table_is_the_panels_flags() {
         "{err}"
     );
     assert!(!cli.exists());
+    let err = fails(
+        &score(
+            &inp,
+            &cli,
+            &[
+                "--config",
+                config.to_str().unwrap(),
+                "--judge-model",
+                "other",
+            ],
+        ),
+        78,
+    );
+    assert!(
+        err.contains("[judge.panel]") && err.contains("--judge-model"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -127,12 +127,19 @@ pub(crate) fn read(
             if let Some(panel) = value.get("panel") {
                 // A judge named on the command line would silently stand
                 // for the whole panel: name the judges one way.
-                if on_command_line("judge_url") {
+                if let Some(flag) = ["judge_url", "judge_model"]
+                    .into_iter()
+                    .find(|id| on_command_line(id))
+                {
                     return Err(at(
                         path,
                         line,
-                        "[judge.panel] names this run's judges, and so does --judge-url on the \
-                         command line: drop one (several --judge-url flags make a panel too)",
+                        &format!(
+                            "[judge.panel] names this run's judges, and so does --{} on the \
+                             command line: drop one (several --judge-url and --judge-model \
+                             flags make a panel too)",
+                            flag.replace('_', "-")
+                        ),
                     ));
                 }
                 let words = panel_words(panel, &file.table).map_err(|e| at(path, line, &e))?;

@@ -57,7 +57,19 @@ fn labels() -> ArrayRef {
 }
 
 fn run(url: &str, inp: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
+    let mut args = vec!["--gold", "meaning_match=human"];
+    args.extend_from_slice(extra);
+    judged(url, inp, out, &args)
+}
+
+/// Scores token_f1 and Meaning Match (verdicts only) with the judge at
+/// `url`, and `extra` flags: no labels unless `extra` names them.
+fn judged(url: &str, inp: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut all = vec![
+        "score",
+        inp.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
         "--judge-url",
         url,
         "--judge-model",
@@ -66,12 +78,8 @@ fn run(url: &str, inp: &Path, out: &Path, extra: &[&str]) -> std::process::Outpu
         "token_f1,meaning_match",
         "--judge-reasons",
         "never",
-        "--gold",
-        "meaning_match=human",
     ];
-    args.extend_from_slice(extra);
-    let mut all = vec!["score", inp.to_str().unwrap(), "-o", out.to_str().unwrap()];
-    all.extend(args);
+    all.extend_from_slice(extra);
     refscore(&all)
 }
 
@@ -375,24 +383,8 @@ fn gold_mistakes_are_named_as_gold_not_keep() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("o.parquet");
     let inp = input(dir.path(), labels());
-    let (i, o) = (inp.to_str().unwrap(), out.to_str().unwrap());
-    let base = [
-        "score",
-        i,
-        "-o",
-        o,
-        "--judge-url",
-        &server.url,
-        "--judge-model",
-        "scripted",
-        "--metrics",
-        "token_f1,meaning_match",
-    ];
-    let with = |extra: &[&str]| {
-        let mut a = base.to_vec();
-        a.extend_from_slice(extra);
-        refscore(&a)
-    };
+    let o = out.to_str().unwrap();
+    let with = |extra: &[&str]| judged(&server.url, &inp, &out, extra);
     // A label column the input lacks.
     let err = fails(&with(&["--gold", "meaning_match=nope"]), 65);
     assert!(
@@ -463,25 +455,17 @@ fn gold_flags_add_to_the_config_files_gold_table() {
     let config = dir.path().join("refscore.toml");
     std::fs::write(&config, "[gold]\nmeaning_match = \"human\"\n").unwrap();
     let out = dir.path().join("o.parquet");
-    let (i, o) = (inp.to_str().unwrap(), out.to_str().unwrap());
-    ok(&refscore(&[
-        "score",
-        i,
-        "-o",
-        o,
-        "--judge-url",
+    ok(&judged(
         &server.url,
-        "--judge-model",
-        "scripted",
-        "--metrics",
-        "token_f1,meaning_match",
-        "--judge-reasons",
-        "never",
-        "--config",
-        config.to_str().unwrap(),
-        "--gold",
-        "token_f1=human",
-    ]));
+        &inp,
+        &out,
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--gold",
+            "token_f1=human",
+        ],
+    ));
     let calibration = &summary(&out)["calibration"];
     let metrics: Vec<&str> = calibration
         .as_array()
@@ -509,27 +493,18 @@ fn resuming_with_gold_added_names_gold() {
     let dir = tempfile::tempdir().unwrap();
     let inp = input(dir.path(), labels());
     let out = dir.path().join("o.parquet");
-    let (i, o) = (inp.to_str().unwrap(), out.to_str().unwrap());
-    let base = vec![
-        "score",
-        i,
-        "-o",
-        o,
-        "--judge-url",
-        &flaky.url,
-        "--judge-model",
-        "scripted",
-        "--metrics",
-        "token_f1,meaning_match",
-        "--judge-reasons",
-        "never",
+    fails(
+        &judged(&flaky.url, &inp, &out, &["--judge-retries", "0"]),
+        75,
+    );
+    let resumed = [
         "--judge-retries",
         "0",
+        "--resume",
+        "--gold",
+        "meaning_match=human",
     ];
-    fails(&refscore(&base), 75);
-    let mut resumed = base.clone();
-    resumed.extend(["--resume", "--gold", "meaning_match=human"]);
-    let err = fails(&refscore(&resumed), 78);
+    let err = fails(&judged(&flaky.url, &inp, &out, &resumed), 78);
     assert!(err.contains("the setting 'gold' differs"), "{err}");
 }
 

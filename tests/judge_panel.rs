@@ -363,43 +363,18 @@ fn a_config_files_judge_panel_table_is_the_panels_flags() {
     )
     .unwrap();
     let cli = dir.path().join("cli.parquet");
-    let err = fails(
-        &score(
-            &inp,
-            &cli,
-            &[
-                "--config",
-                config.to_str().unwrap(),
-                "--judge-url",
-                &big.url,
-            ],
-        ),
-        78,
-    );
-    assert!(
-        err.contains("[judge.panel]")
-            && err.contains("--judge-url")
-            && err.contains("refscore.toml:2"),
-        "{err}"
-    );
-    assert!(!cli.exists());
-    let err = fails(
-        &score(
-            &inp,
-            &cli,
-            &[
-                "--config",
-                config.to_str().unwrap(),
-                "--judge-model",
-                "other",
-            ],
-        ),
-        78,
-    );
-    assert!(
-        err.contains("[judge.panel]") && err.contains("--judge-model"),
-        "{err}"
-    );
+    for (flag, value) in [
+        ("--judge-url", big.url.as_str()),
+        ("--judge-model", "other"),
+    ] {
+        let args = ["--config", config.to_str().unwrap(), flag, value];
+        let err = fails(&score(&inp, &cli, &args), 78);
+        assert!(
+            err.contains("[judge.panel]") && err.contains(flag) && err.contains("refscore.toml:2"),
+            "{err}"
+        );
+        assert!(!cli.exists());
+    }
 }
 
 #[test]

@@ -377,6 +377,17 @@ fn resolve_model(settings: &Settings) -> Result<Option<ModelFiles>, Error> {
 /// the stage's options are built).
 fn check_against_model(settings: &Settings, files: &ModelFiles) -> Result<(), Error> {
     let e = &settings.embed;
+    if let (Some(n), true) = (e.layer, files.is_static()) {
+        return Err(settings.bad_value(
+            "layer",
+            &n.to_string(),
+            &format!(
+                "{} is a static embedding model ({}), which has no layers",
+                files.dir.display(),
+                files.family
+            ),
+        ));
+    }
     if let Some(n) = e.layer.filter(|&n| n > files.layers) {
         return Err(settings.bad_value(
             "layer",

@@ -3,10 +3,11 @@
 //! and BERTScore precision/recall/F1 over the last layer's token vectors,
 //! both from one forward pass per distinct text.
 //!
-//! The model's architecture is a *family* (`family/`: one module per
-//! `config.json` `model_type`, behind one trait); BERT is the one family so
-//! far. Everything else here (tokenising, batching, pooling, the store, the
-//! metrics) is written once for every family.
+//! A model is a [`text_model::TextModel`]: a transformer
+//! (`transformer.rs`, whose architecture is a *family*: `family/`, one
+//! module per `config.json` `model_type`, behind one trait) or a static
+//! table (`static_model/`). Everything here (distinct texts, the caches,
+//! IDF, baselines, the metrics) is written once for every model.
 //!
 //! Distinct texts are found per batch and remembered across batches in a
 //! bounded cache, so a reference repeated across thousands of rows is
@@ -33,8 +34,11 @@ mod model;
 mod precision;
 mod prepare;
 mod sentence_head;
+mod static_model;
 mod store;
+mod text_model;
 mod tokens;
+mod transformer;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -48,47 +52,63 @@ use lru::LruCache;
 use rayon::prelude::*;
 use refscore_core::metric::{self, Group, MetricSet};
 use refscore_core::{Error, RowBatch, ScoreColumns, TextColumn};
-use tokenizers::Tokenizer;
 
 pub use baseline::read_baseline;
 pub use encoder::{device_ordinal, parse_device};
 pub use kernels::{kernel_path, use_kernels, KernelPath};
 pub use math::{bertscore, cosine, Embedded, PromptSpan};
 pub use model::{
-    read_settings, resolve, Activation, AfterPooling, DenseFiles, ModelFiles, ModelLookup, Pooling,
-    DEFAULT_MODEL_DIR,
+    read_settings, resolve, Activation, AfterPooling, DenseFiles, ModelFiles, ModelKind,
+    ModelLookup, Pooling, DEFAULT_MODEL_DIR,
 };
 pub use precision::Precision;
 pub use prepare::Rescale;
-use sentence_head::SentenceHead;
+pub use static_model::{StaticLayout, StaticRules};
 
-use encoder::Encoder;
 use store::EmbeddingStore;
-use tokens::{Bounds, Tokens};
+use text_model::TextModel;
+use tokens::Tokens;
 
-/// Most texts in one padded forward batch on the CPU (a model the fused
-/// kernels do not cover): with texts sorted by length, a small group keeps
-/// the lengths in a batch close, so little work goes to padding, while 64 ×
-/// tens of tokens still makes matrices large enough for the matrix
-/// products. The fused CPU path packs texts without padding and fills
-/// `batch_tokens` instead.
-const MAX_BATCH_TEXTS: usize = 64;
+/// A pair's raw scores, from which each embedding metric takes its value.
+#[derive(Debug, Clone, Copy)]
+struct PairScores {
+    cosine: f32,
+    /// BERTScore's precision, recall and F1 (rescaled when asked), when a
+    /// BERTScore metric is wanted.
+    bertscore: [f32; 3],
+}
 
-/// Tokens (padding included) and texts per forward batch on a GPU, at the
-/// least: a GPU needs matrices far larger than the CPU's cache-sized
-/// batches to be busy, and holds them easily (MiniLM's attention scores for
-/// 32,768 tokens of 512-token texts take 800 MB). Chosen, not yet measured
-/// on a GPU (docs/performance.md#gpu).
-const GPU_BATCH_TOKENS: usize = 32 * 1024;
-const GPU_MAX_BATCH_TEXTS: usize = 512;
+/// One embedding metric: its registry entry and how a pair's scores give
+/// its value. A new metric is one entry here.
+struct Output {
+    metric: &'static metric::Builtin,
+    /// Whether it needs BERTScore's greedy matching.
+    bertscore: bool,
+    value: fn(&PairScores) -> f32,
+}
 
-/// The embedding metrics, in the order of a row's scores (cosine, then
-/// BERTScore precision, recall, F1) and of the output columns.
-static OUTPUTS: [&metric::Builtin; 4] = [
-    &metric::COSINE,
-    &metric::BERTSCORE_PRECISION,
-    &metric::BERTSCORE_RECALL,
-    &metric::BERTSCORE_F1,
+/// The embedding metrics, in the order of the output columns.
+static OUTPUTS: [Output; 4] = [
+    Output {
+        metric: &metric::COSINE,
+        bertscore: false,
+        value: |s| s.cosine,
+    },
+    Output {
+        metric: &metric::BERTSCORE_PRECISION,
+        bertscore: true,
+        value: |s| s.bertscore[0],
+    },
+    Output {
+        metric: &metric::BERTSCORE_RECALL,
+        bertscore: true,
+        value: |s| s.bertscore[1],
+    },
+    Output {
+        metric: &metric::BERTSCORE_F1,
+        bertscore: true,
+        value: |s| s.bertscore[2],
+    },
 ];
 
 /// Settings of the embedding stage.
@@ -226,24 +246,7 @@ pub struct EmbedReport {
 /// The loaded model plus run state (cache, IDF, baseline, counters).
 pub struct EmbeddingStage {
     files: ModelFiles,
-    tokenizer: Tokenizer,
-    bounds: Bounds,
-    /// How BERTScore encodes texts, where not as `bounds` does.
-    score_bounds: Option<Bounds>,
-    encoder: Encoder,
-    /// The folder's modules after the pooling (Dense, Normalize).
-    head: SentenceHead,
-    /// The layers run for every text, ascending: the last (pooled for
-    /// cosine) and BERTScore's layer when that is another.
-    taps: Vec<usize>,
-    /// The layer BERTScore matches token states of.
-    score_layer: usize,
-    /// The prompt put before every text ("" for none), and where its
-    /// tokens lie.
-    prompt: String,
-    prompt_span: PromptSpan,
-    max_len: usize,
-    special: Vec<u32>,
+    model: Box<dyn TextModel>,
     options: EmbedOptions,
     cache: LruCache<String, Arc<Embedded>>,
     cache_bytes: usize,
@@ -254,7 +257,6 @@ pub struct EmbeddingStage {
     baseline_source: String,
     report: EmbedReport,
     store: Option<EmbeddingStore>,
-    kernels: KernelPath,
 }
 
 impl EmbeddingStage {
@@ -268,103 +270,23 @@ impl EmbeddingStage {
     /// [`resolve`], from the same options), so its folder is not read
     /// again.
     pub fn load_found(files: ModelFiles, options: EmbedOptions) -> Result<EmbeddingStage, Error> {
-        let kernels = kernels::kernel_path();
-        let max_len = match options.max_seq_length {
-            // Out of range for this model: a usage error (64), like any
-            // out-of-range flag value.
-            Some(n) if n < 2 || n > files.max_positions => {
-                return Err(Error::usage(format!(
-                    "--max-seq-length {n}: must be between 2 and the model's position limit {}",
-                    files.max_positions
-                )))
+        let (model, store): (Box<dyn TextModel>, _) = match &files.kind {
+            ModelKind::Static(layout) => (
+                Box::new(static_model::StaticModel::load(&files, layout, &options)?),
+                None,
+            ),
+            ModelKind::Transformer => {
+                let model = transformer::TransformerModel::load(&files, &options)?;
+                let store = match &options.store {
+                    Some(root) => Some(model.open_store(root, &files)?),
+                    None => None,
+                };
+                (Box::new(model), store)
             }
-            Some(n) => n,
-            None => files.max_seq_length,
-        };
-        let tokenizer = encoder::load_tokenizer(&files, max_len)?;
-        let special = tokens::bertscore_specials(&tokenizer, files.cls_sep_tokens.as_deref())?;
-        let prompt = resolve_prompt(&files, options.prompt.as_ref())?;
-        let bounds = Bounds::new(&tokenizer, max_len, &prompt, files.lower_case);
-        let prompt_span = if prompt.is_empty() {
-            PromptSpan::default()
-        } else {
-            // sentence-transformers' prompt_length: the prompt's tokens
-            // with the special ones, less the closing one.
-            let enc = tokenizer
-                .encode(prompt.as_str(), true)
-                .map_err(|e| Error::config(format!("prompt {prompt:?}: {e}")))?;
-            PromptSpan {
-                tokens: enc.get_ids().len().saturating_sub(1),
-                pooled: files.include_prompt,
-            }
-        };
-        let encoder = Encoder::load(&files, &options.device, options.precision)?;
-        let mut head = SentenceHead::load(&files, encoder.hidden)?;
-        if let Some(dims) = options.truncate_dim {
-            head.truncate(dims)?;
-        }
-        let last = encoder.layers();
-        let score_layer = match options.layer {
-            Some(n) if n > last => {
-                return Err(Error::usage(format!(
-                    "--layer {n}: the model has {last} layers (0 = the embeddings)"
-                )))
-            }
-            Some(n) => n,
-            None => last,
-        };
-        let mut taps = vec![score_layer, last];
-        taps.dedup();
-        // Settings that change the vectors beyond the model's defaults.
-        let mut variant = String::new();
-        if score_layer != last {
-            variant.push_str(&format!(";bertscore_layer={score_layer}"));
-        }
-        if !prompt.is_empty() {
-            variant.push_str(&format!(";prompt={prompt:?}"));
-        }
-        if let Some(dims) = options.truncate_dim {
-            variant.push_str(&format!(";truncate_dim={dims}"));
-        }
-        let gpt2 = tokens::gpt2_class(files.tokenizer_class.as_deref(), &files.family);
-        let score_bounds = bounds.for_bertscore(&tokenizer, gpt2);
-        if score_bounds.is_some() {
-            // BERTScore's own encoding (stripped, prefix space) is newer
-            // than entries a Unigram-tokenized BERT may have written.
-            variant.push_str(";bertscore_encoding=bert_score");
-        }
-        if !gpt2 && tokens::byte_level_bpe(&tokenizer) {
-            // Byte-level BPE outside GPT-2's classes once got the prefix
-            // space too: entries written then are not these.
-            variant.push_str(";bertscore_prefix_space=no");
-        }
-        let store = match &options.store {
-            Some(root) => Some(EmbeddingStore::open(
-                root,
-                &files,
-                max_len,
-                store::Widths {
-                    tokens: encoder.hidden,
-                    sentence: head.width(),
-                },
-                store::Numerics::of(options.precision),
-                &variant,
-            )?),
-            None => None,
         };
         Ok(EmbeddingStage {
-            score_bounds,
-            bounds,
-            prompt,
-            prompt_span,
             files,
-            tokenizer,
-            encoder,
-            head,
-            taps,
-            score_layer,
-            max_len,
-            special,
+            model,
             options,
             cache: LruCache::unbounded(),
             cache_bytes: 0,
@@ -373,7 +295,6 @@ impl EmbeddingStage {
             baseline_source: String::new(),
             report: EmbedReport::default(),
             store,
-            kernels,
         })
     }
 
@@ -382,29 +303,15 @@ impl EmbeddingStage {
         &self.files
     }
 
-    /// The truncation length in use.
-    pub fn max_seq_length(&self) -> usize {
-        self.max_len
-    }
-
-    /// The prompt put before every text ("" for none), for the summary.
-    pub fn prompt(&self) -> &str {
-        &self.prompt
-    }
-
-    /// The layer BERTScore matches (0 = the embeddings), for the summary.
+    /// The layer BERTScore matches (0 = the embeddings), for a baseline
+    /// file's row.
     pub fn score_layer(&self) -> usize {
-        self.score_layer
-    }
-
-    /// The precision of the encoder's matrix products, for the summary.
-    pub fn precision(&self) -> Precision {
-        self.options.precision
+        self.model.score_layer()
     }
 
     /// The CPU kernel path in use (`REFSCORE_KERNELS`), for the summary.
     pub fn kernel_path(&self) -> KernelPath {
-        self.kernels
+        kernels::kernel_path()
     }
 
     /// The folder of this model's entries in the persistent cache, if any.
@@ -424,7 +331,7 @@ impl EmbeddingStage {
 
     /// Word-piece ids of a text, truncated like the model input.
     pub fn token_ids(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, Error> {
-        let (tokens, _) = self.bounds.encode(&self.tokenizer, texts)?;
+        let (tokens, _) = self.model.tokenize(texts)?;
         Ok(tokens.into_iter().map(|t| t.ids).collect())
     }
 
@@ -432,17 +339,7 @@ impl EmbeddingStage {
     /// time and the bytes handed to the tokenizer.
     fn tokenize(&mut self, texts: &[&str]) -> Result<Vec<Tokens>, Error> {
         let t0 = Instant::now();
-        let (mut tokens, mut bytes) = self.bounds.encode(&self.tokenizer, texts)?;
-        if let Some(bounds) = &self.score_bounds {
-            // A second sequence only for texts BERTScore encodes otherwise.
-            let (scored, more) = bounds.encode(&self.tokenizer, texts)?;
-            for (t, s) in tokens.iter_mut().zip(scored) {
-                if s.ids != t.ids {
-                    t.score = Some(s.ids);
-                }
-            }
-            bytes += more;
-        }
+        let (tokens, bytes) = self.model.tokenize(texts)?;
         self.report.tokenize += t0.elapsed();
         self.report.tokenized_bytes += bytes;
         Ok(tokens)
@@ -454,7 +351,7 @@ impl EmbeddingStage {
         &mut self,
         references: impl Iterator<Item = Result<TextColumn, Error>>,
     ) -> Result<&Idf, Error> {
-        let mut df = vec![0u32; self.tokenizer.get_vocab_size(true)];
+        let mut df = vec![0u32; self.model.vocab_size()];
         let mut rows = 0u64;
         for column in references {
             let column = column?;
@@ -521,7 +418,7 @@ impl EmbeddingStage {
     fn weights(&self, ids: &[u32]) -> Vec<f32> {
         ids.iter()
             .map(|&id| {
-                if self.special.contains(&id) {
+                if self.model.special().contains(&id) {
                     0.0
                 } else {
                     self.idf.as_ref().map_or(1.0, |idf| idf.weight(id))
@@ -535,12 +432,18 @@ impl EmbeddingStage {
         // (its own test, "exactly two tokens", also catches a one-word text
         // of a tokenizer that adds one special token; refscore does not
         // follow it there: docs/metrics.md).
-        let empty = |e: &Embedded| e.ids.iter().all(|id| self.special.contains(id));
+        let special = self.model.special();
+        let empty = |e: &Embedded| e.ids.iter().all(|id| special.contains(id));
         if empty(output) || empty(reference) {
             return [0.0; 3];
         }
         let (wc, wr) = (self.weights(&output.ids), self.weights(&reference.ids));
-        math::bertscore(output, reference, &wc, &wr, self.encoder.hidden)
+        math::bertscore(
+            &self.model.token_rows(output),
+            &self.model.token_rows(reference),
+            &wc,
+            &wr,
+        )
     }
 
     /// Embeds texts through the model (no cache), in order; sorted and
@@ -558,111 +461,18 @@ impl EmbeddingStage {
         Ok(out.into_iter().map(|e| e.expect("embedded")).collect())
     }
 
-    /// Runs the model over the texts `which` (indexes into `ids`/`out`),
-    /// sorted by length and grouped into token-budget batches.
+    /// Runs the model over the texts `which` (indexes into `ids`/`out`).
     fn run_model(
         &mut self,
         which: &[usize],
-        mut ids: Vec<Option<Tokens>>,
+        ids: Vec<Option<Tokens>>,
         out: &mut [Option<Arc<Embedded>>],
     ) -> Result<(), Error> {
-        let mut order: Vec<usize> = which.to_vec();
-        order.sort_by_key(|&k| std::cmp::Reverse(ids[k].as_ref().map_or(0, Tokens::len)));
-        let on_cpu = self.options.device.is_cpu();
-        let (budget, max_texts) = if on_cpu {
-            (self.options.batch_tokens, MAX_BATCH_TEXTS)
-        } else {
-            (
-                self.options.batch_tokens.max(GPU_BATCH_TOKENS),
-                GPU_MAX_BATCH_TEXTS,
-            )
-        };
-        let budget = budget.max(self.max_len);
-        let packs = self.encoder.packs();
-        let mut start = 0;
-        while start < order.len() {
-            let len_of = |k: usize| ids[k].as_ref().map_or(0, Tokens::len).max(1);
-            let longest = len_of(order[start]);
-            let count = if packs {
-                // No padding: fill the token budget, whatever the lengths.
-                let mut used = 0;
-                order[start..]
-                    .iter()
-                    .take_while(|&&k| {
-                        used += len_of(k);
-                        used <= budget
-                    })
-                    .count()
-                    .max(1)
-            } else {
-                (budget / longest)
-                    .clamp(1, max_texts)
-                    .min(order.len() - start)
-            };
-            let group = &order[start..start + count];
-            // Each text's model input, then BERTScore's own where it has one.
-            let seqs: Vec<&[u32]> = group
-                .iter()
-                .flat_map(|&k| {
-                    let t = ids[k].as_ref();
-                    let main = t.map_or(&[][..], |t| t.ids.as_slice());
-                    std::iter::once(main).chain(t.and_then(|t| t.score.as_deref()))
-                })
-                .collect();
-            let t0 = Instant::now();
-            let states = self.encoder.forward(&seqs, &self.taps)?;
-            self.report.forward += t0.elapsed();
-            self.report.padded_tokens += if packs {
-                seqs.iter().map(|s| s.len() as u64).sum()
-            } else {
-                (seqs.iter().map(|s| s.len()).max().unwrap_or(0) * seqs.len()) as u64
-            };
-            let hidden = self.encoder.hidden;
-            let pooling = self.files.pooling;
-            let span = self.prompt_span;
-            let head = &self.head;
-            let mut states = states.into_iter();
-            let mut work = Vec::with_capacity(group.len());
-            for &k in group {
-                let t = ids[k].take().unwrap_or_default();
-                self.report.texts_truncated += u64::from(t.truncated);
-                self.report.tokens += t.len() as u64;
-                let main = states.next().expect("one state per sequence");
-                let own = t
-                    .score
-                    .is_some()
-                    .then(|| states.next().expect("BERTScore's sequence"));
-                work.push((k, t, main, own));
-            }
-            let built: Vec<(usize, Embedded)> = work
-                .into_par_iter()
-                .map(|(k, t, mut main, own)| {
-                    // The last layer pooled; BERTScore's layer (the first
-                    // tap) from its own sequence, or from the same one when
-                    // it is another layer.
-                    let last = main.pop().expect("one state per tap");
-                    let scored = match own {
-                        Some(mut own) => Some(own.swap_remove(0)),
-                        None => main.pop(),
-                    };
-                    let ids = t.score.unwrap_or(t.ids);
-                    (
-                        k,
-                        Embedded::from_states(ids, last, scored, hidden, pooling, span, Some(head)),
-                    )
-                })
-                .collect();
-            for (k, e) in built {
-                self.report.texts_embedded += 1;
-                out[k] = Some(Arc::new(e));
-            }
-            start += count;
-        }
-        Ok(())
+        self.model.embed(which, ids, out, &mut self.report)
     }
 
     fn cache_put(&mut self, text: &str, e: &Arc<Embedded>) {
-        if self.options.cache_bytes == 0 {
+        if self.options.cache_bytes == 0 || !self.model.worth_caching() {
             return;
         }
         self.cache_bytes += e.bytes() + text.len();
@@ -738,7 +548,7 @@ impl EmbeddingStage {
         // Walk the rows in chunks bounded by the tokens still to embed, so
         // the token vectors held at once stay bounded.
         let chunk_budget = 64 * 1024;
-        let mut scores: Vec<Option<[f32; 4]>> = vec![None; n];
+        let mut scores: Vec<Option<PairScores>> = vec![None; n];
         let mut chunk_start = 0;
         let mut pending: Vec<usize> = Vec::new();
         let mut pending_tokens = 0usize;
@@ -783,13 +593,13 @@ impl EmbeddingStage {
             }
         }
         let mut out = ScoreColumns::default();
-        for (k, m) in OUTPUTS.iter().enumerate() {
-            if !self.options.metrics.contains(m) {
-                continue;
-            }
-            let array: Float32Array = scores.iter().map(|s| s.map(|v| v[k])).collect();
+        for o in OUTPUTS
+            .iter()
+            .filter(|o| self.options.metrics.contains(o.metric))
+        {
+            let array: Float32Array = scores.iter().map(|s| s.as_ref().map(o.value)).collect();
             out.push(
-                Field::new(m.name.clone(), DataType::Float32, true),
+                Field::new(o.metric.name.clone(), DataType::Float32, true),
                 Arc::new(array) as ArrayRef,
             );
         }
@@ -800,11 +610,11 @@ impl EmbeddingStage {
         &self,
         pairs: &[Option<(usize, usize)>],
         slots: &[Option<Arc<Embedded>>],
-        out: &mut [Option<[f32; 4]>],
+        out: &mut [Option<PairScores>],
     ) {
-        let want_bert = OUTPUTS[1..]
+        let want_bert = OUTPUTS
             .iter()
-            .any(|m| self.options.metrics.contains(m));
+            .any(|o| o.bertscore && self.options.metrics.contains(o.metric));
         out.par_iter_mut().zip(pairs.par_iter()).for_each(|(o, p)| {
             let Some((ri, oi)) = *p else { return };
             let (r, c) = (
@@ -822,36 +632,11 @@ impl EmbeddingStage {
                 rc = (rc - b[1]) / (1.0 - b[1]);
                 f = (f - b[2]) / (1.0 - b[2]);
             }
-            *o = Some([cos, pr, rc, f]);
+            *o = Some(PairScores {
+                cosine: cos,
+                bertscore: [pr, rc, f],
+            });
         });
-    }
-}
-
-/// The prompt text a run uses: the one asked for, else the folder's
-/// default (`default_prompt_name`), else none ("").
-fn resolve_prompt(files: &ModelFiles, asked: Option<&Prompt>) -> Result<String, Error> {
-    let named = |name: &str, flag: &str| {
-        files.prompts.get(name).cloned().ok_or_else(|| {
-            let known: Vec<&str> = files.prompts.keys().map(String::as_str).collect();
-            Error::config(format!(
-                "{flag} {name}: {} has no such prompt (it has: {})",
-                files
-                    .dir
-                    .join("config_sentence_transformers.json")
-                    .display(),
-                if known.is_empty() {
-                    "none".to_string()
-                } else {
-                    known.join(", ")
-                }
-            ))
-        })
-    };
-    match (asked, &files.default_prompt) {
-        (Some(Prompt::Text(text)), _) => Ok(text.clone()),
-        (Some(Prompt::Named(name)), _) => named(name, "--prompt-name"),
-        (None, Some(name)) => named(name, "default_prompt_name"),
-        (None, None) => Ok(String::new()),
     }
 }
 
@@ -868,8 +653,8 @@ fn ids_subset(ids: &mut [Option<Tokens>], which: &[usize]) -> Vec<Option<Tokens>
 pub fn fields(metrics: &MetricSet) -> Vec<Field> {
     OUTPUTS
         .iter()
-        .filter(|m| metrics.contains(m))
-        .map(|m| Field::new(m.name.clone(), DataType::Float32, true))
+        .filter(|o| metrics.contains(o.metric))
+        .map(|o| Field::new(o.metric.name.clone(), DataType::Float32, true))
         .collect()
 }
 
@@ -888,38 +673,30 @@ impl refscore_core::Stage for EmbeddingStage {
         let r = &self.report;
         let files = &self.files;
         let forward = r.forward.as_secs_f64();
-        Some((
-            "embedding",
-            serde_json::json!({
-                "model": files.dir.display().to_string(),
-                "family": files.family,
-                "pooling": files.pooling.name(),
-                "after_pooling": files.after_pooling.iter().map(AfterPooling::describe).collect::<Vec<_>>(),
-                "prompt": (!self.prompt.is_empty()).then_some(&self.prompt),
-                "max_seq_length": self.max_len,
-                "bertscore_layer": self.score_layer,
-                "truncate_dim": self.options.truncate_dim,
-                "layers": self.encoder.layers(),
-                "idf_rows": self.idf().map(|i| i.rows()),
-                "baseline": self.baseline(),
-                "baseline_source": self.baseline.is_some().then_some(&self.baseline_source),
-                "texts_embedded": r.texts_embedded,
-                "texts_reused": r.texts_reused,
-                "texts_truncated": r.texts_truncated,
-                "tokenized_bytes": r.tokenized_bytes,
-                "kernels": self.kernel_path().name(),
-                "precision": self.precision().name(),
-                "tokens": r.tokens,
-                "padded_tokens": r.padded_tokens,
-                "tokenize_seconds": r.tokenize.as_secs_f64(),
-                "forward_seconds": forward,
-                "tokens_per_second": if forward > 0.0 { r.tokens as f64 / forward } else { 0.0 },
-                "embed_cache": self.store_dir().map(|d| serde_json::json!({
-                    "dir": d.display().to_string(),
-                    "hits": r.store_hits,
-                    "writes": r.store_writes,
-                })),
-            }),
-        ))
+        let serde_json::Value::Object(mut summary) = serde_json::json!({
+            "model": files.dir.display().to_string(),
+            "family": files.family,
+            "idf_rows": self.idf().map(|i| i.rows()),
+            "baseline": self.baseline(),
+            "baseline_source": self.baseline.is_some().then_some(&self.baseline_source),
+            "texts_embedded": r.texts_embedded,
+            "texts_reused": r.texts_reused,
+            "texts_truncated": r.texts_truncated,
+            "tokenized_bytes": r.tokenized_bytes,
+            "tokens": r.tokens,
+            "padded_tokens": r.padded_tokens,
+            "tokenize_seconds": r.tokenize.as_secs_f64(),
+            "forward_seconds": forward,
+            "tokens_per_second": if forward > 0.0 { r.tokens as f64 / forward } else { 0.0 },
+            "embed_cache": self.store_dir().map(|d| serde_json::json!({
+                "dir": d.display().to_string(),
+                "hits": r.store_hits,
+                "writes": r.store_writes,
+            })),
+        }) else {
+            unreachable!("an object")
+        };
+        summary.extend(self.model.describe());
+        Some(("embedding", serde_json::Value::Object(summary)))
     }
 }

@@ -151,17 +151,13 @@ pub fn cosine(a: &Embedded, b: &Embedded) -> f32 {
 /// baseline applies to the clamped raw value and may go below 0.
 const BERTSCORE_RANGE: (f64, f64) = (-1.0, 1.0);
 
-/// BERTScore precision, recall and F1 of `candidate` (the output) against
-/// `reference`, with per-token weights (0 for [CLS]/[SEP]). A text with no
-/// weighted token gives 0 for all three, as does an undefined ratio.
-pub fn bertscore(
-    candidate: &Embedded,
-    reference: &Embedded,
-    wc: &[f32],
-    wr: &[f32],
-    hidden: usize,
-) -> [f32; 3] {
-    let (lc, lr) = (candidate.ids.len(), reference.ids.len());
+/// BERTScore precision, recall and F1 of `candidate` (the output's unit
+/// token vectors) against `reference`'s, with per-token weights (0 for
+/// [CLS]/[SEP]). A text with no weighted token gives 0 for all three, as
+/// does an undefined ratio. The vectors are borrowed rows: a transformer's
+/// token states or a static model's table, never copied.
+pub fn bertscore(candidate: &[&[f32]], reference: &[&[f32]], wc: &[f32], wr: &[f32]) -> [f32; 3] {
+    let (lc, lr) = (candidate.len(), reference.len());
     let (sum_wc, sum_wr) = (
         wc.iter().map(|&w| w as f64).sum::<f64>(),
         wr.iter().map(|&w| w as f64).sum::<f64>(),
@@ -174,8 +170,8 @@ pub fn bertscore(
     }
     let mut best_c = vec![f32::NEG_INFINITY; lc];
     let mut best_r = vec![f32::NEG_INFINITY; lr];
-    for (j, c) in candidate.tokens.chunks_exact(hidden).enumerate() {
-        for (i, r) in reference.tokens.chunks_exact(hidden).enumerate() {
+    for (j, c) in candidate.iter().enumerate() {
+        for (i, r) in reference.iter().enumerate() {
             let s = dot(c, r);
             if s > best_c[j] {
                 best_c[j] = s;
@@ -255,6 +251,14 @@ mod pooling_tests {
 mod tests {
     use super::*;
 
+    /// BERTScore of two embedded texts, their token rows borrowed.
+    fn bs(c: &Embedded, r: &Embedded, wc: &[f32], wr: &[f32], h: usize) -> [f32; 3] {
+        fn rows(e: &Embedded, h: usize) -> Vec<&[f32]> {
+            e.tokens.chunks_exact(h).collect()
+        }
+        bertscore(&rows(c, h), &rows(r, h), wc, wr)
+    }
+
     fn emb(ids: Vec<u32>, states: Vec<f32>, h: usize) -> Embedded {
         Embedded::from_states(
             ids,
@@ -276,7 +280,7 @@ mod tests {
             h,
         );
         let w = [0.0, 1.0, 1.0, 0.0];
-        let [p, r, f] = bertscore(&e, &e, &w, &w, h);
+        let [p, r, f] = bs(&e, &e, &w, &w, h);
         assert!((p - 1.0).abs() < 1e-6 && (r - 1.0).abs() < 1e-6 && (f - 1.0).abs() < 1e-6);
         assert!((cosine(&e, &e) - 1.0).abs() < 1e-6);
     }
@@ -291,7 +295,7 @@ mod tests {
             vec![0., 1., 0.6, 0.8, 0., 1., 0., 1.],
             h,
         );
-        let [p, rr, f] = bertscore(&c, &r, &[0., 1., 0.], &[0., 1., 1., 0.], h);
+        let [p, rr, f] = bs(&c, &r, &[0., 1., 0.], &[0., 1., 1., 0.], h);
         // P: x's best match is y (0.6). R: y's best is x (0.6) or CLS/SEP of c (0.8) -> 0.8; z's best is CLS (1).
         assert!((p - 0.6).abs() < 1e-6, "{p}");
         assert!((rr - 0.9).abs() < 1e-6, "{rr}");
@@ -331,7 +335,7 @@ mod tests {
                 (0.0..=1.0).contains(&cos) && cos > 1.0 - 1e-6,
                 "seed {seed}: cosine {cos}"
             );
-            for v in bertscore(&e, &e, &w, &w, h) {
+            for v in bs(&e, &e, &w, &w, h) {
                 assert!(v <= 1.0 && v > 1.0 - 1e-6, "seed {seed}: bertscore {v}");
             }
         }
@@ -347,13 +351,13 @@ mod tests {
         let c = emb(vec![101, 5, 102], vec![0., 1., 1., 0., 0., 1.], h);
         let r = emb(vec![101, 6, 102], vec![0., 1., -1., 0., 0., 1.], h);
         let w = [0., 1., 0.];
-        let [p, rr, f] = bertscore(&c, &r, &w, &w, h);
+        let [p, rr, f] = bs(&c, &r, &w, &w, h);
         // The only weighted token of each side best matches the other's
         // [CLS]/[SEP] (similarity 0): nothing clamps these at 0 from below.
         assert_eq!([p, rr, f], [0.0, 0.0, 0.0]);
         let c = emb(vec![101, 5, 102], vec![1., 0., 1., 0., 1., 0.], h);
         let r = emb(vec![101, 6, 102], vec![-1., 0., -1., 0., -1., 0.], h);
-        let [p, _, _] = bertscore(&c, &r, &w, &w, h);
+        let [p, _, _] = bs(&c, &r, &w, &w, h);
         assert!((p + 1.0).abs() < 1e-6, "raw BERTScore may be negative: {p}");
         assert_eq!(cosine(&c, &r), 0.0, "cosine clamps negatives to 0");
     }
@@ -385,18 +389,12 @@ mod tests {
         let h = 2;
         let none = emb(Vec::new(), Vec::new(), h);
         let c = emb(vec![101, 5, 102], vec![1., 0., 1., 0., 0., 1.], h);
-        assert_eq!(bertscore(&c, &none, &[0., 1., 0.], &[], h), [0.0; 3]);
-        assert_eq!(bertscore(&none, &c, &[], &[0., 1., 0.], h), [0.0; 3]);
+        assert_eq!(bs(&c, &none, &[0., 1., 0.], &[], h), [0.0; 3]);
+        assert_eq!(bs(&none, &c, &[], &[0., 1., 0.], h), [0.0; 3]);
         // Tokens of zero total weight (specials, or idf 0): all three are
         // 0, never NaN.
         let specials = emb(vec![101, 102], vec![1., 0., 0., 1.], h);
-        assert_eq!(
-            bertscore(&c, &specials, &[0., 1., 0.], &[0., 0.], h),
-            [0.0; 3]
-        );
-        assert_eq!(
-            bertscore(&specials, &c, &[0., 0.], &[0., 1., 0.], h),
-            [0.0; 3]
-        );
+        assert_eq!(bs(&c, &specials, &[0., 1., 0.], &[0., 0.], h), [0.0; 3]);
+        assert_eq!(bs(&specials, &c, &[0., 0.], &[0., 1., 0.], h), [0.0; 3]);
     }
 }

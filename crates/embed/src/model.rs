@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use refscore_core::Error;
 use serde::Deserialize;
 
+use crate::static_model::StaticLayout;
+
 /// The default model folder, relative to the working directory, used when
 /// neither `--model` nor `REFSCORE_MODEL_DIR` names one.
 pub const DEFAULT_MODEL_DIR: &str = "models/all-MiniLM-L6-v2";
@@ -93,6 +95,18 @@ pub struct ModelFiles {
     /// for Qwen's tokenizer): the tokens bert_score gives no weight.
     /// `None` without that file.
     pub cls_sep_tokens: Option<Vec<String>>,
+    /// What computes the folder's vectors.
+    pub kind: ModelKind,
+}
+
+/// What computes a folder's vectors: the one place the two kinds of
+/// embedding model part.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelKind {
+    /// A transformer run in Candle (its family in [`ModelFiles::family`]).
+    Transformer,
+    /// A table of token vectors, looked up and averaged.
+    Static(StaticLayout),
 }
 
 impl ModelFiles {
@@ -102,16 +116,27 @@ impl ModelFiles {
     /// `None` when the config names none of them. Read before the weights
     /// load, so `--truncate-dim` is checked before any work.
     pub fn sentence_width(&self) -> Option<usize> {
-        let dense = self.after_pooling.iter().rev().find_map(|m| match m {
-            AfterPooling::Dense(d) => Some(d.outputs),
-            AfterPooling::Normalize => None,
-        });
-        dense.or_else(|| {
+        if let ModelKind::Static(layout) = &self.kind {
+            return Some(self.last_dense_width().unwrap_or(layout.width));
+        }
+        self.last_dense_width().or_else(|| {
             let config: serde_json::Value = serde_json::from_str(&self.config).ok()?;
             ["hidden_size", "dim", "n_embd", "d_model"]
                 .iter()
                 .find_map(|k| config.get(*k).and_then(serde_json::Value::as_u64))
                 .map(|w| w as usize)
+        })
+    }
+
+    /// Whether the folder is a static embedding model.
+    pub fn is_static(&self) -> bool {
+        matches!(self.kind, ModelKind::Static(_))
+    }
+
+    fn last_dense_width(&self) -> Option<usize> {
+        self.after_pooling.iter().rev().find_map(|m| match m {
+            AfterPooling::Dense(d) => Some(d.outputs),
+            AfterPooling::Normalize => None,
         })
     }
 
@@ -127,9 +152,16 @@ impl ModelFiles {
         });
         // A folder without Dense modules hashes as it always did, so its
         // cached embeddings and resumable runs stay valid.
-        let names = FILES[..3]
-            .iter()
-            .map(PathBuf::from)
+        let own: Vec<PathBuf> = match &self.kind {
+            ModelKind::Transformer => FILES[..3].iter().map(PathBuf::from).collect(),
+            ModelKind::Static(layout) => layout
+                .identity
+                .iter()
+                .map(|p| p.strip_prefix(&self.dir).unwrap_or(p).to_path_buf())
+                .collect(),
+        };
+        let names = own
+            .into_iter()
             .chain(dense.flat_map(|d| [d.config.clone(), d.weights.clone()]));
         for name in names {
             let path = self.dir.join(&name);
@@ -148,6 +180,14 @@ struct Module {
     #[serde(rename = "type")]
     kind: String,
     path: String,
+}
+
+impl Module {
+    /// The class name without its Python module path
+    /// (`sentence_transformers.models.Pooling` → `Pooling`).
+    fn class(&self) -> &str {
+        self.kind.rsplit('.').next().unwrap_or("")
+    }
 }
 
 /// One sentence-transformers module after the Pooling.
@@ -265,21 +305,11 @@ fn read_modules(dir: &Path) -> Result<Modules, Error> {
         });
     }
     let modules: Vec<Module> = read_json(&path)?;
-    let refuse = |k: usize, m: &Module, why: &str| {
-        Error::config(format!(
-            "{}: module {k} ({}, path '{}'): {why}",
-            path.display(),
-            m.kind,
-            m.path
-        ))
-    };
-    // The class name without its Python module path
-    // (`sentence_transformers.models.Pooling` → `Pooling`).
-    let class = |m: &Module| m.kind.rsplit('.').next().unwrap_or("").to_string();
+    let refuse = |k: usize, m: &Module, why: &str| refuse_module(&path, k, m, why);
     let mut pooling_dir = None;
     let mut after_pooling = Vec::new();
     for (k, m) in modules.iter().enumerate() {
-        match (k, class(m).as_str()) {
+        match (k, m.class()) {
             (0, "Transformer") if m.path.is_empty() || m.path == "." => {}
             (0, "Transformer") => return Err(refuse(
                 k,
@@ -331,6 +361,55 @@ fn read_modules(dir: &Path) -> Result<Modules, Error> {
         pooling_dir,
         after_pooling,
     })
+}
+
+/// The folder of a `StaticEmbedding` first module and the Dense and
+/// Normalize modules after it, when `dir`'s modules.json starts with one
+/// (`None` for any other folder). A static module pools by itself, so no
+/// Pooling follows it.
+pub(crate) fn after_static_embedding(
+    dir: &Path,
+) -> Result<Option<(PathBuf, Vec<AfterPooling>)>, Error> {
+    let path = dir.join("modules.json");
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let modules: Vec<Module> = read_json(&path)?;
+    match modules.first() {
+        Some(m) if m.class() == "StaticEmbedding" => {}
+        _ => return Ok(None),
+    }
+    let mut after = Vec::new();
+    for (k, m) in modules.iter().enumerate().skip(1) {
+        match m.class() {
+            "Normalize" => after.push(AfterPooling::Normalize),
+            "Dense" => {
+                let dense =
+                    read_dense(dir, &m.path).map_err(|why| refuse_module(&path, k, m, &why))?;
+                after.push(AfterPooling::Dense(dense));
+            }
+            _ => {
+                return Err(refuse_module(
+                    &path,
+                    k,
+                    m,
+                    "after a StaticEmbedding refscore applies Dense and Normalize modules, \
+                     and does not score a folder without every module it lists",
+                ))
+            }
+        }
+    }
+    Ok(Some((dir.join(&modules[0].path), after)))
+}
+
+/// A module of `path` (modules.json) refused, saying why.
+fn refuse_module(path: &Path, k: usize, m: &Module, why: &str) -> Error {
+    Error::config(format!(
+        "{}: module {k} ({}, path '{}'): {why}",
+        path.display(),
+        m.kind,
+        m.path
+    ))
 }
 
 /// A Dense module's settings, from its folder `sub` under `dir`; `Err` says
@@ -565,6 +644,9 @@ fn from_hub(id: &str, offline: bool) -> Result<PathBuf, Error> {
 
 /// Reads pooling, truncation and normalisation settings from a folder.
 pub fn read_settings(dir: &Path) -> Result<ModelFiles, Error> {
+    if let Some((layout, after)) = crate::static_model::detect(dir)? {
+        return Ok(static_files(dir, layout, after));
+    }
     for f in &FILES[..3] {
         if !dir.join(f).is_file() {
             return Err(Error::config(format!(
@@ -704,5 +786,29 @@ pub fn read_settings(dir: &Path) -> Result<ModelFiles, Error> {
                 .and_then(|c| c.as_str())
                 .map(str::to_string)
         }),
+        kind: ModelKind::Transformer,
     })
+}
+
+/// The settings of a static folder, in the fields every model has.
+fn static_files(dir: &Path, layout: StaticLayout, after: Vec<AfterPooling>) -> ModelFiles {
+    let unbounded = usize::MAX;
+    ModelFiles {
+        dir: dir.to_path_buf(),
+        pooling: Pooling::Mean,
+        max_seq_length: layout.max_length.unwrap_or(unbounded),
+        max_positions: unbounded,
+        after_pooling: after,
+        include_prompt: true,
+        lower_case: false,
+        prompts: Default::default(),
+        default_prompt: None,
+        layers: 0,
+        family: layout.rules.name().to_string(),
+        config: std::fs::read_to_string(dir.join("config.json")).unwrap_or_else(|_| "{}".into()),
+        pad_token_id: 0,
+        tokenizer_class: None,
+        cls_sep_tokens: None,
+        kind: ModelKind::Static(layout),
+    }
 }

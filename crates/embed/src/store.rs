@@ -266,6 +266,7 @@ mod tests {
             pad_token_id: 0,
             tokenizer_class: None,
             cls_sep_tokens: None,
+            kind: crate::model::ModelKind::Transformer,
         }
     }
 

@@ -1,0 +1,51 @@
+//! The one point where embedding models vary: a model turns texts into
+//! [`Embedded`] values (ids, a sentence vector, token vectors). The stage
+//! around it ([`crate::EmbeddingStage`]) finds distinct texts, caches them,
+//! weighs tokens and computes the metrics the same way for every model.
+
+use std::sync::Arc;
+
+use refscore_core::Error;
+
+use crate::math::Embedded;
+use crate::tokens::Tokens;
+use crate::EmbedReport;
+
+/// A model the embedding metrics read: a transformer run in Candle
+/// ([`crate::transformer::TransformerModel`]) or a static table
+/// ([`crate::static_model::StaticModel`]).
+pub(crate) trait TextModel: Send + Sync {
+    /// Tokenises texts as the model reads them, in order, with the bytes
+    /// handed to the tokenizer.
+    fn tokenize(&self, texts: &[&str]) -> Result<(Vec<Tokens>, u64), Error>;
+
+    /// Embeds the texts `which` (indexes into `tokens` and `out`), filling
+    /// `out` and counting the work in `report`.
+    fn embed(
+        &mut self,
+        which: &[usize],
+        tokens: Vec<Option<Tokens>>,
+        out: &mut [Option<Arc<Embedded>>],
+        report: &mut EmbedReport,
+    ) -> Result<(), Error>;
+
+    /// The unit-length token vectors BERTScore matches, one per id of `e`.
+    fn token_rows<'a>(&'a self, e: &'a Embedded) -> Vec<&'a [f32]>;
+
+    /// Ids BERTScore gives no weight ([CLS]/[SEP]).
+    fn special(&self) -> &[u32];
+
+    /// How many ids there are (the size of IDF's counts).
+    fn vocab_size(&self) -> usize;
+
+    /// The layer BERTScore matches (0 = the embeddings, all a static model
+    /// has), for the rows of a baseline file.
+    fn score_layer(&self) -> usize;
+
+    /// Whether an embedding is worth keeping across batches: a table
+    /// lookup is cheaper than the cache's own bookkeeping.
+    fn worth_caching(&self) -> bool;
+
+    /// The model's own entries of the summary's `embedding` object.
+    fn describe(&self) -> serde_json::Map<String, serde_json::Value>;
+}

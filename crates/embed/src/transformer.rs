@@ -1,0 +1,364 @@
+//! A transformer embedding model run in Candle: its tokenizer set up as
+//! sentence-transformers and bert_score use it, the forward pass in
+//! token-budget batches of texts sorted by length, the pooling and the
+//! modules after it.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rayon::prelude::*;
+use refscore_core::Error;
+use tokenizers::Tokenizer;
+
+use crate::encoder::{self, Encoder};
+use crate::math::{Embedded, PromptSpan};
+use crate::model::{AfterPooling, ModelFiles, Pooling};
+use crate::sentence_head::SentenceHead;
+use crate::store::{self, EmbeddingStore};
+use crate::text_model::TextModel;
+use crate::tokens::{self, Bounds, Tokens};
+use crate::{kernels, EmbedOptions, EmbedReport, Precision, Prompt};
+
+/// Most texts in one padded forward batch on the CPU (a model the fused
+/// kernels do not cover): with texts sorted by length, a small group keeps
+/// the lengths in a batch close, so little work goes to padding, while 64 ×
+/// tens of tokens still makes matrices large enough for the matrix
+/// products. The fused CPU path packs texts without padding and fills
+/// `batch_tokens` instead.
+const MAX_BATCH_TEXTS: usize = 64;
+
+/// Tokens (padding included) and texts per forward batch on a GPU, at the
+/// least: a GPU needs matrices far larger than the CPU's cache-sized
+/// batches to be busy, and holds them easily (MiniLM's attention scores for
+/// 32,768 tokens of 512-token texts take 800 MB). Chosen, not yet measured
+/// on a GPU (docs/performance.md#gpu).
+const GPU_BATCH_TOKENS: usize = 32 * 1024;
+const GPU_MAX_BATCH_TEXTS: usize = 512;
+
+/// A loaded transformer folder and the settings its vectors depend on.
+pub(crate) struct TransformerModel {
+    tokenizer: Tokenizer,
+    bounds: Bounds,
+    /// How BERTScore encodes texts, where not as `bounds` does.
+    score_bounds: Option<Bounds>,
+    encoder: Encoder,
+    pooling: Pooling,
+    after_pooling: Vec<AfterPooling>,
+    /// The folder's modules after the pooling (Dense, Normalize).
+    head: SentenceHead,
+    /// The layers run for every text, ascending: the last (pooled for
+    /// cosine) and BERTScore's layer when that is another.
+    taps: Vec<usize>,
+    /// The layer BERTScore matches token states of.
+    score_layer: usize,
+    /// The prompt put before every text ("" for none), and where its
+    /// tokens lie.
+    prompt: String,
+    prompt_span: PromptSpan,
+    max_len: usize,
+    special: Vec<u32>,
+    precision: Precision,
+    batch_tokens: usize,
+    on_cpu: bool,
+    /// Settings beyond the folder that change the vectors, for the
+    /// persistent cache's key.
+    variant: String,
+    truncate_dim: Option<usize>,
+}
+
+impl TransformerModel {
+    /// Loads the tokenizer and weights of `files` with the settings of
+    /// `options`.
+    pub(crate) fn load(files: &ModelFiles, options: &EmbedOptions) -> Result<Self, Error> {
+        let max_len = match options.max_seq_length {
+            // Out of range for this model: a usage error (64), like any
+            // out-of-range flag value.
+            Some(n) if n < 2 || n > files.max_positions => {
+                return Err(Error::usage(format!(
+                    "--max-seq-length {n}: must be between 2 and the model's position limit {}",
+                    files.max_positions
+                )))
+            }
+            Some(n) => n,
+            None => files.max_seq_length,
+        };
+        let tokenizer = encoder::load_tokenizer(files, max_len)?;
+        let special = tokens::bertscore_specials(&tokenizer, files.cls_sep_tokens.as_deref())?;
+        let prompt = resolve_prompt(files, options.prompt.as_ref())?;
+        let bounds = Bounds::new(&tokenizer, max_len, &prompt, files.lower_case);
+        let prompt_span = if prompt.is_empty() {
+            PromptSpan::default()
+        } else {
+            // sentence-transformers' prompt_length: the prompt's tokens
+            // with the special ones, less the closing one.
+            let enc = tokenizer
+                .encode(prompt.as_str(), true)
+                .map_err(|e| Error::config(format!("prompt {prompt:?}: {e}")))?;
+            PromptSpan {
+                tokens: enc.get_ids().len().saturating_sub(1),
+                pooled: files.include_prompt,
+            }
+        };
+        let encoder = Encoder::load(files, &options.device, options.precision)?;
+        let mut head = SentenceHead::load(files, encoder.hidden)?;
+        if let Some(dims) = options.truncate_dim {
+            head.truncate(dims)?;
+        }
+        let last = encoder.layers();
+        let score_layer = match options.layer {
+            Some(n) if n > last => {
+                return Err(Error::usage(format!(
+                    "--layer {n}: the model has {last} layers (0 = the embeddings)"
+                )))
+            }
+            Some(n) => n,
+            None => last,
+        };
+        let mut taps = vec![score_layer, last];
+        taps.dedup();
+        // Settings that change the vectors beyond the model's defaults.
+        let mut variant = String::new();
+        if score_layer != last {
+            variant.push_str(&format!(";bertscore_layer={score_layer}"));
+        }
+        if !prompt.is_empty() {
+            variant.push_str(&format!(";prompt={prompt:?}"));
+        }
+        if let Some(dims) = options.truncate_dim {
+            variant.push_str(&format!(";truncate_dim={dims}"));
+        }
+        let gpt2 = tokens::gpt2_class(files.tokenizer_class.as_deref(), &files.family);
+        let score_bounds = bounds.for_bertscore(&tokenizer, gpt2);
+        if score_bounds.is_some() {
+            // BERTScore's own encoding (stripped, prefix space) is newer
+            // than entries a Unigram-tokenized BERT may have written.
+            variant.push_str(";bertscore_encoding=bert_score");
+        }
+        if !gpt2 && tokens::byte_level_bpe(&tokenizer) {
+            // Byte-level BPE outside GPT-2's classes once got the prefix
+            // space too: entries written then are not these.
+            variant.push_str(";bertscore_prefix_space=no");
+        }
+        Ok(TransformerModel {
+            tokenizer,
+            bounds,
+            score_bounds,
+            encoder,
+            pooling: files.pooling,
+            after_pooling: files.after_pooling.clone(),
+            head,
+            taps,
+            score_layer,
+            prompt,
+            prompt_span,
+            max_len,
+            special,
+            precision: options.precision,
+            batch_tokens: options.batch_tokens,
+            on_cpu: options.device.is_cpu(),
+            variant,
+            truncate_dim: options.truncate_dim,
+        })
+    }
+
+    /// Opens this model's part of the persistent cache under `root`.
+    pub(crate) fn open_store(
+        &self,
+        root: &Path,
+        files: &ModelFiles,
+    ) -> Result<EmbeddingStore, Error> {
+        EmbeddingStore::open(
+            root,
+            files,
+            self.max_len,
+            store::Widths {
+                tokens: self.encoder.hidden,
+                sentence: self.head.width(),
+            },
+            store::Numerics::of(self.precision),
+            &self.variant,
+        )
+    }
+}
+
+impl TextModel for TransformerModel {
+    fn tokenize(&self, texts: &[&str]) -> Result<(Vec<Tokens>, u64), Error> {
+        let (mut tokens, mut bytes) = self.bounds.encode(&self.tokenizer, texts)?;
+        if let Some(bounds) = &self.score_bounds {
+            // A second sequence only for texts BERTScore encodes otherwise.
+            let (scored, more) = bounds.encode(&self.tokenizer, texts)?;
+            for (t, s) in tokens.iter_mut().zip(scored) {
+                if s.ids != t.ids {
+                    t.score = Some(s.ids);
+                }
+            }
+            bytes += more;
+        }
+        Ok((tokens, bytes))
+    }
+
+    /// Runs the texts sorted by length, grouped into token-budget batches.
+    fn embed(
+        &mut self,
+        which: &[usize],
+        mut ids: Vec<Option<Tokens>>,
+        out: &mut [Option<Arc<Embedded>>],
+        report: &mut EmbedReport,
+    ) -> Result<(), Error> {
+        let mut order: Vec<usize> = which.to_vec();
+        order.sort_by_key(|&k| std::cmp::Reverse(ids[k].as_ref().map_or(0, Tokens::len)));
+        let (budget, max_texts) = if self.on_cpu {
+            (self.batch_tokens, MAX_BATCH_TEXTS)
+        } else {
+            (self.batch_tokens.max(GPU_BATCH_TOKENS), GPU_MAX_BATCH_TEXTS)
+        };
+        let budget = budget.max(self.max_len);
+        let packs = self.encoder.packs();
+        let mut start = 0;
+        while start < order.len() {
+            let len_of = |k: usize| ids[k].as_ref().map_or(0, Tokens::len).max(1);
+            let longest = len_of(order[start]);
+            let count = if packs {
+                // No padding: fill the token budget, whatever the lengths.
+                let mut used = 0;
+                order[start..]
+                    .iter()
+                    .take_while(|&&k| {
+                        used += len_of(k);
+                        used <= budget
+                    })
+                    .count()
+                    .max(1)
+            } else {
+                (budget / longest)
+                    .clamp(1, max_texts)
+                    .min(order.len() - start)
+            };
+            let group = &order[start..start + count];
+            // Each text's model input, then BERTScore's own where it has one.
+            let seqs: Vec<&[u32]> = group
+                .iter()
+                .flat_map(|&k| {
+                    let t = ids[k].as_ref();
+                    let main = t.map_or(&[][..], |t| t.ids.as_slice());
+                    std::iter::once(main).chain(t.and_then(|t| t.score.as_deref()))
+                })
+                .collect();
+            let t0 = Instant::now();
+            let states = self.encoder.forward(&seqs, &self.taps)?;
+            report.forward += t0.elapsed();
+            report.padded_tokens += if packs {
+                seqs.iter().map(|s| s.len() as u64).sum()
+            } else {
+                (seqs.iter().map(|s| s.len()).max().unwrap_or(0) * seqs.len()) as u64
+            };
+            let hidden = self.encoder.hidden;
+            let pooling = self.pooling;
+            let span = self.prompt_span;
+            let head = &self.head;
+            let mut states = states.into_iter();
+            let mut work = Vec::with_capacity(group.len());
+            for &k in group {
+                let t = ids[k].take().unwrap_or_default();
+                report.texts_truncated += u64::from(t.truncated);
+                report.tokens += t.len() as u64;
+                let main = states.next().expect("one state per sequence");
+                let own = t
+                    .score
+                    .is_some()
+                    .then(|| states.next().expect("BERTScore's sequence"));
+                work.push((k, t, main, own));
+            }
+            let built: Vec<(usize, Embedded)> = work
+                .into_par_iter()
+                .map(|(k, t, mut main, own)| {
+                    // The last layer pooled; BERTScore's layer (the first
+                    // tap) from its own sequence, or from the same one when
+                    // it is another layer.
+                    let last = main.pop().expect("one state per tap");
+                    let scored = match own {
+                        Some(mut own) => Some(own.swap_remove(0)),
+                        None => main.pop(),
+                    };
+                    let ids = t.score.unwrap_or(t.ids);
+                    (
+                        k,
+                        Embedded::from_states(ids, last, scored, hidden, pooling, span, Some(head)),
+                    )
+                })
+                .collect();
+            for (k, e) in built {
+                report.texts_embedded += 1;
+                out[k] = Some(Arc::new(e));
+            }
+            start += count;
+        }
+        Ok(())
+    }
+
+    fn token_rows<'a>(&'a self, e: &'a Embedded) -> Vec<&'a [f32]> {
+        e.tokens.chunks_exact(self.encoder.hidden).collect()
+    }
+
+    fn special(&self) -> &[u32] {
+        &self.special
+    }
+
+    fn vocab_size(&self) -> usize {
+        self.tokenizer.get_vocab_size(true)
+    }
+
+    fn score_layer(&self) -> usize {
+        self.score_layer
+    }
+
+    fn worth_caching(&self) -> bool {
+        true
+    }
+
+    fn describe(&self) -> serde_json::Map<String, serde_json::Value> {
+        let serde_json::Value::Object(map) = serde_json::json!({
+            "pooling": self.pooling.name(),
+            "after_pooling": self.after_pooling.iter().map(AfterPooling::describe).collect::<Vec<_>>(),
+            "prompt": (!self.prompt.is_empty()).then_some(&self.prompt),
+            "max_seq_length": self.max_len,
+            "bertscore_layer": self.score_layer,
+            "truncate_dim": self.truncate_dim,
+            "layers": self.encoder.layers(),
+            "kernels": kernels::kernel_path().name(),
+            "precision": self.precision.name(),
+        }) else {
+            unreachable!("an object")
+        };
+        map
+    }
+}
+
+/// The prompt text a run uses: the one asked for, else the folder's
+/// default (`default_prompt_name`), else none ("").
+fn resolve_prompt(files: &ModelFiles, asked: Option<&Prompt>) -> Result<String, Error> {
+    let named = |name: &str, flag: &str| {
+        files.prompts.get(name).cloned().ok_or_else(|| {
+            let known: Vec<&str> = files.prompts.keys().map(String::as_str).collect();
+            Error::config(format!(
+                "{flag} {name}: {} has no such prompt (it has: {})",
+                files
+                    .dir
+                    .join("config_sentence_transformers.json")
+                    .display(),
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ))
+        })
+    };
+    match (asked, &files.default_prompt) {
+        (Some(Prompt::Text(text)), _) => Ok(text.clone()),
+        (Some(Prompt::Named(name)), _) => named(name, "--prompt-name"),
+        (None, Some(name)) => named(name, "default_prompt_name"),
+        (None, None) => Ok(String::new()),
+    }
+}

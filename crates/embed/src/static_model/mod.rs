@@ -327,3 +327,44 @@ fn median_token_chars(tokenizer: &Tokenizer) -> usize {
         n => (lengths[n / 2 - 1] + lengths[n / 2]) / 2,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A WordPiece tokenizer over `words`, `[UNK]` first.
+    fn word_piece(words: &[&str]) -> Tokenizer {
+        let vocab: serde_json::Map<String, serde_json::Value> = std::iter::once("[UNK]")
+            .chain(words.iter().copied())
+            .enumerate()
+            .map(|(k, w)| (w.to_string(), serde_json::json!(k)))
+            .collect();
+        let json = serde_json::json!({
+            "version": "1.0",
+            "truncation": null, "padding": null, "added_tokens": [],
+            "normalizer": null,
+            "pre_tokenizer": {"type": "Whitespace"},
+            "post_processor": null, "decoder": null,
+            "model": {"type": "WordPiece", "unk_token": "[UNK]",
+                      "continuing_subword_prefix": "##", "max_input_chars_per_word": 100,
+                      "vocab": vocab},
+        });
+        Tokenizer::from_bytes(json.to_string().as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn the_unknown_token_is_the_models_own() {
+        let t = word_piece(&["cat", "sat"]);
+        assert_eq!(unknown_id(&t), Some(0));
+    }
+
+    #[test]
+    fn the_median_token_length_is_numpys_floored() {
+        // Lengths 5 ([UNK]), 1, 2, 3: numpy's median 2.5, floored to 2.
+        assert_eq!(median_token_chars(&word_piece(&["a", "bb", "ccc"])), 2);
+        // Lengths 5, 1, 2: the middle one.
+        assert_eq!(median_token_chars(&word_piece(&["a", "bb"])), 2);
+        // Characters, not bytes.
+        assert_eq!(median_token_chars(&word_piece(&["éé", "ü"])), 2);
+    }
+}

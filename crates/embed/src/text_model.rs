@@ -42,10 +42,6 @@ pub(crate) trait TextModel: Send + Sync {
     /// has), for the rows of a baseline file.
     fn score_layer(&self) -> usize;
 
-    /// Whether an embedding is worth keeping across batches: a table
-    /// lookup is cheaper than the cache's own bookkeeping.
-    fn worth_caching(&self) -> bool;
-
     /// The model's own entries of the summary's `embedding` object.
     fn describe(&self) -> serde_json::Map<String, serde_json::Value>;
 }

@@ -313,10 +313,6 @@ impl TextModel for TransformerModel {
         self.score_layer
     }
 
-    fn worth_caching(&self) -> bool {
-        true
-    }
-
     fn describe(&self) -> serde_json::Map<String, serde_json::Value> {
         let serde_json::Value::Object(map) = serde_json::json!({
             "pooling": self.pooling.name(),

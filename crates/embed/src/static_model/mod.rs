@@ -148,9 +148,11 @@ impl StaticModel {
             },
             None => (text, false),
         };
+        // No offsets: nothing here reads them, and skipping them is
+        // model2vec's own `encode_batch_fast`.
         let enc = self
             .tokenizer
-            .encode(text, false)
+            .encode_fast(text, false)
             .map_err(|e| Error::internal(format!("tokenizing: {e}")))?;
         let mut ids = enc.get_ids().to_vec();
         if let Some(unk) = self.unknown {
@@ -233,10 +235,6 @@ impl TextModel for StaticModel {
 
     fn score_layer(&self) -> usize {
         0
-    }
-
-    fn worth_caching(&self) -> bool {
-        false
     }
 
     fn describe(&self) -> serde_json::Map<String, serde_json::Value> {

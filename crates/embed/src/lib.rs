@@ -438,12 +438,8 @@ impl EmbeddingStage {
             return [0.0; 3];
         }
         let (wc, wr) = (self.weights(&output.ids), self.weights(&reference.ids));
-        math::bertscore(
-            &self.model.token_rows(output),
-            &self.model.token_rows(reference),
-            &wc,
-            &wr,
-        )
+        let (best_c, best_r) = self.model.best_matches(output, reference);
+        math::bertscore_of_best(&best_c, &best_r, &wc, &wr)
     }
 
     /// Embeds texts through the model (no cache), in order; sorted and

@@ -204,19 +204,22 @@ const BERTSCORE_RANGE: (f64, f64) = (-1.0, 1.0);
 /// does an undefined ratio. The vectors are borrowed rows: a transformer's
 /// token states or a static model's table, never copied.
 pub fn bertscore(candidate: &[&[f32]], reference: &[&[f32]], wc: &[f32], wr: &[f32]) -> [f32; 3] {
-    let (lc, lr) = (candidate.len(), reference.len());
-    let (sum_wc, sum_wr) = (
-        wc.iter().map(|&w| w as f64).sum::<f64>(),
-        wr.iter().map(|&w| w as f64).sum::<f64>(),
-    );
-    // No token, or no weighted token (bert_score would divide 0 by 0). A
-    // text of nothing but bert_score's cls and sep tokens is found by the
-    // caller, which knows them ([`crate::tokens::bertscore_specials`]).
-    if lc == 0 || lr == 0 || sum_wc <= 0.0 || sum_wr <= 0.0 {
+    if candidate.is_empty() || reference.is_empty() {
         return [0.0; 3];
     }
+    let (best_c, best_r) = best_matches(candidate, reference);
+    bertscore_of_best(&best_c, &best_r, wc, wr)
+}
+
+/// Greedy matching: each candidate token's best cosine with a reference
+/// token, and each reference token's best with a candidate token.
+pub(crate) fn best_matches(candidate: &[&[f32]], reference: &[&[f32]]) -> (Vec<f32>, Vec<f32>) {
+    let (lc, lr) = (candidate.len(), reference.len());
     let mut best_c = vec![f32::NEG_INFINITY; lc];
     let mut best_r = vec![f32::NEG_INFINITY; lr];
+    if lc == 0 || lr == 0 {
+        return (best_c, best_r);
+    }
     let sims = similarities(candidate, reference);
     for (j, row) in sims.chunks_exact(lr).enumerate() {
         for (i, &s) in row.iter().enumerate() {
@@ -227,6 +230,27 @@ pub fn bertscore(candidate: &[&[f32]], reference: &[&[f32]], wc: &[f32], wr: &[f
                 best_r[i] = s;
             }
         }
+    }
+    (best_c, best_r)
+}
+
+/// BERTScore P, R and F from each token's best match and weight.
+pub(crate) fn bertscore_of_best(
+    best_c: &[f32],
+    best_r: &[f32],
+    wc: &[f32],
+    wr: &[f32],
+) -> [f32; 3] {
+    let (lc, lr) = (best_c.len(), best_r.len());
+    let (sum_wc, sum_wr) = (
+        wc.iter().map(|&w| w as f64).sum::<f64>(),
+        wr.iter().map(|&w| w as f64).sum::<f64>(),
+    );
+    // No token, or no weighted token (bert_score would divide 0 by 0). A
+    // text of nothing but bert_score's cls and sep tokens is found by the
+    // caller, which knows them ([`crate::tokens::bertscore_specials`]).
+    if lc == 0 || lr == 0 || sum_wc <= 0.0 || sum_wr <= 0.0 {
+        return [0.0; 3];
     }
     let weighted = |best: &[f32], w: &[f32], total: f64| -> f64 {
         if total <= 0.0 {
@@ -239,8 +263,8 @@ pub fn bertscore(candidate: &[&[f32]], reference: &[&[f32]], wc: &[f32], wr: &[f
             / total
     };
     let (lo, hi) = BERTSCORE_RANGE;
-    let p = weighted(&best_c, wc, sum_wc).clamp(lo, hi);
-    let r = weighted(&best_r, wr, sum_wr).clamp(lo, hi);
+    let p = weighted(best_c, wc, sum_wc).clamp(lo, hi);
+    let r = weighted(best_r, wr, sum_wr).clamp(lo, hi);
     let f = if p + r == 0.0 {
         0.0
     } else {

@@ -225,6 +225,49 @@ impl TextModel for StaticModel {
         e.ids.iter().map(|&id| self.table.unit_row(id)).collect()
     }
 
+    /// A token's vector is its id's alone: a token the other text also has
+    /// is its own best match (cosine 1; 0 for a zero row, which matches
+    /// nothing), and a repeated id is matched once. Only the ids one text
+    /// has and the other lacks go through the similarity matrix: most of
+    /// a paraphrase's tokens are shared.
+    fn best_matches(&self, c: &Embedded, r: &Embedded) -> (Vec<f32>, Vec<f32>) {
+        let distinct = |ids: &[u32]| {
+            let mut v = ids.to_vec();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let (uc, ur) = (distinct(&c.ids), distinct(&r.ids));
+        // The best of each distinct id of `one` against all of `other`.
+        let best_of = |one: &[u32], other: &[u32]| -> Vec<f32> {
+            let missing: Vec<u32> = one
+                .iter()
+                .copied()
+                .filter(|id| other.binary_search(id).is_err())
+                .collect();
+            let rows = |ids: &[u32]| {
+                ids.iter()
+                    .map(|&id| self.table.unit_row(id))
+                    .collect::<Vec<_>>()
+            };
+            let (found, _) = crate::math::best_matches(&rows(&missing), &rows(other));
+            one.iter()
+                .map(|id| match missing.binary_search(id) {
+                    Ok(k) => found[k],
+                    Err(_) if self.table.is_zero(*id) => 0.0,
+                    Err(_) => 1.0,
+                })
+                .collect()
+        };
+        let (bc, br) = (best_of(&uc, &ur), best_of(&ur, &uc));
+        let spread = |ids: &[u32], distinct: &[u32], best: &[f32]| -> Vec<f32> {
+            ids.iter()
+                .map(|id| best[distinct.binary_search(id).expect("a distinct id")])
+                .collect()
+        };
+        (spread(&c.ids, &uc, &bc), spread(&r.ids, &ur, &br))
+    }
+
     fn special(&self) -> &[u32] {
         &[]
     }
@@ -275,6 +318,11 @@ fn refuse_transformer_settings(files: &ModelFiles, options: &EmbedOptions) -> Re
             options.precision != crate::Precision::Fp32,
             "--precision",
             "has no matrix products to run in another precision",
+        ),
+        (
+            !options.device.is_cpu(),
+            "--device",
+            "runs on the CPU: its lookups are memory-bound, with no matrix products for a GPU",
         ),
         (
             options.store.is_some(),

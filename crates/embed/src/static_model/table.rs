@@ -116,6 +116,11 @@ impl Table {
         &self.rows[at..at + self.width]
     }
 
+    /// Whether the row of `id` is all zeros (its unit row too).
+    pub(crate) fn is_zero(&self, id: u32) -> bool {
+        self.unit_row(id).iter().all(|&v| v == 0.0)
+    }
+
     /// The unit-length row of `id`.
     pub(crate) fn unit_row(&self, id: u32) -> &[f32] {
         let at = id as usize * self.width;

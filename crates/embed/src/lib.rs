@@ -28,14 +28,17 @@ mod baseline;
 mod encoder;
 mod family;
 mod fingerprint;
+mod idf;
 mod kernels;
 mod math;
 mod model;
+mod outputs;
 mod precision;
 mod prepare;
 mod sentence_head;
 mod static_model;
 mod store;
+mod text_cache;
 mod text_model;
 mod tokens;
 mod transformer;
@@ -48,68 +51,29 @@ use std::time::{Duration, Instant};
 use arrow::array::{ArrayRef, Float32Array};
 use arrow::datatypes::{DataType, Field};
 use candle_core::Device;
-use lru::LruCache;
 use rayon::prelude::*;
-use refscore_core::metric::{self, Group, MetricSet};
-use refscore_core::{Error, RowBatch, ScoreColumns, TextColumn};
+use refscore_core::metric::{Group, MetricSet};
+use refscore_core::{Error, RowBatch, ScoreColumns};
 
 pub use baseline::read_baseline;
 pub use encoder::{device_ordinal, parse_device};
+pub use idf::Idf;
 pub use kernels::{kernel_path, use_kernels, KernelPath};
 pub use math::{bertscore, cosine, Embedded, PromptSpan};
 pub use model::{
     read_settings, resolve, Activation, AfterPooling, DenseFiles, ModelFiles, ModelKind,
     ModelLookup, Pooling, DEFAULT_MODEL_DIR,
 };
+pub use outputs::fields;
 pub use precision::Precision;
 pub use prepare::Rescale;
 pub use static_model::{StaticLayout, StaticRules};
 
+use outputs::{PairScores, OUTPUTS};
 use store::EmbeddingStore;
+use text_cache::TextCache;
 use text_model::TextModel;
 use tokens::Tokens;
-
-/// A pair's raw scores, from which each embedding metric takes its value.
-#[derive(Debug, Clone, Copy)]
-struct PairScores {
-    cosine: f32,
-    /// BERTScore's precision, recall and F1 (rescaled when asked), when a
-    /// BERTScore metric is wanted.
-    bertscore: [f32; 3],
-}
-
-/// One embedding metric: its registry entry and how a pair's scores give
-/// its value. A new metric is one entry here.
-struct Output {
-    metric: &'static metric::Builtin,
-    /// Whether it needs BERTScore's greedy matching.
-    bertscore: bool,
-    value: fn(&PairScores) -> f32,
-}
-
-/// The embedding metrics, in the order of the output columns.
-static OUTPUTS: [Output; 4] = [
-    Output {
-        metric: &metric::COSINE,
-        bertscore: false,
-        value: |s| s.cosine,
-    },
-    Output {
-        metric: &metric::BERTSCORE_PRECISION,
-        bertscore: true,
-        value: |s| s.bertscore[0],
-    },
-    Output {
-        metric: &metric::BERTSCORE_RECALL,
-        bertscore: true,
-        value: |s| s.bertscore[1],
-    },
-    Output {
-        metric: &metric::BERTSCORE_F1,
-        bertscore: true,
-        value: |s| s.bertscore[2],
-    },
-];
 
 /// Settings of the embedding stage.
 #[derive(Debug, Clone)]
@@ -195,26 +159,6 @@ pub enum Prompt {
 /// BERTScore rescaling baselines for P, R and F: X' = (X − b) / (1 − b).
 pub type Baseline = [f32; 3];
 
-/// IDF weights over word-pieces, from the references of the whole input.
-#[derive(Debug, Clone)]
-pub struct Idf {
-    rows: u64,
-    df: Vec<u32>,
-}
-
-impl Idf {
-    /// idf(w) = ln((M+1)/(df(w)+1)); unseen pieces get ln(M+1).
-    fn weight(&self, id: u32) -> f32 {
-        let df = self.df.get(id as usize).copied().unwrap_or(0) as f64;
-        ((self.rows as f64 + 1.0) / (df + 1.0)).ln() as f32
-    }
-
-    /// Rows counted (M).
-    pub fn rows(&self) -> u64 {
-        self.rows
-    }
-}
-
 /// What the stage did over the run, for the summary.
 #[derive(Debug, Clone, Default)]
 pub struct EmbedReport {
@@ -248,8 +192,7 @@ pub struct EmbeddingStage {
     files: ModelFiles,
     model: Box<dyn TextModel>,
     options: EmbedOptions,
-    cache: LruCache<String, Arc<Embedded>>,
-    cache_bytes: usize,
+    cache: TextCache,
     idf: Option<Idf>,
     baseline: Option<Baseline>,
     /// Where the baseline came from (`given`, `auto` or a file), for the
@@ -287,9 +230,8 @@ impl EmbeddingStage {
         Ok(EmbeddingStage {
             files,
             model,
+            cache: TextCache::new(options.cache_bytes),
             options,
-            cache: LruCache::unbounded(),
-            cache_bytes: 0,
             idf: None,
             baseline: None,
             baseline_source: String::new(),
@@ -343,44 +285,6 @@ impl EmbeddingStage {
         self.report.tokenize += t0.elapsed();
         self.report.tokenized_bytes += bytes;
         Ok(tokens)
-    }
-
-    /// Computes IDF weights from every non-null reference of the input
-    /// (`--idf`); call before scoring.
-    pub fn fit_idf(
-        &mut self,
-        references: impl Iterator<Item = Result<TextColumn, Error>>,
-    ) -> Result<&Idf, Error> {
-        let mut df = vec![0u32; self.model.vocab_size()];
-        let mut rows = 0u64;
-        for column in references {
-            let column = column?;
-            // Each distinct text is tokenised once and counted once per row
-            // holding it: a reference repeated over thousands of rows (a
-            // dictionary-encoded column) is not tokenised thousands of times.
-            let mut counts: HashMap<&str, u32> = HashMap::new();
-            for text in (0..column.len()).filter_map(|i| column.get(i)) {
-                *counts.entry(text).or_insert(0) += 1;
-                rows += 1;
-            }
-            let (texts, counts): (Vec<&str>, Vec<u32>) = counts.into_iter().unzip();
-            for (tokens, count) in self.tokenize(&texts)?.into_iter().zip(counts) {
-                let mut ids = tokens.scored().to_vec();
-                ids.sort_unstable();
-                ids.dedup();
-                for id in ids {
-                    if let Some(c) = df.get_mut(id as usize) {
-                        *c += count;
-                    }
-                }
-            }
-        }
-        Ok(self.idf.insert(Idf { rows, df }))
-    }
-
-    /// The IDF weights, when fitted.
-    pub fn idf(&self) -> Option<&Idf> {
-        self.idf.as_ref()
     }
 
     /// The rescaling baseline, when set.
@@ -467,22 +371,6 @@ impl EmbeddingStage {
         self.model.embed(which, ids, out, &mut self.report)
     }
 
-    fn cache_put(&mut self, text: &str, e: &Arc<Embedded>) {
-        if self.options.cache_bytes == 0 {
-            return;
-        }
-        self.cache_bytes += e.bytes() + text.len();
-        if let Some((k, old)) = self.cache.push(text.to_string(), Arc::clone(e)) {
-            self.cache_bytes -= old.bytes() + k.len();
-        }
-        while self.cache_bytes > self.options.cache_bytes {
-            match self.cache.pop_lru() {
-                Some((k, old)) => self.cache_bytes -= old.bytes() + k.len(),
-                None => break,
-            }
-        }
-    }
-
     /// Scores every row of a batch. Rows that cannot be scored (see
     /// [`RowBatch::unscorable`]) get nulls.
     pub fn score_batch(&mut self, batch: &RowBatch) -> Result<ScoreColumns, Error> {
@@ -517,7 +405,7 @@ impl EmbeddingStage {
             pairs.push(Some((ri, oi)));
         }
         let mut slots: Vec<Option<Arc<Embedded>>> =
-            texts.iter().map(|t| self.cache.get(*t).cloned()).collect();
+            texts.iter().map(|t| self.cache.get(t)).collect();
         if let Some(store) = &self.store {
             let missing: Vec<usize> = (0..texts.len()).filter(|&k| slots[k].is_none()).collect();
             let found: Vec<(usize, Embedded)> = missing
@@ -527,7 +415,7 @@ impl EmbeddingStage {
             self.report.store_hits += found.len() as u64;
             for (k, e) in found {
                 let e = Arc::new(e);
-                self.cache_put(texts[k], &e);
+                self.cache.put(texts[k], &e);
                 slots[k] = Some(e);
             }
         }
@@ -555,7 +443,7 @@ impl EmbeddingStage {
                 self.run_model(&pending, ids_subset(&mut ids, &pending), &mut slots)?;
                 for &k in &pending {
                     let e = slots[k].clone().expect("embedded");
-                    self.cache_put(texts[k], &e);
+                    self.cache.put(texts[k], &e);
                     if let Some(store) = self.store.as_mut() {
                         if (is_reference[k] || self.options.store_outputs)
                             && store.put(texts[k], &e)
@@ -643,15 +531,6 @@ fn ids_subset(ids: &mut [Option<Tokens>], which: &[usize]) -> Vec<Option<Tokens>
         out[k] = ids[k].take();
     }
     out
-}
-
-/// The output fields of the selected embedding metrics.
-pub fn fields(metrics: &MetricSet) -> Vec<Field> {
-    OUTPUTS
-        .iter()
-        .filter(|o| metrics.contains(o.metric))
-        .map(|o| Field::new(o.metric.name.clone(), DataType::Float32, true))
-        .collect()
 }
 
 /// The embedding metrics as a pipeline stage.

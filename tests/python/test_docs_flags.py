@@ -28,6 +28,7 @@ FOREIGN = {
     "nocapture": "the test harness: cargo test -- --nocapture",
     "check": "scripts/env/build-cuda.sh --check",
     "parallel": "llama-server --parallel N (the judge server's slots)",
+    "no-deps": "pip install --no-deps (scripts/fixtures/make-static-model.sh)",
 }
 
 # `--flag` not preceded by a word character or a hyphen (so `a---b` anchors and

@@ -248,16 +248,7 @@ fn truncate_dim_matches_sentence_transformers() {
             .iter()
             .filter(|v| v["model"] == model.as_str() && v["dims"] == *dims)
             .collect();
-        let input: Vec<(&str, &str, &str)> = rows
-            .iter()
-            .map(|v| {
-                (
-                    v["id"].as_str().unwrap(),
-                    v["reference"].as_str().unwrap(),
-                    v["output"].as_str().unwrap(),
-                )
-            })
-            .collect();
+        let input = fixture_pairs(&rows);
         let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("models")
             .join(model);

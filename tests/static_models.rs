@@ -55,16 +55,7 @@ fn documented_range(p: f64, r: f64) -> [f32; 3] {
 /// Scores the rows of `model` in `values` with and without `--idf` and
 /// compares every metric; returns the worst differences.
 fn check(model_dir: &Path, family: &str, values: &[&serde_json::Value]) -> (f32, f32) {
-    let input: Vec<(&str, &str, &str)> = values
-        .iter()
-        .map(|v| {
-            (
-                v["id"].as_str().unwrap(),
-                v["reference"].as_str().unwrap(),
-                v["output"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let input = fixture_pairs(values);
     let mut worst = (0f32, 0f32);
     for idf in [false, true] {
         let extra: &[&str] = if idf { &["--idf"] } else { &[] };

@@ -340,3 +340,18 @@ pub fn files_holding(dir: &Path, secret: &str, n: usize) -> Vec<PathBuf> {
     }
     found
 }
+
+/// The `(id, reference, output)` of fixture lines (JSON objects with those
+/// keys), as [`score_embedding`] takes rows.
+pub fn fixture_pairs<'a>(lines: &[&'a serde_json::Value]) -> Vec<(&'a str, &'a str, &'a str)> {
+    lines
+        .iter()
+        .map(|v| {
+            (
+                v["id"].as_str().unwrap(),
+                v["reference"].as_str().unwrap(),
+                v["output"].as_str().unwrap(),
+            )
+        })
+        .collect()
+}

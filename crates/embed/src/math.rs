@@ -146,26 +146,22 @@ pub fn cosine(a: &Embedded, b: &Embedded) -> f32 {
 }
 
 /// The similarity matrix of BERTScore's greedy matching: `candidate ×
-/// referenceᵀ`, `candidate.len() × reference.len()`, row-major. The rows are
-/// gathered once and multiplied by gemm's register-tiled kernels (chosen
-/// for the CPU at run time), several times faster than one dot product per
-/// pair once texts have tens of tokens; one thread, as rows are scored in
-/// parallel.
-fn similarities(candidate: &[&[f32]], reference: &[&[f32]]) -> Vec<f32> {
-    let (m, n) = (candidate.len(), reference.len());
-    let width = candidate.first().map_or(0, |r| r.len());
-    assert!(
-        candidate.iter().chain(reference).all(|r| r.len() == width),
-        "token vectors of one width"
-    );
-    let (c, r) = (candidate.concat(), reference.concat());
+/// referenceᵀ` of two row-major matrices of `width`-wide unit rows,
+/// `candidate rows × reference rows`, row-major. gemm's register-tiled
+/// kernels (chosen for the CPU at run time) run it several times faster than
+/// one dot product per pair once texts have tens of tokens; one thread, as
+/// rows are scored in parallel.
+fn similarities(candidate: &[f32], reference: &[f32], width: usize) -> Vec<f32> {
+    let (m, n) = (candidate.len() / width, reference.len() / width);
+    assert!(m * width == candidate.len() && n * width == reference.len());
     let mut out = vec![0f32; m * n];
-    if m == 0 || n == 0 || width == 0 {
+    if m == 0 || n == 0 {
         return out;
     }
-    // SAFETY: `out` holds m × n values at row stride n; `c` holds m rows of
-    // `width` values, `r` n rows of `width` (read as the k × n matrix
-    // rᵀ: element (l, j) at j·width + l). All three live through the call.
+    // SAFETY: `out` holds m × n values at row stride n; `candidate` holds m
+    // rows of `width` values, `reference` n rows (read as the width × n
+    // matrix referenceᵀ: element (l, j) at j·width + l). All three live
+    // through the call.
     unsafe {
         gemm::gemm(
             m,
@@ -175,10 +171,10 @@ fn similarities(candidate: &[&[f32]], reference: &[&[f32]]) -> Vec<f32> {
             1,
             n as isize,
             false,
-            c.as_ptr(),
+            candidate.as_ptr(),
             1,
             width as isize,
-            r.as_ptr(),
+            reference.as_ptr(),
             width as isize,
             1,
             0.0,
@@ -199,28 +195,38 @@ fn similarities(candidate: &[&[f32]], reference: &[&[f32]]) -> Vec<f32> {
 const BERTSCORE_RANGE: (f64, f64) = (-1.0, 1.0);
 
 /// BERTScore precision, recall and F1 of `candidate` (the output's unit
-/// token vectors) against `reference`'s, with per-token weights (0 for
-/// [CLS]/[SEP]). A text with no weighted token gives 0 for all three, as
-/// does an undefined ratio. The vectors are borrowed rows: a transformer's
-/// token states or a static model's table, never copied.
-pub fn bertscore(candidate: &[&[f32]], reference: &[&[f32]], wc: &[f32], wr: &[f32]) -> [f32; 3] {
+/// token vectors, row-major, `width` wide) against `reference`'s, with
+/// per-token weights (0 for [CLS]/[SEP]). A text with no weighted token
+/// gives 0 for all three, as does an undefined ratio.
+pub fn bertscore(
+    candidate: &[f32],
+    reference: &[f32],
+    width: usize,
+    wc: &[f32],
+    wr: &[f32],
+) -> [f32; 3] {
     if candidate.is_empty() || reference.is_empty() {
         return [0.0; 3];
     }
-    let (best_c, best_r) = best_matches(candidate, reference);
+    let (best_c, best_r) = best_matches(candidate, reference, width);
     bertscore_of_best(&best_c, &best_r, wc, wr)
 }
 
 /// Greedy matching: each candidate token's best cosine with a reference
-/// token, and each reference token's best with a candidate token.
-pub(crate) fn best_matches(candidate: &[&[f32]], reference: &[&[f32]]) -> (Vec<f32>, Vec<f32>) {
-    let (lc, lr) = (candidate.len(), reference.len());
+/// token, and each reference token's best with a candidate token (rows of
+/// `width` values, row-major).
+pub(crate) fn best_matches(
+    candidate: &[f32],
+    reference: &[f32],
+    width: usize,
+) -> (Vec<f32>, Vec<f32>) {
+    let (lc, lr) = (candidate.len() / width, reference.len() / width);
     let mut best_c = vec![f32::NEG_INFINITY; lc];
     let mut best_r = vec![f32::NEG_INFINITY; lr];
     if lc == 0 || lr == 0 {
         return (best_c, best_r);
     }
-    let sims = similarities(candidate, reference);
+    let sims = similarities(candidate, reference, width);
     for (j, row) in sims.chunks_exact(lr).enumerate() {
         for (i, &s) in row.iter().enumerate() {
             if s > best_c[j] {
@@ -324,10 +330,7 @@ mod tests {
 
     /// BERTScore of two embedded texts, their token rows borrowed.
     fn bs(c: &Embedded, r: &Embedded, wc: &[f32], wr: &[f32], h: usize) -> [f32; 3] {
-        fn rows(e: &Embedded, h: usize) -> Vec<&[f32]> {
-            e.tokens.chunks_exact(h).collect()
-        }
-        bertscore(&rows(c, h), &rows(r, h), wc, wr)
+        bertscore(&c.tokens, &r.tokens, h, wc, wr)
     }
 
     fn emb(ids: Vec<u32>, states: Vec<f32>, h: usize) -> Embedded {

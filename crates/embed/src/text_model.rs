@@ -29,15 +29,9 @@ pub(crate) trait TextModel: Send + Sync {
         report: &mut EmbedReport,
     ) -> Result<(), Error>;
 
-    /// The unit-length token vectors BERTScore matches, one per id of `e`.
-    fn token_rows<'a>(&'a self, e: &'a Embedded) -> Vec<&'a [f32]>;
-
     /// BERTScore's greedy matching of an output `c` against a reference
-    /// `r`: each token's best cosine in the other text
-    /// ([`crate::math::best_matches`] over [`TextModel::token_rows`]).
-    fn best_matches(&self, c: &Embedded, r: &Embedded) -> (Vec<f32>, Vec<f32>) {
-        crate::math::best_matches(&self.token_rows(c), &self.token_rows(r))
-    }
+    /// `r`: each token's best cosine in the other text.
+    fn best_matches(&self, c: &Embedded, r: &Embedded) -> (Vec<f32>, Vec<f32>);
 
     /// Ids BERTScore gives no weight ([CLS]/[SEP]).
     fn special(&self) -> &[u32];

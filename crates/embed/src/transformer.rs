@@ -297,8 +297,9 @@ impl TextModel for TransformerModel {
         Ok(())
     }
 
-    fn token_rows<'a>(&'a self, e: &'a Embedded) -> Vec<&'a [f32]> {
-        e.tokens.chunks_exact(self.encoder.hidden).collect()
+    /// The token states are one contiguous matrix already: no copy.
+    fn best_matches(&self, c: &Embedded, r: &Embedded) -> (Vec<f32>, Vec<f32>) {
+        crate::math::best_matches(&c.tokens, &r.tokens, self.encoder.hidden)
     }
 
     fn special(&self) -> &[u32] {

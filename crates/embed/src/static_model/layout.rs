@@ -86,25 +86,25 @@ fn default_max_length() -> Option<usize> {
 /// is under `embedding.weight`.
 pub(crate) fn detect(dir: &Path) -> Result<Option<(StaticLayout, Vec<AfterPooling>)>, Error> {
     let config = dir.join("config.json");
-    let model2vec_config = || -> Result<Option<Model2VecConfig>, Error> {
-        if !config.is_file() {
-            return Ok(None);
-        }
+    let m2v = if config.is_file() {
         let text = std::fs::read_to_string(&config)
             .map_err(|e| Error::io(format!("{}: {e}", config.display())))?;
-        Ok(serde_json::from_str::<Model2VecConfig>(&text).ok())
+        serde_json::from_str::<Model2VecConfig>(&text).ok()
+    } else {
+        None
     };
-    if let Some(c) = model2vec_config()? {
-        if c.model_type.as_deref() == Some("model2vec") {
-            return model2vec(dir, c).map(|l| Some((l, Vec::new())));
-        }
+    if let Some(c) = m2v
+        .as_ref()
+        .filter(|c| c.model_type.as_deref() == Some("model2vec"))
+    {
+        return model2vec(dir, c).map(|l| Some((l, Vec::new())));
     }
     let Some((module, after)) = after_static_embedding(dir)? else {
         return Ok(None);
     };
     let weights = required(&module, "model.safetensors")?;
-    if has_tensor(&weights, "embeddings")? && !has_tensor(&weights, "embedding.weight")? {
-        let c = model2vec_config()?.ok_or_else(|| {
+    if holds_model2vec_table(&weights)? {
+        let c = m2v.ok_or_else(|| {
             Error::config(format!(
                 "{}: a model2vec folder needs config.json, and it is missing or not JSON",
                 dir.display()
@@ -112,19 +112,21 @@ pub(crate) fn detect(dir: &Path) -> Result<Option<(StaticLayout, Vec<AfterPoolin
         })?;
         // model2vec normalises by its config; its Normalize module is
         // for sentence-transformers' reading of the folder.
-        return model2vec(&module, c).map(|l| Some((l, Vec::new())));
+        return model2vec(&module, &c).map(|l| Some((l, Vec::new())));
     }
     sentence_transformers(dir, &module).map(|l| Some((l, after)))
 }
 
-fn has_tensor(path: &Path, name: &str) -> Result<bool, Error> {
+/// Whether the file names its table as model2vec does (`embeddings`) and
+/// not as sentence-transformers does (`embedding.weight`).
+fn holds_model2vec_table(path: &Path) -> Result<bool, Error> {
     // SAFETY: mapped read-only; refscore never writes model files.
     let file = unsafe { MmapedSafetensors::new(path) }
         .map_err(|e| Error::config(format!("{}: {e}", path.display())))?;
-    Ok(file.get(name).is_ok())
+    Ok(file.get("embeddings").is_ok() && file.get("embedding.weight").is_err())
 }
 
-fn model2vec(dir: &Path, c: Model2VecConfig) -> Result<StaticLayout, Error> {
+fn model2vec(dir: &Path, c: &Model2VecConfig) -> Result<StaticLayout, Error> {
     let weights = required(dir, "model.safetensors")?;
     let tokenizer = required(dir, "tokenizer.json")?;
     let (rows, width) = table_shape(&weights, "embeddings")?;

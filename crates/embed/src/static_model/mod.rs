@@ -139,8 +139,9 @@ impl StaticModel {
         pooled
     }
 
-    /// The ids of one text as its library keeps them.
-    fn encode(&self, text: &str) -> Result<Tokens, Error> {
+    /// The ids of one text as its library keeps them, and the bytes
+    /// handed to the tokenizer.
+    fn encode(&self, text: &str) -> Result<(Tokens, u64), Error> {
         let (text, cut) = match self.char_cut {
             Some(n) => match text.char_indices().nth(n) {
                 Some((at, _)) => (&text[..at], true),
@@ -158,27 +159,23 @@ impl StaticModel {
         if let Some(unk) = self.unknown {
             ids.retain(|&id| id != unk);
         }
-        Ok(Tokens {
+        let tokens = Tokens {
             ids,
             truncated: cut || !enc.get_overflowing().is_empty(),
             score: None,
-        })
+        };
+        Ok((tokens, text.len() as u64))
     }
 }
 
 impl TextModel for StaticModel {
     fn tokenize(&self, texts: &[&str]) -> Result<(Vec<Tokens>, u64), Error> {
-        let tokens = texts
+        let encoded = texts
             .par_iter()
             .map(|t| self.encode(t))
             .collect::<Result<Vec<_>, _>>()?;
-        let bytes = texts
-            .iter()
-            .map(|t| match self.char_cut {
-                Some(n) => t.char_indices().nth(n).map_or(t.len(), |(at, _)| at),
-                None => t.len(),
-            } as u64)
-            .sum();
+        let bytes = encoded.iter().map(|(_, b)| b).sum();
+        let tokens = encoded.into_iter().map(|(t, _)| t).collect();
         Ok((tokens, bytes))
     }
 
@@ -221,10 +218,6 @@ impl TextModel for StaticModel {
         Ok(())
     }
 
-    fn token_rows<'a>(&'a self, e: &'a Embedded) -> Vec<&'a [f32]> {
-        e.ids.iter().map(|&id| self.table.unit_row(id)).collect()
-    }
-
     /// A token's vector is its id's alone: a token the other text also has
     /// is its own best match (cosine 1; 0 for a zero row, which matches
     /// nothing), and a repeated id is matched once. Only the ids one text
@@ -245,12 +238,15 @@ impl TextModel for StaticModel {
                 .copied()
                 .filter(|id| other.binary_search(id).is_err())
                 .collect();
-            let rows = |ids: &[u32]| {
+            // The rows gathered into the matrices gemm multiplies.
+            let rows = |ids: &[u32]| -> Vec<f32> {
                 ids.iter()
-                    .map(|&id| self.table.unit_row(id))
-                    .collect::<Vec<_>>()
+                    .flat_map(|&id| self.table.unit_row(id))
+                    .copied()
+                    .collect()
             };
-            let (found, _) = crate::math::best_matches(&rows(&missing), &rows(other));
+            let (found, _) =
+                crate::math::best_matches(&rows(&missing), &rows(other), self.table.width);
             one.iter()
                 .map(|id| match missing.binary_search(id) {
                     Ok(k) => found[k],

@@ -17,6 +17,9 @@ pub(crate) struct Table {
     pub(crate) rows: Vec<f32>,
     /// The same rows, each scaled to unit length (a zero row stays zero).
     pub(crate) unit: Vec<f32>,
+    /// Which ids' rows are all zeros (they match nothing, themselves
+    /// included).
+    zero: Vec<bool>,
     /// Width of each row.
     pub(crate) width: usize,
     /// Whether the file stores half-precision vectors: the libraries then
@@ -90,7 +93,8 @@ impl Table {
             }
         }
         let mut unit = folded.clone();
-        for row in unit.chunks_exact_mut(width) {
+        let mut zero = vec![false; vocab];
+        for (row, zero) in unit.chunks_exact_mut(width).zip(&mut zero) {
             let norm = row
                 .iter()
                 .map(|&v| (v as f64) * (v as f64))
@@ -98,11 +102,14 @@ impl Table {
                 .sqrt();
             if norm > 0.0 {
                 row.iter_mut().for_each(|v| *v = (*v as f64 / norm) as f32);
+            } else {
+                *zero = true;
             }
         }
         Ok(Table {
             rows: folded,
             unit,
+            zero,
             width,
             half,
             weighted: weights.is_some(),
@@ -118,7 +125,7 @@ impl Table {
 
     /// Whether the row of `id` is all zeros (its unit row too).
     pub(crate) fn is_zero(&self, id: u32) -> bool {
-        self.unit_row(id).iter().all(|&v| v == 0.0)
+        self.zero[id as usize]
     }
 
     /// The unit-length row of `id`.

@@ -1,158 +1,318 @@
 #!/usr/bin/env bash
 # The GPU check and benchmark in one command, for a machine with an NVIDIA GPU
 # and no Rust, no registry and no model hub (the device machines: CUDA 13 driver,
-# PyTorch with sentence-transformers, pandas and pyarrow).
+# PyTorch with sentence-transformers, pandas, pyarrow and nvidia-ml-py).
 #
-#   scripts/bench/gpu.sh pack   here: puts everything the GPU machine needs into
-#                               .gpu/ (git-ignored, so `run` can carry it): the
-#                               CUDA binary (scripts/env/build-cuda.sh) xz-compressed,
-#                               the model with its weights as f16 (to fit one
-#                               64 MiB transfer; widened back to f32 there, so every
-#                               engine reads the same weights), the parity fixture,
-#                               the benchmark sets and the bert-score wheel
+#   scripts/bench/gpu.sh pack   here: puts what the GPU machine lacks into .gpu/
+#                               (git-ignored, so `run` can carry it): the CUDA binary
+#                               (scripts/env/build-cuda.sh) xz-compressed;
+#                               all-MiniLM-L6-v2 with its matrices as int8 rows and
+#                               one scale per row (to fit one 64 MiB transfer with
+#                               the repository; widened back to f32 there, so every
+#                               engine reads the same weights); all-mpnet-base-v2's
+#                               files and the shapes of its weights (seeded random
+#                               weights are made there: the same work, no 420 MB);
+#                               the bert-score wheel; with REFSCORE_CUDA_BASE_BIN,
+#                               a second binary to time side by side (the build
+#                               before a change), and then MINILM_WEIGHTS=random
+#                               carries MiniLM's shapes only, as mpnet's, to fit
 #   scripts/bench/gpu.sh run    there, from the repository root with .gpu/ carried:
-#                               1. parity: the GPU's cosine and BERTScore against the
-#                                  same binary's CPU fp32 on the committed fixture,
-#                                  at most TOL (1e-4) apart, else exit 1;
-#                               2. refscore --device cuda on the nightly set (20
-#                                  outputs per reference) and the all-distinct set,
-#                                  fp32: rows/s end to end, encoder tokens/s (bf16 on
-#                                  the GPU does not exist yet: --precision is CPU-only);
-#                               3. sentence-transformers + bert_score (as a user runs
-#                                  them) on the same GPU and sets, and the bare PyTorch
-#                                  encoder's tokens/s;
-#                               then one table, and $OUT/bench-gpu.json.
+#                               1. parity: the GPU's results against the same
+#                                  binary's CPU fp32, at most TOL (1e-4) apart on
+#                                  every metric column: MiniLM (plain, --idf,
+#                                  --layer 3), mpnet, and every tiny family under
+#                                  tests/fixtures/models, plain and at its fixture's
+#                                  --layer with --idf; a static model must be refused
+#                                  (PARITY=short: MiniLM's three, mpnet, tiny-gte
+#                                  and tiny-roberta only);
+#                               2. refscore --device cuda, fp32, on the nightly set
+#                                  (20 outputs per reference) and the all-distinct
+#                                  set of ROWS rows, and the nightly set of BIG_ROWS
+#                                  rows (made there by make-bench-sets.py), each
+#                                  sampled through NVML (utilisation, memory); the
+#                                  base binary, where packed, before each run;
+#                               3. sentence-transformers + bert_score as a user runs
+#                                  them on the same GPU and sets, and the bare
+#                                  PyTorch encoder in fp32 and bf16;
+#                               each record goes to $OUT/gpu-results.jsonl as it is
+#                               made (a run cut short keeps what it did), the log to
+#                               $OUT/gpu.log, and the table to the output.
 #
-# Environment: ROWS (rows per set, default 20000), TOL (default 1e-4), DEVICE (run:
-# default cuda; `cpu` walks the same steps on a machine without a GPU, to check the
-# script, with REFSCORE_BIN naming a CPU build), REFSCORE_CUDA_BIN (pack: default
-# target/cuda/release/refscore), OUT.
-# Candle's f32 matrix products on CUDA do not use TF32 unless asked; refscore never asks.
+# Environment: ROWS (default 20000), BIG_ROWS (default 200000), TOL (default 1e-4),
+# SPEED_RUNS (default: minilm and mpnet each on nightly, distinct and nightly-big, as
+# "minilm:nightly ..."), PYTHON_RUNS (default "minilm:nightly minilm:distinct
+# mpnet:nightly"), ENCODER_MODELS (default "minilm mpnet"; empty: none),
+# STEPS (run: default "parity speed python"), DEVICE (run: default cuda; `cpu` walks
+# the same steps on a machine without a GPU, to check the script, with REFSCORE_BIN
+# naming a CPU build and REFSCORE_BASE_BIN a CPU base), REFSCORE_CUDA_BIN (pack:
+# default target/cuda/release/refscore), OUT. Candle's f32 matrix products on CUDA do
+# not use TF32 unless asked; refscore never asks. What a run costs, on an H200: all
+# the defaults with ROWS=20000 BIG_ROWS=100000 take over 8 minutes; the second call of
+# docs/performance.md#gpu (PARITY=short, four refscore sets twice, two Python runs)
+# took 263 s.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 pack_dir="$root/.gpu"
-rows="${ROWS:-20000}" # pack only
 tol="${TOL:-1e-4}"
 log() { echo "bench-gpu.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+# The small files of a sentence-transformers folder (everything but the weights).
+copy_folder() {
+  local from=$1 to=$2 f
+  mkdir -p "$to"
+  for f in "$from"/*; do
+    [ -f "$f" ] && [ "$(basename "$f")" != model.safetensors ] && cp "$f" "$to/"
+  done
+  cp -r "$from/1_Pooling" "$to/"
+}
 
 pack() {
   local bin="${REFSCORE_CUDA_BIN:-${CARGO_TARGET_DIR:-$root/target/cuda}/release/refscore}"
   [ -x "$bin" ] || die "no CUDA binary at $bin: run scripts/env/build-cuda.sh first (or set REFSCORE_CUDA_BIN)"
   readelf -d "$bin" | grep -q 'libcuda\.so' || die "$bin is not a CUDA build (it does not link libcuda)"
   scripts/fetch-model.sh >/dev/null
+  scripts/fetch-model.sh --model all-mpnet-base-v2 >/dev/null
   rm -rf "$pack_dir"
-  mkdir -p "$pack_dir/model" "$pack_dir/wheels"
+  mkdir -p "$pack_dir/wheels"
   local py="${PYTHON:-$HOME/.cache/refscore/venv-test/bin/python}"
   [ -x "$py" ] || py=python3
   log "compressing the binary"
   xz -T0 -6 -c "$bin" >"$pack_dir/refscore.xz"
-  log "the model, weights as f16"
-  local model=models/all-MiniLM-L6-v2 f
-  for f in "$model"/*; do
-    [ -f "$f" ] && [ "$(basename "$f")" != model.safetensors ] && cp "$f" "$pack_dir/model/"
-  done
-  cp -r "$model/1_Pooling" "$pack_dir/model/"
-  "$py" scripts/bench/gpu.py weights "$model/model.safetensors" "$pack_dir/model-f16.safetensors" f16
-  xz -T0 -6 "$pack_dir/model-f16.safetensors"
-  log "the parity fixture and the benchmark sets ($rows rows each)"
-  "$py" scripts/bench/gpu.py fixture tests/fixtures/parity.jsonl "$pack_dir/parity.parquet"
-  "$py" scripts/fixtures/make-bench-sets.py --rows "$rows" "$pack_dir" >&2
+  if [ -n "${REFSCORE_CUDA_BASE_BIN:-}" ]; then
+    readelf -d "$REFSCORE_CUDA_BASE_BIN" | grep -q 'libcuda\.so' || die "$REFSCORE_CUDA_BASE_BIN is not a CUDA build"
+    xz -T0 -6 -c "$REFSCORE_CUDA_BASE_BIN" >"$pack_dir/refscore-base.xz"
+  fi
+  copy_folder models/all-MiniLM-L6-v2 "$pack_dir/minilm"
+  if [ "${MINILM_WEIGHTS:-q8}" = random ]; then
+    log "all-MiniLM-L6-v2, the shapes of its weights"
+    "$py" scripts/bench/gpu.py skeleton models/all-MiniLM-L6-v2/model.safetensors "$pack_dir/minilm-skeleton.safetensors"
+  else
+    log "all-MiniLM-L6-v2, matrices as int8 rows"
+    "$py" scripts/bench/gpu.py weights models/all-MiniLM-L6-v2/model.safetensors "$pack_dir/minilm-q8.safetensors" q8
+    xz -T0 -6 "$pack_dir/minilm-q8.safetensors"
+  fi
+  log "all-mpnet-base-v2, the shapes of its weights"
+  copy_folder models/all-mpnet-base-v2 "$pack_dir/mpnet"
+  "$py" scripts/bench/gpu.py skeleton models/all-mpnet-base-v2/model.safetensors "$pack_dir/mpnet-skeleton.safetensors"
   python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
     -d "$pack_dir/wheels" "$(grep '^bert-score==' scripts/env/parity-requirements.txt)"
-  local size
+  local size tree
   size="$(du -sm "$pack_dir" | cut -f1)"
-  [ "$size" -lt 60 ] || die ".gpu is $size MiB; a transfer takes 64 MiB with the repository"
-  log ".gpu is $size MiB. On the GPU machine: run(command='bash scripts/bench/gpu.sh run', carry=['.gpu'])"
+  tree="$(git ls-files -z | du -cm --files0-from=- | tail -n 1 | cut -f1)"
+  [ $((size + tree)) -lt 62 ] || die ".gpu is $size MiB and the repository $tree MiB: a transfer takes 64 MiB (MINILM_WEIGHTS=random carries less)"
+  log ".gpu is $size MiB (with the repository's $tree MiB). On the GPU machine: run(command='bash scripts/bench/gpu.sh run', carry=['.gpu'])"
 }
 
 run() {
   local device="${DEVICE:-cuda}" out="${OUT:-/tmp/refscore-gpu-out}" work=/tmp/refscore-gpu
+  local steps="${STEPS:-parity speed python}" rows="${ROWS:-20000}" big="${BIG_ROWS:-200000}"
   [ -d "$pack_dir" ] || die "no .gpu folder: run 'scripts/bench/gpu.sh pack' here first and carry .gpu"
+  rm -rf "$work"
   mkdir -p "$work" "$out"
+  results="$out/gpu-results.jsonl"
+  : >"$results"
+  exec 2> >(tee -a "$out/gpu.log" >&2)
+  note() { python3 -c 'import json,sys; print(json.dumps({"kind": "note", "text": sys.argv[1]}))' "$*" >>"$results"; log "note: $*"; }
+
+  # The benchmark sets, made while the parity cases run.
+  python3 scripts/fixtures/make-bench-sets.py --rows "$rows" "$work/sets" >"$work/sets.log" 2>&1 &
+  local sets_pid=$!
+  python3 scripts/fixtures/make-bench-sets.py --rows "$big" "$work/big" >"$work/big.log" 2>&1 &
+  big_pid=$!
+
+  log "unpacking"
   python3 - "$pack_dir" "$work" <<'EOF'
-import lzma, shutil, sys
+import lzma, os, shutil, sys
 src, dst = sys.argv[1], sys.argv[2]
-with lzma.open(f"{src}/refscore.xz") as i, open(f"{dst}/refscore", "wb") as o:
-    shutil.copyfileobj(i, o)
-with lzma.open(f"{src}/model-f16.safetensors.xz") as i, open(f"{dst}/model-f16.safetensors", "wb") as o:
-    shutil.copyfileobj(i, o)
+for name in ("refscore.xz", "refscore-base.xz", "minilm-q8.safetensors.xz"):
+    if os.path.exists(f"{src}/{name}"):
+        with lzma.open(f"{src}/{name}") as i, open(f"{dst}/{name[:-3]}", "wb") as o:
+            shutil.copyfileobj(i, o)
 EOF
   chmod +x "$work/refscore"
-  rm -rf "$work/model" && cp -r "$pack_dir/model" "$work/model"
-  python3 scripts/bench/gpu.py weights "$work/model-f16.safetensors" "$work/model/model.safetensors" f32
+  base=""
+  [ -f "$work/refscore-base" ] && chmod +x "$work/refscore-base" && base="${REFSCORE_BASE_BIN:-$work/refscore-base}"
+  rm -rf "$work/minilm" "$work/mpnet"
+  cp -r "$pack_dir/minilm" "$work/minilm"
+  cp -r "$pack_dir/mpnet" "$work/mpnet"
+  if [ -f "$work/minilm-q8.safetensors" ]; then
+    python3 scripts/bench/gpu.py weights "$work/minilm-q8.safetensors" "$work/minilm/model.safetensors" f32
+    minilm_weights="MiniLM: its own weights (int8 rows for the transfer)"
+  else
+    python3 scripts/bench/gpu.py fill "$pack_dir/minilm-skeleton.safetensors" "$work/minilm/model.safetensors"
+    minilm_weights="MiniLM: seeded random weights of its shapes"
+  fi
+  python3 scripts/bench/gpu.py fill "$pack_dir/mpnet-skeleton.safetensors" "$work/mpnet/model.safetensors"
   python3 -m pip install --quiet --no-index --no-deps --target "$work/site" "$pack_dir"/wheels/*.whl
   export PYTHONPATH="$work/site${PYTHONPATH:+:$PYTHONPATH}"
-  # The CUDA 13 libraries refscore links (cuBLAS, cuRAND, the runtime) come with PyTorch.
+  # The CUDA 13 libraries refscore links (cuBLAS, cuRAND, NVRTC, the runtime) come with PyTorch.
   local cu_lib
   cu_lib="$(python3 -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))' 2>/dev/null || true)"
   [ -n "$cu_lib" ] && export LD_LIBRARY_PATH="$cu_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  local bin="${REFSCORE_BIN:-$work/refscore}" model="$work/model" gpu
-  gpu="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1 || true)"
+  bin="${REFSCORE_BIN:-$work/refscore}"
+  local gpu
+  gpu="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1 || true)"
   [ "$device" = cuda ] && [ -z "$gpu" ] && die "no NVIDIA GPU visible (nvidia-smi); DEVICE=cpu checks the script without one"
-  local runs="$work/runs.jsonl"
-  : >"$runs"
-
-  log "1. parity: $device against cpu, fp32, on the fixture (tolerance $tol)"
-  "$bin" score "$pack_dir/parity.parquet" -o "$work/parity-gpu.parquet" --overwrite --quiet \
-    --metrics embedding --model "$model" --device "$device"
-  "$bin" score "$pack_dir/parity.parquet" -o "$work/parity-cpu.parquet" --overwrite --quiet \
-    --metrics embedding --model "$model" --device cpu
-  local parity_ok=0
-  python3 scripts/bench/gpu.py compare "$work/parity-gpu.parquet" "$work/parity-cpu.parquet" "$tol" \
-    >"$work/parity.json" || parity_ok=1
-
-  log "2. refscore on $device"
-  local set precision
-  for set in nightly distinct; do
-    for precision in fp32; do
-      "$bin" score "$pack_dir/$set.parquet" -o "$work/$set-$precision.parquet" --overwrite --quiet \
-        --metrics embedding --model "$model" --device "$device" --precision "$precision"
-      python3 - "$work/$set-$precision.parquet.summary.json" "$set" "refscore $precision" >>"$runs" <<'EOF'
+  python3 - "${gpu:-none ($device)}" "$(nvidia-smi 2>/dev/null | grep -o 'CUDA Version: [0-9.]*' || true)" \
+    "$(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" >>"$results" <<'EOF'
 import json, sys
-s = json.load(open(sys.argv[1]))
-print(json.dumps({"engine": sys.argv[3], "set": sys.argv[2], "rows_per_second": s["rows_per_second"],
-                  "tokens_per_second": s["embedding"]["tokens_per_second"]}))
+print(json.dumps({"kind": "gpu", "gpu": sys.argv[1], "cuda": sys.argv[2], "cpu": sys.argv[3]}))
 EOF
-    done
+  note "$minilm_weights; mpnet: seeded random weights of its shapes"
+  case " $steps " in *" parity "*) parity "$device" ;; esac
+  wait "$sets_pid" || { cat "$work/sets.log" >&2; die "make-bench-sets.py failed"; }
+  case " $steps " in *" speed "*) speed "$device" "$rows" "$big" ;; esac
+  case " $steps " in *" python "*) python_engines "$device" ;; esac
+  python3 scripts/bench/gpu.py table "$results" | tee "$out/gpu-table.txt"
+  if grep -q '"ok": false' "$results"; then die "parity failed: see the table's FAILED lines"; fi
+}
+
+# One parity case: the fixture's rows on $device and on the CPU, compared.
+# Arguments: case name, fixture JSONL, model folder, extra flags...
+parity_case() {
+  local name=$1 fixture=$2 model=$3 device=$4
+  shift 4
+  local dir="$work/parity/$name" err
+  mkdir -p "$dir"
+  python3 scripts/bench/gpu.py fixture "$fixture" "$dir/in.parquet"
+  for d in "$device" cpu; do
+    if ! "$bin" score "$dir/in.parquet" -o "$dir/$d.parquet" --overwrite --quiet \
+      --metrics embedding --model "$model" --device "$d" "$@" 2>"$dir/$d.err"; then
+      err="$(tail -n 1 "$dir/$d.err" | cut -c1-300)"
+      python3 -c 'import json,sys; print(json.dumps({"kind": "parity", "case": sys.argv[1], "ok": False, "error": sys.argv[2]}))' \
+        "$name" "--device $d: $err"
+      return 0
+    fi
   done
+  python3 scripts/bench/gpu.py compare "$dir/$device.parquet" "$dir/cpu.parquet" "$tol" "$name" || true
+}
 
-  log "3. sentence-transformers + bert_score on $device"
-  local notes=("bf16 on the GPU not run: refscore's --precision bf16 runs on the CPU only")
-  if python3 -c 'import torch, sentence_transformers, bert_score' 2>/dev/null; then
-    for set in nightly distinct; do
-      python3 scripts/bench/python.py "$pack_dir/$set.parquet" "$work/$set-python.parquet" \
-        --model "$model" --device "$device" --threads "$(nproc)" >"$work/$set-python.json"
-      python3 scripts/bench/python.py "$pack_dir/$set.parquet" --encoder-only \
-        --model "$model" --device "$device" --threads "$(nproc)" >"$work/$set-encoder.json"
-      python3 - "$work/$set-python.json" "$work/$set-encoder.json" "$set" >>"$runs" <<'EOF'
+parity() {
+  local device=$1 cases="$work/parity-cases.txt" m name base fixture layer
+  log "1. parity: $device against cpu, fp32 (tolerance $tol)"
+  : >"$cases"
+  echo "minilm tests/fixtures/parity.jsonl $work/minilm" >>"$cases"
+  echo "minilm-idf tests/fixtures/parity.jsonl $work/minilm --idf" >>"$cases"
+  echo "minilm-layer3 tests/fixtures/parity.jsonl $work/minilm --layer 3" >>"$cases"
+  echo "mpnet-random tests/fixtures/parity-all-mpnet-base-v2.jsonl $work/mpnet" >>"$cases"
+  echo "mpnet-random-layer9-idf tests/fixtures/parity-all-mpnet-base-v2.jsonl $work/mpnet --layer 9 --idf" >>"$cases"
+  for m in tests/fixtures/models/tiny-*; do
+    name="$(basename "$m")"
+    case "$name" in tiny-static-*) continue ;; esac
+    [ "${PARITY:-all}" = short ] && case "$name" in tiny-gte|tiny-roberta) ;; *) continue ;; esac
+    base="$name"
+    [ -f "tests/fixtures/parity-$base.jsonl" ] || base="${name%-*}"
+    fixture="tests/fixtures/parity-$base.jsonl"
+    [ -f "$fixture" ] || { note "no parity fixture for $name"; continue; }
+    layer="$(head -n 1 "$fixture" | python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["layer"])')"
+    echo "$name $fixture $m" >>"$cases"
+    echo "$name-layer$layer-idf $fixture $m --layer $layer --idf" >>"$cases"
+  done
+  export -f parity_case log
+  export work bin tol device
+  # Four cases at a time: each is small, and the CPU side has cores to spare.
+  xargs -P 4 -L 1 bash -c 'parity_case "$0" "$1" "$2" "$device" "${@:3}"' <"$cases" >>"$results"
+  # A static model has no GPU path: the flag must be refused, not ignored.
+  local code=0
+  "$bin" score "$work/parity/minilm/in.parquet" -o "$work/static.parquet" --overwrite --quiet \
+    --metrics embedding --model tests/fixtures/models/tiny-static-weights --device "$device" \
+    2>"$work/static.err" || code=$?
+  note "static model with --device $device: exit $code: $(tail -n 1 "$work/static.err" | cut -c1-200)"
+}
+
+# refscore on the benchmark sets, one monitored run each.
+speed() {
+  local device=$1 rows=$2 big=$3 model set file engine
+  log "2. refscore on $device"
+  local all="minilm:nightly minilm:distinct minilm:nightly-big mpnet:nightly mpnet:distinct mpnet:nightly-big"
+  for set in ${SPEED_RUNS:-$all}; do
+    model="${set%:*}"
+    set="${set#*:}"
+    case "$set" in
+      nightly-big)
+        file="$work/big/nightly.parquet"
+        [ -z "$big_pid" ] || wait "$big_pid" || { cat "$work/big.log" >&2; die "make-bench-sets.py failed"; }
+        big_pid=""
+        ;;
+      *) file="$work/sets/$set.parquet" ;;
+    esac
+    for engine in ${base:+base} new; do
+      local exe="$bin" label="refscore fp32"
+      [ "$engine" = base ] && exe="$base" label="refscore fp32 (base)"
+      log "$label $model $set"
+      python3 scripts/bench/gpu.py monitor "$work/monitor.json" -- \
+        "$exe" score "$file" -o "$work/$model-$set-$engine.parquet" --overwrite --quiet \
+        --metrics embedding --model "$work/$model" --device "$device" || {
+        note "$label $model $set on $device failed"
+        continue
+      }
+      python3 - "$work/$model-$set-$engine.parquet.summary.json" "$work/monitor.json" "$model" "$set" "$label" \
+        >>"$results" <<'EOF'
 import json, sys
-a, e = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-print(json.dumps({"engine": "sentence-transformers + bert_score", "set": sys.argv[3],
-                  "rows_per_second": a["rows_per_second"], "tokens_per_second": None}))
-print(json.dumps({"engine": "PyTorch encoder (batches of 32)", "set": sys.argv[3],
-                  "rows_per_second": None, "tokens_per_second": e["tokens_per_second"]}))
+s, m = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+e = s["embedding"]
+keep = ("tokens", "padded_tokens", "texts_embedded", "tokenize_seconds", "forward_seconds", "tokens_per_second")
+print(json.dumps({"kind": "run", "engine": sys.argv[5], "model": sys.argv[3], "set": sys.argv[4],
+                  "rows": s["rows"], "seconds": s["seconds"], "rows_per_second": s["rows_per_second"],
+                  "peak_rss_bytes": s.get("peak_rss_bytes"), **{k: e.get(k) for k in keep},
+                  **{k: v for k, v in m.items() if k.startswith("gpu_")}, "wall_seconds": m["seconds"]}))
 EOF
     done
-  else
-    notes+=("sentence-transformers + bert_score not run: torch, sentence_transformers or bert_score is missing here")
-  fi
+    # The change timed must not change a number.
+    if [ -n "$base" ] && [ -f "$work/$model-$set-base.parquet" ] && [ -f "$work/$model-$set-new.parquet" ]; then
+      python3 scripts/bench/gpu.py compare "$work/$model-$set-new.parquet" "$work/$model-$set-base.parquet" \
+        1e-5 "base against new: $model $set" >>"$results" || true
+    fi
+  done
+}
 
-  python3 - "$work/parity.json" "$runs" "$out/bench-gpu.json" "${gpu:-none ($device)}" "$pack_dir/nightly.parquet" "${notes[@]}" <<'EOF'
+# What a user would otherwise run, on the same GPU and sets.
+python_engines() {
+  local device=$1 model set
+  log "3. sentence-transformers + bert_score and the bare encoder on $device"
+  if ! python3 -c 'import torch, sentence_transformers, bert_score' 2>/dev/null; then
+    note "sentence-transformers + bert_score not run: torch, sentence_transformers or bert_score is missing"
+    return 0
+  fi
+  for model in ${ENCODER_MODELS-minilm mpnet}; do
+    python3 scripts/bench/python.py "$work/sets/distinct.parquet" --encoder-only --model "$work/$model" \
+      --device "$device" --threads "$(nproc)" --dtype fp32,bf16 --encoder-batch-size 32,256 \
+      >"$work/$model-encoder.jsonl" || { note "encoder-only $model failed"; continue; }
+    python3 - "$work/$model-encoder.jsonl" "$model" >>"$results" <<'EOF'
 import json, sys
-import pyarrow.parquet as pq
-parity, runs, out, gpu, sets = sys.argv[1:6]
-result = {"gpu": gpu, "rows": pq.read_metadata(sets).num_rows, "parity": json.load(open(parity)),
-          "runs": [json.loads(l) for l in open(runs) if l.strip()], "notes": sys.argv[6:]}
-json.dump(result, open(out, "w"), indent=1)
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    print(json.dumps({"kind": "run", "engine": f"PyTorch encoder {e['dtype']}, batch {e['batch_size']}",
+                      "model": sys.argv[2], "set": "distinct", "tokens_per_second": e["tokens_per_second"],
+                      "tokens": e["tokens"], "padded_tokens": e["padded_tokens"], "seconds": e["seconds"]}))
 EOF
-  python3 scripts/bench/gpu.py table "$out/bench-gpu.json"
-  [ "$parity_ok" = 0 ] || die "parity failed: see the table's parity line"
+  done
+  for set in ${PYTHON_RUNS:-minilm:nightly minilm:distinct mpnet:nightly}; do
+    model="${set%:*}"
+    set="${set#*:}"
+    log "sentence-transformers + bert_score $model $set"
+    python3 scripts/bench/gpu.py monitor "$work/monitor.json" -- \
+      python3 scripts/bench/python.py "$work/sets/$set.parquet" "$work/$model-$set-python.parquet" \
+      --model "$work/$model" --device "$device" --threads "$(nproc)" >"$work/$model-$set-python.json" || {
+      note "sentence-transformers + bert_score $model $set failed"
+      continue
+    }
+    python3 - "$work/$model-$set-python.json" "$work/monitor.json" "$model" "$set" >>"$results" <<'EOF'
+import json, sys
+a, m = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+print(json.dumps({"kind": "run", "engine": "sentence-transformers + bert_score", "model": sys.argv[3],
+                  "set": sys.argv[4], "rows": a["rows"], "seconds": a["seconds"],
+                  "rows_per_second": a["rows_per_second"], "st_seconds": a["st_seconds"],
+                  "bertscore_seconds": a["bertscore_seconds"],
+                  **{k: v for k, v in m.items() if k.startswith("gpu_")}, "wall_seconds": m["seconds"]}))
+EOF
+  done
 }
 
 case "${1:-}" in
   pack) pack ;;
   run) run ;;
-  *) sed -n '2,27p' "$0"; exit 64 ;;
+  *) sed -n '2,39p' "$0"; exit 64 ;;
 esac

@@ -30,6 +30,9 @@ clock starts, ``model(**tokens)`` under ``torch.inference_mode()``. It prints
 {"texts", "tokens", "seconds", "tokens_per_second", ...} (tokens = real
 word-pieces incl. [CLS]/[SEP], padding not counted): the PyTorch encoder
 tokens/s figure to set beside refscore's ``embedding.tokens_per_second``.
+``--dtype fp32,bf16`` and ``--encoder-batch-size 32,256`` time each type and
+batch size in turn (the model cast to that type, as a GPU user would), one JSON
+line each.
 
 Usage:
     python scripts/bench/python.py INPUT.parquet OUTPUT.parquet [--threads 2]
@@ -153,7 +156,7 @@ def run_scores(args, model_dir: str) -> dict:
     }
 
 
-def run_encoder_only(args, model_dir: str) -> dict:
+def run_encoder_only(args, model_dir: str) -> list:
     import torch
     from sentence_transformers import SentenceTransformer
     torch.set_num_threads(args.threads)
@@ -164,41 +167,46 @@ def run_encoder_only(args, model_dir: str) -> dict:
     tok = st.tokenizer
     max_len = st.max_seq_length
     model = st[0].auto_model.eval()
-
+    types = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     lengths = [len(x) for x in tok(texts, truncation=True, max_length=max_len)["input_ids"]]
     order = sorted(range(len(texts)), key=lambda i: (-lengths[i], i))
-    bs = args.encoder_batch_size
-    batches = []
-    for start in range(0, len(order), bs):
-        chunk = [texts[i] for i in order[start:start + bs]]
-        batches.append(tok(chunk, padding=True, truncation=True, max_length=max_len,
-                           return_tensors="pt"))
-    tokens = int(sum(int(b["attention_mask"].sum()) for b in batches))
-    padded = int(sum(b["input_ids"].numel() for b in batches))
-    log(f"encoder-only: {len(texts)} distinct texts, {tokens} word-pieces "
-        f"({padded} with padding), {len(batches)} batches of <= {bs}, {args.threads} threads")
-
-    batches = [{k: v.to(args.device) for k, v in b.items()} for b in batches]
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
-    with torch.inference_mode():
-        if args.device.startswith("cuda"):
-            model(**batches[0])  # warm-up: CUDA context and kernels, not timed
-            sync()
-        t0 = time.perf_counter()
-        for b in batches:
-            model(**b)
-        sync()
-        seconds = time.perf_counter() - t0
-    return {
-        "texts": len(texts),
-        "tokens": tokens,
-        "seconds": seconds,
-        "tokens_per_second": tokens / seconds if seconds > 0 else None,
-        "padded_tokens": padded,
-        "batch_size": bs,
-        "threads": args.threads,
-        "peak_rss_bytes": peak_rss_bytes(),
-    }
+    results = []
+    # fp32 first: the model is cast down once per reduced type, never back up.
+    for dtype in args.dtype:
+        model = model.to(types[dtype])
+        for bs in args.encoder_batch_size:
+            batches = []
+            for start in range(0, len(order), bs):
+                chunk = [texts[i] for i in order[start:start + bs]]
+                batches.append(tok(chunk, padding=True, truncation=True, max_length=max_len,
+                                   return_tensors="pt"))
+            tokens = int(sum(int(b["attention_mask"].sum()) for b in batches))
+            padded = int(sum(b["input_ids"].numel() for b in batches))
+            log(f"encoder-only {dtype}: {len(texts)} distinct texts, {tokens} word-pieces "
+                f"({padded} with padding), {len(batches)} batches of <= {bs}, {args.threads} threads")
+            batches = [{k: v.to(args.device) for k, v in b.items()} for b in batches]
+            with torch.inference_mode():
+                if args.device.startswith("cuda"):
+                    model(**batches[0])  # warm-up: CUDA context and kernels, not timed
+                    sync()
+                t0 = time.perf_counter()
+                for b in batches:
+                    model(**b)
+                sync()
+                seconds = time.perf_counter() - t0
+            results.append({
+                "texts": len(texts),
+                "tokens": tokens,
+                "seconds": seconds,
+                "tokens_per_second": tokens / seconds if seconds > 0 else None,
+                "padded_tokens": padded,
+                "batch_size": bs,
+                "dtype": dtype,
+                "threads": args.threads,
+                "peak_rss_bytes": peak_rss_bytes(),
+            })
+    return results
 
 
 def main() -> int:
@@ -217,8 +225,11 @@ def main() -> int:
                     help="bert_score.score batch size (default 64, its default)")
     ap.add_argument("--encoder-only", action="store_true",
                     help="only time the encoder forward over the distinct texts")
-    ap.add_argument("--encoder-batch-size", type=int, default=32,
-                    help="batch size for --encoder-only (default 32)")
+    ap.add_argument("--encoder-batch-size", type=lambda v: [int(x) for x in v.split(",")],
+                    default=[32], help="batch sizes for --encoder-only, comma-separated (default 32)")
+    ap.add_argument("--dtype", type=lambda v: v.split(","), default=["fp32"],
+                    help="the encoder's types for --encoder-only, comma-separated, from fp32, "
+                         "bf16, fp16 (default fp32; fp32 first)")
     args = ap.parse_args()
     if not args.encoder_only and not args.output:
         ap.error("OUTPUT is required unless --encoder-only is given")
@@ -237,8 +248,13 @@ def main() -> int:
         log(f"no model at {model_dir}: run scripts/fetch-model.sh first")
         return 1
 
-    result = run_encoder_only(args, model_dir) if args.encoder_only else run_scores(args, model_dir)
-    print(json.dumps(result), flush=True)
+    if args.encoder_only:
+        if any(d not in ("fp32", "bf16", "fp16") for d in args.dtype):
+            ap.error("--dtype takes fp32, bf16 and fp16")
+        for result in run_encoder_only(args, model_dir):
+            print(json.dumps(result), flush=True)
+    else:
+        print(json.dumps(run_scores(args, model_dir)), flush=True)
     return 0
 
 

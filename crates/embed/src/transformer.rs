@@ -31,8 +31,9 @@ const MAX_BATCH_TEXTS: usize = 64;
 /// Tokens (padding included) and texts per forward batch on a GPU, at the
 /// least: a GPU needs matrices far larger than the CPU's cache-sized
 /// batches to be busy, and holds them easily (MiniLM's attention scores for
-/// 32,768 tokens of 512-token texts take 800 MB). Chosen, not yet measured
-/// on a GPU (docs/performance.md#gpu).
+/// 32,768 tokens of 512-token texts take 800 MB). Chosen, not tuned: on an
+/// H200 the GPU ran kernels about half the time at this size
+/// (docs/performance.md#gpu).
 const GPU_BATCH_TOKENS: usize = 32 * 1024;
 const GPU_MAX_BATCH_TEXTS: usize = 512;
 

@@ -14,9 +14,12 @@
 # Then builds once (release), runs every Rust test with the real judge running,
 # and reads real output back with DuckDB and Polars.
 #
-# Background work (the judge's build) runs in its own process group, which is
-# ended with the script however it exits, and may not call apt-get
-# (REFSCORE_APT=never): everything it needs is installed before it starts.
+# Background work (the judge's build, the static model, the CUDA check) runs in
+# its own process groups, which are ended with the script however it exits, and
+# may not call apt-get (REFSCORE_APT=never): everything it needs is installed
+# before it starts. On a fresh machine the downloads leave the CPUs idle for
+# minutes; the background jobs fill them (the CUDA check at low priority, so the
+# build and the tests come first).
 #
 # REFSCORE_SKIP_REAL_JUDGE=1 skips the llama.cpp judge (its end-to-end test then
 # says it skipped); CI never sets it.
@@ -26,14 +29,23 @@ cd "$root"
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
 venv="${REFSCORE_TEST_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/refscore/venv-test}"
 logs="$(mktemp -d)"
-judge_pid=""
+judge_pid="" static_pid="" cuda_pid=""
 cleanup() {
-  if [ -n "$judge_pid" ]; then
-    # The background job leads its own process group: end the group, so no
-    # cmake or compiler it started outlives this script.
-    kill -TERM -- "-$judge_pid" 2>/dev/null || kill -TERM "$judge_pid" 2>/dev/null || true
-  fi
+  local pid
+  for pid in $judge_pid $static_pid $cuda_pid; do
+    # Each background job leads its own process group: end the group, so no
+    # cmake, pip or compiler it started outlives this script.
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+  done
   scripts/env/judge-server.sh stop 2>/dev/null || true
+}
+# Waits for the background job $1 (named $2, logging to $3); its log on failure.
+wait_for() {
+  if ! wait "$1"; then
+    cat "$3" >&2
+    echo "$2 failed (log above)" >&2
+    return 1
+  fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -73,13 +85,20 @@ scripts/fetch-model.sh --model all-mpnet-base-v2
 # A static model distilled from MiniLM with model2vec's own distill, and the
 # values model2vec and sentence-transformers give on it (cached: a venv of
 # 4.4 GB under ~/.cache/refscore the first time, about 2 minutes; then a stamp
-# check under a second).
-scripts/fixtures/make-static-model.sh
+# check under a second). Only the Rust tests read it: it is made beside the build.
+# setsid: a new process group whose id is the job's pid (a background job of a
+# non-interactive shell is never a group leader, so setsid does not fork).
+echo "== static model: in the background (log: $logs/static.log)"
+REFSCORE_APT=never setsid scripts/fixtures/make-static-model.sh >"$logs/static.log" 2>&1 </dev/null &
+static_pid=$!
+
+echo "== the cuda feature still compiles: cargo check with CUDA 13.0 from PyPI, no GPU needed, in the background at low priority (log: $logs/cuda.log)"
+CARGO_TARGET_DIR="$target_dir-cuda" REFSCORE_APT=never \
+  setsid nice -n 10 scripts/env/build-cuda.sh --check >"$logs/cuda.log" 2>&1 </dev/null &
+cuda_pid=$!
 
 if [ "${REFSCORE_SKIP_REAL_JUDGE:-0}" != 1 ]; then
   echo "== real judge: building llama-server and fetching its model in the background (log: $logs/judge.log)"
-  # setsid: a new process group whose id is the job's pid (a background job of
-  # a non-interactive shell is never a group leader, so setsid does not fork).
   REFSCORE_APT=never setsid bash -c 'scripts/env/judge-server.sh build && scripts/env/judge-server.sh fetch' \
     >"$logs/judge.log" 2>&1 </dev/null &
   judge_pid=$!
@@ -100,17 +119,16 @@ wheel="$(PYTHON="$venv/bin/python" scripts/env/build-wheel.sh)"
 
 if [ -n "$judge_pid" ]; then
   echo "== real judge: waiting for the build/fetch"
-  if ! wait "$judge_pid"; then
-    judge_pid=""
-    cat "$logs/judge.log" >&2
-    echo "the real judge could not be prepared" >&2
-    exit 1
-  fi
+  wait_for "$judge_pid" "the real judge (scripts/env/judge-server.sh build, fetch)"
   judge_pid=""
   REFSCORE_JUDGE_URL="$(scripts/env/judge-server.sh start)"
   export REFSCORE_JUDGE_URL REFSCORE_REQUIRE_REAL_JUDGE=1
   echo "judge at $REFSCORE_JUDGE_URL"
 fi
+
+echo "== static model: waiting for it"
+wait_for "$static_pid" "the static model (scripts/fixtures/make-static-model.sh)"
+static_pid=""
 
 echo "== cargo test (release)"
 cargo test --release --workspace --locked
@@ -119,8 +137,10 @@ echo "== read-back with DuckDB and Polars; the Python package; Ray; Spark"
 REFSCORE_BIN="$target_dir/release/refscore" REFSCORE_REQUIRE_PACKAGE=1 \
   "$venv/bin/python" -m pytest -q tests/python
 
-echo "== the cuda feature still compiles (cargo check with CUDA 13.0 from PyPI; no GPU needed)"
 # Its own target folder: the feature changes Candle's build, and sharing the
-# CPU build's folder would mix the two. About 7 minutes the first time on 2
-# cores (the CUDA kernels are compiled by the build script), seconds after.
-CARGO_TARGET_DIR="$target_dir-cuda" scripts/env/build-cuda.sh --check
+# CPU build's folder would mix the two. 7-12 minutes of 2 cores the first time
+# (the build script compiles the CUDA kernels), seconds after.
+echo "== the cuda feature still compiles: waiting for the check"
+wait_for "$cuda_pid" "the CUDA check (scripts/env/build-cuda.sh --check)"
+cuda_pid=""
+tail -n 1 "$logs/cuda.log"

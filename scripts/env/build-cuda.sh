@@ -12,7 +12,8 @@
 #
 # Settings (environment):
 #   CUDA_COMPUTE_CAP        compute capability of the kernels (default 90: Hopper)
-#   REFSCORE_CUDA_HOME      where the toolkit is unpacked (default ~/.cache/refscore/cuda-13.0)
+#   REFSCORE_CUDA_HOME      where the toolkit is unpacked (default
+#                           ${XDG_CACHE_HOME:-~/.cache}/refscore/cuda-13.0)
 #   CARGO_TARGET_DIR        default: target/cuda, apart from the CPU build's folder
 #
 # How: pip unpacks the wheels (no virtual environment needed: --target) into one
@@ -32,11 +33,11 @@ case "${1:-}" in
   "") ;;
   --check) mode=check ;;
   --env) mode=env ;;
-  -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
   *) echo "build-cuda.sh: unknown option '$1' (see --help)" >&2; exit 64 ;;
 esac
 
-home="${REFSCORE_CUDA_HOME:-$HOME/.cache/refscore/cuda-13.0}"
+home="${REFSCORE_CUDA_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/refscore/cuda-13.0}"
 cap="${CUDA_COMPUTE_CAP:-90}"
 log() { echo "build-cuda.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }

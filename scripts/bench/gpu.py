@@ -22,6 +22,10 @@ machine has (numpy, pyarrow):
   compare A B TOL [CASE]    max |A - B| per metric column (every float column) of
                             two results, one JSON line (named CASE); exit 1 when
                             any exceeds TOL or a row holds a value in one only
+  record refscore|python|encoder SOURCE MONITOR ENGINE MODEL SET
+                            the result records of one timed run (a refscore
+                            summary, python.py's JSON line, or its encoder-only
+                            lines), with MONITOR's GPU figures ('-' for none)
   table RESULTS.json        prints the benchmark table of gpu.sh
 """
 
@@ -200,6 +204,34 @@ def compare(a: str, b: str, tol: str, case: str = "") -> int:
     return 0 if ok else 1
 
 
+def record(kind: str, source: str, monitor_path: str, engine: str, model: str, set_name: str) -> None:
+    """Prints one JSON line per result of a timed run, for gpu.sh's results file."""
+    gpu = {}
+    if monitor_path != "-":
+        m = json.load(open(monitor_path))
+        gpu = {k: v for k, v in m.items() if k.startswith("gpu_")}
+        gpu["wall_seconds"] = m["seconds"]
+    base = {"kind": "run", "engine": engine, "model": model, "set": set_name}
+    if kind == "refscore":
+        s = json.load(open(source))
+        e = s["embedding"]
+        keep = ("tokens", "padded_tokens", "texts_embedded", "tokenize_seconds", "forward_seconds",
+                "tokens_per_second")
+        print(json.dumps({**base, "rows": s["rows"], "seconds": s["seconds"],
+                          "rows_per_second": s["rows_per_second"], "peak_rss_bytes": s.get("peak_rss_bytes"),
+                          **{k: e.get(k) for k in keep}, **gpu}))
+    elif kind == "python":
+        a = json.load(open(source))
+        keep = ("rows", "seconds", "rows_per_second", "st_seconds", "bertscore_seconds", "peak_rss_bytes")
+        print(json.dumps({**base, **{k: a.get(k) for k in keep}, **gpu}))
+    else:  # encoder: python.py --encoder-only, one line per type and batch size
+        for line in open(source):
+            e = json.loads(line)
+            keep = ("tokens_per_second", "tokens", "padded_tokens", "seconds")
+            print(json.dumps({**base, "engine": f"PyTorch encoder {e['dtype']}, batch {e['batch_size']}",
+                              **{k: e[k] for k in keep}, **gpu}))
+
+
 def table(path: str) -> None:
     """Prints the parity cases and the timed runs of a results JSONL file."""
     records = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
@@ -247,6 +279,8 @@ def main(argv: list) -> int:
         fixture(*args)
     elif cmd == "compare" and len(args) in (3, 4):
         return compare(*args)
+    elif cmd == "record" and len(args) == 6 and args[0] in ("refscore", "python", "encoder"):
+        record(*args)
     elif cmd == "table" and len(args) == 1:
         table(*args)
     else:

@@ -248,17 +248,8 @@ speed() {
         note "$label $model $set on $device failed"
         continue
       }
-      python3 - "$work/$model-$set-$engine.parquet.summary.json" "$work/monitor.json" "$model" "$set" "$label" \
-        >>"$results" <<'EOF'
-import json, sys
-s, m = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-e = s["embedding"]
-keep = ("tokens", "padded_tokens", "texts_embedded", "tokenize_seconds", "forward_seconds", "tokens_per_second")
-print(json.dumps({"kind": "run", "engine": sys.argv[5], "model": sys.argv[3], "set": sys.argv[4],
-                  "rows": s["rows"], "seconds": s["seconds"], "rows_per_second": s["rows_per_second"],
-                  "peak_rss_bytes": s.get("peak_rss_bytes"), **{k: e.get(k) for k in keep},
-                  **{k: v for k, v in m.items() if k.startswith("gpu_")}, "wall_seconds": m["seconds"]}))
-EOF
+      python3 scripts/bench/gpu.py record refscore "$work/$model-$set-$engine.parquet.summary.json" \
+        "$work/monitor.json" "$label" "$model" "$set" >>"$results"
     done
     # The change timed must not change a number.
     if [ -n "$base" ] && [ -f "$work/$model-$set-base.parquet" ] && [ -f "$work/$model-$set-new.parquet" ]; then
@@ -280,14 +271,7 @@ python_engines() {
     python3 scripts/bench/python.py "$work/sets/distinct.parquet" --encoder-only --model "$work/$model" \
       --device "$device" --threads "$(nproc)" --dtype fp32,bf16 --encoder-batch-size 32,256 \
       >"$work/$model-encoder.jsonl" || { note "encoder-only $model failed"; continue; }
-    python3 - "$work/$model-encoder.jsonl" "$model" >>"$results" <<'EOF'
-import json, sys
-for line in open(sys.argv[1]):
-    e = json.loads(line)
-    print(json.dumps({"kind": "run", "engine": f"PyTorch encoder {e['dtype']}, batch {e['batch_size']}",
-                      "model": sys.argv[2], "set": "distinct", "tokens_per_second": e["tokens_per_second"],
-                      "tokens": e["tokens"], "padded_tokens": e["padded_tokens"], "seconds": e["seconds"]}))
-EOF
+    python3 scripts/bench/gpu.py record encoder "$work/$model-encoder.jsonl" - - "$model" distinct >>"$results"
   done
   for set in ${PYTHON_RUNS:-minilm:nightly minilm:distinct mpnet:nightly}; do
     model="${set%:*}"
@@ -299,15 +283,8 @@ EOF
       note "sentence-transformers + bert_score $model $set failed"
       continue
     }
-    python3 - "$work/$model-$set-python.json" "$work/monitor.json" "$model" "$set" >>"$results" <<'EOF'
-import json, sys
-a, m = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-print(json.dumps({"kind": "run", "engine": "sentence-transformers + bert_score", "model": sys.argv[3],
-                  "set": sys.argv[4], "rows": a["rows"], "seconds": a["seconds"],
-                  "rows_per_second": a["rows_per_second"], "st_seconds": a["st_seconds"],
-                  "bertscore_seconds": a["bertscore_seconds"],
-                  **{k: v for k, v in m.items() if k.startswith("gpu_")}, "wall_seconds": m["seconds"]}))
-EOF
+    python3 scripts/bench/gpu.py record python "$work/$model-$set-python.json" "$work/monitor.json" \
+      "sentence-transformers + bert_score" "$model" "$set" >>"$results"
   done
 }
 

@@ -171,21 +171,25 @@ def run_encoder_only(args, model_dir: str) -> list:
     lengths = [len(x) for x in tok(texts, truncation=True, max_length=max_len)["input_ids"]]
     order = sorted(range(len(texts)), key=lambda i: (-lengths[i], i))
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
+    # Tokenised once per batch size, before any clock starts.
+    prepared = {}
+    for bs in args.encoder_batch_size:
+        batches = []
+        for start in range(0, len(order), bs):
+            chunk = [texts[i] for i in order[start:start + bs]]
+            batches.append(tok(chunk, padding=True, truncation=True, max_length=max_len,
+                               return_tensors="pt"))
+        tokens = int(sum(int(b["attention_mask"].sum()) for b in batches))
+        padded = int(sum(b["input_ids"].numel() for b in batches))
+        prepared[bs] = ([{k: v.to(args.device) for k, v in b.items()} for b in batches], tokens, padded)
     results = []
     # fp32 first: the model is cast down once per reduced type, never back up.
     for dtype in args.dtype:
         model = model.to(types[dtype])
         for bs in args.encoder_batch_size:
-            batches = []
-            for start in range(0, len(order), bs):
-                chunk = [texts[i] for i in order[start:start + bs]]
-                batches.append(tok(chunk, padding=True, truncation=True, max_length=max_len,
-                                   return_tensors="pt"))
-            tokens = int(sum(int(b["attention_mask"].sum()) for b in batches))
-            padded = int(sum(b["input_ids"].numel() for b in batches))
+            batches, tokens, padded = prepared[bs]
             log(f"encoder-only {dtype}: {len(texts)} distinct texts, {tokens} word-pieces "
                 f"({padded} with padding), {len(batches)} batches of <= {bs}, {args.threads} threads")
-            batches = [{k: v.to(args.device) for k, v in b.items()} for b in batches]
             with torch.inference_mode():
                 if args.device.startswith("cuda"):
                     model(**batches[0])  # warm-up: CUDA context and kernels, not timed

@@ -33,6 +33,59 @@ pub(crate) fn load_tokenizer(files: &ModelFiles, max_len: usize) -> Result<Token
     Ok(tok)
 }
 
+/// Most texts in one padded forward batch on the CPU (a model the fused
+/// kernels do not cover): with texts sorted by length, a small group keeps
+/// the lengths in a batch close, so little work goes to padding, while 64 ×
+/// tens of tokens still makes matrices large enough for the matrix
+/// products. The fused CPU path packs texts without padding and fills
+/// `batch_tokens` instead.
+const MAX_BATCH_TEXTS: usize = 64;
+
+/// Tokens (padding included) and texts per forward batch on a GPU, at the
+/// least: a GPU needs matrices far larger than the CPU's cache-sized
+/// batches to be busy, and holds them easily (MiniLM's attention scores for
+/// 32,768 tokens of 512-token texts take 800 MB). Chosen, not tuned: on an
+/// H200 the GPU ran kernels about half the time at this size
+/// (docs/performance.md#gpu).
+const GPU_BATCH_TOKENS: usize = 32 * 1024;
+const GPU_MAX_BATCH_TEXTS: usize = 512;
+
+/// How sequences sorted longest first are cut into forward batches on one
+/// encoder: by a token budget, with no padding where the model packs, and
+/// by the longest sequence times the count where it pads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BatchPlan {
+    budget: usize,
+    max_texts: usize,
+    packs: bool,
+}
+
+impl BatchPlan {
+    /// How many of `lengths` (the sequences left, longest first) go into
+    /// the next batch: at least one.
+    pub(crate) fn next(&self, lengths: impl Iterator<Item = usize>) -> usize {
+        let mut lengths = lengths.map(|l| l.max(1)).peekable();
+        let Some(&longest) = lengths.peek() else {
+            return 0;
+        };
+        if self.packs {
+            // No padding: fill the token budget, whatever the lengths.
+            let mut used = 0;
+            lengths
+                .take_while(|&l| {
+                    used += l;
+                    used <= self.budget
+                })
+                .count()
+                .max(1)
+        } else {
+            (self.budget / longest)
+                .clamp(1, self.max_texts)
+                .min(lengths.count())
+        }
+    }
+}
+
 /// A loaded encoder of any family on one device.
 pub(crate) struct Encoder {
     model: Box<dyn EncoderModel>,
@@ -71,6 +124,22 @@ impl Encoder {
         self.model.packs()
     }
 
+    /// The batches of this device: `batch_tokens` per batch (on a GPU at
+    /// least [`GPU_BATCH_TOKENS`]), never fewer than one sequence of
+    /// `max_len` tokens.
+    pub(crate) fn batch_plan(&self, batch_tokens: usize, max_len: usize) -> BatchPlan {
+        let (budget, max_texts) = if self.device.is_cpu() {
+            (batch_tokens, MAX_BATCH_TEXTS)
+        } else {
+            (batch_tokens.max(GPU_BATCH_TOKENS), GPU_MAX_BATCH_TEXTS)
+        };
+        BatchPlan {
+            budget: budget.max(max_len),
+            max_texts,
+            packs: self.model.packs(),
+        }
+    }
+
     /// Number of layers (the deepest tap).
     pub(crate) fn layers(&self) -> usize {
         self.model.layers()
@@ -79,9 +148,12 @@ impl Encoder {
     /// Runs one batch (packed, or padded to its longest text) and returns,
     /// per sequence, its token states (`len × hidden`, row-major, padding
     /// removed) at each of `taps` (ascending layers, 0 = embeddings).
+    /// `second`: for pairs of texts, where each sequence's second text
+    /// starts (see [`EncoderModel::forward_packed`]).
     pub(crate) fn forward(
         &self,
         seqs: &[&[u32]],
+        second: Option<&[usize]>,
         taps: &[usize],
     ) -> Result<Vec<Vec<Vec<f32>>>, Error> {
         let b = seqs.len();
@@ -93,7 +165,7 @@ impl Encoder {
         // Each tap's rows, padding removed: sequence after sequence.
         let out = if self.model.packs() {
             self.model
-                .forward_packed(&seqs.concat(), &lengths, taps)
+                .forward_packed(&seqs.concat(), &lengths, second, taps)
                 .map_err(internal("encoder forward"))?
         } else {
             let mut ids = vec![self.pad_id; b * t];
@@ -102,7 +174,7 @@ impl Encoder {
             }
             let ids = Tensor::from_vec(ids, (b, t), &self.device).map_err(internal("input ids"))?;
             self.model
-                .forward_padded(&ids, &lengths, taps)
+                .forward_padded(&ids, &lengths, second, taps)
                 .map_err(internal("encoder forward"))?
         };
         let starts = lengths.iter().scan(0, |next, &len| {

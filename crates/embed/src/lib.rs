@@ -25,6 +25,7 @@
 //! [`KernelPath`].
 
 mod baseline;
+mod cross;
 mod encoder;
 mod family;
 mod fingerprint;
@@ -56,6 +57,10 @@ use refscore_core::metric::{Group, MetricSet};
 use refscore_core::{Error, RowBatch, ScoreColumns};
 
 pub use baseline::read_baseline;
+pub use cross::{
+    CrossEncoder, CrossFolder, CrossOptions, CrossReport, NliLabels, NliScores, PairPrediction,
+    ScoreActivation,
+};
 pub use encoder::{device_ordinal, parse_device};
 pub use idf::Idf;
 pub use kernels::{kernel_path, use_kernels, KernelPath};

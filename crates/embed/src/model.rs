@@ -296,7 +296,7 @@ fn tanh() -> String {
 /// refused by name rather than scored without it, and a module whose files
 /// are missing is refused as sentence-transformers refuses it. Without
 /// `modules.json`: `1_Pooling` if present, else mean pooling.
-fn read_modules(dir: &Path) -> Result<Modules, Error> {
+fn read_modules(dir: &Path, needs_pooling: bool) -> Result<Modules, Error> {
     let path = dir.join("modules.json");
     if !path.is_file() {
         return Ok(Modules {
@@ -351,6 +351,10 @@ fn read_modules(dir: &Path) -> Result<Modules, Error> {
             }
         }
     }
+    let pooling_dir = match pooling_dir {
+        None if !needs_pooling && modules.len() == 1 => Some(dir.join("1_Pooling")),
+        other => other,
+    };
     let Some(pooling_dir) = pooling_dir else {
         return Err(Error::config(format!(
             "{}: no Pooling module: the folder gives no sentence embedding",
@@ -644,6 +648,14 @@ fn from_hub(id: &str, offline: bool) -> Result<PathBuf, Error> {
 
 /// Reads pooling, truncation and normalisation settings from a folder.
 pub fn read_settings(dir: &Path) -> Result<ModelFiles, Error> {
+    read_folder(dir, true)
+}
+
+/// [`read_settings`] for an embedding model (`needs_pooling`: a
+/// `modules.json` must list a Pooling module) or a cross-encoder (whose
+/// `modules.json`, written by sentence-transformers ≥ 5, lists the
+/// Transformer alone).
+pub(crate) fn read_folder(dir: &Path, needs_pooling: bool) -> Result<ModelFiles, Error> {
     if let Some((layout, after)) = crate::static_model::detect(dir)? {
         return Ok(static_files(dir, layout, after));
     }
@@ -675,7 +687,7 @@ pub fn read_settings(dir: &Path) -> Result<ModelFiles, Error> {
                 head.model_type.as_deref(),
                 head.pad_token_id,
             ));
-    let modules = read_modules(dir)?;
+    let modules = read_modules(dir, needs_pooling)?;
     let pooling_dir = modules.pooling_dir;
     let (pooling, include_prompt) = if pooling_dir.join("config.json").is_file() {
         let path = pooling_dir.join("config.json");

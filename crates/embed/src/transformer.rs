@@ -20,23 +20,6 @@ use crate::text_model::TextModel;
 use crate::tokens::{self, Bounds, Tokens};
 use crate::{kernels, EmbedOptions, EmbedReport, Precision, Prompt};
 
-/// Most texts in one padded forward batch on the CPU (a model the fused
-/// kernels do not cover): with texts sorted by length, a small group keeps
-/// the lengths in a batch close, so little work goes to padding, while 64 ×
-/// tens of tokens still makes matrices large enough for the matrix
-/// products. The fused CPU path packs texts without padding and fills
-/// `batch_tokens` instead.
-const MAX_BATCH_TEXTS: usize = 64;
-
-/// Tokens (padding included) and texts per forward batch on a GPU, at the
-/// least: a GPU needs matrices far larger than the CPU's cache-sized
-/// batches to be busy, and holds them easily (MiniLM's attention scores for
-/// 32,768 tokens of 512-token texts take 800 MB). Chosen, not tuned: on an
-/// H200 the GPU ran kernels about half the time at this size
-/// (docs/performance.md#gpu).
-const GPU_BATCH_TOKENS: usize = 32 * 1024;
-const GPU_MAX_BATCH_TEXTS: usize = 512;
-
 /// A loaded transformer folder and the settings its vectors depend on.
 pub(crate) struct TransformerModel {
     tokenizer: Tokenizer,
@@ -61,7 +44,6 @@ pub(crate) struct TransformerModel {
     special: Vec<u32>,
     precision: Precision,
     batch_tokens: usize,
-    on_cpu: bool,
     /// Settings beyond the folder that change the vectors, for the
     /// persistent cache's key.
     variant: String,
@@ -157,7 +139,6 @@ impl TransformerModel {
             special,
             precision: options.precision,
             batch_tokens: options.batch_tokens,
-            on_cpu: options.device.is_cpu(),
             variant,
             truncate_dim: options.truncate_dim,
         })
@@ -209,33 +190,12 @@ impl TextModel for TransformerModel {
     ) -> Result<(), Error> {
         let mut order: Vec<usize> = which.to_vec();
         order.sort_by_key(|&k| std::cmp::Reverse(ids[k].as_ref().map_or(0, Tokens::len)));
-        let (budget, max_texts) = if self.on_cpu {
-            (self.batch_tokens, MAX_BATCH_TEXTS)
-        } else {
-            (self.batch_tokens.max(GPU_BATCH_TOKENS), GPU_MAX_BATCH_TEXTS)
-        };
-        let budget = budget.max(self.max_len);
+        let plan = self.encoder.batch_plan(self.batch_tokens, self.max_len);
         let packs = self.encoder.packs();
         let mut start = 0;
         while start < order.len() {
-            let len_of = |k: usize| ids[k].as_ref().map_or(0, Tokens::len).max(1);
-            let longest = len_of(order[start]);
-            let count = if packs {
-                // No padding: fill the token budget, whatever the lengths.
-                let mut used = 0;
-                order[start..]
-                    .iter()
-                    .take_while(|&&k| {
-                        used += len_of(k);
-                        used <= budget
-                    })
-                    .count()
-                    .max(1)
-            } else {
-                (budget / longest)
-                    .clamp(1, max_texts)
-                    .min(order.len() - start)
-            };
+            let len_of = |k: usize| ids[k].as_ref().map_or(0, Tokens::len);
+            let count = plan.next(order[start..].iter().map(|&k| len_of(k)));
             let group = &order[start..start + count];
             // Each text's model input, then BERTScore's own where it has one.
             let seqs: Vec<&[u32]> = group
@@ -247,7 +207,7 @@ impl TextModel for TransformerModel {
                 })
                 .collect();
             let t0 = Instant::now();
-            let states = self.encoder.forward(&seqs, &self.taps)?;
+            let states = self.encoder.forward(&seqs, None, &self.taps)?;
             report.forward += t0.elapsed();
             report.padded_tokens += if packs {
                 seqs.iter().map(|s| s.len() as u64).sum()

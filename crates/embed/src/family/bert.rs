@@ -34,11 +34,8 @@ mod tests {
     use super::*;
     use crate::family::testing::Tiny;
 
-    /// The fused packed CPU path and the plain-Candle padded path (what
-    /// other devices run) compute the same function, at every layer; bf16
-    /// and int8 stay near fp32.
-    #[test]
-    fn the_fused_path_computes_bert() {
+    /// A tiny random BERT with two token types.
+    fn tiny() -> Tiny {
         Tiny {
             prefix: "",
             layers: ENCODER_LAYERS,
@@ -50,6 +47,31 @@ mod tests {
             extra: &[],
             seed: 0x5eed,
         }
-        .check(load);
+    }
+
+    /// The fused packed CPU path and the plain-Candle padded path (what
+    /// other devices run) compute the same function, at every layer; bf16
+    /// and int8 stay near fp32.
+    #[test]
+    fn the_fused_path_computes_bert() {
+        tiny().check(load);
+    }
+
+    /// A pair's second text gets token type 1's row: BERT's cross-encoders
+    /// (`[CLS] A [SEP] B [SEP]`) read the boundary from it.
+    #[test]
+    fn a_second_text_is_embedded_as_token_type_one() {
+        let model = tiny().load(load, Precision::Fp32);
+        let ids: Vec<u32> = (1..=9).collect();
+        let run = |second: Option<&[usize]>| -> Vec<Vec<f32>> {
+            let out = model.forward_packed(&ids, &[9], second, &[0]).unwrap();
+            out[0].to_vec2().unwrap()
+        };
+        let (one, pair, at_end) = (run(None), run(Some(&[4])), run(Some(&[9])));
+        // The first text's tokens are as before; the second's differ.
+        assert_eq!(one[..4], pair[..4]);
+        assert!(one[4..].iter().zip(&pair[4..]).all(|(a, b)| a != b));
+        // A second text that starts at the end is no second text.
+        assert_eq!(one, at_end);
     }
 }

@@ -425,6 +425,8 @@ struct Deberta {
     words: Embedding,
     positions: Option<Tensor>,
     token_type: Option<Tensor>,
+    /// Rows of the token-type table.
+    types: usize,
     embed_proj: Option<Linear>,
     norm: Norm,
     layers: Vec<Layer>,
@@ -536,6 +538,7 @@ impl Deberta {
             words,
             positions,
             token_type,
+            types: c.type_vocab_size,
             embed_proj,
             norm,
             layers,
@@ -603,6 +606,10 @@ impl PaddedEncoder for Deberta {
 
     fn max_tokens(&self) -> usize {
         self.max_tokens
+    }
+
+    fn token_types(&self) -> usize {
+        self.types
     }
 
     fn embed(&self, ids: &Tensor, lengths: &[usize]) -> Result<(Tensor, Batch)> {

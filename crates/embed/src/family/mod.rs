@@ -14,6 +14,7 @@ mod bert;
 mod deberta;
 mod distilbert;
 mod gemma3;
+mod head;
 mod modernbert;
 mod mpnet;
 mod ops;
@@ -24,6 +25,8 @@ mod rotary;
 #[cfg(test)]
 mod testing;
 mod transformer;
+
+pub(crate) use head::{ClassifierHead, SUPPORTED as HEAD_FAMILIES};
 
 type Result<T> = candle_core::Result<T>;
 
@@ -43,11 +46,18 @@ pub(crate) trait EncoderModel: Send + Sync {
 
     /// `ids`: all sequences back to back; `lengths`: each one's length;
     /// `taps`: the layers whose output to return, ascending (0 = the
-    /// embeddings, [`EncoderModel::layers`] = the last). Returns one
-    /// `[Σ lengths, hidden]` per tap; layers past the last tap are not run.
-    /// Only when [`EncoderModel::packs`].
-    fn forward_packed(&self, ids: &[u32], lengths: &[usize], taps: &[usize])
-        -> Result<Vec<Tensor>>;
+    /// embeddings, [`EncoderModel::layers`] = the last); `second`: for a
+    /// pair of texts (a cross-encoder's input), each sequence's first token
+    /// of the second text, whose token type is 1 (`None`: type 0 for all).
+    /// Returns one `[Σ lengths, hidden]` per tap; layers past the last tap
+    /// are not run. Only when [`EncoderModel::packs`].
+    fn forward_packed(
+        &self,
+        ids: &[u32],
+        lengths: &[usize],
+        second: Option<&[usize]>,
+        taps: &[usize],
+    ) -> Result<Vec<Tensor>>;
 
     /// `ids`: `[b, t]` u32, each row padded after its `lengths` entry.
     /// Returns one `[Σ lengths, hidden]` per tap, padding removed, as
@@ -56,8 +66,15 @@ pub(crate) trait EncoderModel: Send + Sync {
         &self,
         ids: &Tensor,
         lengths: &[usize],
+        second: Option<&[usize]>,
         taps: &[usize],
     ) -> Result<Vec<Tensor>>;
+}
+
+/// Whether `second` puts any token in a second segment: a pair whose
+/// second text starts before its sequence ends.
+pub(crate) fn has_second_segment(lengths: &[usize], second: Option<&[usize]>) -> bool {
+    second.is_some_and(|s| s.iter().zip(lengths).any(|(s, l)| s < l))
 }
 
 /// Builds a family's model from `config.json`'s text and the weights.

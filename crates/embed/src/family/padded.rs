@@ -131,11 +131,22 @@ pub(super) struct LayerNorm {
     eps: f32,
 }
 
+/// A layer norm's weight and bias, under their names or the older `gamma`
+/// and `beta` (which transformers renames when it loads a checkpoint, and
+/// writes back for DeBERTa when it saves one).
+pub(super) fn norm_params(vb: &VarBuilder, size: usize) -> Result<(Tensor, Tensor)> {
+    if !vb.contains_tensor("weight") && vb.contains_tensor("gamma") {
+        return Ok((vb.get(size, "gamma")?, vb.get(size, "beta")?));
+    }
+    Ok((vb.get(size, "weight")?, vb.get(size, "bias")?))
+}
+
 impl LayerNorm {
     pub(super) fn load(vb: VarBuilder, size: usize, eps: f64) -> Result<LayerNorm> {
+        let (weight, bias) = norm_params(&vb, size)?;
         Ok(LayerNorm {
-            weight: vb.get(size, "weight")?,
-            bias: vb.get(size, "bias")?,
+            weight,
+            bias,
             eps: eps as f32,
         })
     }
@@ -515,6 +526,14 @@ pub(super) trait PaddedEncoder: Send + Sync {
     fn tap(&self, x: &Tensor) -> Result<Tensor> {
         Ok(x.clone())
     }
+
+    /// Rows of the token-type table (0 where the family has none): with
+    /// more than one, a pair's second text is embedded differently, which
+    /// these families do not do yet, so such pairs are refused rather than
+    /// scored as one text.
+    fn token_types(&self) -> usize {
+        0
+    }
 }
 
 /// A [`PaddedEncoder`] as an [`EncoderModel`].
@@ -533,7 +552,13 @@ impl<T: PaddedEncoder> EncoderModel for Padded<T> {
         false
     }
 
-    fn forward_packed(&self, _: &[u32], _: &[usize], _: &[usize]) -> Result<Vec<Tensor>> {
+    fn forward_packed(
+        &self,
+        _: &[u32],
+        _: &[usize],
+        _: Option<&[usize]>,
+        _: &[usize],
+    ) -> Result<Vec<Tensor>> {
         candle_core::bail!("{} runs on padded batches only", T::NAME)
     }
 
@@ -541,9 +566,17 @@ impl<T: PaddedEncoder> EncoderModel for Padded<T> {
         &self,
         ids: &Tensor,
         lengths: &[usize],
+        second: Option<&[usize]>,
         taps: &[usize],
     ) -> Result<Vec<Tensor>> {
         let model = &self.0;
+        if model.token_types() > 1 && super::has_second_segment(lengths, second) {
+            candle_core::bail!(
+                "{} with {} token types: pairs of texts are not supported yet",
+                T::NAME,
+                model.token_types()
+            )
+        }
         let t = ids.dim(1)?;
         check(t, model.max_tokens(), taps, model.layers())?;
         let rows = Rows::new(lengths, t, ids.device())?;

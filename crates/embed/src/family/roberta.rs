@@ -58,8 +58,8 @@ mod tests {
     fn positions_start_after_the_padding_id() {
         let model = TINY.load(load, Precision::Fp32);
         let ids: Vec<u32> = (0..41).map(|k| k % 50).collect();
-        assert!(model.forward_packed(&ids[..40], &[40], &[2]).is_ok());
-        let err = model.forward_packed(&ids, &[41], &[2]).unwrap_err();
+        assert!(model.forward_packed(&ids[..40], &[40], None, &[2]).is_ok());
+        let err = model.forward_packed(&ids, &[41], None, &[2]).unwrap_err();
         assert!(err.to_string().contains("40 positions"), "{err}");
     }
 }

@@ -436,6 +436,10 @@ impl PaddedEncoder for RotaryEncoder {
         self.shape.positions
     }
 
+    fn token_types(&self) -> usize {
+        self.shape.types
+    }
+
     fn embed(&self, ids: &Tensor, lengths: &[usize]) -> Result<(Tensor, Self::Batch)> {
         let (_, t) = ids.dims2()?;
         let device = ids.device();

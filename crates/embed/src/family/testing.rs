@@ -163,32 +163,42 @@ fn sequences() -> Vec<Vec<u32>> {
 }
 
 /// The fused packed CPU path and the plain-Candle padded path (what other
-/// devices run) compute the same function, at every layer.
+/// devices run) compute the same function, at every layer: for single texts
+/// and for pairs (the second text from each sequence's middle on).
 fn packed_matches_padded(model: &dyn EncoderModel) {
     assert!(model.packs());
     let seqs = sequences();
     let taps: Vec<usize> = (0..=model.layers()).collect();
     let lengths: Vec<usize> = seqs.iter().map(Vec::len).collect();
+    let halves: Vec<usize> = lengths.iter().map(|l| l / 2).collect();
     let t = *lengths.iter().max().unwrap();
     let packed_ids: Vec<u32> = seqs.iter().flatten().copied().collect();
-    let packed = model.forward_packed(&packed_ids, &lengths, &taps).unwrap();
     let mut padded_ids = vec![1u32; seqs.len() * t];
     for (k, s) in seqs.iter().enumerate() {
         padded_ids[k * t..k * t + s.len()].copy_from_slice(s);
     }
     let ids = Tensor::from_vec(padded_ids, (seqs.len(), t), &Device::Cpu).unwrap();
-    let padded = model.forward_padded(&ids, &lengths, &taps).unwrap();
-    assert_eq!((packed.len(), padded.len()), (taps.len(), taps.len()));
-    let rows: usize = lengths.iter().sum();
-    for (tap, (packed, padded)) in packed.iter().zip(&padded).enumerate() {
-        // Both leave the padding out: the same rows, in the same order.
-        assert_eq!(padded.dims(), &[rows, model.hidden()], "layer {tap}");
-        let worst = flat(packed)
-            .iter()
-            .zip(&flat(padded))
-            .map(|(a, b)| (a - b).abs())
-            .fold(0f32, f32::max);
-        assert!(worst < 1e-4, "layer {tap}: worst difference {worst}");
+    for second in [None, Some(halves.as_slice())] {
+        let packed = model
+            .forward_packed(&packed_ids, &lengths, second, &taps)
+            .unwrap();
+        let padded = model.forward_padded(&ids, &lengths, second, &taps).unwrap();
+        assert_eq!((packed.len(), padded.len()), (taps.len(), taps.len()));
+        let rows: usize = lengths.iter().sum();
+        for (tap, (packed, padded)) in packed.iter().zip(&padded).enumerate() {
+            // Both leave the padding out: the same rows, in the same order.
+            assert_eq!(padded.dims(), &[rows, model.hidden()], "layer {tap}");
+            let worst = flat(packed)
+                .iter()
+                .zip(&flat(padded))
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(
+                worst < 1e-4,
+                "layer {tap}, pairs {}: worst difference {worst}",
+                second.is_some()
+            );
+        }
     }
 }
 
@@ -199,7 +209,9 @@ fn reduced_precisions_near_fp32(load: impl Fn(Precision) -> Box<dyn EncoderModel
     let ids: Vec<u32> = (1..=23).chain([7, 3, 9]).collect();
     let lengths = [23, 3];
     let run = |m: &dyn EncoderModel| -> Vec<f32> {
-        let out = m.forward_packed(&ids, &lengths, &[m.layers()]).unwrap();
+        let out = m
+            .forward_packed(&ids, &lengths, None, &[m.layers()])
+            .unwrap();
         flat(&out[0])
     };
     let reference = run(load(Precision::Fp32).as_ref());

@@ -141,9 +141,10 @@ struct LayerNorm {
 
 impl LayerNorm {
     fn load(vb: VarBuilder, size: usize, eps: f64) -> Result<LayerNorm> {
+        let (weight, bias) = super::padded::norm_params(&vb, size)?;
         Ok(LayerNorm {
-            weight: vb.get(size, "weight")?,
-            bias: vb.get(size, "bias")?,
+            weight,
+            bias,
             eps: eps as f32,
         })
     }
@@ -330,6 +331,9 @@ struct Embeddings {
     positions: Tensor,
     first_position: usize,
     token_type: Option<Tensor>,
+    /// Token type 1's row less type 0's, where the family has a second
+    /// row: added to the tokens of a pair's second text.
+    second_type: Option<Tensor>,
     norm: LayerNorm,
     /// The norm in host memory for the packed path, with the token-type
     /// row (or zeros) as its bias.
@@ -341,11 +345,15 @@ impl Embeddings {
         let h = c.hidden_size;
         let words = Embedding::new(vb.get((c.vocab_size, h), "word_embeddings.weight")?, h);
         let positions = vb.get((c.max_position_embeddings, h), "position_embeddings.weight")?;
-        let token_type = if layout.token_type {
+        let (token_type, second_type) = if layout.token_type {
             let rows = c.type_vocab_size.max(1);
-            Some(vb.get((rows, h), "token_type_embeddings.weight")?.get(0)?)
+            let table = vb.get((rows, h), "token_type_embeddings.weight")?;
+            let second = (rows > 1)
+                .then(|| table.get(1)?.sub(&table.get(0)?))
+                .transpose()?;
+            (Some(table.get(0)?), second)
         } else {
-            None
+            (None, None)
         };
         let norm = LayerNorm::load(vb.pp("LayerNorm"), h, c.layer_norm_eps)?;
         let host = if positions.device().is_cpu() && positions.dtype() == DType::F32 {
@@ -366,13 +374,40 @@ impl Embeddings {
             positions,
             first_position: layout.first_position,
             token_type,
+            second_type,
             norm,
             host,
         })
     }
 
+    /// Token type 1's difference from type 0, one row per token (zeros in
+    /// first texts and padding), where `second` starts second texts and the
+    /// family has such a row; `None` otherwise. Rows are packed, or `padded`
+    /// to that width per sequence.
+    fn second_rows(
+        &self,
+        lengths: &[usize],
+        second: Option<&[usize]>,
+        padded: Option<usize>,
+    ) -> Result<Option<Tensor>> {
+        let (Some(row), Some(second)) = (&self.second_type, second) else {
+            return Ok(None);
+        };
+        if !super::has_second_segment(lengths, Some(second)) {
+            return Ok(None);
+        }
+        let mut mask = Vec::new();
+        for (&len, &start) in lengths.iter().zip(second) {
+            let width = padded.unwrap_or(len);
+            mask.extend((0..width).map(|i| f32::from(u8::from(i >= start && i < len))));
+        }
+        let n = mask.len();
+        let mask = Tensor::from_vec(mask, (n, 1), row.device())?.to_dtype(row.dtype())?;
+        Ok(Some(mask.broadcast_mul(&row.unsqueeze(0)?)?))
+    }
+
     /// Packed sequences: `[Σ lengths, hidden]`.
-    fn packed(&self, ids: &[u32], lengths: &[usize]) -> Result<Tensor> {
+    fn packed(&self, ids: &[u32], lengths: &[usize], second: Option<&[usize]>) -> Result<Tensor> {
         let Some(norm) = &self.host else {
             candle_core::bail!("packed forward: not available on this device")
         };
@@ -390,16 +425,25 @@ impl Embeddings {
             );
         }
         let x = self.words.forward(&Tensor::from_slice(ids, n, device)?)?;
-        let pos = self
+        let mut pos = self
             .positions
             .index_select(&Tensor::from_vec(positions, n, device)?, 0)?;
+        if let Some(rows) = self.second_rows(lengths, second, None)? {
+            pos = pos.add(&rows)?;
+        }
         // LayerNorm(word + position + token type), token type as the bias.
         x.inplace_op2(&pos, &AddNorm(norm))?;
         Ok(x)
     }
 
     /// Padded sequences `[b, t]`: `[b·t, hidden]`.
-    fn padded(&self, ids: &Tensor, hidden: usize) -> Result<Tensor> {
+    fn padded(
+        &self,
+        ids: &Tensor,
+        lengths: &[usize],
+        second: Option<&[usize]>,
+        hidden: usize,
+    ) -> Result<Tensor> {
         let (b, t) = ids.dims2()?;
         let words = self
             .words
@@ -410,7 +454,11 @@ impl Embeddings {
         if let Some(row) = &self.token_type {
             x = x.broadcast_add(row)?;
         }
-        self.norm.forward(&x.reshape((b * t, hidden))?)
+        let mut x = x.reshape((b * t, hidden))?;
+        if let Some(rows) = self.second_rows(lengths, second, Some(t))? {
+            x = x.add(&rows)?;
+        }
+        self.norm.forward(&x)
     }
 }
 
@@ -532,11 +580,12 @@ impl EncoderModel for Transformer {
         &self,
         ids: &[u32],
         lengths: &[usize],
+        second: Option<&[usize]>,
         taps: &[usize],
     ) -> Result<Vec<Tensor>> {
         let span = lengths.iter().copied().max().unwrap_or(0);
         self.check(span, taps)?;
-        let x = self.embeddings.packed(ids, lengths)?;
+        let x = self.embeddings.packed(ids, lengths, second)?;
         let table = self.bias.as_ref().map(|b| b.table(span.max(1)));
         let bias = table.as_deref().map(|values| RelativeBias {
             values,
@@ -552,11 +601,12 @@ impl EncoderModel for Transformer {
         &self,
         ids: &Tensor,
         lengths: &[usize],
+        second: Option<&[usize]>,
         taps: &[usize],
     ) -> Result<Vec<Tensor>> {
         let (b, t) = ids.dims2()?;
         self.check(t, taps)?;
-        let x = self.embeddings.padded(ids, self.hidden)?;
+        let x = self.embeddings.padded(ids, lengths, second, self.hidden)?;
         let device = ids.device();
         let dtype = x.dtype();
         let mut mask = if lengths.iter().all(|&l| l == t) {

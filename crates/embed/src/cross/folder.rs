@@ -1,0 +1,316 @@
+//! What a cross-encoder folder says about itself: that it is a sequence
+//! classifier refscore can run, its labels, and the activation
+//! sentence-transformers' `CrossEncoder` puts on its logits, read from
+//! whichever of the three layouts users meet (a plain transformers folder,
+//! the legacy `sentence_transformers` block of `config.json`, and
+//! sentence-transformers ≥ 5's `config_sentence_transformers.json`).
+
+use std::path::Path;
+
+use refscore_core::Error;
+use serde::Deserialize;
+
+use crate::model::{read_folder, ModelFiles, ModelKind};
+
+/// The function `CrossEncoder.predict` applies to the logits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScoreActivation {
+    /// `torch.nn.Sigmoid`: sentence-transformers' default for one output.
+    Sigmoid,
+    /// `torch.nn.Identity`: the default for more than one output.
+    Identity,
+    /// `torch.nn.Tanh`.
+    Tanh,
+}
+
+impl ScoreActivation {
+    /// The name the summary and fingerprint give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScoreActivation::Sigmoid => "sigmoid",
+            ScoreActivation::Identity => "identity",
+            ScoreActivation::Tanh => "tanh",
+        }
+    }
+
+    /// The activation a dotted torch path names (`torch.nn.Sigmoid`,
+    /// `torch.nn.modules.activation.Sigmoid`, ...); `None` for others.
+    fn from_path(path: &str) -> Option<ScoreActivation> {
+        match path.rsplit('.').next()? {
+            "Sigmoid" => Some(ScoreActivation::Sigmoid),
+            "Identity" => Some(ScoreActivation::Identity),
+            "Tanh" => Some(ScoreActivation::Tanh),
+            _ => None,
+        }
+    }
+
+    /// Applies it to one logit.
+    pub(crate) fn apply(self, x: f64) -> f64 {
+        match self {
+            ScoreActivation::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+            ScoreActivation::Identity => x,
+            ScoreActivation::Tanh => x.tanh(),
+        }
+    }
+}
+
+/// A sequence-classification folder, checked and read.
+#[derive(Debug, Clone)]
+pub struct CrossFolder {
+    /// The encoder's files and settings, as for an embedding model.
+    pub files: ModelFiles,
+    /// `config.json`'s `architectures` entry (`BertForSequenceClassification`).
+    pub architecture: String,
+    /// Label names by index (`id2label`; `LABEL_k` where none are named).
+    pub labels: Vec<String>,
+    /// What `CrossEncoder.predict` applies to the logits.
+    pub activation: ScoreActivation,
+    /// Where the activation came from, for the summary.
+    pub activation_from: &'static str,
+}
+
+#[derive(Deserialize, Default)]
+struct ClassifierConfig {
+    #[serde(default)]
+    architectures: Vec<String>,
+    model_type: Option<String>,
+    num_labels: Option<usize>,
+    id2label: Option<std::collections::BTreeMap<String, String>>,
+    problem_type: Option<String>,
+    sentence_transformers: Option<serde_json::Value>,
+    sbert_ce_default_activation_function: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct StCrossConfig {
+    model_type: Option<String>,
+    activation_fn: Option<String>,
+}
+
+/// Decoder families: their sequence classifiers read the last token, with
+/// padding rules of their own; refscore has no such head.
+const DECODERS: &[&str] = &[
+    "qwen3",
+    "gemma3_text",
+    "gemma3",
+    "llama",
+    "mistral",
+    "qwen2",
+];
+
+impl CrossFolder {
+    /// Reads and checks `dir`: exit 78 naming the reason for anything that
+    /// is not a single-label sequence classifier of a family with a head.
+    pub fn read(dir: &Path) -> Result<CrossFolder, Error> {
+        let config_path = dir.join("config.json");
+        let refuse = |why: String| Error::config(format!("{}: {why}", config_path.display()));
+        let text = std::fs::read_to_string(&config_path).map_err(|e| {
+            Error::config(format!(
+                "{}: not a usable cross-encoder folder: {e}",
+                config_path.display()
+            ))
+        })?;
+        let c: ClassifierConfig = serde_json::from_str(&text).map_err(|e| refuse(e.to_string()))?;
+        let model_type = c.model_type.clone().unwrap_or_else(|| "bert".into());
+        let architecture = c
+            .architectures
+            .first()
+            .cloned()
+            .ok_or_else(|| refuse("names no architectures: a cross-encoder is a *ForSequenceClassification checkpoint".into()))?;
+        if !architecture.ends_with("ForSequenceClassification") {
+            let what = if architecture.ends_with("ForTokenClassification") {
+                "a token classifier"
+            } else if architecture.ends_with("ForMaskedLM") || architecture.ends_with("Model") {
+                "an encoder without a classification head (an embedding model: use --model)"
+            } else {
+                "not a sequence classifier"
+            };
+            return Err(refuse(format!(
+                "{architecture} is {what}; --cross-model takes a *ForSequenceClassification checkpoint"
+            )));
+        }
+        if DECODERS.contains(&model_type.as_str()) {
+            return Err(refuse(format!(
+                "{architecture} is a decoder's classifier (model_type '{model_type}'); refscore runs encoder cross-encoders only ({})",
+                crate::family::HEAD_FAMILIES.join(", ")
+            )));
+        }
+        if !crate::family::HEAD_FAMILIES.contains(&model_type.as_str()) {
+            return Err(refuse(format!(
+                "model_type '{model_type}' has no sequence-classification head in refscore (it has: {})",
+                crate::family::HEAD_FAMILIES.join(", ")
+            )));
+        }
+        if let Some(p) = c.problem_type.as_deref() {
+            if p == "multi_label_classification" {
+                return Err(refuse(format!(
+                    "problem_type '{p}': a multi-label classifier's outputs are not one distribution; refscore runs single-label and regression heads"
+                )));
+            }
+        }
+        let labels = labels(&c).map_err(refuse)?;
+        let st_config = dir.join("config_sentence_transformers.json");
+        // sentence-transformers reads this file only beside a modules.json.
+        let st: StCrossConfig = match std::fs::read_to_string(&st_config) {
+            Ok(t) if dir.join("modules.json").is_file() => serde_json::from_str(&t)
+                .map_err(|e| Error::config(format!("{}: {e}", st_config.display())))?,
+            _ => StCrossConfig::default(),
+        };
+        if let Some(kind) = st.model_type.as_deref() {
+            if kind != "CrossEncoder" {
+                return Err(Error::config(format!(
+                    "{}: model_type '{kind}': not a CrossEncoder folder (an embedding model goes to --model)",
+                    st_config.display()
+                )));
+            }
+        }
+        let st = match st.model_type {
+            Some(_) => st,
+            // Without model_type CrossEncoder, sentence-transformers ignores it.
+            None => StCrossConfig::default(),
+        };
+        let (activation, activation_from) = activation(&c, &st, labels.len()).map_err(refuse)?;
+        let files = read_folder(dir, false)?;
+        if files.kind != ModelKind::Transformer {
+            return Err(refuse(
+                "a static embedding table has no classification head".into(),
+            ));
+        }
+        Ok(CrossFolder {
+            files,
+            architecture,
+            labels,
+            activation,
+            activation_from,
+        })
+    }
+}
+
+/// The label names by index: `id2label`, else `LABEL_k` for `num_labels`
+/// (transformers' defaults: two labels).
+fn labels(c: &ClassifierConfig) -> Result<Vec<String>, String> {
+    match &c.id2label {
+        Some(map) if !map.is_empty() => {
+            let mut labels = vec![None; map.len()];
+            for (k, v) in map {
+                let i: usize = k.parse().ok().filter(|&i| i < map.len()).ok_or_else(|| {
+                    format!("id2label key '{k}' is not an index below {}", map.len())
+                })?;
+                labels[i] = Some(v.clone());
+            }
+            Ok(labels
+                .into_iter()
+                .map(|l| l.expect("every index set"))
+                .collect())
+        }
+        _ => Ok((0..c.num_labels.unwrap_or(2))
+            .map(|i| format!("LABEL_{i}"))
+            .collect()),
+    }
+}
+
+/// sentence-transformers' rule: the folder's activation where it names a
+/// `torch.` one, else Sigmoid for one output and Identity for more. (A
+/// path outside `torch.` is code sentence-transformers runs only with
+/// `trust_remote_code`; without it, it uses the default, and so does
+/// refscore.)
+fn activation(
+    c: &ClassifierConfig,
+    st: &StCrossConfig,
+    labels: usize,
+) -> Result<(ScoreActivation, &'static str), String> {
+    let legacy = c
+        .sentence_transformers
+        .as_ref()
+        .and_then(|v| v.get("activation_fn"))
+        .and_then(|v| v.as_str());
+    // In sentence-transformers' order: its own config file (read only in a
+    // CrossEncoder folder with modules.json), then the block older
+    // versions wrote into config.json, then the oldest key.
+    let named = [
+        (
+            st.activation_fn.as_deref(),
+            "config_sentence_transformers.json activation_fn",
+        ),
+        (legacy, "config.json sentence_transformers.activation_fn"),
+        (
+            c.sbert_ce_default_activation_function.as_deref(),
+            "config.json sbert_ce_default_activation_function",
+        ),
+    ];
+    if let Some((path, from)) = named
+        .into_iter()
+        .find_map(|(p, from)| p.filter(|p| p.starts_with("torch.")).map(|p| (p, from)))
+    {
+        return ScoreActivation::from_path(path)
+            .map(|a| (a, from))
+            .ok_or_else(|| {
+                format!("{from} is '{path}'; refscore applies Sigmoid, Identity or Tanh")
+            });
+    }
+    Ok(if labels == 1 {
+        (ScoreActivation::Sigmoid, "default for one output")
+    } else {
+        (ScoreActivation::Identity, "default for several outputs")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(
+        config: &str,
+        st: &str,
+        labels: usize,
+    ) -> Result<(ScoreActivation, &'static str), String> {
+        let c: ClassifierConfig = serde_json::from_str(config).unwrap();
+        let st: StCrossConfig = serde_json::from_str(st).unwrap();
+        activation(&c, &st, labels)
+    }
+
+    #[test]
+    fn the_activation_is_read_as_sentence_transformers_reads_it() {
+        // Defaults: Sigmoid for one output, Identity for more.
+        assert_eq!(read("{}", "{}", 1).unwrap().0, ScoreActivation::Sigmoid);
+        assert_eq!(read("{}", "{}", 3).unwrap().0, ScoreActivation::Identity);
+        // The legacy block: a one-output model with Identity (ms-marco's).
+        let legacy =
+            r#"{"sentence_transformers": {"activation_fn": "torch.nn.modules.linear.Identity"}}"#;
+        assert_eq!(read(legacy, "{}", 1).unwrap().0, ScoreActivation::Identity);
+        // sentence-transformers' own file wins over the block.
+        let st = r#"{"model_type": "CrossEncoder", "activation_fn": "torch.nn.modules.activation.Sigmoid"}"#;
+        let (a, from) = read(legacy, st, 1).unwrap();
+        assert_eq!(
+            (a, from),
+            (
+                ScoreActivation::Sigmoid,
+                "config_sentence_transformers.json activation_fn"
+            )
+        );
+        // The oldest key.
+        let oldest = r#"{"sbert_ce_default_activation_function": "torch.nn.Tanh"}"#;
+        assert_eq!(read(oldest, "{}", 1).unwrap().0, ScoreActivation::Tanh);
+        // Code outside torch: the default, as without trust_remote_code.
+        let remote = r#"{"sentence_transformers": {"activation_fn": "my_pkg.Scaled"}}"#;
+        assert_eq!(read(remote, "{}", 1).unwrap().0, ScoreActivation::Sigmoid);
+        // A torch function refscore does not apply is refused by name.
+        let relu =
+            r#"{"sentence_transformers": {"activation_fn": "torch.nn.modules.activation.ReLU"}}"#;
+        let err = read(relu, "{}", 1).unwrap_err();
+        assert!(err.contains("ReLU"), "{err}");
+    }
+
+    #[test]
+    fn labels_default_as_transformers_does() {
+        let c: ClassifierConfig = serde_json::from_str("{}").unwrap();
+        assert_eq!(labels(&c).unwrap(), ["LABEL_0", "LABEL_1"]);
+        let c: ClassifierConfig =
+            serde_json::from_str(r#"{"id2label": {"1": "entailment", "0": "contradiction"}}"#)
+                .unwrap();
+        assert_eq!(labels(&c).unwrap(), ["contradiction", "entailment"]);
+        let c: ClassifierConfig =
+            serde_json::from_str(r#"{"id2label": {"0": "a", "2": "b"}}"#).unwrap();
+        assert!(labels(&c).is_err());
+    }
+}

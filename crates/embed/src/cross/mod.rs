@@ -1,0 +1,196 @@
+//! Cross-encoders: a sequence-classification model reads a pair of texts
+//! together and scores it (an STS or relevance score, or NLI's entailment,
+//! neutral and contradiction). The encoder body is a family's, batched the
+//! same way as for embeddings ([`crate::encoder::Encoder`]); the head is
+//! the architecture's own ([`crate::family::ClassifierHead`]); the scores
+//! are what sentence-transformers' `CrossEncoder.predict` returns.
+
+mod folder;
+mod nli;
+mod pairs;
+
+use std::time::{Duration, Instant};
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use rayon::prelude::*;
+use refscore_core::Error;
+
+pub use folder::{CrossFolder, ScoreActivation};
+pub use nli::{NliLabels, NliScores};
+use pairs::{EncodedPair, PairTokenizer};
+
+use crate::encoder::Encoder;
+use crate::family::ClassifierHead;
+use crate::precision::Precision;
+
+/// How to run a cross-encoder.
+#[derive(Debug, Clone)]
+pub struct CrossOptions {
+    /// Where the forward runs.
+    pub device: Device,
+    /// `--precision`: the number format of the encoder's matrix products.
+    pub precision: Precision,
+    /// Tokens per forward batch, as for embeddings.
+    pub batch_tokens: usize,
+}
+
+impl Default for CrossOptions {
+    /// The CPU, fp32, and the embedding stage's batch size.
+    fn default() -> Self {
+        CrossOptions {
+            device: Device::Cpu,
+            precision: Precision::Fp32,
+            batch_tokens: crate::EmbedOptions::default().batch_tokens,
+        }
+    }
+}
+
+/// One pair's scores: the activation applied, and with `softmax` a
+/// distribution over the labels.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairPrediction {
+    /// One value per label, in label order.
+    pub values: Vec<f32>,
+    /// Whether truncation at the model's limit cut either text.
+    pub truncated: bool,
+}
+
+/// Counters of the work done, for the summary.
+#[derive(Debug, Clone, Default)]
+pub struct CrossReport {
+    /// Pairs run through the model.
+    pub pairs: u64,
+    /// Of them, pairs truncated at the model's limit.
+    pub truncated: u64,
+    /// Tokens run, padding excluded.
+    pub tokens: u64,
+    /// Time in the encoder's forward pass and head.
+    pub forward: Duration,
+}
+
+/// A loaded cross-encoder.
+pub struct CrossEncoder {
+    folder: CrossFolder,
+    tokenizer: PairTokenizer,
+    encoder: Encoder,
+    head: ClassifierHead,
+    max_len: usize,
+    batch_tokens: usize,
+}
+
+impl CrossEncoder {
+    /// Loads `folder`'s tokenizer, encoder and head.
+    pub fn load(folder: CrossFolder, options: &CrossOptions) -> Result<CrossEncoder, Error> {
+        let files = &folder.files;
+        let max_len = files.max_seq_length;
+        let tokenizer = PairTokenizer::new(files, max_len)?;
+        let encoder = Encoder::load(files, &options.device, options.precision)?;
+        let weights = files.dir.join("model.safetensors");
+        // SAFETY: as for the encoder's weights: mapped read-only, never
+        // written by refscore.
+        let vb =
+            unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &Device::Cpu) }
+                .map_err(|e| Error::config(format!("{}: {e}", weights.display())))?;
+        let head = ClassifierHead::load(&files.family, &files.config, vb, folder.labels.len())
+            .map_err(|e| Error::config(format!("{}: {e}", weights.display())))?;
+        Ok(CrossEncoder {
+            folder,
+            tokenizer,
+            encoder,
+            head,
+            max_len,
+            batch_tokens: options.batch_tokens,
+        })
+    }
+
+    /// The folder and what it says of itself.
+    pub fn folder(&self) -> &CrossFolder {
+        &self.folder
+    }
+
+    /// Tokens a pair may have, special tokens included.
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
+    /// Scores each (first, second) pair as `CrossEncoder.predict` does: the
+    /// logits through the folder's activation, then with `softmax` (and
+    /// more than one label) a softmax over the labels.
+    pub fn predict(
+        &self,
+        pairs: &[(&str, &str)],
+        softmax: bool,
+        report: &mut CrossReport,
+    ) -> Result<Vec<PairPrediction>, Error> {
+        let encoded: Vec<EncodedPair> = pairs
+            .par_iter()
+            .map(|(a, b)| self.tokenizer.encode(a, b))
+            .collect::<Result<_, _>>()?;
+        if let Some(k) = encoded.iter().position(|e| e.ids.is_empty()) {
+            return Err(Error::config(format!(
+                "{}: the tokenizer gives no token at all for pair {k} (two empty texts and no special tokens): a cross-encoder needs one",
+                self.folder.files.dir.display()
+            )));
+        }
+        let mut order: Vec<usize> = (0..encoded.len()).collect();
+        order.sort_by_key(|&k| std::cmp::Reverse(encoded[k].ids.len()));
+        let plan = self.encoder.batch_plan(self.batch_tokens, self.max_len);
+        let labels = self.folder.labels.len();
+        let mut out: Vec<Option<PairPrediction>> = vec![None; encoded.len()];
+        let last = self.encoder.layers();
+        let mut start = 0;
+        while start < order.len() {
+            let count = plan.next(order[start..].iter().map(|&k| encoded[k].ids.len()));
+            let group = &order[start..start + count];
+            let seqs: Vec<&[u32]> = group.iter().map(|&k| encoded[k].ids.as_slice()).collect();
+            let second: Vec<usize> = group.iter().map(|&k| encoded[k].second).collect();
+            let t0 = Instant::now();
+            let states = self.encoder.forward(&seqs, Some(&second), &[last])?;
+            let hidden = self.encoder.hidden;
+            let first: Vec<f32> = states
+                .iter()
+                .flat_map(|taps| taps[0][..hidden].iter().copied())
+                .collect();
+            let first = Tensor::from_vec(first, (group.len(), hidden), &Device::Cpu)
+                .map_err(|e| Error::internal(format!("classification head: {e}")))?;
+            let logits: Vec<Vec<f32>> = self
+                .head
+                .logits(&first)
+                .and_then(|l| l.to_vec2())
+                .map_err(|e| Error::internal(format!("classification head: {e}")))?;
+            report.forward += t0.elapsed();
+            for (&k, logits) in group.iter().zip(logits) {
+                let e = &encoded[k];
+                report.pairs += 1;
+                report.truncated += u64::from(e.truncated);
+                report.tokens += e.ids.len() as u64;
+                out[k] = Some(PairPrediction {
+                    values: self.scores(&logits, softmax && labels > 1),
+                    truncated: e.truncated,
+                });
+            }
+            start += count;
+        }
+        Ok(out
+            .into_iter()
+            .map(|s| s.expect("every pair scored"))
+            .collect())
+    }
+
+    /// One pair's logits through the activation (and softmax), in f64 as
+    /// the last step before the f32 result.
+    fn scores(&self, logits: &[f32], softmax: bool) -> Vec<f32> {
+        let activated: Vec<f64> = logits
+            .iter()
+            .map(|&x| self.folder.activation.apply(f64::from(x)))
+            .collect();
+        if !softmax {
+            return activated.iter().map(|&v| v as f32).collect();
+        }
+        let top = activated.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let exp: Vec<f64> = activated.iter().map(|v| (v - top).exp()).collect();
+        let sum: f64 = exp.iter().sum();
+        exp.iter().map(|v| (v / sum) as f32).collect()
+    }
+}

@@ -1,0 +1,71 @@
+//! Pairs of texts as a cross-encoder reads them: the tokenizer's pair
+//! template (`[CLS] A [SEP] B [SEP]`, RoBERTa's `<s> A </s></s> B </s>`...)
+//! with its token types, truncated `longest_first` at the model's limit as
+//! transformers' fast tokenizers do, and whether anything was cut.
+
+use refscore_core::Error;
+use tokenizers::{EncodeInput, Tokenizer};
+
+use crate::encoder::load_tokenizer;
+use crate::model::ModelFiles;
+
+/// One pair, tokenised.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EncodedPair {
+    /// The ids, special tokens included.
+    pub ids: Vec<u32>,
+    /// The first token of token type 1 (the second text's), or the length
+    /// where the template gives every token type 0.
+    pub second: usize,
+    /// Whether truncation cut either text.
+    pub truncated: bool,
+}
+
+/// Tokenises pairs of texts for one cross-encoder.
+pub(crate) struct PairTokenizer {
+    /// Each text alone, untruncated, without special tokens.
+    pieces: Tokenizer,
+    /// The pair's truncation and template.
+    pairs: Tokenizer,
+}
+
+impl PairTokenizer {
+    /// The folder's tokenizer, truncating pairs at `max_len` tokens.
+    pub(crate) fn new(files: &ModelFiles, max_len: usize) -> Result<PairTokenizer, Error> {
+        let pairs = load_tokenizer(files, max_len)?;
+        let mut pieces = pairs.clone();
+        pieces
+            .with_truncation(None)
+            .map_err(|e| Error::config(format!("{}: {e}", files.dir.display())))?;
+        Ok(PairTokenizer { pieces, pairs })
+    }
+
+    /// Tokenises (`first`, `second`) as the tokenizer's pair template says.
+    pub(crate) fn encode(&self, first: &str, second: &str) -> Result<EncodedPair, Error> {
+        let bad = |e: tokenizers::Error| Error::internal(format!("tokenising a pair: {e}"));
+        let piece = |text: &str| self.pieces.encode(EncodeInput::Single(text.into()), false);
+        let (a, b) = (piece(first).map_err(bad)?, piece(second).map_err(bad)?);
+        let lengths = (a.len(), b.len());
+        // Truncation (longest_first, room left for the template's special
+        // tokens) and the template, as `encode((first, second), true)`.
+        let pair = self.pairs.post_process(a, Some(b), true).map_err(bad)?;
+        // Whatever is not a special token the template added came from the
+        // texts: fewer such tokens than the texts had means a cut.
+        let specials: usize = pair
+            .get_special_tokens_mask()
+            .iter()
+            .map(|&m| m as usize)
+            .sum();
+        let truncated = pair.len() - specials < lengths.0 + lengths.1;
+        let second = pair
+            .get_type_ids()
+            .iter()
+            .position(|&t| t == 1)
+            .unwrap_or(pair.len());
+        Ok(EncodedPair {
+            ids: pair.get_ids().to_vec(),
+            second,
+            truncated,
+        })
+    }
+}

@@ -1,0 +1,231 @@
+//! Cross-encoders against sentence-transformers' `CrossEncoder.predict`
+//! (`apply_softmax=True` for several labels), on the tiny seeded
+//! `*ForSequenceClassification` folders of tests/fixtures/models and their
+//! reference values in tests/fixtures/cross-*.jsonl
+//! (scripts/fixtures/make-tiny-cross-models.py): every row, both
+//! directions, truncation included.
+
+use std::path::PathBuf;
+
+use refscore_embed::{CrossEncoder, CrossFolder, CrossOptions, CrossReport, Precision};
+use serde_json::Value;
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
+}
+
+fn rows(name: &str) -> (Value, Vec<Value>) {
+    let text = std::fs::read_to_string(fixtures().join(format!("cross-{name}.jsonl"))).unwrap();
+    let mut lines = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap());
+    let header = lines.next().unwrap();
+    (header["header"].clone(), lines.collect())
+}
+
+fn options() -> CrossOptions {
+    CrossOptions {
+        precision: Precision::Fp32,
+        ..CrossOptions::default()
+    }
+}
+
+fn floats(v: &Value) -> Vec<f32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap() as f32)
+        .collect()
+}
+
+/// Every row's scores in both directions within 1e-4 of the reference (as
+/// the family parity tests), and the same pairs counted as truncated.
+fn matches_sentence_transformers(name: &str) {
+    let (header, rows) = rows(name);
+    let folder = CrossFolder::read(&fixtures().join("models").join(name)).unwrap();
+    assert_eq!(
+        folder.labels.len() as u64,
+        header["num_labels"].as_u64().unwrap(),
+        "{name}"
+    );
+    let model = CrossEncoder::load(folder, &options()).unwrap();
+    assert_eq!(
+        model.max_len() as u64,
+        header["max_length"].as_u64().unwrap(),
+        "{name}: the pair limit"
+    );
+    let forward: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["reference"].as_str().unwrap(),
+                r["output"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let backward: Vec<(&str, &str)> = forward.iter().map(|&(a, b)| (b, a)).collect();
+    let mut report = CrossReport::default();
+    let got_forward = model.predict(&forward, true, &mut report).unwrap();
+    let got_backward = model.predict(&backward, true, &mut report).unwrap();
+    let (mut worst, mut truncated) = (0f32, 0);
+    for (i, row) in rows.iter().enumerate() {
+        for (got, key) in [(&got_forward[i], "forward"), (&got_backward[i], "backward")] {
+            let want = floats(&row[key]);
+            assert_eq!(got.values.len(), want.len(), "{name} row {i} {key}");
+            for (g, w) in got.values.iter().zip(&want) {
+                worst = worst.max((g - w).abs());
+                assert!(
+                    (g - w).abs() < 1e-4,
+                    "{name} row {i} ({}) {key}: {:?} vs sentence-transformers {want:?}",
+                    row["id"],
+                    got.values
+                );
+            }
+            assert_eq!(
+                got.truncated,
+                row[format!("{key}_truncated")].as_bool().unwrap(),
+                "{name} row {i} {key}: truncated"
+            );
+            truncated += usize::from(got.truncated);
+        }
+    }
+    assert_eq!(report.pairs as usize, 2 * rows.len());
+    assert_eq!(report.truncated as usize, truncated);
+    eprintln!(
+        "{name}: {} rows, both directions, worst difference {worst:.2e}, {truncated} truncated",
+        rows.len()
+    );
+}
+
+#[test]
+fn bert_one_output_with_token_types() {
+    matches_sentence_transformers("tiny-cross-bert");
+}
+
+#[test]
+fn roberta_nli_legacy_layout() {
+    matches_sentence_transformers("tiny-cross-roberta-nli");
+}
+
+#[test]
+fn deberta_v3_nli_sentence_transformers_5_layout() {
+    matches_sentence_transformers("tiny-cross-deberta-v3-nli");
+}
+
+#[test]
+fn distilbert_two_way_entailment() {
+    matches_sentence_transformers("tiny-cross-distilbert-2way");
+}
+
+#[test]
+fn xlm_roberta_with_unnamed_labels() {
+    matches_sentence_transformers("tiny-cross-xlmr-minicheck");
+}
+
+/// A copy of `name`'s folder with `edit` applied to its config.json.
+fn edited(name: &str, edit: impl Fn(&mut serde_json::Map<String, Value>)) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let from = fixtures().join("models").join(name);
+    for entry in std::fs::read_dir(&from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+        }
+    }
+    let path = dir.path().join("config.json");
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(config.as_object_mut().unwrap());
+    std::fs::write(&path, config.to_string()).unwrap();
+    dir
+}
+
+#[test]
+fn what_is_not_a_single_label_sequence_classifier_is_refused_by_name() {
+    let refused = |dir: &std::path::Path| CrossFolder::read(dir).unwrap_err();
+    let token = edited("tiny-cross-bert", |c| {
+        c.insert(
+            "architectures".into(),
+            serde_json::json!(["BertForTokenClassification"]),
+        );
+    });
+    let e = refused(token.path());
+    assert!(
+        e.message
+            .contains("BertForTokenClassification is a token classifier"),
+        "{}",
+        e.message
+    );
+    let multi = edited("tiny-cross-roberta-nli", |c| {
+        c.insert(
+            "problem_type".into(),
+            serde_json::json!("multi_label_classification"),
+        );
+    });
+    let e = refused(multi.path());
+    assert!(
+        e.message.contains("multi_label_classification"),
+        "{}",
+        e.message
+    );
+    let decoder = edited("tiny-cross-bert", |c| {
+        c.insert(
+            "architectures".into(),
+            serde_json::json!(["Qwen3ForSequenceClassification"]),
+        );
+        c.insert("model_type".into(), serde_json::json!("qwen3"));
+    });
+    let e = refused(decoder.path());
+    assert!(e.message.contains("decoder"), "{}", e.message);
+    // An embedding model's folder is not a cross-encoder.
+    let e = refused(&fixtures().join("models/tiny-roberta"));
+    assert!(
+        e.message.contains("ForSequenceClassification"),
+        "{}",
+        e.message
+    );
+    // Every refusal is a settings error (exit 78).
+    assert_eq!(e.class, refscore_core::ErrorClass::Config);
+}
+
+/// `--precision bf16` and `int8` run the same cross-encoder off fp32 by a
+/// rounding-sized amount (printed: the measured deviation the docs quote).
+#[test]
+fn reduced_precisions_stay_near_fp32() {
+    let (_, rows) = rows("tiny-cross-roberta-nli");
+    let pairs: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["reference"].as_str().unwrap(),
+                r["output"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let run = |precision: Precision| {
+        let folder = CrossFolder::read(&fixtures().join("models/tiny-cross-roberta-nli")).unwrap();
+        let model = CrossEncoder::load(
+            folder,
+            &CrossOptions {
+                precision,
+                ..CrossOptions::default()
+            },
+        )
+        .unwrap();
+        model
+            .predict(&pairs, true, &mut CrossReport::default())
+            .unwrap()
+    };
+    let reference = run(Precision::Fp32);
+    for precision in [Precision::Bf16, Precision::Int8] {
+        let worst = run(precision)
+            .iter()
+            .zip(&reference)
+            .flat_map(|(a, b)| a.values.iter().zip(&b.values).map(|(x, y)| (x - y).abs()))
+            .fold(0f32, f32::max);
+        eprintln!(
+            "{precision:?}: worst probability difference from fp32 {worst:.2e} over {} pairs",
+            pairs.len()
+        );
+        assert!(worst > 0.0 && worst < 0.05, "{precision:?}: {worst}");
+    }
+}

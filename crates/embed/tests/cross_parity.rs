@@ -122,6 +122,16 @@ fn xlm_roberta_with_unnamed_labels() {
     matches_sentence_transformers("tiny-cross-xlmr-minicheck");
 }
 
+#[test]
+fn modernbert_nli_on_the_first_token() {
+    matches_sentence_transformers("tiny-cross-modernbert-nli");
+}
+
+#[test]
+fn modernbert_one_output_on_the_mean_state() {
+    matches_sentence_transformers("tiny-cross-modernbert-mean");
+}
+
 /// A copy of `name`'s folder with `edit` applied to its config.json.
 fn edited(name: &str, edit: impl Fn(&mut serde_json::Map<String, Value>)) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

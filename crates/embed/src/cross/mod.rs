@@ -148,15 +148,15 @@ impl CrossEncoder {
             let t0 = Instant::now();
             let states = self.encoder.forward(&seqs, Some(&second), &[last])?;
             let hidden = self.encoder.hidden;
-            let first: Vec<f32> = states
+            let pooled: Vec<f32> = states
                 .iter()
-                .flat_map(|taps| taps[0][..hidden].iter().copied())
+                .flat_map(|taps| self.head.pool(&taps[0], hidden))
                 .collect();
-            let first = Tensor::from_vec(first, (group.len(), hidden), &Device::Cpu)
+            let pooled = Tensor::from_vec(pooled, (group.len(), hidden), &Device::Cpu)
                 .map_err(|e| Error::internal(format!("classification head: {e}")))?;
             let logits: Vec<Vec<f32>> = self
                 .head
-                .logits(&first)
+                .logits(&pooled)
                 .and_then(|l| l.to_vec2())
                 .map_err(|e| Error::internal(format!("classification head: {e}")))?;
             report.forward += t0.elapsed();

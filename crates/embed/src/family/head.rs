@@ -6,7 +6,7 @@
 //! its batching or kernels changing.
 
 use candle_core::Tensor;
-use candle_nn::{Linear, Module, VarBuilder};
+use candle_nn::{LayerNorm, Linear, Module, VarBuilder};
 use serde::Deserialize;
 
 type Result<T> = std::result::Result<T, String>;
@@ -53,15 +53,34 @@ struct HeadConfig {
     hidden_size: usize,
     pooler_hidden_size: Option<usize>,
     pooler_hidden_act: Option<String>,
+    // ModernBERT's.
+    classifier_pooling: Option<String>,
+    classifier_activation: Option<String>,
+    #[serde(default)]
+    classifier_bias: bool,
+    #[serde(default)]
+    norm_bias: bool,
+    norm_eps: Option<f64>,
 }
 
-/// A classification head: the first token's last-layer state through a
-/// dense layer, a nonlinearity and the output layer, giving one logit per
-/// label. (Dropout, which transformers also applies in training, does
-/// nothing at inference.)
+/// Which of the last layer's token states a head reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeadPooling {
+    /// The first token's ([CLS], `<s>`).
+    First,
+    /// The mean over the sequence's tokens (ModernBERT's `mean`).
+    Mean,
+}
+
+/// A classification head: the pooled last-layer state through a dense
+/// layer, a nonlinearity (and a norm, for ModernBERT) and the output layer,
+/// giving one logit per label. (Dropout, which transformers also applies in
+/// training, does nothing at inference.)
 pub(crate) struct ClassifierHead {
+    pooling: HeadPooling,
     dense: Linear,
     nonlinearity: Nonlinearity,
+    norm: Option<LayerNorm>,
     out: Linear,
 }
 
@@ -81,6 +100,8 @@ impl ClassifierHead {
             candle_nn::linear(inp, out, weights.pp(name))
                 .map_err(|e| format!("the classification head's {name}: {e}"))
         };
+        let mut pooling = HeadPooling::First;
+        let mut norm = None;
         // (dense, its nonlinearity, output layer), as each architecture's
         // *ForSequenceClassification names and orders them.
         let (dense, nonlinearity, out) = match model_type {
@@ -113,6 +134,35 @@ impl ClassifierHead {
                     linear("classifier", width, labels)?,
                 )
             }
+            // ModernBertPredictionHead (dense, its activation, a norm),
+            // then `classifier`, on the pooled state.
+            "modernbert" => {
+                pooling = match c.classifier_pooling.as_deref().unwrap_or("cls") {
+                    "cls" => HeadPooling::First,
+                    "mean" => HeadPooling::Mean,
+                    other => {
+                        return Err(format!(
+                            "classifier_pooling '{other}' is not cls or mean"
+                        ))
+                    }
+                };
+                let dense = if c.classifier_bias {
+                    linear("head.dense", h, h)?
+                } else {
+                    candle_nn::linear_no_bias(h, h, weights.pp("head.dense"))
+                        .map_err(|e| format!("the classification head's head.dense: {e}"))?
+                };
+                let eps = c.norm_eps.unwrap_or(1e-5);
+                let missing = |e: candle_core::Error| format!("the classification head's head.norm: {e}");
+                let weight = weights.get(h, "head.norm.weight").map_err(missing)?;
+                norm = Some(if c.norm_bias {
+                    LayerNorm::new(weight, weights.get(h, "head.norm.bias").map_err(missing)?, eps)
+                } else {
+                    LayerNorm::new_no_bias(weight, eps)
+                });
+                let act = c.classifier_activation.as_deref().unwrap_or("gelu");
+                (dense, Nonlinearity::named(act)?, linear("classifier", h, labels)?)
+            }
             other => {
                 return Err(format!(
                     "refscore has no sequence-classification head for model_type '{other}' yet (it has: {})",
@@ -121,16 +171,37 @@ impl ClassifierHead {
             }
         };
         Ok(ClassifierHead {
+            pooling,
             dense,
             nonlinearity,
+            norm,
             out,
         })
     }
 
-    /// Logits `[b, labels]` from the first tokens' states `[b, hidden]`.
-    pub(crate) fn logits(&self, first: &Tensor) -> candle_core::Result<Tensor> {
-        let x = self.dense.forward(first)?;
-        let x = self.nonlinearity.apply(&x)?;
+    /// One sequence's pooled state from its last-layer token states
+    /// (`len × hidden`, row-major), as the head reads it.
+    pub(crate) fn pool(&self, states: &[f32], hidden: usize) -> Vec<f32> {
+        match self.pooling {
+            HeadPooling::First => states[..hidden].to_vec(),
+            HeadPooling::Mean => {
+                let rows = (states.len() / hidden).max(1) as f32;
+                let mut sum = vec![0f32; hidden];
+                for row in states.chunks_exact(hidden) {
+                    sum.iter_mut().zip(row).for_each(|(s, v)| *s += v);
+                }
+                sum.iter().map(|s| s / rows).collect()
+            }
+        }
+    }
+
+    /// Logits `[b, labels]` from the pooled states `[b, hidden]`.
+    pub(crate) fn logits(&self, pooled: &Tensor) -> candle_core::Result<Tensor> {
+        let x = self.dense.forward(pooled)?;
+        let mut x = self.nonlinearity.apply(&x)?;
+        if let Some(norm) = &self.norm {
+            x = norm.forward(&x)?;
+        }
         self.out.forward(&x)
     }
 }
@@ -141,6 +212,7 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "deberta",
     "deberta-v2",
     "distilbert",
+    "modernbert",
     "roberta",
     "xlm-roberta",
 ];

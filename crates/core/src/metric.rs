@@ -15,19 +15,23 @@ pub enum Group {
     Lexical,
     /// Scores from the embedding model's forward pass.
     Embedding,
+    /// Scores of a cross-encoder (`--cross-model`) reading each pair
+    /// together: an STS score, or NLI's entailment in both directions.
+    Cross,
     /// Answers of an LLM judge.
     Judge,
 }
 
 impl Group {
     /// Every group, in output order.
-    pub const ALL: [Group; 3] = [Group::Lexical, Group::Embedding, Group::Judge];
+    pub const ALL: [Group; 4] = [Group::Lexical, Group::Embedding, Group::Cross, Group::Judge];
 
     /// The name `--metrics` takes for the whole group.
     pub fn name(self) -> &'static str {
         match self {
             Group::Lexical => "lexical",
             Group::Embedding => "embedding",
+            Group::Cross => "cross",
             Group::Judge => "judge",
         }
     }
@@ -38,6 +42,7 @@ impl Group {
         match self {
             Group::Lexical => "",
             Group::Embedding => "needs the model",
+            Group::Cross => "needs --cross-model",
             Group::Judge => "needs --judge-url",
         }
     }
@@ -99,9 +104,19 @@ impl Metric {
     }
 
     fn embedding(name: &str, family: Option<&'static str>, default_threshold: f64) -> Metric {
+        Metric::scored(Group::Embedding, name, family, default_threshold)
+    }
+
+    /// A graded score of `group` in one column of its name.
+    fn scored(
+        group: Group,
+        name: &str,
+        family: Option<&'static str>,
+        default_threshold: f64,
+    ) -> Metric {
         Metric {
             name: name.into(),
-            group: Group::Embedding,
+            group,
             family,
             kind: Kind::Score,
             default_threshold,
@@ -184,6 +199,43 @@ pub static BERTSCORE_RECALL: Builtin = LazyLock::new(|| {
 /// BERTScore F1.
 pub static BERTSCORE_F1: Builtin =
     LazyLock::new(|| Arc::new(Metric::embedding("bertscore_f1", Some("bertscore"), 0.8)));
+/// A one-output cross-encoder's score of (reference, output), as
+/// sentence-transformers' `CrossEncoder.predict` returns it.
+pub static CROSS_SCORE: Builtin =
+    LazyLock::new(|| Arc::new(Metric::scored(Group::Cross, "cross_score", None, 0.5)));
+/// P(entailment | premise reference, hypothesis output): nothing in the
+/// output goes beyond the reference.
+pub static NLI_PRECISION: Builtin = LazyLock::new(|| {
+    Arc::new(Metric::scored(
+        Group::Cross,
+        "nli_precision",
+        Some("nli"),
+        0.5,
+    ))
+});
+/// P(entailment | premise output, hypothesis reference): the output states
+/// what the reference states.
+pub static NLI_RECALL: Builtin =
+    LazyLock::new(|| Arc::new(Metric::scored(Group::Cross, "nli_recall", Some("nli"), 0.5)));
+/// min(nli_precision, nli_recall): two-way entailment, a local Meaning Match.
+pub static NLI_EQUIVALENCE: Builtin = LazyLock::new(|| {
+    Arc::new(Metric::scored(
+        Group::Cross,
+        "nli_equivalence",
+        Some("nli"),
+        0.5,
+    ))
+});
+/// The larger P(contradiction) of the two directions (its pass rate counts
+/// the rows at or above the threshold: contradictions, not passes).
+pub static NLI_CONTRADICTION: Builtin = LazyLock::new(|| {
+    Arc::new(Metric::scored(
+        Group::Cross,
+        "nli_contradiction",
+        Some("nli"),
+        0.5,
+    ))
+});
 /// The judge's verdict: same meaning as the reference.
 pub static MEANING_MATCH: Builtin = LazyLock::new(|| {
     Arc::new(Metric::judge(
@@ -224,7 +276,7 @@ pub static FACT_SIMILARITY: Builtin = LazyLock::new(|| {
 });
 
 /// Every built-in metric, in output order.
-pub static BUILTIN: LazyLock<[MetricRef; 12]> = LazyLock::new(|| {
+pub static BUILTIN: LazyLock<[MetricRef; 17]> = LazyLock::new(|| {
     [
         &EXACT_MATCH,
         &CONTAINS_MATCH,
@@ -235,6 +287,11 @@ pub static BUILTIN: LazyLock<[MetricRef; 12]> = LazyLock::new(|| {
         &BERTSCORE_PRECISION,
         &BERTSCORE_RECALL,
         &BERTSCORE_F1,
+        &CROSS_SCORE,
+        &NLI_PRECISION,
+        &NLI_RECALL,
+        &NLI_EQUIVALENCE,
+        &NLI_CONTRADICTION,
         &MEANING_MATCH,
         &SIMILARITY,
         &FACT_SIMILARITY,

@@ -58,8 +58,8 @@ use refscore_core::{Error, RowBatch, ScoreColumns};
 
 pub use baseline::read_baseline;
 pub use cross::{
-    CrossEncoder, CrossFolder, CrossOptions, CrossReport, NliLabels, NliScores, PairPrediction,
-    ScoreActivation,
+    cross_fields, CrossCapability, CrossEncoder, CrossFolder, CrossOptions, CrossPlan, CrossReport,
+    CrossStage, NliLabels, NliScores, PairPrediction, ScoreActivation,
 };
 pub use encoder::{device_ordinal, parse_device};
 pub use idf::Idf;

@@ -593,7 +593,7 @@ pub fn resolve(spec: Option<&str>, lookup: &ModelLookup) -> Result<ModelFiles, E
     read_settings(&dir)
 }
 
-fn looks_like_hub_id(s: &str) -> bool {
+pub(crate) fn looks_like_hub_id(s: &str) -> bool {
     let parts: Vec<&str> = s.split('/').collect();
     parts.len() == 2 && parts.iter().all(|p| !p.is_empty() && !p.starts_with('.'))
 }
@@ -601,7 +601,7 @@ fn looks_like_hub_id(s: &str) -> bool {
 /// Resolves a hub id to a snapshot folder in the local Hugging Face cache
 /// (hf-hub finds it from `HF_HOME`), downloading the files only when not
 /// offline.
-fn from_hub(id: &str, offline: bool) -> Result<PathBuf, Error> {
+pub(crate) fn from_hub(id: &str, offline: bool) -> Result<PathBuf, Error> {
     let cache = hf_hub::Cache::from_env();
     let repo = cache.model(id.to_string());
     let mut found = Vec::new();

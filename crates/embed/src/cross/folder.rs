@@ -10,7 +10,7 @@ use std::path::Path;
 use refscore_core::Error;
 use serde::Deserialize;
 
-use crate::model::{read_folder, ModelFiles, ModelKind};
+use crate::model::{from_hub, looks_like_hub_id, read_folder, ModelFiles, ModelKind, ModelLookup};
 
 /// The function `CrossEncoder.predict` applies to the logits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +99,22 @@ const DECODERS: &[&str] = &[
 ];
 
 impl CrossFolder {
+    /// `--cross-model`: a folder, or a Hugging Face id from the local cache
+    /// (downloaded only when `lookup` allows it), read and checked.
+    pub fn find(spec: &str, lookup: &ModelLookup) -> Result<CrossFolder, Error> {
+        let path = Path::new(spec);
+        let dir = if path.is_dir() {
+            path.to_path_buf()
+        } else if looks_like_hub_id(spec) {
+            from_hub(spec, lookup.offline)?
+        } else {
+            return Err(Error::config(format!(
+                "--cross-model {spec}: no such folder, and not a Hugging Face id (ORG/NAME)"
+            )));
+        };
+        CrossFolder::read(&dir)
+    }
+
     /// Reads and checks `dir`: exit 78 naming the reason for anything that
     /// is not a single-label sequence classifier of a family with a head.
     pub fn read(dir: &Path) -> Result<CrossFolder, Error> {

@@ -8,6 +8,7 @@
 mod folder;
 mod nli;
 mod pairs;
+mod stage;
 
 use std::time::{Duration, Instant};
 
@@ -19,6 +20,7 @@ use refscore_core::Error;
 pub use folder::{CrossFolder, ScoreActivation};
 pub use nli::{NliLabels, NliScores};
 use pairs::{EncodedPair, PairTokenizer};
+pub use stage::{cross_fields, CrossCapability, CrossPlan, CrossStage};
 
 use crate::encoder::Encoder;
 use crate::family::ClassifierHead;

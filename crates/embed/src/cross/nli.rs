@@ -35,43 +35,31 @@ impl NliLabels {
     }
 
     /// Reads `--nli-labels entailment=I[,contradiction=J]` for a model of
-    /// `labels` outputs.
+    /// `labels` outputs; the error says what is wrong with the value.
     pub fn parse(spec: &str, labels: usize) -> Result<NliLabels, String> {
         let (mut entailment, mut contradiction) = (None, None);
         for part in spec.split(',').map(str::trim) {
-            let (name, index) = part.split_once('=').ok_or_else(|| {
-                format!("--nli-labels {spec}: expected entailment=I[,contradiction=J]")
-            })?;
+            let (name, index) = part
+                .split_once('=')
+                .ok_or_else(|| "expected entailment=I[,contradiction=J]".to_string())?;
             let index: usize = index
                 .trim()
                 .parse()
                 .ok()
                 .filter(|&i| i < labels)
-                .ok_or_else(|| {
-                    format!("--nli-labels {spec}: '{index}' is not a label index below {labels}")
-                })?;
+                .ok_or_else(|| format!("'{index}' is not a label index below {labels}"))?;
             let slot = match name.trim() {
                 "entailment" => &mut entailment,
                 "contradiction" => &mut contradiction,
-                other => {
-                    return Err(format!(
-                        "--nli-labels {spec}: '{other}' is not entailment or contradiction"
-                    ))
-                }
+                other => return Err(format!("'{other}' is not entailment or contradiction")),
             };
             if slot.replace(index).is_some() {
-                return Err(format!(
-                    "--nli-labels {spec}: '{}' is given twice",
-                    name.trim()
-                ));
+                return Err(format!("'{}' is given twice", name.trim()));
             }
         }
-        let entailment =
-            entailment.ok_or_else(|| format!("--nli-labels {spec}: entailment=I is needed"))?;
+        let entailment = entailment.ok_or_else(|| "entailment=I is needed".to_string())?;
         if contradiction == Some(entailment) {
-            return Err(format!(
-                "--nli-labels {spec}: entailment and contradiction are the same label"
-            ));
+            return Err("entailment and contradiction are the same label".to_string());
         }
         Ok(NliLabels {
             entailment,

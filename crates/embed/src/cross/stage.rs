@@ -1,0 +1,334 @@
+//! The cross-encoder metrics as a pipeline stage: each distinct (reference,
+//! output) pair of a batch goes through the model once per direction the
+//! chosen metrics need, and each metric takes its value from the scores.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Float32Array};
+use arrow::datatypes::{DataType, Field};
+use refscore_core::metric::{self, MetricSet};
+use refscore_core::{Error, RowBatch, ScoreColumns, Stage};
+use serde_json::{json, Value};
+
+use super::{CrossEncoder, CrossFolder, CrossOptions, CrossReport, NliLabels, NliScores};
+
+/// A pair's scores in the directions the run needs, from which each metric
+/// takes its value.
+struct Scored {
+    /// (reference, output): the premise is the reference.
+    forward: Option<Vec<f32>>,
+    /// (output, reference).
+    backward: Option<Vec<f32>>,
+}
+
+/// One cross-encoder metric: its registry entry, the directions it reads,
+/// and how it reads them. A new metric is one entry here.
+struct Output {
+    metric: &'static metric::Builtin,
+    /// Whether it reads (reference, output) and (output, reference).
+    forward: bool,
+    backward: bool,
+    /// Whether it reads NLI labels (else: a one-output model's score).
+    nli: bool,
+    value: fn(&Scored, Option<NliLabels>) -> Option<f32>,
+}
+
+fn nli(s: &Scored, labels: Option<NliLabels>) -> Option<NliScores> {
+    let labels = labels?;
+    let (f, b) = (s.forward.as_deref()?, s.backward.as_deref()?);
+    Some(NliScores::of(f, b, labels))
+}
+
+/// The cross-encoder metrics, in the order of the output columns.
+static OUTPUTS: [Output; 5] = [
+    Output {
+        metric: &metric::CROSS_SCORE,
+        forward: true,
+        backward: false,
+        nli: false,
+        value: |s, _| s.forward.as_ref().map(|v| v[0]),
+    },
+    Output {
+        metric: &metric::NLI_PRECISION,
+        forward: true,
+        backward: false,
+        nli: true,
+        value: |s, l| Some(s.forward.as_ref()?[l?.entailment]),
+    },
+    Output {
+        metric: &metric::NLI_RECALL,
+        forward: false,
+        backward: true,
+        nli: true,
+        value: |s, l| Some(s.backward.as_ref()?[l?.entailment]),
+    },
+    Output {
+        metric: &metric::NLI_EQUIVALENCE,
+        forward: true,
+        backward: true,
+        nli: true,
+        value: |s, l| nli(s, l).map(|n| n.equivalence),
+    },
+    Output {
+        metric: &metric::NLI_CONTRADICTION,
+        forward: true,
+        backward: true,
+        nli: true,
+        value: |s, l| nli(s, l).and_then(|n| n.contradiction),
+    },
+];
+
+/// The output fields of the selected cross-encoder metrics.
+pub fn cross_fields(metrics: &MetricSet) -> Vec<Field> {
+    OUTPUTS
+        .iter()
+        .filter(|o| metrics.contains(o.metric))
+        .map(|o| Field::new(o.metric.name.clone(), DataType::Float32, true))
+        .collect()
+}
+
+/// What a cross-encoder can give: a one-output model `cross_score`, an NLI
+/// model the `nli_*` metrics its labels allow; for every other cross metric,
+/// why not. Read from the folder alone, before the weights load, so that a
+/// group (`cross`, `nli`, the default) selects what the model gives and a
+/// metric named outright that it cannot give is refused before any work.
+#[derive(Debug, Clone)]
+pub struct CrossCapability {
+    gives: Vec<String>,
+    why_not: Vec<(String, String)>,
+    nli: Option<NliLabels>,
+}
+
+impl CrossCapability {
+    /// Reads it from `folder`; `nli_labels` is `--nli-labels`' text, where
+    /// given (a malformed one is a usage error).
+    pub fn of(folder: &CrossFolder, nli_labels: Option<&str>) -> Result<CrossCapability, Error> {
+        let shown = folder.files.dir.display().to_string();
+        let labels = folder.labels.len();
+        let names = folder.labels.join(", ");
+        let arch = &folder.architecture;
+        let nli = match (labels, nli_labels) {
+            (1, _) => Err(format!(
+                "the nli_* metrics need an NLI model (labels with entailment); this {arch} has one output: ask for cross_score"
+            )),
+            (_, Some(spec)) => Ok(NliLabels::parse(spec, labels)
+                .map_err(|why| Error::usage(format!("--nli-labels {spec}: {why}")))?),
+            (_, None) => NliLabels::from_names(&folder.labels),
+        };
+        let mut out = CrossCapability {
+            gives: Vec::new(),
+            why_not: Vec::new(),
+            nli: nli.as_ref().ok().copied(),
+        };
+        for o in &OUTPUTS {
+            let why = if !o.nli {
+                (labels != 1).then(|| format!(
+                    "cross_score needs a one-output model; this {arch} has {labels} labels ({names}): ask for its NLI metrics (--metrics nli)"
+                ))
+            } else {
+                match &nli {
+                    Err(e) => Some(e.clone()),
+                    Ok(n) if n.contradiction.is_none() && o.metric.name == metric::NLI_CONTRADICTION.name => Some(format!(
+                        "nli_contradiction needs a contradiction label; this model's labels are {names} (name one with --nli-labels, or leave the metric out)"
+                    )),
+                    Ok(_) => None,
+                }
+            };
+            match why {
+                None => out.gives.push(o.metric.name.clone()),
+                Some(why) => out
+                    .why_not
+                    .push((o.metric.name.clone(), format!("{shown}: {why}"))),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether the model gives the metric `name`.
+    pub fn gives(&self, name: &str) -> bool {
+        self.gives.iter().any(|g| g == name)
+    }
+
+    /// Why the model cannot give the metric `name` (`None`: it can, or it
+    /// is no cross metric).
+    pub fn why_not(&self, name: &str) -> Option<&str> {
+        self.why_not
+            .iter()
+            .find(|(m, _)| m == name)
+            .map(|(_, why)| why.as_str())
+    }
+}
+
+/// A cross-encoder checked against the metrics asked of it, before its
+/// weights load.
+#[derive(Debug, Clone)]
+pub struct CrossPlan {
+    folder: CrossFolder,
+    metrics: MetricSet,
+    nli: Option<NliLabels>,
+}
+
+impl CrossPlan {
+    /// Checks `folder` against the cross metrics of `metrics` (exit 78 for
+    /// one it cannot give); `nli_labels` is `--nli-labels`' text.
+    pub fn new(
+        folder: CrossFolder,
+        metrics: &MetricSet,
+        nli_labels: Option<&str>,
+    ) -> Result<CrossPlan, Error> {
+        let capability = CrossCapability::of(&folder, nli_labels)?;
+        let mut chosen = MetricSet::new();
+        for o in OUTPUTS.iter().filter(|o| metrics.contains(o.metric)) {
+            if let Some(why) = capability.why_not(&o.metric.name) {
+                return Err(Error::config(why.to_string()));
+            }
+            chosen.insert(o.metric);
+        }
+        let nli = OUTPUTS
+            .iter()
+            .any(|o| o.nli && chosen.contains(o.metric))
+            .then_some(capability.nli)
+            .flatten();
+        Ok(CrossPlan {
+            folder,
+            metrics: chosen,
+            nli,
+        })
+    }
+
+    /// What changes this stage's values, for the run's fingerprint: the
+    /// model's files, how its outputs are read, the metrics.
+    pub fn fingerprint(&self, options: &CrossOptions) -> Result<(String, Value), Error> {
+        let f = &self.folder;
+        Ok((
+            "cross".into(),
+            json!({
+                "model_sha256": f.files.content_sha256()?,
+                "architecture": f.architecture,
+                "labels": f.labels,
+                "activation": f.activation.name(),
+                "max_length": f.files.max_seq_length,
+                "nli_labels": self.nli.map(|n| json!([n.entailment, n.contradiction])),
+                "precision": options.precision.name(),
+                "metrics": self.metrics.iter().map(|m| m.name.clone()).collect::<Vec<_>>(),
+            }),
+        ))
+    }
+
+    /// Loads the model: the stage.
+    pub fn load(&self, options: &CrossOptions) -> Result<CrossStage, Error> {
+        Ok(CrossStage {
+            model: CrossEncoder::load(self.folder.clone(), options)?,
+            plan: self.clone(),
+            report: CrossReport::default(),
+        })
+    }
+}
+
+/// The cross-encoder metrics of a run.
+pub struct CrossStage {
+    model: CrossEncoder,
+    plan: CrossPlan,
+    report: CrossReport,
+}
+
+impl CrossStage {
+    fn outputs(&self) -> impl Iterator<Item = &'static Output> + '_ {
+        OUTPUTS
+            .iter()
+            .filter(|o| self.plan.metrics.contains(o.metric))
+    }
+}
+
+impl Stage for CrossStage {
+    fn fields(&self) -> Vec<Field> {
+        cross_fields(&self.plan.metrics)
+    }
+
+    /// Rows that cannot be scored (see [`RowBatch::unscorable`]) get nulls.
+    fn score(&mut self, batch: &RowBatch, _: &ScoreColumns) -> Result<ScoreColumns, Error> {
+        let n = batch.len();
+        let mut index: HashMap<(&str, &str), usize> = HashMap::new();
+        let mut pairs: Vec<(&str, &str)> = Vec::new();
+        let rows: Vec<Option<usize>> = (0..n)
+            .map(|i| {
+                batch.unscorable(i).is_none().then(|| {
+                    let key = (
+                        batch.reference.get(i).expect("scorable"),
+                        batch.output.get(i).expect("scorable"),
+                    );
+                    *index.entry(key).or_insert_with(|| {
+                        pairs.push(key);
+                        pairs.len() - 1
+                    })
+                })
+            })
+            .collect();
+        let (forward, backward) = (
+            self.outputs().any(|o| o.forward),
+            self.outputs().any(|o| o.backward),
+        );
+        let softmax = self.plan.nli.is_some();
+        let mut run = |pairs: Vec<(&str, &str)>| -> Result<Vec<Vec<f32>>, Error> {
+            let scored = self.model.predict(&pairs, softmax, &mut self.report)?;
+            Ok(scored.into_iter().map(|p| p.values).collect())
+        };
+        let mut f = if forward {
+            Some(run(pairs.clone())?)
+        } else {
+            None
+        };
+        let mut b = if backward {
+            Some(run(pairs.iter().map(|&(r, o)| (o, r)).collect())?)
+        } else {
+            None
+        };
+        let scored: Vec<Scored> = (0..pairs.len())
+            .map(|k| Scored {
+                forward: f.as_mut().map(|v| std::mem::take(&mut v[k])),
+                backward: b.as_mut().map(|v| std::mem::take(&mut v[k])),
+            })
+            .collect();
+        let mut out = ScoreColumns::default();
+        for o in self.outputs() {
+            let array: Float32Array = rows
+                .iter()
+                .map(|k| k.and_then(|k| (o.value)(&scored[k], self.plan.nli)))
+                .collect();
+            out.push(
+                Field::new(o.metric.name.clone(), DataType::Float32, true),
+                Arc::new(array) as ArrayRef,
+            );
+        }
+        Ok(out)
+    }
+
+    /// The model, how its outputs are read, and the run's counters.
+    fn summary(&self) -> Option<(&'static str, Value)> {
+        let f = &self.plan.folder;
+        let r = &self.report;
+        let forward = r.forward.as_secs_f64();
+        Some((
+            "cross",
+            json!({
+                "model": f.files.dir.display().to_string(),
+                "family": f.files.family,
+                "architecture": f.architecture,
+                "labels": f.labels,
+                "activation": f.activation.name(),
+                "activation_from": f.activation_from,
+                "nli_labels": self.plan.nli.map(|n| json!({
+                    "entailment": f.labels[n.entailment],
+                    "contradiction": n.contradiction.map(|c| f.labels[c].clone()),
+                })),
+                "max_length": self.model.max_len(),
+                "pairs_scored": r.pairs,
+                "pairs_truncated": r.truncated,
+                "tokens": r.tokens,
+                "forward_seconds": forward,
+                "pairs_per_second": if forward > 0.0 { r.pairs as f64 / forward } else { 0.0 },
+            }),
+        ))
+    }
+}

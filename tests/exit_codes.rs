@@ -13,6 +13,12 @@ use common::*;
 
 const JUDGE: [&str; 2] = ["--judge-url", "http://127.0.0.1:9/v1"];
 
+/// A tiny NLI cross-encoder (tests/fixtures/models).
+const CROSS_NLI: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/models/tiny-cross-roberta-nli"
+);
+
 /// (flag, bad value, the other arguments it needs, expected code). Flags
 /// whose every value is accepted until it is used (a model name, a variable
 /// name, a cache folder) are listed with `None` and why.
@@ -45,6 +51,19 @@ fn cases(model: &str) -> Vec<(&'static str, Option<&'static str>, Vec<&str>, i32
             Some("/nonexistent-model"),
             vec!["--metrics", "embedding"],
             78,
+        ),
+        (
+            "--cross-model",
+            Some("/nonexistent-model"),
+            vec!["--metrics", "nli"],
+            78,
+        ),
+        // An index past the tiny NLI model's three labels.
+        (
+            "--nli-labels",
+            Some("entailment=3"),
+            vec!["--metrics", "nli", "--cross-model", CROSS_NLI],
+            64,
         ),
         ("--device", Some("tpu"), embedding.clone(), 64),
         ("--precision", Some("fp64"), embedding.clone(), 64),

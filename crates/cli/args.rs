@@ -383,6 +383,21 @@ pub struct ScoreArgs {
     #[arg(long, value_name = "PATH|ORG/NAME")]
     pub model: Option<String>,
 
+    /// Cross-encoder for the `cross` metrics, reading reference and output together: a
+    /// *ForSequenceClassification folder or ORG/NAME (BERT, RoBERTa, XLM-R, DistilBERT,
+    /// DeBERTa v1/v2/v3 or ModernBERT), scored as sentence-transformers' CrossEncoder scores
+    /// it. A one-output model (STS, relevance) gives cross_score; an NLI model gives
+    /// nli_precision, nli_recall, nli_equivalence (two-way entailment) and nli_contradiction.
+    /// Runs on --device with --precision, like --model
+    #[arg(long, value_name = "PATH|ORG/NAME")]
+    pub cross_model: Option<String>,
+
+    /// Which labels of an NLI --cross-model are entailment and contradiction, for models
+    /// whose labels are LABEL_0, LABEL_1, ... (MiniCheck's: entailment=1) [default: found by
+    /// name in the model's id2label]
+    #[arg(long, value_name = "entailment=I[,contradiction=J]")]
+    pub nli_labels: Option<String>,
+
     /// Where the encoder runs: cpu, cuda, cuda:N (needs the `cuda` build feature) or auto
     /// [default: cpu]
     #[arg(long, value_name = "DEVICE")]

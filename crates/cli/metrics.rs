@@ -71,6 +71,11 @@ impl MetricPlan {
     pub fn wants_judge(&self) -> bool {
         self.metrics.has_group(Group::Judge)
     }
+
+    /// True when any cross-encoder metric is selected.
+    pub fn wants_cross(&self) -> bool {
+        self.metrics.has_group(Group::Cross)
+    }
 }
 
 /// Fails unless `name` is a metric of `catalog`.
@@ -89,27 +94,60 @@ fn unknown(name: &str, catalog: &Catalog) -> Error {
     ))
 }
 
-/// The groups a run computes by default: every group, the judge's only
-/// where an endpoint is configured.
-fn default_groups(judge_configured: bool) -> Vec<Group> {
+/// Which optional stages a run has what they need for: a judge endpoint, a
+/// cross-encoder (and what it can give). Their groups are in the default
+/// selection only then, and naming their metrics without it is an error.
+#[derive(Debug, Clone, Default)]
+pub struct Configured {
+    /// `--judge-url` (or a panel) is set.
+    pub judge: bool,
+    /// `--cross-model`'s model, as far as the metrics care.
+    pub cross: Option<refscore_embed::CrossCapability>,
+}
+
+impl Configured {
+    fn has(&self, g: Group) -> bool {
+        match g {
+            Group::Judge => self.judge,
+            Group::Cross => self.cross.is_some(),
+            Group::Lexical | Group::Embedding => true,
+        }
+    }
+
+    /// Whether a group word (a group, a family, `all`, the default) keeps
+    /// `m`: a cross metric only where the model gives it.
+    fn keeps(&self, m: &metric::Metric) -> bool {
+        m.group != Group::Cross || self.cross.as_ref().is_none_or(|c| c.gives(&m.name))
+    }
+}
+
+/// The groups a run computes by default: every group whose stage is
+/// configured ([`Configured`]).
+fn default_groups(configured: &Configured) -> Vec<Group> {
     Group::ALL
         .into_iter()
-        .filter(|g| *g != Group::Judge || judge_configured)
+        .filter(|g| configured.has(*g))
         .collect()
 }
 
 /// Turns the `--metrics` list (None = default) into a plan over `catalog`
-/// (the built-ins and the defined judge metrics); `judge_configured` says
-/// whether a judge endpoint is set (the default includes judge metrics only
-/// then, and naming one without an endpoint is an error).
+/// (the built-ins and the defined judge metrics); `configured` says which
+/// optional stages the run can have (the default includes their metrics
+/// only then, and naming one without its stage is an error).
 pub fn plan(
     names: Option<&[String]>,
-    judge_configured: bool,
+    configured: &Configured,
     catalog: &Catalog,
 ) -> Result<MetricPlan, Error> {
     let Some(names) = names else {
+        let mut metrics = MetricSet::new();
+        for m in catalog.of_groups(&default_groups(configured)).iter() {
+            if configured.keeps(m) {
+                metrics.insert(m);
+            }
+        }
         return Ok(MetricPlan {
-            metrics: catalog.of_groups(&default_groups(judge_configured)),
+            metrics,
             explicit: false,
         });
     };
@@ -119,23 +157,49 @@ pub fn plan(
         let chosen = match name {
             "" => continue,
             "all" => catalog
-                .of_groups(&default_groups(judge_configured))
+                .of_groups(&default_groups(configured))
                 .iter()
                 .cloned()
                 .collect(),
             _ => catalog.named(name).ok_or_else(|| unknown(name, catalog))?,
         };
-        for m in &chosen {
+        let cross = configured.cross.as_ref();
+        if let (Some(m), Some(c)) = (catalog.find(name), cross) {
+            // A metric named outright that the model cannot give.
+            if let Some(why) = c.why_not(&m.name) {
+                return Err(Error::config(why.to_string()));
+            }
+        }
+        let kept: Vec<_> = chosen.iter().filter(|m| configured.keeps(m)).collect();
+        if kept.is_empty() && !chosen.is_empty() {
+            // A group word of cross metrics the model gives none of.
+            let why = chosen
+                .iter()
+                .find_map(|m| cross.and_then(|c| c.why_not(&m.name)))
+                .unwrap_or("the cross-encoder gives none of these metrics");
+            return Err(Error::config(format!("--metrics {name}: {why}")));
+        }
+        for m in kept {
             metrics.insert(m);
         }
     }
     if metrics.is_empty() {
         return Err(Error::usage("--metrics selects no metric"));
     }
-    if metrics.has_group(Group::Judge) && !judge_configured {
+    if metrics.has_group(Group::Judge) && !configured.judge {
         return Err(Error::config(
             "judge metrics need a judge endpoint: pass --judge-url URL (and --judge-model NAME)",
         ));
+    }
+    if let Some(m) = metrics
+        .iter()
+        .find(|m| m.group == Group::Cross)
+        .filter(|_| configured.cross.is_none())
+    {
+        return Err(Error::config(format!(
+            "{} needs a cross-encoder: pass --cross-model PATH (a *ForSequenceClassification folder)",
+            m.name
+        )));
     }
     Ok(MetricPlan {
         metrics,
@@ -159,6 +223,7 @@ mod tests {
         let mut written: Vec<String> = refscore_lexical::fields(Selection::of(&all))
             .into_iter()
             .chain(refscore_embed::fields(&all))
+            .chain(refscore_embed::cross_fields(&all))
             .chain(refscore_judge::JudgeMetrics::builtin().fields(&all))
             .map(|f| f.name().clone())
             .collect();
@@ -175,7 +240,9 @@ mod tests {
     fn groups_and_families_expand_and_the_judge_needs_an_endpoint() {
         let names = |list: &[&str]| -> Vec<String> { list.iter().map(|s| s.to_string()).collect() };
         let builtin = Catalog::builtin();
-        let plan = |names: Option<&[String]>, judge| plan(names, judge, &builtin);
+        let plan = |names: Option<&[String]>, judge| {
+            plan(names, &Configured { judge, cross: None }, &builtin)
+        };
         let p = plan(Some(&names(&["bertscore", "token_f1"])), false).unwrap();
         let chosen: Vec<&str> = p.metrics.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(
@@ -198,5 +265,61 @@ mod tests {
         let err = plan(Some(&names(&["vibes"])), true).unwrap_err();
         assert_eq!(err.class, refscore_core::ErrorClass::Usage);
         assert!(err.message.contains("bertscore"), "{}", err.message);
+        // Cross-encoder metrics: in the default only with a model; named
+        // without one, a settings error naming the flag.
+        assert!(!all.wants_cross());
+        let err = plan(Some(&names(&["nli"])), false).unwrap_err();
+        assert_eq!(err.class, refscore_core::ErrorClass::Config);
+        assert!(err.message.contains("--cross-model"), "{}", err.message);
+        // With a model: the default and the group words take what it gives.
+        let folder = |name: &str| {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/models")
+                .join(name);
+            refscore_embed::CrossFolder::read(&dir).unwrap()
+        };
+        let with = |name: &str| Configured {
+            judge: false,
+            cross: Some(refscore_embed::CrossCapability::of(&folder(name), None).unwrap()),
+        };
+        let chosen = |p: MetricPlan| -> Vec<String> {
+            p.metrics
+                .iter()
+                .filter(|m| m.group == Group::Cross)
+                .map(|m| m.name.clone())
+                .collect()
+        };
+        let nli = with("tiny-cross-roberta-nli");
+        let all_nli = [
+            "nli_precision",
+            "nli_recall",
+            "nli_equivalence",
+            "nli_contradiction",
+        ];
+        assert_eq!(chosen(super::plan(None, &nli, &builtin).unwrap()), all_nli);
+        let cross = names(&["cross"]);
+        assert_eq!(
+            chosen(super::plan(Some(&cross), &nli, &builtin).unwrap()),
+            all_nli
+        );
+        let two_way = with("tiny-cross-distilbert-2way");
+        assert_eq!(
+            chosen(super::plan(Some(&names(&["nli"])), &two_way, &builtin).unwrap()),
+            ["nli_precision", "nli_recall", "nli_equivalence"]
+        );
+        let sts = with("tiny-cross-bert");
+        assert_eq!(
+            chosen(super::plan(Some(&cross), &sts, &builtin).unwrap()),
+            ["cross_score"]
+        );
+        // Named outright, or a group it gives nothing of: refused (78).
+        for (words, c) in [
+            (&["nli_contradiction"][..], &two_way),
+            (&["cross_score"], &nli),
+            (&["nli"], &sts),
+        ] {
+            let err = super::plan(Some(&names(words)), c, &builtin).unwrap_err();
+            assert_eq!(err.class, refscore_core::ErrorClass::Config, "{words:?}");
+        }
     }
 }

@@ -9,7 +9,9 @@ use std::time::Duration;
 use arrow::datatypes::Field;
 use refscore_core::metric::MetricSet;
 use refscore_core::{Error, Stage};
-use refscore_embed::{EmbedOptions, EmbeddingStage, ModelFiles};
+use refscore_embed::{
+    CrossFolder, CrossOptions, CrossPlan, EmbedOptions, EmbeddingStage, ModelFiles,
+};
 use refscore_job::{Job, JobSpec, Passes};
 use refscore_judge::batch::BatchMode;
 use refscore_judge::{Endpoint, JudgeOptions, JudgePanel, PanelMember};
@@ -26,6 +28,9 @@ pub(crate) struct Pipeline<'s> {
     /// The model found and the embedding stage's options, built once for
     /// its fingerprint and its loading, when the run embeds.
     embedding: Option<(ModelFiles, EmbedOptions)>,
+    /// The cross-encoder checked against the metrics asked of it, and its
+    /// options, when the run has cross metrics.
+    cross: Option<(CrossPlan, CrossOptions)>,
     endpoint: Option<Endpoint>,
     /// A panel's judges (the first is `endpoint`), by name; empty for one.
     panel: Vec<(String, Endpoint)>,
@@ -48,9 +53,11 @@ impl<'s> Pipeline<'s> {
             Some(files) => Some((files, embed_options(settings)?)),
             None => None,
         };
+        let cross = cross_plan(settings)?;
         Ok(Pipeline {
             settings,
             embedding,
+            cross,
             endpoint,
             panel,
         })
@@ -79,6 +86,9 @@ impl<'s> Pipeline<'s> {
         let mut fields = refscore_lexical::fields(Selection::of(metrics));
         if self.embedding.is_some() {
             fields.extend(refscore_embed::fields(metrics));
+        }
+        if self.cross.is_some() {
+            fields.extend(refscore_embed::cross_fields(metrics));
         }
         if self.endpoint.is_some() {
             fields.extend(self.settings.judge_metrics.fields(metrics));
@@ -130,6 +140,10 @@ impl<'s> Pipeline<'s> {
         f.insert("batch_size".into(), json!(s.batch_size));
         if let Some((files, options)) = &self.embedding {
             f.extend(options.fingerprint(files, &s.embed.device)?);
+        }
+        if let Some((plan, options)) = &self.cross {
+            let (key, value) = plan.fingerprint(options)?;
+            f.insert(key, value);
         }
         if let Some(endpoint) = &self.endpoint {
             let batch = s.judge.as_ref().and_then(|j| j.batch.as_ref());
@@ -201,6 +215,17 @@ impl<'s> Pipeline<'s> {
         }
     }
 
+    /// The stages between the embeddings and the judge that need only their
+    /// model loaded (today the cross-encoder's), in data-flow order: a new
+    /// such stage is one line here.
+    pub(crate) fn load_local(&self) -> Result<Vec<Box<dyn Stage>>, Error> {
+        let mut stages: Vec<Box<dyn Stage>> = Vec::new();
+        if let Some((plan, options)) = &self.cross {
+            stages.push(Box::new(plan.load(options)?));
+        }
+        Ok(stages)
+    }
+
     /// The judge stage, when the run judges: calling the endpoints, which
     /// are probed first so that a wrong URL, key or model fails before any
     /// work.
@@ -245,10 +270,33 @@ impl<'s> Pipeline<'s> {
             stages: Stages {
                 lexical: self.lexical(),
                 embed: None,
+                local: Vec::new(),
                 judge: None,
             },
+            loaded: false,
         }
     }
+}
+
+/// The cross-encoder found and checked against the run's cross metrics,
+/// with its options (the embedding model's device, precision and batch
+/// size); `None` when the run has no cross metric.
+fn cross_plan(settings: &Settings) -> Result<Option<(CrossPlan, CrossOptions)>, Error> {
+    let e = &settings.embed;
+    let Some(spec) = e.cross_model.as_deref() else {
+        return Ok(None);
+    };
+    if !settings.metrics.wants_cross() {
+        return Ok(None);
+    }
+    let folder = CrossFolder::find(spec, &e.lookup)?;
+    let plan = CrossPlan::new(folder, &settings.metrics.metrics, e.nli_labels.as_deref())?;
+    let options = CrossOptions {
+        device: refscore_embed::parse_device(&e.device)?,
+        precision: e.precision,
+        batch_tokens: EmbedOptions::default().batch_tokens,
+    };
+    Ok(Some((plan, options)))
 }
 
 /// The embedding stage's options from the run's settings.
@@ -430,11 +478,13 @@ pub(crate) struct JobStages<'s> {
     pipeline: &'s Pipeline<'s>,
     input: &'s Dataset,
     stages: Stages,
+    /// Whether the models have loaded (once, when rows are first left).
+    loaded: bool,
 }
 
 impl JobStages<'_> {
     /// The stages that ran, for the summary.
-    pub(crate) fn ran(&self) -> [Option<&dyn Stage>; 2] {
+    pub(crate) fn ran(&self) -> Vec<&dyn Stage> {
         self.stages.ran()
     }
 
@@ -480,9 +530,10 @@ impl Passes for JobStages<'_> {
     }
 
     fn load(&mut self) -> Result<(), Error> {
-        if self.stages.embed.is_some() {
+        if std::mem::replace(&mut self.loaded, true) {
             return Ok(());
         }
+        self.stages.local = self.pipeline.load_local()?;
         let Some(mut stage) = self.pipeline.load_embedding()? else {
             return Ok(());
         };
@@ -512,11 +563,15 @@ impl Passes for JobStages<'_> {
     }
 }
 
-/// The stages of a run, in their order: lexical, then embedding and judge
-/// where the run has them.
+/// The stages of a run, in their order: lexical, then embedding, the local
+/// model stages and the judge where the run has them.
 pub(crate) struct Stages {
     pub lexical: LexicalStage,
+    /// The embedding stage (apart: it is fitted to the input before it
+    /// scores, [`EmbeddingStage::prepare`]).
     pub embed: Option<EmbeddingStage>,
+    /// The stages that need only a model loaded ([`Pipeline::load_local`]).
+    pub local: Vec<Box<dyn Stage>>,
     pub judge: Option<JudgePanel>,
 }
 
@@ -527,6 +582,9 @@ impl Stages {
         if let Some(s) = self.embed.as_mut() {
             chain.push(s);
         }
+        for s in self.local.iter_mut() {
+            chain.push(s.as_mut());
+        }
         if let Some(s) = self.judge.as_mut() {
             chain.push(s);
         }
@@ -534,10 +592,15 @@ impl Stages {
     }
 
     /// The stages with something to say in the summary.
-    pub(crate) fn ran(&self) -> [Option<&dyn Stage>; 2] {
-        [
-            self.embed.as_ref().map(|s| s as &dyn Stage),
-            self.judge.as_ref().map(|s| s as &dyn Stage),
-        ]
+    pub(crate) fn ran(&self) -> Vec<&dyn Stage> {
+        let mut out: Vec<&dyn Stage> = Vec::new();
+        if let Some(s) = self.embed.as_ref() {
+            out.push(s);
+        }
+        out.extend(self.local.iter().map(|s| s.as_ref()));
+        if let Some(s) = self.judge.as_ref() {
+            out.push(s);
+        }
+        out
     }
 }

@@ -181,6 +181,7 @@ impl Scorer {
         let stages = Stages {
             lexical: pipeline.lexical(),
             embed,
+            local: pipeline.load_local()?,
             judge,
         };
         let metric_fields = pipeline.metric_fields();

@@ -87,12 +87,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     if finished.resumed_rows > 0 {
         extra.insert("rows_resumed".into(), finished.resumed_rows.into());
     }
-    for (key, value) in stages
-        .ran()
-        .into_iter()
-        .flatten()
-        .filter_map(Stage::summary)
-    {
+    for (key, value) in stages.ran().into_iter().filter_map(Stage::summary) {
         extra.insert(key.into(), value);
     }
     if let Some(judge) = extra.get_mut("judge") {

@@ -200,8 +200,13 @@ impl Settings {
         let target = judge::target(&mut args, origin, !needs_output)?;
         // A bad --metrics value is a usage error (64); the same in the
         // config file is a configuration error (78).
-        let metrics = metrics::plan(args.metrics.as_deref(), target.url.is_some(), &catalog)
-            .map_err(|e| {
+        let embed = embed::resolve(&mut args, origin)?;
+        let configured = metrics::Configured {
+            judge: target.url.is_some(),
+            cross: embed.cross_capability(origin)?,
+        };
+        let metrics =
+            metrics::plan(args.metrics.as_deref(), &configured, &catalog).map_err(|e| {
                 if origin.in_file("metrics") && e.class == refscore_core::ErrorClass::Usage {
                     origin.in_file_error("metrics", 0, &format!("metrics: {}", e.message))
                 } else {
@@ -237,7 +242,6 @@ impl Settings {
             |n| (1..=1024).contains(&n),
             "1 to 1024",
         )?;
-        let embed = embed::resolve(&mut args, origin)?;
         let shard = args
             .shard
             .take()

@@ -113,10 +113,25 @@ def test_metric_registry_names_the_columns_a_run_writes(scorer):
     metric_columns = names[1:names.index("status")]
     wanted = [c for m in refscore.METRICS if m["group"] in ("lexical", "embedding") for c in m["columns"]]
     assert metric_columns == wanted
-    assert {m["group"] for m in refscore.METRICS} == {"lexical", "embedding", "judge"}
+    assert {m["group"] for m in refscore.METRICS} == {"lexical", "embedding", "cross", "judge"}
     judge = {m["name"]: m for m in refscore.METRICS if m["group"] == "judge"}
     assert judge["similarity"]["reason_column"] == "similarity_rationale"
     assert all(m["kind"] in ("binary", "score") for m in refscore.METRICS)
+
+
+def test_a_cross_encoder_scores_in_python_as_in_the_cli(tmp_path):
+    """Scorer(cross_model=...) runs the same cross-encoder stage as
+    `score --cross-model`: the same NLI columns, value for value."""
+    nli = str(ROOT / "tests" / "fixtures" / "models" / "tiny-cross-roberta-nli")
+    want = cli(tmp_path, "--metrics", "nli,token_f1", "--cross-model", nli)
+    got = refscore.Scorer(metrics=["nli", "token_f1"], cross_model=nli).score(pq.read_table(EXAMPLE))
+    same_table(got, want)
+    assert "nli_equivalence" in got.column_names
+    cross = {m["name"] for m in refscore.METRICS if m["group"] == "cross"}
+    assert cross == {"cross_score", "nli_precision", "nli_recall", "nli_equivalence", "nli_contradiction"}
+    with pytest.raises(refscore.RefscoreError) as e:
+        refscore.Scorer(metrics=["cross_score"], cross_model=nli)
+    assert e.value.exit_code == 78 and "one-output" in str(e.value)
 
 
 def test_score_parquet_runs_the_cli_job(tmp_path):

@@ -1,4 +1,4 @@
-//! The embedding stage's settings: `--model`, `--device`, `--precision`,
+//! The local models' settings: `--model`, `--cross-model`, `--device`, `--precision`,
 //! BERTScore's layer, IDF and rescaling, prompts, the caches, and the
 //! environment variables that name the model folder and kernel path.
 
@@ -41,6 +41,11 @@ pub struct EmbedSettings {
     /// True when `REFSCORE_MODEL_DIR` named the model: a model asked for,
     /// like `--model`, so its absence is an error.
     pub model_dir_named: bool,
+    /// `--cross-model`: the cross-encoder (it shares `device`, `precision`
+    /// and `lookup` with the embedding model).
+    pub cross_model: Option<String>,
+    /// `--nli-labels`.
+    pub nli_labels: Option<String>,
 }
 
 /// Forces the fused CPU kernels' path (`auto`, `avx512`, `avx2`, `portable`).
@@ -51,6 +56,32 @@ const MODEL_DIR_ENV: &str = "REFSCORE_MODEL_DIR";
 /// `--embed-cache-mb`'s default: enough for the distinct texts of a
 /// nightly batch of short answers.
 const DEFAULT_CACHE_MB: usize = 256;
+
+impl EmbedSettings {
+    /// What `--cross-model`'s model can give, read from its folder (exit
+    /// 78 for a folder that is no cross-encoder); `None` without one.
+    pub(super) fn cross_capability(
+        &self,
+        origin: &Origin,
+    ) -> Result<Option<refscore_embed::CrossCapability>, Error> {
+        let Some(spec) = self.cross_model.as_deref() else {
+            return match &self.nli_labels {
+                Some(labels) => Err(origin.bad(
+                    "nli_labels",
+                    labels,
+                    "names labels of --cross-model's model: pass --cross-model too",
+                )),
+                None => Ok(None),
+            };
+        };
+        let folder = refscore_embed::CrossFolder::find(spec, &self.lookup)?;
+        if let Some(labels) = &self.nli_labels {
+            refscore_embed::NliLabels::parse(labels, folder.labels.len())
+                .map_err(|why| origin.bad("nli_labels", labels, &why))?;
+        }
+        refscore_embed::CrossCapability::of(&folder, self.nli_labels.as_deref()).map(Some)
+    }
+}
 
 /// Reads the embedding settings out of `args`.
 pub(super) fn resolve(args: &mut ScoreArgs, origin: &Origin) -> Result<EmbedSettings, Error> {
@@ -104,6 +135,8 @@ pub(super) fn resolve(args: &mut ScoreArgs, origin: &Origin) -> Result<EmbedSett
             offline: env_text("HF_HUB_OFFLINE").is_some_and(|v| v != "0"),
         },
         model_dir_named: model_dir.is_some(),
+        cross_model: args.cross_model.take(),
+        nli_labels: args.nli_labels.take(),
     })
 }
 

@@ -1,0 +1,291 @@
+//! `refscore score --cross-model`: the cross metrics of whole runs against
+//! sentence-transformers' `CrossEncoder.predict` (tests/fixtures/cross-*.jsonl,
+//! scripts/fixtures/make-tiny-cross-models.py), on each CPU kernel path
+//! this machine runs; and the settings refused before any work.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use arrow::array::ArrayRef;
+use common::*;
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn model(name: &str) -> String {
+    root()
+        .join("tests/fixtures/models")
+        .join(name)
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A fixture row: (id, reference, output) and sentence-transformers' scores
+/// of (reference, output) and (output, reference).
+type Row = (String, String, String, Vec<f32>, Vec<f32>);
+
+/// The fixture's rows.
+fn fixture(name: &str) -> Vec<Row> {
+    let text =
+        std::fs::read_to_string(root().join(format!("tests/fixtures/cross-{name}.jsonl"))).unwrap();
+    let floats = |v: &Value| -> Vec<f32> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect()
+    };
+    text.lines()
+        .skip(1)
+        .map(|l| {
+            let r: Value = serde_json::from_str(l).unwrap();
+            let t = |k: &str| r[k].as_str().unwrap().to_string();
+            (
+                t("id"),
+                t("reference"),
+                t("output"),
+                floats(&r["forward"]),
+                floats(&r["backward"]),
+            )
+        })
+        .collect()
+}
+
+/// Writes the fixture's rows as an input file in `dir`.
+fn input(dir: &Path, name: &str) -> PathBuf {
+    let rows = fixture(name);
+    let col = |k: usize| -> ArrayRef {
+        let v: Vec<&str> = rows
+            .iter()
+            .map(|r| match k {
+                0 => r.0.as_str(),
+                1 => r.1.as_str(),
+                _ => r.2.as_str(),
+            })
+            .collect();
+        s(&v)
+    };
+    let path = dir.join(format!("{name}.parquet"));
+    write_parquet(
+        &path,
+        vec![("id", col(0)), ("reference", col(1)), ("output", col(2))],
+    );
+    path
+}
+
+/// Rows refscore scores: a blank reference is a row error for every
+/// metric; an empty output is scored as the model scores it.
+fn scorable(reference: &str) -> bool {
+    !reference.trim().is_empty()
+}
+
+/// A metric's value from the (reference, output) and (output, reference)
+/// scores.
+type Definition = fn(&[f32], &[f32]) -> f32;
+
+/// Each metric's column within 1e-5 of its definition over the reference
+/// scores, on every kernel path; nulls exactly on the unscorable rows.
+fn run_matches(name: &str, flags: &[&str], expect: &[(&str, Definition)]) {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = fixture(name);
+    let input = input(dir.path(), name);
+    let cross = model(name);
+    for (path, features) in KERNEL_PATHS {
+        if !features.iter().all(|f| cpu_has(f)) {
+            eprintln!("skipping the {path} kernels: this CPU lacks some of {features:?}");
+            continue;
+        }
+        let out = dir.path().join(format!("{path}.parquet"));
+        let mut args = vec!["--cross-model", &cross];
+        args.extend_from_slice(flags);
+        let run = std::process::Command::new(bin())
+            .args([
+                "score",
+                input.to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+                "--quiet",
+            ])
+            .args(&args)
+            .env("REFSCORE_KERNELS", path)
+            .output()
+            .unwrap();
+        ok(&run);
+        let b = read_parquet(&out);
+        let mut worst = 0f32;
+        for (column, value) in expect {
+            let got = f32s(&b, column);
+            for (i, r) in rows.iter().enumerate() {
+                if !scorable(&r.1) {
+                    assert_eq!(got[i], None, "{name} {column} row {i}: unscorable");
+                    continue;
+                }
+                let want = value(&r.3, &r.4);
+                let g = got[i].unwrap_or_else(|| panic!("{name} {column} row {i}: null"));
+                worst = worst.max((g - want).abs());
+                assert!(
+                    (g - want).abs() < 1e-5,
+                    "{name} {path} {column} row {i} ({}): {g} vs {want}",
+                    r.0
+                );
+            }
+        }
+        let sum = summary(&out);
+        let c = &sum["cross"];
+        assert!(c["pairs_scored"].as_u64().unwrap() > 0, "{c}");
+        eprintln!("{name} on {path}: worst {worst:.2e}; summary {c}");
+    }
+}
+
+#[test]
+fn nli_metrics_match_cross_encoder_in_both_directions() {
+    // cross-encoder/nli-* order: contradiction 0, entailment 1.
+    run_matches(
+        "tiny-cross-roberta-nli",
+        &["--metrics", "nli,token_f1"],
+        &[
+            ("nli_precision", |f, _| f[1]),
+            ("nli_recall", |_, b| b[1]),
+            ("nli_equivalence", |f, b| f[1].min(b[1])),
+            ("nli_contradiction", |f, b| f[0].max(b[0])),
+        ],
+    );
+}
+
+#[test]
+fn a_one_output_model_gives_cross_score() {
+    run_matches(
+        "tiny-cross-bert",
+        &["--metrics", "cross"],
+        &[("cross_score", |f, _| f[0])],
+    );
+}
+
+#[test]
+fn unnamed_labels_are_named_by_the_flag() {
+    run_matches(
+        "tiny-cross-xlmr-minicheck",
+        &[
+            "--metrics",
+            "nli_equivalence",
+            "--nli-labels",
+            "entailment=1",
+        ],
+        &[("nli_equivalence", |f, b| f[1].min(b[1]))],
+    );
+}
+
+#[test]
+fn a_cross_model_that_cannot_give_the_metrics_is_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path(), "tiny-cross-bert");
+    let out = dir.path().join("o.parquet");
+    let refused = |flags: &[&str], code: i32, says: &str| {
+        let e = fails(&score(&input, &out, flags), code);
+        assert!(e.contains(says), "{flags:?}: {e}");
+        assert!(!out.exists(), "{flags:?}: no output after a refusal");
+    };
+    let nli = model("tiny-cross-roberta-nli");
+    let bert = model("tiny-cross-bert");
+    let minicheck = model("tiny-cross-xlmr-minicheck");
+    let two_way = model("tiny-cross-distilbert-2way");
+    refused(&["--metrics", "nli"], 78, "--cross-model");
+    refused(
+        &["--cross-model", &nli, "--metrics", "cross_score"],
+        78,
+        "one-output model",
+    );
+    refused(
+        &["--cross-model", &bert, "--metrics", "nli_precision"],
+        78,
+        "NLI model",
+    );
+    refused(
+        &["--cross-model", &minicheck, "--metrics", "nli"],
+        78,
+        "--nli-labels",
+    );
+    refused(
+        &["--cross-model", &two_way, "--metrics", "nli_contradiction"],
+        78,
+        "nli_contradiction needs a contradiction label",
+    );
+    refused(
+        &[
+            "--cross-model",
+            &minicheck,
+            "--metrics",
+            "nli_recall",
+            "--nli-labels",
+            "entailment=5",
+        ],
+        64,
+        "entailment=5",
+    );
+    refused(
+        &["--metrics", "token_f1", "--nli-labels", "entailment=1"],
+        64,
+        "--cross-model",
+    );
+    let embedding = model("tiny-roberta");
+    refused(
+        &["--cross-model", &embedding, "--metrics", "nli"],
+        78,
+        "ForSequenceClassification",
+    );
+    // The two-way model gives what it can.
+    ok(&score(
+        &input,
+        &out,
+        &[
+            "--cross-model",
+            &two_way,
+            "--metrics",
+            "nli_precision,nli_recall,nli_equivalence",
+        ],
+    ));
+    let b = read_parquet(&out);
+    assert!(f32s(&b, "nli_equivalence").iter().any(|v| v.is_some()));
+}
+
+#[test]
+fn the_fingerprint_covers_the_cross_model() {
+    // The run's id hashes what changes its values (a resumed run must
+    // match it): another cross-encoder or other labels are another run.
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path(), "tiny-cross-xlmr-minicheck");
+    let out = dir.path().join("o.parquet");
+    let run_id = |flags: &[&str]| -> String {
+        let mut args = vec!["--overwrite", "--metrics", "nli_precision"];
+        args.extend_from_slice(flags);
+        ok(&score(&input, &out, &args));
+        summary(&out)["run_id"].as_str().unwrap().to_string()
+    };
+    let minicheck = model("tiny-cross-xlmr-minicheck");
+    let two_way = model("tiny-cross-distilbert-2way");
+    let first = run_id(&["--cross-model", &minicheck, "--nli-labels", "entailment=1"]);
+    assert_eq!(
+        first,
+        run_id(&["--cross-model", &minicheck, "--nli-labels", "entailment=1"])
+    );
+    assert_ne!(
+        first,
+        run_id(&["--cross-model", &minicheck, "--nli-labels", "entailment=0"])
+    );
+    assert_ne!(first, run_id(&["--cross-model", &two_way]));
+    assert_ne!(
+        first,
+        run_id(&[
+            "--cross-model",
+            &minicheck,
+            "--nli-labels",
+            "entailment=1",
+            "--precision",
+            "bf16"
+        ])
+    );
+}

@@ -295,6 +295,7 @@ fn cross_plan(settings: &Settings) -> Result<Option<(CrossPlan, CrossOptions)>, 
         device: refscore_embed::parse_device(&e.device)?,
         precision: e.precision,
         batch_tokens: EmbedOptions::default().batch_tokens,
+        cache_bytes: e.cache_mb << 20,
     };
     Ok(Some((plan, options)))
 }

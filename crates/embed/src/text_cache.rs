@@ -1,5 +1,6 @@
-//! The embeddings of recent texts, kept across batches within a byte
-//! budget, so a reference repeated over a night is embedded once.
+//! Values of recent texts (an embedding, a pair's scores), kept across
+//! batches within a byte budget, so a reference repeated over a night is
+//! embedded once and a pair repeated is scored once.
 
 use std::sync::Arc;
 
@@ -7,17 +8,34 @@ use lru::LruCache;
 
 use crate::math::Embedded;
 
-/// A least-recently-used map from text to its embedding, bounded in bytes
-/// (the texts and their vectors); a budget of 0 keeps nothing.
-pub(crate) struct TextCache {
-    entries: LruCache<String, Arc<Embedded>>,
+/// The bytes a cached value holds, for the budget.
+pub(crate) trait CachedBytes {
+    fn cached_bytes(&self) -> usize;
+}
+
+impl CachedBytes for Embedded {
+    fn cached_bytes(&self) -> usize {
+        self.bytes()
+    }
+}
+
+impl CachedBytes for Vec<f32> {
+    fn cached_bytes(&self) -> usize {
+        self.len() * std::mem::size_of::<f32>()
+    }
+}
+
+/// A least-recently-used map from text to a value, bounded in bytes (the
+/// texts and their values); a budget of 0 keeps nothing.
+pub(crate) struct TextCache<V = Embedded> {
+    entries: LruCache<String, Arc<V>>,
     bytes: usize,
     budget: usize,
 }
 
-impl TextCache {
+impl<V: CachedBytes> TextCache<V> {
     /// An empty cache holding at most `budget` bytes.
-    pub(crate) fn new(budget: usize) -> TextCache {
+    pub(crate) fn new(budget: usize) -> TextCache<V> {
         TextCache {
             entries: LruCache::unbounded(),
             bytes: 0,
@@ -25,24 +43,24 @@ impl TextCache {
         }
     }
 
-    /// The embedding of `text`, if kept (and now the most recent).
-    pub(crate) fn get(&mut self, text: &str) -> Option<Arc<Embedded>> {
+    /// The value of `text`, if kept (and now the most recent).
+    pub(crate) fn get(&mut self, text: &str) -> Option<Arc<V>> {
         self.entries.get(text).cloned()
     }
 
-    /// Keeps `e` as the embedding of `text`, dropping the least recent
-    /// entries beyond the budget.
-    pub(crate) fn put(&mut self, text: &str, e: &Arc<Embedded>) {
+    /// Keeps `e` as the value of `text`, dropping the least recent entries
+    /// beyond the budget.
+    pub(crate) fn put(&mut self, text: &str, e: &Arc<V>) {
         if self.budget == 0 {
             return;
         }
-        self.bytes += e.bytes() + text.len();
+        self.bytes += e.cached_bytes() + text.len();
         if let Some((k, old)) = self.entries.push(text.to_string(), Arc::clone(e)) {
-            self.bytes -= old.bytes() + k.len();
+            self.bytes -= old.cached_bytes() + k.len();
         }
         while self.bytes > self.budget {
             match self.entries.pop_lru() {
-                Some((k, old)) => self.bytes -= old.bytes() + k.len(),
+                Some((k, old)) => self.bytes -= old.cached_bytes() + k.len(),
                 None => break,
             }
         }

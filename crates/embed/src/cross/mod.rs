@@ -35,6 +35,9 @@ pub struct CrossOptions {
     pub precision: Precision,
     /// Tokens per forward batch, as for embeddings.
     pub batch_tokens: usize,
+    /// Bytes of recent pairs' scores kept across batches (`--embed-cache-mb`),
+    /// so a pair repeated in the run is scored once per direction.
+    pub cache_bytes: usize,
 }
 
 impl Default for CrossOptions {
@@ -44,6 +47,7 @@ impl Default for CrossOptions {
             device: Device::Cpu,
             precision: Precision::Fp32,
             batch_tokens: crate::EmbedOptions::default().batch_tokens,
+            cache_bytes: crate::EmbedOptions::default().cache_bytes,
         }
     }
 }
@@ -65,6 +69,8 @@ pub struct CrossReport {
     pub pairs: u64,
     /// Of them, pairs truncated at the model's limit.
     pub truncated: u64,
+    /// Pairs (per direction) answered from the cache of earlier batches.
+    pub reused: u64,
     /// Tokens run, padding excluded.
     pub tokens: u64,
     /// Time in the encoder's forward pass and head.

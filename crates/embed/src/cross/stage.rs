@@ -12,6 +12,7 @@ use refscore_core::{Error, RowBatch, ScoreColumns, Stage};
 use serde_json::{json, Value};
 
 use super::{CrossEncoder, CrossFolder, CrossOptions, CrossReport, NliLabels, NliScores};
+use crate::text_cache::TextCache;
 
 /// A pair's scores in the directions the run needs, from which each metric
 /// takes its value.
@@ -222,6 +223,7 @@ impl CrossPlan {
             model: CrossEncoder::load(self.folder.clone(), options)?,
             plan: self.clone(),
             report: CrossReport::default(),
+            cache: TextCache::new(options.cache_bytes),
         })
     }
 }
@@ -231,6 +233,14 @@ pub struct CrossStage {
     model: CrossEncoder,
     plan: CrossPlan,
     report: CrossReport,
+    /// Recent pairs' scores by direction and texts ([`pair_key`]).
+    cache: TextCache<Vec<f32>>,
+}
+
+/// The cache's key of (first, second) in a direction: the first text's
+/// length before the texts, so no two pairs share a key.
+fn pair_key(direction: char, first: &str, second: &str) -> String {
+    format!("{direction}{}:{first}{second}", first.len())
 }
 
 impl CrossStage {
@@ -238,6 +248,32 @@ impl CrossStage {
         OUTPUTS
             .iter()
             .filter(|o| self.plan.metrics.contains(o.metric))
+    }
+
+    /// The scores of `pairs` (as given: first, second), from the cache or
+    /// the model; the model sees each pair the cache lacks once.
+    fn scores(&mut self, direction: char, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, Error> {
+        let keys: Vec<String> = pairs
+            .iter()
+            .map(|(a, b)| pair_key(direction, a, b))
+            .collect();
+        let mut out: Vec<Option<Vec<f32>>> = keys
+            .iter()
+            .map(|k| self.cache.get(k).map(|v| v.as_ref().clone()))
+            .collect();
+        let missing: Vec<usize> = (0..pairs.len()).filter(|&k| out[k].is_none()).collect();
+        self.report.reused += (pairs.len() - missing.len()) as u64;
+        let asked: Vec<(&str, &str)> = missing.iter().map(|&k| pairs[k]).collect();
+        let softmax = self.plan.nli.is_some();
+        let scored = self.model.predict(&asked, softmax, &mut self.report)?;
+        for (k, p) in missing.into_iter().zip(scored) {
+            self.cache.put(&keys[k], &Arc::new(p.values.clone()));
+            out[k] = Some(p.values);
+        }
+        Ok(out
+            .into_iter()
+            .map(|v| v.expect("every pair scored"))
+            .collect())
     }
 }
 
@@ -269,18 +305,14 @@ impl Stage for CrossStage {
             self.outputs().any(|o| o.forward),
             self.outputs().any(|o| o.backward),
         );
-        let softmax = self.plan.nli.is_some();
-        let mut run = |pairs: Vec<(&str, &str)>| -> Result<Vec<Vec<f32>>, Error> {
-            let scored = self.model.predict(&pairs, softmax, &mut self.report)?;
-            Ok(scored.into_iter().map(|p| p.values).collect())
-        };
         let mut f = if forward {
-            Some(run(pairs.clone())?)
+            Some(self.scores('f', &pairs)?)
         } else {
             None
         };
+        let swapped: Vec<(&str, &str)> = pairs.iter().map(|&(r, o)| (o, r)).collect();
         let mut b = if backward {
-            Some(run(pairs.iter().map(|&(r, o)| (o, r)).collect())?)
+            Some(self.scores('b', &swapped)?)
         } else {
             None
         };
@@ -325,6 +357,7 @@ impl Stage for CrossStage {
                 "max_length": self.model.max_len(),
                 "pairs_scored": r.pairs,
                 "pairs_truncated": r.truncated,
+                "pairs_reused": r.reused,
                 "tokens": r.tokens,
                 "forward_seconds": forward,
                 "pairs_per_second": if forward > 0.0 { r.pairs as f64 / forward } else { 0.0 },

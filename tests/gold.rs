@@ -374,7 +374,11 @@ fn a_band_on_token_f1_decides_outside_it_and_the_summary_measures_it() {
         ),
         78,
     );
-    assert!(err.contains("embedding or lexical score"), "{err}");
+    assert!(
+        err.contains("lexical, embedding or cross-encoder score")
+            && err.contains("nli_equivalence"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -289,3 +289,145 @@ fn the_fingerprint_covers_the_cross_model() {
         ])
     );
 }
+
+#[test]
+fn a_band_on_nli_equivalence_settles_rows_before_the_llm_judge() {
+    // The local tier of the cascade: rows whose two-way entailment lies
+    // outside the band are decided by it; only the rest reach the judge.
+    let name = "tiny-cross-roberta-nli";
+    let rows = fixture(name);
+    let equivalence: Vec<Option<f32>> = rows
+        .iter()
+        .map(|r| scorable(&r.1).then(|| r.3[1].min(r.4[1])))
+        .collect();
+    let mut sorted: Vec<f32> = equivalence.iter().flatten().copied().collect();
+    sorted.sort_by(f32::total_cmp);
+    // Band edges midway between neighbouring values, far from any row.
+    let edge = |q: usize| (sorted[q] + sorted[q + 1]) / 2.0;
+    let (lo, hi) = (edge(sorted.len() / 4), edge(3 * sorted.len() / 4));
+    let server = common::judge_server::start(|_, _| {
+        common::judge_server::chat(r#"{"meaning_match": true}"#)
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path(), name);
+    let out = dir.path().join("o.parquet");
+    let cross = model(name);
+    let band = format!("nli_equivalence:{lo}..{hi}");
+    ok(&score(
+        &input,
+        &out,
+        &[
+            "--cross-model",
+            &cross,
+            "--metrics",
+            "nli_equivalence,meaning_match",
+            "--judge-url",
+            &server.url,
+            "--judge-model",
+            "scripted",
+            "--judge-reasons",
+            "never",
+            "--judge-band",
+            &band,
+        ],
+    ));
+    let b = read_parquet(&out);
+    let (verdict, source) = (
+        bools(&b, "meaning_match"),
+        texts(&b, "meaning_match_source"),
+    );
+    let mut in_band = std::collections::HashSet::new();
+    let (mut below, mut above) = (0, 0);
+    for (i, e) in equivalence.iter().enumerate() {
+        let Some(e) = *e else { continue };
+        if source[i].as_deref() == Some("rule") {
+            continue; // the rules come first (an exact match, an empty output)
+        }
+        if e < lo || e > hi {
+            assert_eq!(source[i].as_deref(), Some("band"), "row {i}: {e}");
+            assert_eq!(verdict[i], Some(e > hi), "row {i}: {e}");
+            below += usize::from(e < lo);
+            above += usize::from(e > hi);
+        } else {
+            assert_ne!(source[i].as_deref(), Some("band"), "row {i}: {e}");
+            in_band.insert(rows[i].2.trim().to_string());
+        }
+    }
+    let asked = server.requests();
+    assert!(
+        !asked.is_empty() && below > 50 && above > 50,
+        "{below} {above}"
+    );
+    for r in &asked {
+        assert!(
+            in_band.contains(r.candidate()),
+            "a row the band decided reached the judge: {:?}",
+            r.candidate()
+        );
+    }
+    eprintln!(
+        "nli_equivalence band {lo:.4}..{hi:.4}: {below} rows false, {above} true by the band; {} judge calls",
+        asked.len()
+    );
+}
+
+#[test]
+fn a_pair_repeated_across_batches_is_scored_once() {
+    // The night's rows three times over, in batches of 64 rows: the model
+    // sees each distinct pair once; the repeats come from the cache, with
+    // the same values.
+    let name = "tiny-cross-roberta-nli";
+    let rows = fixture(name);
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("thrice.parquet");
+    let thrice = |k: usize| -> ArrayRef {
+        let v: Vec<&str> = (0..3)
+            .flat_map(|_| rows.iter())
+            .map(|r| if k == 1 { r.1.as_str() } else { r.2.as_str() })
+            .collect();
+        s(&v)
+    };
+    write_parquet(
+        &input,
+        vec![("reference", thrice(1)), ("output", thrice(2))],
+    );
+    let out = dir.path().join("o.parquet");
+    let cross = model(name);
+    let flags = [
+        "--cross-model",
+        cross.as_str(),
+        "--metrics",
+        "nli_precision",
+        "--batch-size",
+        "64",
+    ];
+    ok(&score(&input, &out, &flags));
+    let got = f32s(&read_parquet(&out), "nli_precision");
+    let distinct: std::collections::HashSet<(&str, &str)> = rows
+        .iter()
+        .filter(|r| scorable(&r.1))
+        .map(|r| (r.1.as_str(), r.2.as_str()))
+        .collect();
+    for (i, r) in (0..3).flat_map(|_| rows.iter()).enumerate() {
+        if scorable(&r.1) {
+            assert!((got[i].unwrap() - r.3[1]).abs() < 1e-5, "row {i}");
+        }
+    }
+    let c = &summary(&out)["cross"];
+    assert_eq!(c["pairs_scored"], distinct.len(), "{c}");
+    // The second and third nights' pairs all came from the cache.
+    assert!(
+        c["pairs_reused"].as_u64().unwrap() >= 2 * distinct.len() as u64 - 64,
+        "{c}"
+    );
+    // Without a cache, every batch's pairs go to the model.
+    let mut none = flags.to_vec();
+    none.extend(["--embed-cache-mb", "0", "--overwrite"]);
+    ok(&score(&input, &out, &none));
+    let c = &summary(&out)["cross"];
+    assert_eq!(c["pairs_reused"], 0, "{c}");
+    assert!(
+        c["pairs_scored"].as_u64().unwrap() > distinct.len() as u64,
+        "{c}"
+    );
+}

@@ -184,8 +184,8 @@ pub struct CalibrateBandArgs {
     #[arg(long, value_name = "METRIC", default_value = "meaning_match")]
     pub metric: String,
 
-    /// The score the band reads: cosine, bertscore_f1, bertscore_precision,
-    /// bertscore_recall or token_f1 (a column of the result)
+    /// The score the band reads: a lexical, embedding or cross-encoder score
+    /// column of the result (cosine, bertscore_f1, token_f1, nli_equivalence, ...)
     #[arg(long, value_name = "METRIC", default_value = "cosine")]
     pub by: String,
 
@@ -544,10 +544,10 @@ pub struct ScoreArgs {
     pub judge_metrics: Vec<PathBuf>,
 
     /// Cascade: send Meaning Match (and defined verdicts with band = true) to the judge only
-    /// for rows whose METRIC (cosine, bertscore_f1, bertscore_precision, bertscore_recall or
-    /// token_f1, computed in the same run) lies in LO..HI; decide the others by the band's
-    /// side (above: true, below: false; source = band). `refscore calibrate-band` fits LO..HI
-    /// from human labels
+    /// for rows whose METRIC (a lexical, embedding or cross-encoder score computed in the same
+    /// run: cosine, bertscore_f1, token_f1, nli_equivalence, ...) lies in LO..HI; decide the
+    /// others by the band's side (above: true, below: false; source = band). `refscore
+    /// calibrate-band` fits LO..HI from human labels
     #[arg(long, value_name = "METRIC:LO..HI")]
     pub judge_band: Option<String>,
 

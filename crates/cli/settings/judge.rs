@@ -167,11 +167,18 @@ pub(super) fn resolve(
 ) -> Result<Option<JudgeSettings>, Error> {
     let band = origin.parsed(args.judge_band.take(), "judge_band", parse_band)?;
     if let Some(b) = &band {
-        let stand_in = metric::find(&b.metric)
-            .filter(|m| m.group != metric::Group::Judge && m.kind == metric::Kind::Score);
+        let readable =
+            |m: &metric::Metric| m.group != metric::Group::Judge && m.kind == metric::Kind::Score;
+        let stand_in = metric::find(&b.metric).filter(|m| readable(m));
         let Some(stand_in) = stand_in else {
+            let scores: Vec<&str> = metric::BUILTIN
+                .iter()
+                .filter(|m| readable(m))
+                .map(|m| m.name.as_str())
+                .collect();
             return Err(Error::config(format!(
-                "--judge-band {b}: the band reads an embedding or lexical score (cosine, bertscore_f1, bertscore_precision, bertscore_recall, token_f1), not '{}'",
+                "--judge-band {b}: the band reads a lexical, embedding or cross-encoder score ({}), not '{}'",
+                scores.join(", "),
                 b.metric
             )));
         };

@@ -97,7 +97,7 @@ pub fn calibrate(table: &Table, r: &BandRequest) -> Result<BandReport, Error> {
     }
     let k = g.stand_ins.iter().position(|s| *s == r.by).ok_or_else(|| {
         Error::usage(format!(
-            "--by {}: not an embedding or lexical score of {spec} (it has: {})",
+            "--by {}: not a lexical, embedding or cross-encoder score of {spec} (it has: {})",
             r.by,
             g.stand_ins.join(", ")
         ))

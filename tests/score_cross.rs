@@ -431,3 +431,79 @@ fn a_pair_repeated_across_batches_is_scored_once() {
         "{c}"
     );
 }
+
+#[test]
+fn calibrate_band_fits_a_band_on_nli_equivalence() {
+    // Labels that nli_equivalence separates (true above the median): the
+    // fitted band leaves few rows to the judge.
+    let name = "tiny-cross-roberta-nli";
+    let rows: Vec<Row> = fixture(name)
+        .into_iter()
+        .filter(|r| scorable(&r.1))
+        .collect();
+    let equivalence: Vec<f32> = rows.iter().map(|r| r.3[1].min(r.4[1])).collect();
+    let mut sorted = equivalence.clone();
+    sorted.sort_by(f32::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("labelled.parquet");
+    let human: ArrayRef = std::sync::Arc::new(arrow::array::BooleanArray::from(
+        equivalence
+            .iter()
+            .map(|&e| Some(e > median))
+            .collect::<Vec<_>>(),
+    ));
+    let col = |k: usize| -> ArrayRef {
+        s(&rows
+            .iter()
+            .map(|r| if k == 1 { r.1.as_str() } else { r.2.as_str() })
+            .collect::<Vec<_>>())
+    };
+    write_parquet(
+        &input,
+        vec![("reference", col(1)), ("output", col(2)), ("human", human)],
+    );
+    let server = common::judge_server::start(|_, _| {
+        common::judge_server::chat(r#"{"meaning_match": true}"#)
+    });
+    let out = dir.path().join("o.parquet");
+    let cross = model(name);
+    ok(&score(
+        &input,
+        &out,
+        &[
+            "--cross-model",
+            &cross,
+            "--metrics",
+            "nli_equivalence,meaning_match",
+            "--judge-url",
+            &server.url,
+            "--judge-model",
+            "scripted",
+            "--judge-reasons",
+            "never",
+            "--gold",
+            "meaning_match=human",
+        ],
+    ));
+    let json = dir.path().join("band.json");
+    let printed = ok(&refscore(&[
+        "calibrate-band",
+        out.to_str().unwrap(),
+        "--by",
+        "nli_equivalence",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    let band: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(
+        printed.contains("--judge-band nli_equivalence:"),
+        "{printed}"
+    );
+    let (all, inside) = (
+        band["rows"].as_u64().unwrap(),
+        band["rows_inside"].as_u64().unwrap(),
+    );
+    assert!(inside * 4 < all, "{band}");
+    eprintln!("calibrate-band --by nli_equivalence: {printed}");
+}

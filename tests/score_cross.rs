@@ -290,6 +290,38 @@ fn the_fingerprint_covers_the_cross_model() {
     );
 }
 
+/// A scripted judge that says every answer means the same, logging each
+/// request.
+fn yes_judge() -> common::judge_server::Server {
+    common::judge_server::start(|_, _| common::judge_server::chat(r#"{"meaning_match": true}"#))
+}
+
+/// Scores nli_equivalence with `name`'s cross-encoder and Meaning Match
+/// with `judge`, plus `extra` flags.
+fn judged(
+    name: &str,
+    judge: &common::judge_server::Server,
+    input: &Path,
+    out: &Path,
+    extra: &[&str],
+) -> std::process::Output {
+    let cross = model(name);
+    let mut args = vec![
+        "--cross-model",
+        &cross,
+        "--metrics",
+        "nli_equivalence,meaning_match",
+        "--judge-url",
+        &judge.url,
+        "--judge-model",
+        "scripted",
+        "--judge-reasons",
+        "never",
+    ];
+    args.extend_from_slice(extra);
+    score(input, out, &args)
+}
+
 #[test]
 fn a_band_on_nli_equivalence_settles_rows_before_the_llm_judge() {
     // The local tier of the cascade: rows whose two-way entailment lies
@@ -305,31 +337,17 @@ fn a_band_on_nli_equivalence_settles_rows_before_the_llm_judge() {
     // Band edges midway between neighbouring values, far from any row.
     let edge = |q: usize| (sorted[q] + sorted[q + 1]) / 2.0;
     let (lo, hi) = (edge(sorted.len() / 4), edge(3 * sorted.len() / 4));
-    let server = common::judge_server::start(|_, _| {
-        common::judge_server::chat(r#"{"meaning_match": true}"#)
-    });
+    let server = yes_judge();
     let dir = tempfile::tempdir().unwrap();
     let input = input(dir.path(), name);
     let out = dir.path().join("o.parquet");
-    let cross = model(name);
     let band = format!("nli_equivalence:{lo}..{hi}");
-    ok(&score(
+    ok(&judged(
+        name,
+        &server,
         &input,
         &out,
-        &[
-            "--cross-model",
-            &cross,
-            "--metrics",
-            "nli_equivalence,meaning_match",
-            "--judge-url",
-            &server.url,
-            "--judge-model",
-            "scripted",
-            "--judge-reasons",
-            "never",
-            "--judge-band",
-            &band,
-        ],
+        &["--judge-band", &band],
     ));
     let b = read_parquet(&out);
     let (verdict, source) = (
@@ -463,28 +481,14 @@ fn calibrate_band_fits_a_band_on_nli_equivalence() {
         &input,
         vec![("reference", col(1)), ("output", col(2)), ("human", human)],
     );
-    let server = common::judge_server::start(|_, _| {
-        common::judge_server::chat(r#"{"meaning_match": true}"#)
-    });
+    let server = yes_judge();
     let out = dir.path().join("o.parquet");
-    let cross = model(name);
-    ok(&score(
+    ok(&judged(
+        name,
+        &server,
         &input,
         &out,
-        &[
-            "--cross-model",
-            &cross,
-            "--metrics",
-            "nli_equivalence,meaning_match",
-            "--judge-url",
-            &server.url,
-            "--judge-model",
-            "scripted",
-            "--judge-reasons",
-            "never",
-            "--gold",
-            "meaning_match=human",
-        ],
+        &["--gold", "meaning_match=human"],
     ));
     let json = dir.path().join("band.json");
     let printed = ok(&refscore(&[

@@ -18,9 +18,9 @@ use crate::text_cache::TextCache;
 /// takes its value.
 struct Scored {
     /// (reference, output): the premise is the reference.
-    forward: Option<Vec<f32>>,
+    forward: Option<Arc<Vec<f32>>>,
     /// (output, reference).
-    backward: Option<Vec<f32>>,
+    backward: Option<Arc<Vec<f32>>>,
 }
 
 /// One cross-encoder metric: its registry entry, the directions it reads,
@@ -252,23 +252,25 @@ impl CrossStage {
 
     /// The scores of `pairs` (as given: first, second), from the cache or
     /// the model; the model sees each pair the cache lacks once.
-    fn scores(&mut self, direction: char, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, Error> {
+    fn scores(
+        &mut self,
+        direction: char,
+        pairs: &[(&str, &str)],
+    ) -> Result<Vec<Arc<Vec<f32>>>, Error> {
         let keys: Vec<String> = pairs
             .iter()
             .map(|(a, b)| pair_key(direction, a, b))
             .collect();
-        let mut out: Vec<Option<Vec<f32>>> = keys
-            .iter()
-            .map(|k| self.cache.get(k).map(|v| v.as_ref().clone()))
-            .collect();
+        let mut out: Vec<Option<Arc<Vec<f32>>>> = keys.iter().map(|k| self.cache.get(k)).collect();
         let missing: Vec<usize> = (0..pairs.len()).filter(|&k| out[k].is_none()).collect();
         self.report.reused += (pairs.len() - missing.len()) as u64;
         let asked: Vec<(&str, &str)> = missing.iter().map(|&k| pairs[k]).collect();
         let softmax = self.plan.nli.is_some();
         let scored = self.model.predict(&asked, softmax, &mut self.report)?;
         for (k, p) in missing.into_iter().zip(scored) {
-            self.cache.put(&keys[k], &Arc::new(p.values.clone()));
-            out[k] = Some(p.values);
+            let values = Arc::new(p.values);
+            self.cache.put(&keys[k], &values);
+            out[k] = Some(values);
         }
         Ok(out
             .into_iter()
@@ -305,21 +307,21 @@ impl Stage for CrossStage {
             self.outputs().any(|o| o.forward),
             self.outputs().any(|o| o.backward),
         );
-        let mut f = if forward {
+        let f = if forward {
             Some(self.scores('f', &pairs)?)
         } else {
             None
         };
         let swapped: Vec<(&str, &str)> = pairs.iter().map(|&(r, o)| (o, r)).collect();
-        let mut b = if backward {
+        let b = if backward {
             Some(self.scores('b', &swapped)?)
         } else {
             None
         };
         let scored: Vec<Scored> = (0..pairs.len())
             .map(|k| Scored {
-                forward: f.as_mut().map(|v| std::mem::take(&mut v[k])),
-                backward: b.as_mut().map(|v| std::mem::take(&mut v[k])),
+                forward: f.as_ref().map(|v| Arc::clone(&v[k])),
+                backward: b.as_ref().map(|v| Arc::clone(&v[k])),
             })
             .collect();
         let mut out = ScoreColumns::default();

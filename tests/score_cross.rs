@@ -102,18 +102,7 @@ fn run_matches(name: &str, flags: &[&str], expect: &[(&str, Definition)]) {
         let out = dir.path().join(format!("{path}.parquet"));
         let mut args = vec!["--cross-model", &cross];
         args.extend_from_slice(flags);
-        let run = std::process::Command::new(bin())
-            .args([
-                "score",
-                input.to_str().unwrap(),
-                "-o",
-                out.to_str().unwrap(),
-                "--quiet",
-            ])
-            .args(&args)
-            .env("REFSCORE_KERNELS", path)
-            .output()
-            .unwrap();
+        let run = score_with_env(&input, &out, &args, &[("REFSCORE_KERNELS", path)]);
         ok(&run);
         let b = read_parquet(&out);
         let mut worst = 0f32;

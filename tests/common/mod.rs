@@ -36,15 +36,23 @@ pub fn refscore(args: &[&str]) -> Output {
 
 /// Runs `refscore score` on `input` writing `output`, quietly.
 pub fn score(input: &Path, output: &Path, extra: &[&str]) -> Output {
-    let mut args = vec![
-        "score",
-        input.to_str().unwrap(),
-        "-o",
-        output.to_str().unwrap(),
-        "--quiet",
-    ];
-    args.extend_from_slice(extra);
-    refscore(&args)
+    score_with_env(input, output, extra, &[])
+}
+
+/// [`score`] with `env` set for the process (e.g. `REFSCORE_KERNELS`).
+pub fn score_with_env(input: &Path, output: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(bin())
+        .args([
+            "score",
+            input.to_str().unwrap(),
+            "-o",
+            output.to_str().unwrap(),
+            "--quiet",
+        ])
+        .args(extra)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run refscore")
 }
 
 /// Scores `(id, reference, output)` rows, written to a Parquet file, with
@@ -70,20 +78,7 @@ pub fn score_embedding(
     let model = model.to_str().unwrap();
     let mut args = vec!["--metrics", "embedding", "--model", model];
     args.extend_from_slice(extra);
-    let mut command = Command::new(bin());
-    command
-        .args([
-            "score",
-            input.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--quiet",
-        ])
-        .args(&args);
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    let output = command.output().expect("run refscore");
+    let output = score_with_env(&input, &out, &args, env);
     let scores = output
         .status
         .success()

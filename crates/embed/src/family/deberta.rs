@@ -20,6 +20,7 @@ use candle_core::{Device, Module, Tensor, D};
 use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 
+use super::accelerator::spread_mask;
 use super::padded::{self, linear, Dense, LayerNorm as Norm, Padded, PaddedEncoder, Rows};
 use super::transformer::weights_root;
 use super::EncoderModel;
@@ -583,7 +584,8 @@ impl Deberta {
 
 /// What a batch's layers share.
 struct Batch {
-    /// Additive key mask, `[b, 1, 1, t]`.
+    /// Additive key mask, `[b, 1, 1, t]` (`[b, heads, t, t]` in memory on
+    /// an accelerator).
     mask: Tensor,
     /// Each pair's row of the relative table, and its transpose.
     index: Option<(Tensor, Tensor)>,
@@ -630,7 +632,9 @@ impl PaddedEncoder for Deberta {
             .flat_map(|&l| (0..t).map(move |k| if k < l { 1.0 } else { 0.0 }))
             .collect();
         let keep = Tensor::from_vec(keep, (b, t, 1), device)?.to_dtype(x.dtype())?;
+        let heads = self.layers.first().map_or(1, |l| l.heads);
         let mask = padded::key_mask(lengths, t, device)?.to_dtype(x.dtype())?;
+        let mask = spread_mask(mask, b, heads, t)?;
         let x = self.norm.forward(&x)?.broadcast_mul(&keep)?;
         let batch = Batch {
             mask,

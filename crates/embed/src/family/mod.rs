@@ -10,6 +10,7 @@ use refscore_core::Error;
 
 use crate::precision::Precision;
 
+mod accelerator;
 mod bert;
 mod deberta;
 mod distilbert;

@@ -7,6 +7,7 @@
 use candle_core::{Device, Module, Tensor};
 use candle_nn::{Linear, VarBuilder};
 
+use super::accelerator::Affine;
 use super::ops::Glu;
 use super::EncoderModel;
 pub(super) use crate::kernels::GateActivation;
@@ -44,7 +45,7 @@ pub(super) fn linear(vb: VarBuilder, inp: usize, out: usize, bias: bool) -> Resu
 /// Exists so that every padded family runs its per-token products in the
 /// precision asked for through one type, as the BERT-shaped body does.
 pub(super) enum Dense {
-    Fp32(Linear),
+    Fp32(Affine),
     Reduced {
         weight: Projection,
         bias: Option<Tensor>,
@@ -56,7 +57,7 @@ impl Dense {
     /// for `precision`; a reduced precision needs the CPU.
     pub(super) fn new(linear: Linear, precision: Precision) -> Result<Dense> {
         if precision == Precision::Fp32 {
-            return Ok(Dense::Fp32(linear));
+            return Ok(Dense::Fp32(Affine::new(linear)?));
         }
         if !linear.weight().device().is_cpu() {
             candle_core::bail!("--precision {} runs on the CPU only", precision.name());

@@ -19,6 +19,7 @@ use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::accelerator::spread_mask;
 use super::padded::{
     self, linear, Dense, GateActivation, Heads, LayerNorm as Norm, Padded, PaddedEncoder, Rope,
     Rows,
@@ -441,7 +442,7 @@ impl PaddedEncoder for RotaryEncoder {
     }
 
     fn embed(&self, ids: &Tensor, lengths: &[usize]) -> Result<(Tensor, Self::Batch)> {
-        let (_, t) = ids.dims2()?;
+        let (b, t) = ids.dims2()?;
         let device = ids.device();
         let mut x = self.words.forward(ids)?;
         if let Some(row) = &self.token_type {
@@ -449,6 +450,7 @@ impl PaddedEncoder for RotaryEncoder {
         }
         let x = self.norm.forward(&x)?;
         let mask = padded::key_mask(lengths, t, device)?.to_dtype(x.dtype())?;
+        let mask = spread_mask(mask, b, self.shape.heads, t)?;
         Ok((x, (self.rope.tables(t, device)?, mask)))
     }
 

@@ -14,6 +14,7 @@ use candle_core::{DType, Module, Tensor};
 use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 
+use super::accelerator::{spread_mask, Affine};
 use super::ops::{host, AddNorm, Attention, BiasGelu, HostNorm};
 use super::padded::{self, Rows};
 use super::EncoderModel;
@@ -194,11 +195,11 @@ struct Products {
 }
 
 struct Layer {
-    qkv: Linear,
-    attn_out: Linear,
+    qkv: Affine,
+    attn_out: Affine,
     attn_norm: LayerNorm,
-    ff_in: Linear,
-    ff_out: Linear,
+    ff_in: Affine,
+    ff_out: Affine,
     ff_norm: LayerNorm,
     heads: usize,
     head_dim: usize,
@@ -230,30 +231,30 @@ impl Layer {
         let exact_gelu = c.exact_gelu()?;
         let eps = c.layer_norm_eps;
         let mut layer = Layer {
-            qkv: Linear::new(w, Some(b)),
-            attn_out: linear(vb.pp(names.attn_out), h, h)?,
+            qkv: Affine::new(Linear::new(w, Some(b)))?,
+            attn_out: Affine::new(linear(vb.pp(names.attn_out), h, h)?)?,
             attn_norm: LayerNorm::load(vb.pp(names.attn_norm), h, eps)?,
-            ff_in: linear(vb.pp(names.ff_in), h, c.intermediate_size)?,
-            ff_out: linear(vb.pp(names.ff_out), c.intermediate_size, h)?,
+            ff_in: Affine::new(linear(vb.pp(names.ff_in), h, c.intermediate_size)?)?,
+            ff_out: Affine::new(linear(vb.pp(names.ff_out), c.intermediate_size, h)?)?,
             ff_norm: LayerNorm::load(vb.pp(names.ff_norm), h, eps)?,
             heads,
             head_dim,
             exact_gelu,
             host: None,
         };
-        let weight = layer.qkv.weight();
+        let weight = layer.qkv.linear().weight();
         if weight.device().is_cpu() && weight.dtype() == DType::F32 && exact_gelu {
             layer.host = Some(HostVectors {
                 products: Products {
-                    qkv: Projection::new(layer.qkv.weight(), precision)?,
-                    attn_out: Projection::new(layer.attn_out.weight(), precision)?,
-                    ff_in: Projection::new(layer.ff_in.weight(), precision)?,
-                    ff_out: Projection::new(layer.ff_out.weight(), precision)?,
+                    qkv: Projection::new(layer.qkv.linear().weight(), precision)?,
+                    attn_out: Projection::new(layer.attn_out.linear().weight(), precision)?,
+                    ff_in: Projection::new(layer.ff_in.linear().weight(), precision)?,
+                    ff_out: Projection::new(layer.ff_out.linear().weight(), precision)?,
                 },
-                qkv_bias: host(bias_of(&layer.qkv))?,
-                attn_norm: layer.attn_norm.host(bias_of(&layer.attn_out))?,
-                ff_in_bias: host(bias_of(&layer.ff_in))?,
-                ff_norm: layer.ff_norm.host(bias_of(&layer.ff_out))?,
+                qkv_bias: host(bias_of(layer.qkv.linear()))?,
+                attn_norm: layer.attn_norm.host(bias_of(layer.attn_out.linear()))?,
+                ff_in_bias: host(bias_of(layer.ff_in.linear()))?,
+                ff_norm: layer.ff_norm.host(bias_of(layer.ff_out.linear()))?,
             });
         }
         Ok(layer)
@@ -631,6 +632,7 @@ impl EncoderModel for Transformer {
                 None => full,
             });
         }
+        let mask = mask.map(|m| spread_mask(m, b, self.heads, t)).transpose()?;
         let rows = Rows::new(lengths, t, device)?;
         tapped(x, taps, &self.layers, |layer, x| {
             layer.forward(x, b, t, mask.as_ref())

@@ -22,10 +22,12 @@ machine has (numpy, pyarrow):
   compare A B TOL [CASE]    max |A - B| per metric column (every float column) of
                             two results, one JSON line (named CASE); exit 1 when
                             any exceeds TOL or a row holds a value in one only
-  record refscore|python|encoder SOURCE MONITOR ENGINE MODEL SET
+  record refscore|cross|python|encoder SOURCE MONITOR ENGINE MODEL SET
                             the result records of one timed run (a refscore
-                            summary, python.py's JSON line, or its encoder-only
-                            lines), with MONITOR's GPU figures ('-' for none)
+                            summary, of embeddings or of a cross-encoder;
+                            python.py's or gpu_cross.py's JSON line; python.py's
+                            encoder-only lines), with MONITOR's GPU figures ('-'
+                            for none)
   table RESULTS.json        prints the benchmark table of gpu.sh
 """
 
@@ -220,9 +222,18 @@ def record(kind: str, source: str, monitor_path: str, engine: str, model: str, s
         print(json.dumps({**base, "rows": s["rows"], "seconds": s["seconds"],
                           "rows_per_second": s["rows_per_second"], "peak_rss_bytes": s.get("peak_rss_bytes"),
                           **{k: e.get(k) for k in keep}, **gpu}))
+    elif kind == "cross":
+        s = json.load(open(source))
+        c = s["cross"]
+        keep = ("pairs_scored", "tokens", "forward_seconds", "pairs_per_second")
+        print(json.dumps({**base, "rows": s["rows"], "seconds": s["seconds"],
+                          "rows_per_second": s["rows_per_second"], "peak_rss_bytes": s.get("peak_rss_bytes"),
+                          "tokens_per_second": c["tokens"] / max(c["forward_seconds"], 1e-9),
+                          **{k: c.get(k) for k in keep}, **gpu}))
     elif kind == "python":
         a = json.load(open(source))
-        keep = ("rows", "seconds", "rows_per_second", "st_seconds", "bertscore_seconds", "peak_rss_bytes")
+        keep = ("rows", "seconds", "rows_per_second", "st_seconds", "bertscore_seconds", "peak_rss_bytes",
+                "pairs_per_second")
         print(json.dumps({**base, **{k: a.get(k) for k in keep}, **gpu}))
     else:  # encoder: python.py --encoder-only, one line per type and batch size
         for line in open(source):
@@ -279,7 +290,7 @@ def main(argv: list) -> int:
         fixture(*args)
     elif cmd == "compare" and len(args) in (3, 4):
         return compare(*args)
-    elif cmd == "record" and len(args) == 6 and args[0] in ("refscore", "python", "encoder"):
+    elif cmd == "record" and len(args) == 6 and args[0] in ("refscore", "cross", "python", "encoder"):
         record(*args)
     elif cmd == "table" and len(args) == 1:
         table(*args)

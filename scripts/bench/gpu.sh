@@ -34,6 +34,19 @@
 #                               3. sentence-transformers + bert_score as a user runs
 #                                  them on the same GPU and sets, and the bare
 #                                  PyTorch encoder in fp32 and bf16;
+#                               4. cross: every tiny-cross-* fixture on the GPU
+#                                  against the CPU (--metrics cross), then two
+#                                  real-size NLI cross-encoders made there with
+#                                  seeded random weights (scripts/bench/gpu_cross.py:
+#                                  MiniLM-L6's and DeBERTa-v3-base's shapes) on
+#                                  CROSS_ROWS (10000) distinct rows, refscore against
+#                                  sentence-transformers' CrossEncoder.predict
+#                                  (batches CROSS_BATCHES, "32 256"; empty: not run),
+#                                  scores compared; the base binary, where packed,
+#                                  before each refscore run;
+#                               5. profile (only when STEPS names it): Nsight Compute's
+#                                  kernel times over one MiniLM run of PROFILE_ROWS
+#                                  (2000) rows, to $OUT/ncu-minilm.csv;
 #                               each record goes to $OUT/gpu-results.jsonl as it is
 #                               made (a run cut short keeps what it did), the log to
 #                               $OUT/gpu.log, and the table to the output.
@@ -42,7 +55,7 @@
 # SPEED_RUNS (default: minilm and mpnet each on nightly, distinct and nightly-big, as
 # "minilm:nightly ..."), PYTHON_RUNS (default "minilm:nightly minilm:distinct
 # mpnet:nightly"), ENCODER_MODELS (default "minilm mpnet"; empty: none),
-# STEPS (run: default "parity speed python"), DEVICE (run: default cuda; `cpu` walks
+# STEPS (run: default "parity speed python cross"), DEVICE (run: default cuda; `cpu` walks
 # the same steps on a machine without a GPU, to check the script, with REFSCORE_BIN
 # naming a CPU build and REFSCORE_BASE_BIN a CPU base), REFSCORE_CUDA_BIN (pack:
 # default target/cuda/release/refscore), OUT. Candle's f32 matrix products on CUDA do
@@ -107,7 +120,7 @@ pack() {
 
 run() {
   local device="${DEVICE:-cuda}" out="${OUT:-/tmp/refscore-gpu-out}" work=/tmp/refscore-gpu
-  local steps="${STEPS:-parity speed python}" rows="${ROWS:-20000}" big="${BIG_ROWS:-200000}"
+  local steps="${STEPS:-parity speed python cross}" rows="${ROWS:-20000}" big="${BIG_ROWS:-200000}"
   [ -d "$pack_dir" ] || die "no .gpu folder: run 'scripts/bench/gpu.sh pack' here first and carry .gpu"
   rm -rf "$work"
   mkdir -p "$work" "$out"
@@ -119,8 +132,12 @@ run() {
   # The benchmark sets, made while the parity cases run.
   python3 scripts/fixtures/make-bench-sets.py --rows "$rows" "$work/sets" >"$work/sets.log" 2>&1 &
   local sets_pid=$!
-  python3 scripts/fixtures/make-bench-sets.py --rows "$big" "$work/big" >"$work/big.log" 2>&1 &
-  big_pid=$!
+  big_pid=""
+  case " $steps " in *" speed "*)
+    python3 scripts/fixtures/make-bench-sets.py --rows "$big" "$work/big" >"$work/big.log" 2>&1 &
+    big_pid=$!
+    ;;
+  esac
 
   log "unpacking"
   python3 - "$pack_dir" "$work" <<'EOF'
@@ -165,21 +182,23 @@ EOF
   wait "$sets_pid" || { cat "$work/sets.log" >&2; die "make-bench-sets.py failed"; }
   case " $steps " in *" speed "*) speed "$device" "$rows" "$big" ;; esac
   case " $steps " in *" python "*) python_engines "$device" ;; esac
+  case " $steps " in *" cross "*) cross "$device" ;; esac
+  case " $steps " in *" profile "*) profile "$device" ;; esac
   python3 scripts/bench/gpu.py table "$results" | tee "$out/gpu-table.txt"
   if grep -q '"ok": false' "$results"; then die "parity failed: see the table's FAILED lines"; fi
 }
 
 # One parity case: the fixture's rows on $device and on the CPU, compared.
-# Arguments: case name, fixture JSONL, model folder, extra flags...
+# Arguments: case name, fixture JSONL, device, the flags naming metrics and model...
 parity_case() {
-  local name=$1 fixture=$2 model=$3 device=$4
-  shift 4
+  local name=$1 fixture=$2 device=$3
+  shift 3
   local dir="$work/parity/$name" err
   mkdir -p "$dir"
   python3 scripts/bench/gpu.py fixture "$fixture" "$dir/in.parquet"
   for d in "$device" cpu; do
     if ! "$bin" score "$dir/in.parquet" -o "$dir/$d.parquet" --overwrite --quiet \
-      --metrics embedding --model "$model" --device "$d" "$@" 2>"$dir/$d.err"; then
+      --device "$d" "$@" 2>"$dir/$d.err"; then
       err="$(tail -n 1 "$dir/$d.err" | cut -c1-300)"
       python3 -c 'import json,sys; print(json.dumps({"kind": "parity", "case": sys.argv[1], "ok": False, "error": sys.argv[2]}))' \
         "$name" "--device $d: $err"
@@ -193,33 +212,40 @@ parity() {
   local device=$1 cases="$work/parity-cases.txt" m name base fixture layer
   log "1. parity: $device against cpu, fp32 (tolerance $tol)"
   : >"$cases"
-  echo "minilm tests/fixtures/parity.jsonl $work/minilm" >>"$cases"
-  echo "minilm-idf tests/fixtures/parity.jsonl $work/minilm --idf" >>"$cases"
-  echo "minilm-layer3 tests/fixtures/parity.jsonl $work/minilm --layer 3" >>"$cases"
-  echo "mpnet-random tests/fixtures/parity-all-mpnet-base-v2.jsonl $work/mpnet" >>"$cases"
-  echo "mpnet-random-layer9-idf tests/fixtures/parity-all-mpnet-base-v2.jsonl $work/mpnet --layer 9 --idf" >>"$cases"
+  local emb="--metrics embedding --model"
+  echo "minilm tests/fixtures/parity.jsonl $emb $work/minilm" >>"$cases"
+  echo "minilm-idf tests/fixtures/parity.jsonl $emb $work/minilm --idf" >>"$cases"
+  echo "minilm-layer3 tests/fixtures/parity.jsonl $emb $work/minilm --layer 3" >>"$cases"
+  echo "mpnet-random tests/fixtures/parity-all-mpnet-base-v2.jsonl $emb $work/mpnet" >>"$cases"
+  echo "mpnet-random-layer9-idf tests/fixtures/parity-all-mpnet-base-v2.jsonl $emb $work/mpnet --layer 9 --idf" >>"$cases"
   for m in tests/fixtures/models/tiny-*; do
     name="$(basename "$m")"
-    case "$name" in tiny-static-*) continue ;; esac
+    case "$name" in tiny-static-* | tiny-cross-*) continue ;; esac
     [ "${PARITY:-all}" = short ] && case "$name" in tiny-gte|tiny-roberta) ;; *) continue ;; esac
     base="$name"
     [ -f "tests/fixtures/parity-$base.jsonl" ] || base="${name%-*}"
     fixture="tests/fixtures/parity-$base.jsonl"
     [ -f "$fixture" ] || { note "no parity fixture for $name"; continue; }
     layer="$(head -n 1 "$fixture" | python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["layer"])')"
-    echo "$name $fixture $m" >>"$cases"
-    echo "$name-layer$layer-idf $fixture $m --layer $layer --idf" >>"$cases"
+    echo "$name $fixture $emb $m" >>"$cases"
+    echo "$name-layer$layer-idf $fixture $emb $m --layer $layer --idf" >>"$cases"
   done
-  export -f parity_case log
-  export work bin tol device
-  # Four cases at a time: each is small, and the CPU side has cores to spare.
-  xargs -P 4 -L 1 bash -c 'parity_case "$0" "$1" "$2" "$device" "${@:3}"' <"$cases" >>"$results"
+  parity_cases "$device" "$cases"
   # A static model has no GPU path: the flag must be refused, not ignored.
   local code=0
   "$bin" score "$work/parity/minilm/in.parquet" -o "$work/static.parquet" --overwrite --quiet \
     --metrics embedding --model tests/fixtures/models/tiny-static-weights --device "$device" \
     2>"$work/static.err" || code=$?
   note "static model with --device $device: exit $code: $(tail -n 1 "$work/static.err" | cut -c1-200)"
+}
+
+# Runs the parity cases of a file, a line each: name, fixture, flags.
+parity_cases() {
+  local device=$1
+  export -f parity_case log
+  export work bin tol device
+  # Four cases at a time: each is small, and the CPU side has cores to spare.
+  xargs -P 4 -L 1 bash -c 'parity_case "$1" "$2" "$device" "${@:3}"' _ <"$2" >>"$results"
 }
 
 # refscore on the benchmark sets, one monitored run each.
@@ -257,6 +283,78 @@ speed() {
         1e-5 "base against new: $model $set" >>"$results" || true
     fi
   done
+}
+
+# Cross-encoders: every tiny family's fixture on $device against the CPU, then two
+# real-size NLI models (random weights, made there) on CROSS_ROWS rows of the
+# distinct set, refscore against sentence-transformers' CrossEncoder on the same GPU.
+cross() {
+  local device=$1 cases="$work/cross-cases.txt" m name model flags rows="${CROSS_ROWS:-10000}"
+  log "4. cross-encoders: parity on $device against cpu, then speed"
+  : >"$cases"
+  for m in tests/fixtures/models/tiny-cross-*; do
+    name="$(basename "$m")"
+    # MiniCheck's labels are unnamed (LABEL_0, LABEL_1): its entailment is said.
+    case "$name" in *minicheck*) flags="--metrics nli --nli-labels entailment=1" ;; *) flags="--metrics cross" ;; esac
+    echo "$name tests/fixtures/cross-$name.jsonl $flags --cross-model $m" >>"$cases"
+  done
+  parity_cases "$device" "$cases"
+  python3 scripts/bench/gpu_cross.py head "$rows" "$work/sets/distinct.parquet" "$work/cross-in.parquet"
+  for model in ${CROSS_MODELS-minilm deberta}; do
+    if [ "$model" = minilm ]; then m="$work/minilm"; else m=tests/fixtures/models/tiny-cross-deberta-v3-nli; fi
+    python3 scripts/bench/gpu_cross.py make "$model" "$m" "$work/cross-$model" || { note "cross $model not made"; continue; }
+    for engine in ${base:+base} new; do
+      local exe="$bin" label="refscore fp32" result="$work/cross-$model.parquet"
+      [ "$engine" = base ] && exe="$base" label="refscore fp32 (base)" result="$work/cross-$model-base.parquet"
+      log "$label cross $model"
+      python3 scripts/bench/gpu.py monitor "$work/monitor.json" -- \
+        "$exe" score "$work/cross-in.parquet" -o "$result" --overwrite --quiet \
+        --metrics nli --cross-model "$work/cross-$model" --device "$device" || {
+        note "$label cross $model on $device failed"
+        continue
+      }
+      python3 scripts/bench/gpu.py record cross "$result.summary.json" \
+        "$work/monitor.json" "$label" "$model" "distinct-$rows" >>"$results"
+    done
+    if [ -n "$base" ] && [ -f "$work/cross-$model-base.parquet" ] && [ -f "$work/cross-$model.parquet" ]; then
+      python3 scripts/bench/gpu.py compare "$work/cross-$model.parquet" "$work/cross-$model-base.parquet" \
+        1e-5 "base against new: cross $model" >>"$results" || true
+    fi
+    for batch in ${CROSS_BATCHES-32 256}; do
+      log "sentence-transformers CrossEncoder $model, batch $batch"
+      python3 scripts/bench/gpu.py monitor "$work/monitor.json" -- \
+        python3 scripts/bench/gpu_cross.py predict "$work/cross-$model" "$work/cross-in.parquet" \
+        "$work/cross-$model-st$batch.parquet" --device "$device" --batch-size "$batch" \
+        >"$work/cross-$model-st$batch.json" || {
+        note "CrossEncoder $model batch $batch failed"
+        continue
+      }
+      python3 scripts/bench/gpu.py record python "$work/cross-$model-st$batch.json" "$work/monitor.json" \
+        "CrossEncoder.predict, batch $batch" "$model" "distinct-$rows" >>"$results"
+      python3 scripts/bench/gpu.py compare "$work/cross-$model.parquet" "$work/cross-$model-st$batch.parquet" \
+        "$tol" "cross $model: refscore against CrossEncoder, batch $batch" >>"$results" || true
+    done
+  done
+}
+
+# Nsight Compute over one embedding run of PROFILE_ROWS distinct rows (MiniLM): each
+# kernel's name and time (gpu__time_duration.sum, one replay pass), to $OUT/ncu-minilm.csv,
+# beside an unprofiled run of the same rows (its forward_seconds): the kernels' sum
+# against the forward's wall time says how much of the forward the GPU is idle.
+profile() {
+  local device=$1 ncu rows="${PROFILE_ROWS:-2000}"
+  ncu="$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1 || true)"
+  [ -n "$ncu" ] || { note "profile: no ncu on this machine"; return 0; }
+  log "5. Nsight Compute, MiniLM, $rows rows"
+  python3 scripts/bench/gpu_cross.py head "$rows" "$work/sets/distinct.parquet" "$work/profile-in.parquet"
+  "$bin" score "$work/profile-in.parquet" -o "$work/profile-plain.parquet" --overwrite --quiet \
+    --metrics embedding --model "$work/minilm" --device "$device" || { note "profile: plain run failed"; return 0; }
+  python3 scripts/bench/gpu.py record refscore "$work/profile-plain.parquet.summary.json" - \
+    "refscore fp32, unprofiled" minilm "distinct-$rows" >>"$results"
+  timeout "${PROFILE_SECONDS:-150}" "$ncu" --metrics gpu__time_duration.sum --csv \
+    --launch-count "${PROFILE_KERNELS:-4000}" "$bin" score "$work/profile-in.parquet" \
+    -o "$work/profile.parquet" --overwrite --quiet --metrics embedding --model "$work/minilm" \
+    --device "$device" >"$out/ncu-minilm.csv" 2>"$out/ncu-minilm.err" || note "profile: ncu exit $? (see ncu-minilm.err)"
 }
 
 # What a user would otherwise run, on the same GPU and sets.

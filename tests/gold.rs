@@ -354,7 +354,7 @@ fn a_band_on_token_f1_decides_outside_it_and_the_summary_measures_it() {
     let result = read_parquet(&out);
     assert!(texts(&result, "meaning_match_source")
         .iter()
-        .all(|s| s.as_deref() == Some("band")));
+        .all(|s| s.as_deref() == Some("band:token_f1")));
     assert!(bools(&result, "meaning_match")
         .iter()
         .all(|v| *v == Some(false)));

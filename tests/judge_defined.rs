@@ -260,7 +260,7 @@ fn the_band_decides_a_defined_verdict_that_asks_for_it() {
         )
     };
     let err = fails(&run(RUBRICS), 78);
-    assert!(err.contains("--judge-band needs"), "{err}");
+    assert!(err.contains("needs the cosine metric"), "{err}");
     ok(&run(&RUBRICS.replace(
         "answer = \"verdict\"\n",
         "answer = \"verdict\"\nband = true\n",
@@ -269,8 +269,8 @@ fn the_band_decides_a_defined_verdict_that_asks_for_it() {
     assert_eq!(
         texts(&b, "cites_source"),
         [
-            Some("band".into()),
-            Some("band".into()),
+            Some("band:cosine".into()),
+            Some("band:cosine".into()),
             Some("rule".into())
         ]
     );

@@ -147,7 +147,7 @@ fn a_real_judge_scores_the_example_judge_rows() {
         .count();
     let by_band = band_source
         .iter()
-        .filter(|s| s.as_deref() == Some("band"))
+        .filter(|s| s.as_deref() == Some("band:cosine"))
         .count();
     let decided: Vec<usize> = (0..band.num_rows())
         .filter(|&i| verdict[i].is_some())

@@ -351,12 +351,20 @@ fn a_band_on_nli_equivalence_settles_rows_before_the_llm_judge() {
             continue; // the rules come first (an exact match, an empty output)
         }
         if e < lo || e > hi {
-            assert_eq!(source[i].as_deref(), Some("band"), "row {i}: {e}");
+            assert_eq!(
+                source[i].as_deref(),
+                Some("band:nli_equivalence"),
+                "row {i}: {e}"
+            );
             assert_eq!(verdict[i], Some(e > hi), "row {i}: {e}");
             below += usize::from(e < lo);
             above += usize::from(e > hi);
         } else {
-            assert_ne!(source[i].as_deref(), Some("band"), "row {i}: {e}");
+            assert_ne!(
+                source[i].as_deref(),
+                Some("band:nli_equivalence"),
+                "row {i}: {e}"
+            );
             in_band.insert(rows[i].2.trim().to_string());
         }
     }

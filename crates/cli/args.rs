@@ -546,10 +546,12 @@ pub struct ScoreArgs {
     /// Cascade: send Meaning Match (and defined verdicts with band = true) to the judge only
     /// for rows whose METRIC (a lexical, embedding or cross-encoder score computed in the same
     /// run: cosine, bertscore_f1, token_f1, nli_equivalence, ...) lies in LO..HI; decide the
-    /// others by the band's side (above: true, below: false; source = band). `refscore
-    /// calibrate-band` fits LO..HI from human labels
+    /// others by the band's side (above: true, below: false; source = band:METRIC).
+    /// Repeatable: a chain of tiers, tried in the order given; a row goes to the judge only
+    /// when no tier decides it (a null score passes it on). `refscore calibrate-band` fits
+    /// one band, or a chain, from human labels
     #[arg(long, value_name = "METRIC:LO..HI")]
-    pub judge_band: Option<String>,
+    pub judge_band: Vec<String>,
 
     /// Folder for the persistent judge cache: a re-run never pays for a call twice
     #[arg(long, value_name = "DIR")]

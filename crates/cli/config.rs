@@ -148,6 +148,19 @@ pub(crate) fn read(
                     out.words.push(word.into());
                 }
             }
+            if let Some(tiers) = value.get("tier") {
+                // --judge-band on the command line replaces the file's chain.
+                if !on_command_line("judge_band") {
+                    let words = tier_words(tiers, &file.table).map_err(|e| at(path, line, &e))?;
+                    for word in words {
+                        out.lines
+                            .entry("judge_band".into())
+                            .or_default()
+                            .push(key_line);
+                        out.words.push(word.into());
+                    }
+                }
+            }
             continue;
         }
         let id = if key == "thresholds" {
@@ -259,6 +272,32 @@ fn panel_words(
         }
     }
     Ok(words)
+}
+
+/// The words `[[judge.tier]]` tables stand for: each one's `band` as a
+/// `--judge-band`, in the file's order (the order the chain runs).
+fn tier_words(
+    tiers: &Value,
+    file: &BTreeMap<Spanned<String>, Value>,
+) -> Result<Vec<String>, String> {
+    let head = "[[judge.tier]]";
+    if file.keys().any(|k| k.get_ref() == "judge_band") {
+        return Err(format!("{head} and judge_band: name the tiers one way"));
+    }
+    let Value::Array(tiers) = tiers else {
+        return Err(format!(
+            "{head}: expected tables, each with band = \"METRIC:LO..HI\""
+        ));
+    };
+    tiers
+        .iter()
+        .map(|t| match t.as_table().map(|t| (t.len(), t.get("band"))) {
+            Some((1, Some(Value::String(band)))) => Ok(format!("--judge-band={band}")),
+            _ => Err(format!(
+                "{head}: each tier is a table with one key, band = \"METRIC:LO..HI\" (e.g. band = \"cosine:0.3..0.9\")"
+            )),
+        })
+        .collect()
 }
 
 /// The line of each entry of a `[thresholds]` table, in the order the

@@ -235,7 +235,7 @@ pub(crate) fn lines(summary: &Summary) -> String {
         let b = &c["band"];
         if b.is_object() {
             out += &format!(
-                "  the band decided {} labelled rows: agreement {}\n",
+                "  the tiers (--judge-band) decided {} labelled rows: agreement {}\n",
                 b["n"],
                 pct(&b["agreement"])
             );

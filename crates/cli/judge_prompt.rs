@@ -43,7 +43,7 @@ pub fn run(words: &[OsString]) -> Result<(), Error> {
     // The request alone: no cascade decides, no cache answers, every row
     // asks.
     let stage = JudgeStage::new(JudgeOptions {
-        band: None,
+        tiers: Default::default(),
         cache_dir: None,
         where_column: None,
         ..pipeline::judge_options(&settings, endpoint(&settings)?, only)

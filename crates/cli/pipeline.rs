@@ -358,7 +358,7 @@ pub(crate) fn judge_options(
     JudgeOptions {
         endpoint,
         metrics,
-        band: j.and_then(|j| j.band.clone()),
+        tiers: j.map(|j| j.tiers.clone()).unwrap_or_default(),
         cache_dir: j.and_then(|j| j.cache.clone()),
         reasons: j.map(|j| j.reasons).unwrap_or_default(),
         threshold: j.map_or(refscore_judge::DEFAULT_THRESHOLD, |j| j.threshold),
@@ -408,9 +408,19 @@ fn resolve_model(settings: &Settings) -> Result<Option<ModelFiles>, Error> {
         }
         Err(e) if plan.explicit || named => Err(e),
         Err(e) => {
-            if settings.judge.as_ref().is_some_and(|j| j.band.is_some()) {
+            let reads_embedding = |t: &std::sync::Arc<dyn refscore_judge::tiers::Tier>| {
+                refscore_core::metric::find(t.reads())
+                    .is_some_and(|m| m.group == refscore_core::metric::Group::Embedding)
+            };
+            if let Some(t) = settings
+                .judge
+                .as_ref()
+                .and_then(|j| j.tiers.tiers().iter().find(|t| reads_embedding(t)))
+            {
                 return Err(Error::config(format!(
-                    "--judge-band needs cosine, but the embedding model is missing: {e}"
+                    "--judge-band {} reads {}, but the embedding model is missing: {e}",
+                    t.describe(),
+                    t.reads()
                 )));
             }
             if !settings.quiet {

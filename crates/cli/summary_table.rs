@@ -49,6 +49,7 @@ pub fn table(summary: &Summary) -> String {
     }
     if let Some(j) = summary.extra.get("judge") {
         out.push_str(&judge_line(j));
+        out.push_str(&tiers_line(j));
     }
     out.push_str(&crate::gold::lines(summary));
     out.push_str(&format!(
@@ -57,6 +58,41 @@ pub fn table(summary: &Summary) -> String {
         summary.median_resolution
     ));
     out
+}
+
+/// What each tier of the chain decided (nothing without `--judge-band`):
+/// values decided, their share of the rows that asked for a judge metric,
+/// true and false, and the judge calls they saved.
+fn tiers_line(j: &serde_json::Value) -> String {
+    let Some(tiers) = j["tiers"].as_array().filter(|t| !t.is_empty()) else {
+        return String::new();
+    };
+    let asked = j["rows_requested"].as_u64().unwrap_or(0);
+    let mut saved = 0;
+    let parts: Vec<String> = tiers
+        .iter()
+        .enumerate()
+        .map(|(k, t)| {
+            let decided = t["decided"].as_u64().unwrap_or(0);
+            let yes = t["decided_true"].as_u64().unwrap_or(0);
+            saved += decided;
+            let share = if asked > 0 {
+                format!(
+                    "{:.1}% of {asked} rows asked",
+                    decided as f64 * 100.0 / asked as f64
+                )
+            } else {
+                "no rows asked".into()
+            };
+            format!(
+                "{}. {} decided {decided} ({share}; {yes} true, {} false)",
+                k + 1,
+                t["tier"].as_str().unwrap_or("?"),
+                decided - yes
+            )
+        })
+        .collect();
+    format!("tiers: {}; {saved} judge calls saved\n", parts.join(", "))
 }
 
 /// One line of judge accounting: what was judged, what it cost, how much of

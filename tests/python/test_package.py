@@ -239,3 +239,13 @@ def test_a_defined_judge_metric_scores_in_python_as_in_the_cli(tmp_path):
         same_table(got.drop_columns([timed]), pq.read_table(tmp_path / "out.parquet").drop_columns([timed]))
     finally:
         judge.close()
+
+
+def test_a_list_of_judge_bands_is_a_chain_of_flags():
+    # One --judge-band per tier, in order: a comma-joined value would be one
+    # malformed band.
+    from refscore._options import flags
+
+    assert flags({"judge_band": ["token_f1:0.2..0.9", "nli_equivalence:0.1..0.8"]}) == [
+        "--judge-band", "token_f1:0.2..0.9", "--judge-band", "nli_equivalence:0.1..0.8"]
+    assert flags({"judge_band": "cosine:0.3..0.9"}) == ["--judge-band", "cosine:0.3..0.9"]

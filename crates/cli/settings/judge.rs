@@ -30,7 +30,8 @@ pub struct JudgeSettings {
     pub concurrency: usize,
     pub rpm: Option<u32>,
     pub tpm: Option<u32>,
-    pub band: Option<refscore_judge::Band>,
+    /// The `--judge-band` tiers, in order.
+    pub tiers: refscore_judge::TierChain,
     pub cache: Option<PathBuf>,
     /// `--judge-reasons`.
     pub reasons: refscore_judge::Reasons,
@@ -165,30 +166,7 @@ pub(super) fn resolve(
     metrics: &MetricPlan,
     banded: bool,
 ) -> Result<Option<JudgeSettings>, Error> {
-    let band = origin.parsed(args.judge_band.take(), "judge_band", parse_band)?;
-    if let Some(b) = &band {
-        let readable =
-            |m: &metric::Metric| m.group != metric::Group::Judge && m.kind == metric::Kind::Score;
-        let stand_in = metric::find(&b.metric).filter(|m| readable(m));
-        let Some(stand_in) = stand_in else {
-            let scores: Vec<&str> = metric::BUILTIN
-                .iter()
-                .filter(|m| readable(m))
-                .map(|m| m.name.as_str())
-                .collect();
-            return Err(Error::config(format!(
-                "--judge-band {b}: the band reads a lexical, embedding or cross-encoder score ({}), not '{}'",
-                scores.join(", "),
-                b.metric
-            )));
-        };
-        if !(banded && metrics.metrics.contains(&stand_in) && target.url.is_some()) {
-            return Err(Error::config(format!(
-                "--judge-band needs the {} metric and a judge metric the band decides (meaning_match, or one defined with band = true) in the run",
-                b.metric
-            )));
-        }
-    }
+    let tiers = tiers(args, origin, metrics, banded && target.url.is_some())?;
     let reasons = origin
         .parsed(
             args.judge_reasons.take(),
@@ -271,7 +249,7 @@ pub(super) fn resolve(
         concurrency,
         rpm,
         tpm,
-        band,
+        tiers,
         reasons,
         threshold,
         cache: args.judge_cache.take(),
@@ -377,8 +355,48 @@ fn panel(
     Ok((judges, Some(mode)))
 }
 
-/// Parses `METRIC:LO..HI` (the message names the value; [`Origin::parsed`]
-/// names where it came from).
-fn parse_band(spec: &str) -> Result<refscore_judge::Band, String> {
-    refscore_judge::Band::parse(spec)
+/// The chain of `--judge-band` tiers, in the order given, each checked
+/// against the run: it must read a score the run computes before judging,
+/// and the run must have a judge metric a tier decides (`decidable`).
+fn tiers(
+    args: &mut ScoreArgs,
+    origin: &Origin,
+    metrics: &MetricPlan,
+    decidable: bool,
+) -> Result<refscore_judge::TierChain, Error> {
+    let specs = std::mem::take(&mut args.judge_band);
+    let in_file = origin.file_values("judge_band");
+    let readable =
+        |m: &metric::Metric| m.group != metric::Group::Judge && m.kind == metric::Kind::Score;
+    let mut tiers = Vec::with_capacity(specs.len());
+    for (k, spec) in specs.into_iter().enumerate() {
+        // A bad value names its flag (64) or its line in the config file (78).
+        let bad = |why: String| {
+            if k < in_file {
+                origin.in_file_error("judge_band", k, &format!("judge_band = {why}"))
+            } else {
+                Error::usage(format!("--judge-band {why}"))
+            }
+        };
+        let tier = refscore_judge::tiers::parse(&spec).map_err(bad)?;
+        let score = tier.reads();
+        let Some(read) = metric::find(score).filter(|m| readable(m)) else {
+            let scores: Vec<&str> = metric::BUILTIN
+                .iter()
+                .filter(|m| readable(m))
+                .map(|m| m.name.as_str())
+                .collect();
+            return Err(Error::config(format!(
+                "--judge-band {spec}: a tier reads a lexical, embedding or cross-encoder score ({}), not '{score}'",
+                scores.join(", "),
+            )));
+        };
+        if !(decidable && metrics.metrics.contains(&read)) {
+            return Err(Error::config(format!(
+                "--judge-band {spec} needs the {score} metric and a judge metric a tier decides (meaning_match, or one defined with band = true) in the run",
+            )));
+        }
+        tiers.push(tier);
+    }
+    Ok(refscore_judge::TierChain::new(tiers))
 }

@@ -38,8 +38,12 @@ pub mod source {
     /// A rule decided it (an empty output fails, the reference's own answer
     /// passes).
     pub const RULE: &str = "rule";
-    /// The `--judge-band` decided it from a score.
+    /// A `--judge-band` decided it from a score, in results written before
+    /// the chain of tiers (now `band:SCORE`).
     pub const BAND: &str = "band";
+    /// A tier of the chain decided it: `band:SCORE` for a `--judge-band`
+    /// over SCORE.
+    pub const BAND_PREFIX: &str = "band:";
     /// The judge cache answered it.
     pub const CACHE: &str = "cache";
     /// The judge answered it.
@@ -48,6 +52,17 @@ pub mod source {
     pub const JURY: &str = "jury";
     /// A panel's judge answered it: `judge:NAME`.
     pub const PANEL_JUDGE_PREFIX: &str = "judge:";
+
+    /// The source a `--judge-band` over `score` writes.
+    pub fn band(score: &str) -> String {
+        format!("{BAND_PREFIX}{score}")
+    }
+
+    /// Whether a local tier decided the value (a band, as written now or
+    /// before the chain).
+    pub fn is_tier(source: &str) -> bool {
+        source == BAND || source.starts_with(BAND_PREFIX)
+    }
 
     /// Whether a source names a judge that was paid for the value: the
     /// judge, a panel's judge, or a jury.

@@ -21,19 +21,20 @@ pub(crate) fn normalised(score: u8, expected: Option<f32>, (min, max): (u8, u8))
 }
 
 /// How a judge metric was decided, as written to `<metric>_source`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Source {
     Rule,
-    Band,
+    /// A tier of the chain, by its source name (`band:cosine`).
+    Tier(Arc<str>),
     Cache,
     Judge,
 }
 
 impl Source {
-    pub(crate) fn name(self) -> &'static str {
+    pub(crate) fn name(&self) -> &str {
         match self {
             Source::Rule => source::RULE,
-            Source::Band => source::BAND,
+            Source::Tier(name) => name,
             Source::Cache => source::CACHE,
             Source::Judge => source::JUDGE,
         }

@@ -386,6 +386,10 @@ struct JudgeTable {
     /// the CLI's config reader; refused in a judge metrics file.
     #[serde(default)]
     panel: Option<Spanned<toml::Value>>,
+    /// `[[judge.tier]]`: a config file's chain of tiers, read as flags by
+    /// the CLI's config reader; refused in a judge metrics file.
+    #[serde(default)]
+    tier: Option<Spanned<toml::Value>>,
 }
 
 /// Names a definition may not take: the built-in metrics and their
@@ -457,14 +461,19 @@ pub(crate) fn read_parsed(
             ));
         }
     }
-    if let (true, Some(panel)) = (
-        only_definitions,
-        file.judge.as_ref().and_then(|j| j.panel.as_ref()),
-    ) {
-        return Err(at(
-            panel.span().start,
-            "[judge.panel] belongs in a config file (--config); a judge metrics file holds [judge.metric.NAME] tables only",
-        ));
+    if only_definitions {
+        let judge = file.judge.as_ref();
+        for (table, value) in [
+            ("[judge.panel]", judge.and_then(|j| j.panel.as_ref())),
+            ("[[judge.tier]]", judge.and_then(|j| j.tier.as_ref())),
+        ] {
+            if let Some(value) = value {
+                return Err(at(
+                    value.span().start,
+                    &format!("{table} belongs in a config file (--config); a judge metrics file holds [judge.metric.NAME] tables only"),
+                ));
+            }
+        }
     }
     let mut out = Vec::new();
     for (name, written) in file.judge.map(|j| j.metric).unwrap_or_default() {

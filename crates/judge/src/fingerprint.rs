@@ -7,7 +7,7 @@ use refscore_core::metric::Group;
 use serde_json::{json, Value};
 
 use crate::batch::BatchMode;
-use crate::{Api, Band, JudgeOptions};
+use crate::{Api, JudgeOptions};
 
 impl JudgeOptions {
     /// The judge's fingerprint entries for a run in `batch` mode (none:
@@ -20,7 +20,7 @@ impl JudgeOptions {
             (
                 "judge_endpoint".into(),
                 json!({"url": self.endpoint.display_url(), "model": self.endpoint.model,
-                       "band": self.band.as_ref().map(Band::fingerprint), "where": self.where_column,
+                       "band": self.tiers.fingerprint(), "where": self.where_column,
                        "reasons": self.reasons.name(), "threshold": self.threshold}),
             ),
             ("judge_templates".into(), json!(crate::template_versions())),

@@ -5,8 +5,9 @@
 //!
 //! Order of decision per row and metric: not requested → null; empty output
 //! → false/0 (`rule`); the same answer up to case, whitespace, articles and
-//! sentence-final punctuation → Meaning Match true (`rule`); cosine outside
-//! the `--judge-band` → Meaning Match by the band's side (`band`); an answer
+//! sentence-final punctuation → Meaning Match true (`rule`); the first tier
+//! of the chain that is sure (a score outside a `--judge-band`) → Meaning
+//! Match by its side (`band:SCORE`, [`tiers`]); an answer
 //! in the paid-answers journal (`judge`, with its original usage); an answer
 //! in the on-disk cache (`cache`); else a call (`judge`).
 //! A call that fails after its retries leaves the metric null and the row's
@@ -16,7 +17,6 @@
 //! (`probs`); an answer is cut after the verdict unless [`Reasons`] wants
 //! its reason.
 
-mod band;
 pub mod batch;
 mod cache;
 mod client;
@@ -35,6 +35,7 @@ mod protocol;
 mod redact;
 mod rules;
 mod stage;
+pub mod tiers;
 mod where_column;
 #[cfg(test)]
 use refscore_test_servers::openai as test_server;
@@ -45,12 +46,12 @@ use std::path::PathBuf;
 use refscore_core::metric::MetricSet;
 use serde_json::{json, Value};
 
-pub use band::Band;
 pub use client::probe;
 pub use endpoint::{check_url, Api, Endpoint, MAX_TIMEOUT, MIN_TIMEOUT};
 pub use metric::JudgeMetrics;
 pub use panel::{escalation_warnings, JudgePanel, PanelMember, PanelMode, DEFAULT_ESCALATE_BAND};
 pub use stage::{JudgeStage, Prompt};
+pub use tiers::{Band, TierChain};
 pub use transport::{Usage, MAX_RETRY_AFTER};
 pub use where_column::check_requests;
 
@@ -108,9 +109,10 @@ pub struct JudgeOptions {
     pub endpoint: Endpoint,
     /// The run's metrics (those of the judge group are this stage's).
     pub metrics: MetricSet,
-    /// `--judge-band METRIC:LO..HI`: only rows with the metric in [LO, HI]
-    /// go to the judge for Meaning Match (and verdicts defined with band).
-    pub band: Option<Band>,
+    /// The `--judge-band METRIC:LO..HI` tiers, in order: a row that a
+    /// tier's score puts outside its band is decided there, for Meaning
+    /// Match (and verdicts defined with band); the rest go to the judge.
+    pub tiers: TierChain,
     /// `--judge-cache DIR`.
     pub cache_dir: Option<PathBuf>,
     /// `--judge-reasons`.
@@ -139,8 +141,10 @@ pub struct JudgeReport {
     pub rows_judged: u64,
     /// Metric values decided by a rule (empty output, normalised exact match).
     pub decided_by_rule: u64,
-    /// Meaning Match values decided by the cosine band.
+    /// Metric values decided by a tier of the chain (all tiers).
     pub decided_by_band: u64,
+    /// What each tier decided, in the chain's order.
+    pub tiers: Vec<tiers::TierCount>,
     /// Answers taken from the on-disk cache.
     pub cached: u64,
     /// HTTP calls made (retries included).

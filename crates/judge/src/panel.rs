@@ -29,6 +29,7 @@ use crate::endpoint::Endpoint;
 use crate::metric::JudgeMetric;
 use crate::stage::add_usage;
 use crate::stage::Decided;
+use crate::tiers::ChainValues;
 use crate::where_column::{self, Wanted};
 use crate::{report_json, JudgeOptions, JudgeReport, JudgeStage};
 
@@ -445,13 +446,13 @@ impl JudgePanel {
         &mut self,
         batch: &RowBatch,
         requested: &[Wanted],
-        stand_in: Option<&Float32Array>,
+        values: &ChainValues,
     ) -> Result<Judged, Error> {
         let n = batch.len();
         let metrics = self.metrics.len();
         let mut each: Vec<Decided> = Vec::with_capacity(self.members.len());
         // Which member decided each value (None: rule, band, or failed).
-        let first = self.members[0].1.decide(batch, requested, stand_in)?;
+        let first = self.members[0].1.decide(batch, requested, values)?;
         let mut decider: Vec<Vec<Option<usize>>> = first
             .verdicts
             .iter()
@@ -480,7 +481,9 @@ impl JudgePanel {
                     let d = if count == 0 {
                         Decided::new(metrics, n)
                     } else {
-                        self.members[k].1.decide(batch, &ask, None)?
+                        self.members[k]
+                            .1
+                            .decide(batch, &ask, &ChainValues::none())?
                     };
                     for (i, w) in ask.iter().enumerate() {
                         for (m, jm) in self.metrics.iter().enumerate() {
@@ -515,7 +518,7 @@ impl JudgePanel {
             Some(PanelMode::Jury) => {
                 each.push(first);
                 for k in 1..self.members.len() {
-                    each.push(self.members[k].1.decide(batch, requested, stand_in)?);
+                    each.push(self.members[k].1.decide(batch, requested, values)?);
                 }
                 let values = self.requested_values(requested);
                 self.asked.iter_mut().for_each(|a| *a += values);
@@ -866,8 +869,8 @@ impl Stage for JudgePanel {
         }
         let first = &self.members[0].1;
         let requested = where_column::requested_rows(batch, first.where_column(), first.known())?;
-        let stand_in = first.stand_in(earlier);
-        let (mut fin, each, decider) = self.judge(batch, &requested, stand_in.as_ref())?;
+        let values = first.tier_values(earlier);
+        let (mut fin, each, decider) = self.judge(batch, &requested, &values)?;
         if self.asks_reasons {
             self.ask_reasons(batch, &mut fin, &each, &decider)?;
         }

@@ -1,5 +1,6 @@
 //! The cheap decisions taken before any call: an empty output, an output
-//! that says exactly what the reference says, and the cosine band.
+//! that says exactly what the reference says (the tiers after them live in
+//! `tiers/`).
 
 use unicode_normalization::UnicodeNormalization;
 
@@ -98,26 +99,6 @@ pub(crate) fn by_rule(jm: &JudgeMetric, empty: bool, same: bool) -> Option<Outco
         verdict: true,
         p_true: None,
         reason: Some("normalised exact match".into()),
-    })
-}
-
-/// The Meaning Match verdict of `--judge-band cosine:LO..HI` for a row whose
-/// cosine is `c`: decided by the side when outside the band, else `None`.
-pub(crate) fn by_band(c: f32, band: &crate::Band) -> Option<Outcome> {
-    let (lo, hi) = (band.lo, band.hi);
-    if !(c < lo || c > hi) {
-        return None; // inside the band, or NaN: the judge decides
-    }
-    let side = c > hi;
-    let why = format!(
-        "{} {c:.3} is {} the band {lo}..{hi}",
-        band.metric,
-        if side { "above" } else { "below" }
-    );
-    Some(Outcome::Verdict {
-        verdict: side,
-        p_true: None,
-        reason: Some(why),
     })
 }
 

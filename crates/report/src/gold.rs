@@ -315,7 +315,7 @@ pub fn gather_with_disagreements(
                     let by_band = c.source.is_some_and(|k| {
                         let s = batch.column(k);
                         !s.is_null(i)
-                            && string_at(s, i) == Some(refscore_core::schema::source::BAND)
+                            && string_at(s, i).is_some_and(refscore_core::schema::source::is_tier)
                     });
                     (p, stand_ins, by_band)
                 });

@@ -2,11 +2,11 @@
 //! (`--judge-where`), the cascade's cosine from the embedding stage before
 //! it, and the judge's accounting for the run summary.
 
-use arrow::array::{AsArray, Float32Array};
-use arrow::datatypes::{Field, Float32Type};
+use arrow::datatypes::Field;
 use refscore_core::{Error, RowBatch, ScoreColumns, Stage};
 use serde_json::json;
 
+use crate::tiers::ChainValues;
 use crate::{report_json, where_column, JudgeStage};
 
 impl Stage for JudgeStage {
@@ -16,8 +16,8 @@ impl Stage for JudgeStage {
 
     fn score(&mut self, batch: &RowBatch, earlier: &ScoreColumns) -> Result<ScoreColumns, Error> {
         let requested = where_column::requested_rows(batch, self.where_column(), self.known())?;
-        let stand_in = self.stand_in(earlier);
-        let mut scores = self.score_batch(batch, &requested, stand_in.as_ref())?;
+        let values = self.tier_values(earlier);
+        let mut scores = self.score_batch(batch, &requested, &values)?;
         // Rows whose judge endpoint failed (down, timing out, 429, 5xx): a
         // resumed run tries them again. Bad answers would only fail again.
         scores.retryable_rows = self.last_batch_rows_retryable();
@@ -32,14 +32,10 @@ impl Stage for JudgeStage {
 }
 
 impl JudgeStage {
-    /// The values of the band's metric among the columns of the stages
-    /// before (the cascade reads them), when the run has a band.
-    pub(crate) fn stand_in(&self, earlier: &ScoreColumns) -> Option<Float32Array> {
-        self.options()
-            .band
-            .as_ref()
-            .and_then(|b| earlier.column(&b.metric))
-            .map(|c| c.as_primitive::<Float32Type>().clone())
+    /// The scores the chain's tiers read, among the columns of the stages
+    /// before.
+    pub(crate) fn tier_values(&self, earlier: &ScoreColumns) -> ChainValues {
+        self.options().tiers.values(earlier)
     }
 
     /// The summary's judge entry for report `r` (this stage's, or a

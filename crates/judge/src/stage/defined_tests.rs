@@ -112,7 +112,11 @@ fn a_defined_score_is_read_over_its_scale_with_reasons_for_failures() {
     });
     let (mut stage, _f) = stage_of(RUBRICS, &server.url, &["concise"], None);
     let cols = stage
-        .score_batch(&batch_with_policy(), &[Wanted::Every, Wanted::Every], None)
+        .score_batch(
+            &batch_with_policy(),
+            &[Wanted::Every, Wanted::Every],
+            &ChainValues::none(),
+        )
         .unwrap();
     let scores = u8s(&cols, "concise_score");
     assert_eq!(scores, [Some(2), Some(5)]);
@@ -163,7 +167,11 @@ fn a_defined_ten_split_into_digits_is_read_as_ten() {
     let text = RUBRICS.replace("scale = [1, 5]", "scale = [1, 10]");
     let (mut stage, _f) = stage_of(&text, &server.url, &["concise"], None);
     let cols = stage
-        .score_batch(&batch_with_policy(), &[Wanted::Every, Wanted::Every], None)
+        .score_batch(
+            &batch_with_policy(),
+            &[Wanted::Every, Wanted::Every],
+            &ChainValues::none(),
+        )
         .unwrap();
     let scores = u8s(&cols, "concise_score");
     assert_eq!(scores, [Some(10), Some(10)]);
@@ -190,7 +198,7 @@ fn a_defined_verdict_passes_at_its_own_threshold() {
     let mut b = batch();
     b.output = super::tests::text(&["Lyon", ""]);
     let cols = stage
-        .score_batch(&b, &[Wanted::Every, Wanted::Every], None)
+        .score_batch(&b, &[Wanted::Every, Wanted::Every], &ChainValues::none())
         .unwrap();
     // P(true) 0.8 is below the rubric's 0.9 (the run's --judge-threshold is 0.5).
     assert_eq!(
@@ -221,7 +229,11 @@ fn a_changed_rubric_is_never_answered_from_the_cache() {
             Some(dir.path().to_path_buf()),
         );
         let cols = stage
-            .score_batch(&batch_with_policy(), &[Wanted::Every, Wanted::Every], None)
+            .score_batch(
+                &batch_with_policy(),
+                &[Wanted::Every, Wanted::Every],
+                &ChainValues::none(),
+            )
             .unwrap();
         super::tests::strings(&cols, "concise_source")
     };

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use arrow::array::{Array, AsArray, Float32Array, StringArray};
+use arrow::array::{Array, AsArray, StringArray};
 use arrow::datatypes::{DataType, Field};
 use lru::LruCache;
 use refscore_core::{Error, RowBatch, ScoreColumns};
@@ -30,6 +30,7 @@ use crate::parse::{self, extract_object, snippet};
 use crate::probs::{expected_score, value_token, verdict_p, verdict_word};
 use crate::prompts::{Template, FACT_CHECK, FACT_EXTRACT};
 use crate::protocol::Ask;
+use crate::tiers::ChainValues;
 use crate::transport::{Reply, Usage};
 use crate::where_column::Wanted;
 use crate::{rules, BatchReport, JudgeOptions, JudgeReport, Reasons};
@@ -234,6 +235,7 @@ impl JudgeStage {
         let api = options.endpoint.api;
         let report = JudgeReport {
             templates: crate::template_versions(),
+            tiers: options.tiers.counts(),
             reasons: options.reasons.name().to_string(),
             api: (api != crate::Api::OpenAi).then(|| api.name().to_string()),
             token_probabilities: (!client.protocol().token_probabilities()).then(|| {
@@ -400,15 +402,14 @@ impl JudgeStage {
     }
 
     /// Judges one batch. `requested[i]` says which metrics row i asks for;
-    /// `stand_in` (when a band is set) holds the rows' values of the band's
-    /// metric.
+    /// `values` holds the rows' scores that the chain's tiers read.
     pub(crate) fn score_batch(
         &mut self,
         batch: &RowBatch,
         requested: &[Wanted],
-        stand_in: Option<&Float32Array>,
+        values: &ChainValues,
     ) -> Result<ScoreColumns, Error> {
-        let d = self.decide(batch, requested, stand_in)?;
+        let d = self.decide(batch, requested, values)?;
         Ok(columns::build(
             &self.metrics,
             batch.len(),
@@ -425,7 +426,7 @@ impl JudgeStage {
         &mut self,
         batch: &RowBatch,
         requested: &[Wanted],
-        stand_in: Option<&Float32Array>,
+        values: &ChainValues,
     ) -> Result<Decided, Error> {
         let n = batch.len();
         let metrics = self.metrics.clone();
@@ -458,14 +459,20 @@ impl JudgeStage {
                     d.verdicts[m][i] = Some((verdict, Source::Rule));
                     continue;
                 }
-                if let (true, Some(band), Some(values)) = (jm.band(), &self.options.band, stand_in)
-                {
-                    if values.is_valid(i) {
-                        if let Some(verdict) = rules::by_band(values.value(i), band) {
-                            self.report.decided_by_band += 1;
-                            d.verdicts[m][i] = Some((verdict, Source::Band));
-                            continue;
-                        }
+                if jm.band() {
+                    if let Some((k, verdict, why)) = self.options.tiers.decide(values, i) {
+                        self.report.decided_by_band += 1;
+                        let count = &mut self.report.tiers[k];
+                        count.decided += 1;
+                        count.decided_true += u64::from(verdict);
+                        let outcome = Outcome::Verdict {
+                            verdict,
+                            p_true: None,
+                            reason: Some(why),
+                        };
+                        d.verdicts[m][i] =
+                            Some((outcome, Source::Tier(self.options.tiers.source(k))));
+                        continue;
                     }
                 }
                 let rubric = match jm {

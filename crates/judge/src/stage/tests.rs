@@ -50,7 +50,7 @@ pub(super) fn options(url: &str, names: &[&str], cache: Option<PathBuf>) -> Judg
             backoff: Duration::from_millis(5),
         },
         metrics,
-        band: None,
+        tiers: Default::default(),
         cache_dir: cache,
         reasons: Reasons::Always,
         threshold: 0.5,
@@ -94,7 +94,11 @@ fn the_cache_is_keyed_by_the_endpoint() {
     let run = |url: &str| {
         let mut stage = JudgeStage::new(options(url, sel, Some(dir.path().to_path_buf()))).unwrap();
         let cols = stage
-            .score_batch(&batch(), &[Wanted::Every, Wanted::Every], None)
+            .score_batch(
+                &batch(),
+                &[Wanted::Every, Wanted::Every],
+                &ChainValues::none(),
+            )
             .unwrap();
         (cols, stage.report())
     };
@@ -153,7 +157,11 @@ fn the_negotiated_output_mode_is_part_of_the_key_and_remembered() {
         ))
         .unwrap();
         let cols = stage
-            .score_batch(&batch(), &[Wanted::Every, Wanted::Every], None)
+            .score_batch(
+                &batch(),
+                &[Wanted::Every, Wanted::Every],
+                &ChainValues::none(),
+            )
             .unwrap();
         (strings(&cols, "meaning_match_source"), stage.report())
     };
@@ -181,13 +189,17 @@ fn rows_with_a_judge_failure_are_counted() {
     let mut b = batch();
     b.output = text(&["Lyon", "Water boils at 100 C."]); // row 1: decided by rule
     stage
-        .score_batch(&b, &[Wanted::Every, Wanted::Every], None)
+        .score_batch(&b, &[Wanted::Every, Wanted::Every], &ChainValues::none())
         .unwrap();
     assert_eq!(stage.last_batch_rows_failed(), 1);
     let r = stage.report();
     assert_eq!((r.rows_failed, r.failures), (1, 1));
     stage
-        .score_batch(&batch(), &[Wanted::Every, Wanted::Every], None)
+        .score_batch(
+            &batch(),
+            &[Wanted::Every, Wanted::Every],
+            &ChainValues::none(),
+        )
         .unwrap();
     assert_eq!(stage.last_batch_rows_failed(), 2);
     assert_eq!(stage.report().rows_failed, 3);
@@ -195,7 +207,7 @@ fn rows_with_a_judge_failure_are_counted() {
         .score_batch(
             &batch(),
             &vec![Wanted::These(vec![refscore_core::metric::SIMILARITY.clone()]); 2],
-            None,
+            &ChainValues::none(),
         )
         .unwrap();
     assert_eq!(stage.last_batch_rows_failed(), 0);
@@ -226,7 +238,11 @@ fn the_journal_replays_paid_answers_as_judge_answers() {
         let mut stage = JudgeStage::new(options(&server.url, sel, None)).unwrap();
         stage.set_journal_dir(journal.clone()).unwrap();
         let cols = stage
-            .score_batch(&batch(), &[Wanted::Every, Wanted::Every], None)
+            .score_batch(
+                &batch(),
+                &[Wanted::Every, Wanted::Every],
+                &ChainValues::none(),
+            )
             .unwrap();
         (cols, stage.report())
     };
@@ -342,7 +358,11 @@ fn the_verdict_is_cut_short_and_a_reason_asked_only_where_it_fails() {
     });
     let mut stage = verdict_first(&server.url, &["meaning_match"], Reasons::Failures);
     let cols = stage
-        .score_batch(&batch(), &[Wanted::Every, Wanted::Every], None)
+        .score_batch(
+            &batch(),
+            &[Wanted::Every, Wanted::Every],
+            &ChainValues::none(),
+        )
         .unwrap();
     assert_eq!(bools(&cols, "meaning_match"), [Some(false), Some(true)]);
     let p = floats(&cols, "meaning_match_p");
@@ -387,7 +407,11 @@ fn the_verdict_is_cut_short_and_a_reason_asked_only_where_it_fails() {
     // `never`: the same verdicts, no reasons.
     let mut stage = verdict_first(&server.url, &["meaning_match"], Reasons::Never);
     let cols = stage
-        .score_batch(&batch(), &[Wanted::Every, Wanted::Every], None)
+        .score_batch(
+            &batch(),
+            &[Wanted::Every, Wanted::Every],
+            &ChainValues::none(),
+        )
         .unwrap();
     assert_eq!(bools(&cols, "meaning_match"), [Some(false), Some(true)]);
     assert_eq!(strings(&cols, "meaning_match_reason"), [None, None]);
@@ -412,7 +436,11 @@ fn a_ten_split_into_digits_is_read_as_ten() {
     });
     let mut stage = verdict_first(&server.url, &["similarity"], Reasons::Failures);
     let cols = stage
-        .score_batch(&batch(), &[Wanted::Every, Wanted::Every], None)
+        .score_batch(
+            &batch(),
+            &[Wanted::Every, Wanted::Every],
+            &ChainValues::none(),
+        )
         .unwrap();
     use arrow::array::AsArray;
     use arrow::datatypes::UInt8Type;
@@ -444,7 +472,11 @@ fn without_logprobs_the_sampled_answer_decides_and_p_is_null() {
     });
     let mut stage = verdict_first(&server.url, &["meaning_match"], Reasons::Failures);
     let cols = stage
-        .score_batch(&batch(), &[Wanted::Every, Wanted::Every], None)
+        .score_batch(
+            &batch(),
+            &[Wanted::Every, Wanted::Every],
+            &ChainValues::none(),
+        )
         .unwrap();
     assert_eq!(bools(&cols, "meaning_match"), [Some(false), Some(true)]);
     assert_eq!(floats(&cols, "meaning_match_p"), [None, None]);
@@ -479,7 +511,11 @@ fn a_json_reply_cut_after_the_verdict_gives_the_verdict_and_its_p() {
     });
     let mut stage = verdict_first(&server.url, &["meaning_match"], Reasons::Always);
     let cols = stage
-        .score_batch(&batch(), &[Wanted::Every, Wanted::Every], None)
+        .score_batch(
+            &batch(),
+            &[Wanted::Every, Wanted::Every],
+            &ChainValues::none(),
+        )
         .unwrap();
     assert!(cols.row_errors.is_empty(), "{:?}", cols.row_errors);
     assert_eq!(
@@ -527,7 +563,7 @@ fn the_fact_ratio_counts_checked_facts_in_refscore() {
     ]);
     let mut stage = verdict_first(&server.url, &["fact_similarity"], Reasons::Failures);
     let cols = stage
-        .score_batch(&b, &[Wanted::Every, Wanted::Every], None)
+        .score_batch(&b, &[Wanted::Every, Wanted::Every], &ChainValues::none())
         .unwrap();
     assert!(cols.row_errors.is_empty(), "{:?}", cols.row_errors);
     let f = floats(&cols, "fact_similarity");

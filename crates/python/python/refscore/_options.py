@@ -10,7 +10,8 @@ def flags(options: Dict[str, Any]) -> List[str]:
     leave a flag out; lists become comma-separated values; ``threshold``
     takes a dict ``{"token_f1": 0.6}`` or ``"token_f1=0.6"`` strings, and
     ``gold`` a dict ``{"meaning_match": "human_label"}`` likewise;
-    ``judge_metrics`` a path or a list of paths (one flag each). Unknown
+    ``judge_metrics`` a path or a list of paths and ``judge_band`` a band or
+    a list of them, a chain of tiers (one flag each). Unknown
     names reach the CLI's parser, which refuses them (RefscoreError, 64)."""
     out: List[str] = []
     for name, value in options.items():
@@ -23,11 +24,12 @@ def flags(options: Dict[str, Any]) -> List[str]:
                 [value] if isinstance(value, str) else list(value))
             for v in values:
                 out += ["--gold" if name == "gold" else "--threshold", str(v)]
-        elif name == "judge_metrics":
-            # A repeatable flag taking paths (which may hold commas).
-            paths = [value] if isinstance(value, (str, os.PathLike)) else list(value)
-            for p in paths:
-                out += [flag, os.fspath(p)]
+        elif name in ("judge_metrics", "judge_band"):
+            # Repeatable flags: paths (which may hold commas), and the chain
+            # of tiers (one band per flag, in order).
+            values = [value] if isinstance(value, (str, os.PathLike)) else list(value)
+            for v in values:
+                out += [flag, os.fspath(v)]
         elif value is True:
             out.append(flag)
         elif isinstance(value, (list, tuple)):

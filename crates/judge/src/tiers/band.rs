@@ -1,9 +1,12 @@
-//! The cascade's band (`--judge-band METRIC:LO..HI`): rows whose stand-in
-//! score (cosine, BERTScore F1, token F1, …) lies outside LO..HI are decided
-//! by its side without a judge call; `refscore calibrate-band` fits one from
-//! human labels.
+//! A band tier (`--judge-band METRIC:LO..HI`): rows whose score (cosine,
+//! BERTScore F1, token F1, an NLI probability, …) lies outside LO..HI are
+//! decided by its side without a judge call; `refscore calibrate-band` fits
+//! one, or a chain of them, from human labels.
 
+use refscore_core::schema::source;
 use serde_json::{json, Value};
+
+use super::Tier;
 
 /// A band on an embedding or lexical score of the same run.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +48,40 @@ impl Band {
         } else {
             json!({"metric": self.metric, "range": [self.lo, self.hi]})
         }
+    }
+}
+
+impl Tier for Band {
+    fn reads(&self) -> &str {
+        &self.metric
+    }
+
+    fn source(&self) -> String {
+        source::band(&self.metric)
+    }
+
+    /// Below LO false, above HI true; inside the band (or NaN) passed on.
+    fn decide(&self, value: f32) -> Option<(bool, String)> {
+        if !(value < self.lo || value > self.hi) {
+            return None;
+        }
+        let side = value > self.hi;
+        let why = format!(
+            "{} {value:.3} is {} the band {}..{}",
+            self.metric,
+            if side { "above" } else { "below" },
+            self.lo,
+            self.hi
+        );
+        Some((side, why))
+    }
+
+    fn fingerprint(&self) -> Value {
+        Band::fingerprint(self)
+    }
+
+    fn describe(&self) -> String {
+        self.to_string()
     }
 }
 

@@ -1,0 +1,313 @@
+//! The judge's cascade as a chain of tiers (`--judge-band` repeated, or
+//! `[[judge.tier]]` in a config file): the first tier sure of a row decides
+//! it and names itself in `<metric>_source`; the order of tiers changes who
+//! decides; the judge (a scripted server that logs what it is asked) sees
+//! only the rows no tier decided; the fingerprint covers the chain and its
+//! order; a tier over a score the run lacks is refused before any work.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::judge_server::{chat, start, Server};
+use common::*;
+
+/// The tiny NLI cross-encoder of the cross tests (its scores are whatever
+/// they are: the bands below are chosen so that they decide every row).
+fn cross_model() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/models/tiny-cross-roberta-nli")
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Rows against the reference "alpha beta gamma delta": token F1 0 (the
+/// first four), 8/9 (the next four) and 0.5 (the last four).
+fn input(dir: &Path) -> PathBuf {
+    let outputs: Vec<String> = (0..12)
+        .map(|i| match i / 4 {
+            0 => format!("zeta eta theta iota{i}"),
+            1 => format!("alpha beta gamma delta kappa{i}"),
+            _ => format!("alpha beta theta iota{i}"),
+        })
+        .collect();
+    let outs: Vec<&str> = outputs.iter().map(String::as_str).collect();
+    let path = dir.join("in.parquet");
+    write_parquet(
+        &path,
+        vec![
+            ("reference", s(&["alpha beta gamma delta"; 12])),
+            ("output", s(&outs)),
+        ],
+    );
+    path
+}
+
+fn yes_judge() -> Server {
+    start(|_, _| chat(r#"{"meaning_match": true}"#))
+}
+
+/// The flags of a run with token F1, the NLI tier's score and Meaning
+/// Match asked of `server`, plus `extra`.
+fn flags(server: &Server, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--metrics",
+        "token_f1,nli_equivalence,meaning_match",
+        "--cross-model",
+        &cross_model(),
+        "--judge-url",
+        &server.url,
+        "--judge-model",
+        "scripted",
+        "--judge-reasons",
+        "never",
+        "--overwrite",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
+fn run(server: &Server, input: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let args = flags(server, extra);
+    score(
+        input,
+        out,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+}
+
+/// [`run`] without --quiet: the printed summary table comes back.
+fn run_loud(server: &Server, input: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "score".to_string(),
+        input.to_str().unwrap().to_string(),
+        "-o".into(),
+        out.to_str().unwrap().to_string(),
+    ];
+    args.extend(flags(server, extra));
+    refscore(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// Token F1 decides its sure rows; the NLI tier decides what it passed on
+/// (every equivalence is above -0.5); swapped, the NLI tier decides all.
+#[test]
+fn the_first_sure_tier_decides_and_the_order_matters() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path());
+    let out = dir.path().join("o.parquet");
+    let server = yes_judge();
+    ok(&run(
+        &server,
+        &input,
+        &out,
+        &[
+            "--judge-band",
+            "token_f1:0.3..0.8",
+            "--judge-band",
+            "nli_equivalence:-1..-0.5",
+        ],
+    ));
+    assert!(server.requests().is_empty(), "the chain decided every row");
+    let b = read_parquet(&out);
+    let source = texts(&b, "meaning_match_source");
+    let verdict = bools(&b, "meaning_match");
+    for i in 0..12 {
+        let (want_source, want) = match i / 4 {
+            0 => ("band:token_f1", false),
+            1 => ("band:token_f1", true),
+            _ => ("band:nli_equivalence", true),
+        };
+        assert_eq!(source[i].as_deref(), Some(want_source), "row {i}");
+        assert_eq!(verdict[i], Some(want), "row {i}");
+    }
+    let summary = summary(&out);
+    let tiers = summary["judge"]["tiers"].as_array().unwrap();
+    let counts: Vec<(&str, u64, u64)> = tiers
+        .iter()
+        .map(|t| {
+            (
+                t["source"].as_str().unwrap(),
+                t["decided"].as_u64().unwrap(),
+                t["decided_true"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        counts,
+        [("band:token_f1", 8, 4), ("band:nli_equivalence", 4, 4)]
+    );
+    assert_eq!(summary["judge"]["decided_by_band"], 12);
+    let first_id = summary["run_id"].clone();
+
+    // Swapped: the NLI tier is sure of every row first.
+    ok(&run(
+        &server,
+        &input,
+        &out,
+        &[
+            "--judge-band",
+            "nli_equivalence:-1..-0.5",
+            "--judge-band",
+            "token_f1:0.3..0.8",
+        ],
+    ));
+    let b = read_parquet(&out);
+    assert!(texts(&b, "meaning_match_source")
+        .iter()
+        .all(|s| s.as_deref() == Some("band:nli_equivalence")));
+    // The fingerprint (the run id) covers the chain and its order.
+    let swapped_id = summary_of(&out);
+    assert_ne!(first_id, swapped_id);
+    ok(&run(
+        &server,
+        &input,
+        &out,
+        &[
+            "--judge-band",
+            "nli_equivalence:-1..-0.5",
+            "--judge-band",
+            "token_f1:0.3..0.8",
+        ],
+    ));
+    assert_eq!(summary_of(&out), swapped_id);
+}
+
+fn summary_of(out: &Path) -> serde_json::Value {
+    summary(out)["run_id"].clone()
+}
+
+/// A tier that decides nothing passes every row it sees on: the judge is
+/// asked exactly about the rows the first tier left, and those say `judge`.
+#[test]
+fn the_judge_sees_only_what_the_chain_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path());
+    let out = dir.path().join("o.parquet");
+    let server = yes_judge();
+    ok(&run(
+        &server,
+        &input,
+        &out,
+        &[
+            "--judge-band",
+            "token_f1:0.3..0.8",
+            "--judge-band",
+            "nli_equivalence:-inf..inf",
+        ],
+    ));
+    let mut asked: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| r.candidate().to_string())
+        .collect();
+    asked.sort();
+    let mut left: Vec<String> = (8..12)
+        .map(|i| format!("alpha beta theta iota{i}"))
+        .collect();
+    left.sort();
+    assert_eq!(asked, left);
+    let source = texts(&read_parquet(&out), "meaning_match_source");
+    assert!(source[8..].iter().all(|s| s.as_deref() == Some("judge")));
+    let text = ok(&run_loud(
+        &server,
+        &input,
+        &out,
+        &[
+            "--judge-band",
+            "token_f1:0.3..0.8",
+            "--judge-band",
+            "nli_equivalence:-inf..inf",
+        ],
+    ));
+    assert!(
+        text.contains("tiers: 1. token_f1:0.3..0.8 decided 8 (66.7% of 12 rows asked; 4 true, 4 false), 2. nli_equivalence:-inf..inf decided 0"),
+        "{text}"
+    );
+}
+
+/// `[[judge.tier]]` tables are the same chain as the flags, in the file's
+/// order; the command line's --judge-band replaces them.
+#[test]
+fn config_file_tiers_are_the_same_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path());
+    let out = dir.path().join("o.parquet");
+    let config = dir.path().join("refscore.toml");
+    std::fs::write(
+        &config,
+        "[[judge.tier]]\nband = \"token_f1:0.3..0.8\"\n\n[[judge.tier]]\nband = \"nli_equivalence:-1..-0.5\"\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let server = yes_judge();
+    ok(&run(&server, &input, &out, &["--config", config]));
+    let from_file = texts(&read_parquet(&out), "meaning_match_source");
+    assert_eq!(from_file[0].as_deref(), Some("band:token_f1"));
+    assert_eq!(from_file[8].as_deref(), Some("band:nli_equivalence"));
+    ok(&run(
+        &server,
+        &input,
+        &out,
+        &[
+            "--config",
+            config,
+            "--judge-band",
+            "nli_equivalence:-1..-0.5",
+        ],
+    ));
+    assert!(texts(&read_parquet(&out), "meaning_match_source")
+        .iter()
+        .all(|s| s.as_deref() == Some("band:nli_equivalence")));
+    // A bad tier in the file names its line (exit 78).
+    std::fs::write(
+        dir.path().join("bad.toml"),
+        "[[judge.tier]]\nband = \"token_f1:0.8..0.3\"\n",
+    )
+    .unwrap();
+    let bad = dir.path().join("bad.toml");
+    let err = fails(
+        &run(&server, &input, &out, &["--config", bad.to_str().unwrap()]),
+        78,
+    );
+    assert!(
+        err.contains("bad.toml") && err.contains("token_f1:0.8..0.3"),
+        "{err}"
+    );
+}
+
+/// A tier over a score the run does not compute is refused before any
+/// work: no output, no judge call.
+#[test]
+fn a_tier_over_a_missing_score_is_refused_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path());
+    let out = dir.path().join("o.parquet");
+    let server = yes_judge();
+    let err = fails(
+        &score(
+            &input,
+            &out,
+            &[
+                "--metrics",
+                "token_f1,meaning_match",
+                "--judge-url",
+                &server.url,
+                "--judge-band",
+                "token_f1:0.3..0.8",
+                "--judge-band",
+                "nli_equivalence:0.2..0.8",
+            ],
+        ),
+        78,
+    );
+    assert!(
+        err.contains("--judge-band nli_equivalence:0.2..0.8 needs the nli_equivalence metric"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    assert!(server.requests().is_empty());
+}

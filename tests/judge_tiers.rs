@@ -311,3 +311,208 @@ fn a_tier_over_a_missing_score_is_refused_first() {
     assert!(!out.exists());
     assert!(server.requests().is_empty());
 }
+
+/// The project's labelled Meaning Match set (191 rows): id, reference,
+/// output, label.
+fn labelled_set() -> Vec<(String, String, String, bool)> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/meaning_match_labelled.jsonl");
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let r: serde_json::Value = serde_json::from_str(l).unwrap();
+            let t = |k: &str| r[k].as_str().unwrap().to_string();
+            (
+                t("id"),
+                t("reference"),
+                t("output"),
+                r["label"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Writes `rows` as an input with the labels in column `human`.
+fn labelled_input(path: &Path, rows: &[&(String, String, String, bool)]) {
+    let col = |k: usize| -> arrow::array::ArrayRef {
+        let v: Vec<&str> = rows
+            .iter()
+            .map(|r| match k {
+                0 => r.0.as_str(),
+                1 => r.1.as_str(),
+                _ => r.2.as_str(),
+            })
+            .collect();
+        s(&v)
+    };
+    let labels: arrow::array::ArrayRef = std::sync::Arc::new(arrow::array::BooleanArray::from(
+        rows.iter().map(|r| r.3).collect::<Vec<_>>(),
+    ));
+    write_parquet(
+        path,
+        vec![
+            ("id", col(0)),
+            ("reference", col(1)),
+            ("output", col(2)),
+            ("human", labels),
+        ],
+    );
+}
+
+/// A cut-off as calibrate-band's JSON writes it.
+fn cut_off(v: &serde_json::Value) -> f64 {
+    match v.as_str() {
+        Some("inf") => f64::INFINITY,
+        Some("-inf") => f64::NEG_INFINITY,
+        _ => v.as_f64().unwrap(),
+    }
+}
+
+/// `calibrate-band --by A,B,C` on half the labelled set: tier 1 is A's
+/// single band; each later tier is the band fitted (by `fit_band`) on the
+/// labelled rows the tiers before leave, within --max-error on each side;
+/// the printed flags run on the other half, where the judge is asked only
+/// about the rows the chain leaves.
+#[test]
+fn a_chain_fitted_on_half_the_labelled_set_runs_on_the_other_half() {
+    const MAX_ERROR: f64 = 0.1;
+    let set = labelled_set();
+    let fit_rows: Vec<_> = set.iter().step_by(2).collect();
+    let test_rows: Vec<_> = set.iter().skip(1).step_by(2).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let (fit_in, test_in) = (
+        dir.path().join("fit.parquet"),
+        dir.path().join("test.parquet"),
+    );
+    labelled_input(&fit_in, &fit_rows);
+    labelled_input(&test_in, &test_rows);
+    let server = yes_judge();
+    let scored = |input: &Path, out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "--metrics",
+            "token_f1,cosine,bertscore_f1,meaning_match",
+            "--judge-url",
+            &server.url,
+            "--judge-model",
+            "scripted",
+            "--judge-reasons",
+            "never",
+            "--gold",
+            "meaning_match=human",
+        ];
+        args.extend_from_slice(extra);
+        ok(&score(input, out, &args));
+    };
+    let fit_out = dir.path().join("fit.result.parquet");
+    scored(&fit_in, &fit_out, &[]);
+    let json = dir.path().join("chain.json");
+    let result = fit_out.to_str().unwrap();
+    let max_error = MAX_ERROR.to_string();
+    let flags = ok(&refscore(&[
+        "calibrate-band",
+        result,
+        "--by",
+        "token_f1,cosine,bertscore_f1",
+        "--max-error",
+        &max_error,
+        "--json",
+        json.to_str().unwrap(),
+        "--quiet",
+    ]));
+    let chain: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let tiers = chain["tiers"].as_array().unwrap();
+    assert_eq!(tiers.len(), 3);
+    let bands: Vec<&str> = tiers
+        .iter()
+        .map(|t| t["judge_band"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        flags.trim(),
+        bands
+            .iter()
+            .map(|b| format!("--judge-band {b}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let single = ok(&refscore(&[
+        "calibrate-band",
+        result,
+        "--by",
+        "token_f1",
+        "--max-error",
+        &max_error,
+        "--quiet",
+    ]));
+    assert_eq!(single.trim(), format!("--judge-band {}", bands[0]));
+
+    // Each tier against fit_band on the labelled rows the earlier ones left.
+    let b = read_parquet(&fit_out);
+    let labels = bools(&b, "human");
+    let scores: Vec<Vec<Option<f32>>> = ["token_f1", "cosine", "bertscore_f1"]
+        .iter()
+        .map(|c| f32s(&b, c))
+        .collect();
+    let mut open: Vec<bool> = labels.iter().map(Option::is_some).collect();
+    for (t, tier) in tiers.iter().enumerate() {
+        let pairs: Vec<(f64, bool)> = (0..b.num_rows())
+            .filter(|&i| open[i])
+            .filter_map(|i| Some((f64::from(scores[t][i]?), labels[i]?)))
+            .collect();
+        assert_eq!(tier["labels_reaching"], pairs.len() as u64, "tier {t}");
+        let want = refscore_stats::band::fit_band(&pairs, MAX_ERROR).unwrap();
+        let (lo, hi) = (cut_off(&tier["lo"]), cut_off(&tier["hi"]));
+        // As f32, as the run compares (JSON's digits may miss the f64 by an ulp).
+        assert_eq!(
+            (lo as f32, hi as f32),
+            (want.lo as f32, want.hi as f32),
+            "tier {t}"
+        );
+        for side in ["below", "above"] {
+            if let Some(e) = tier[side]["error"].as_f64() {
+                assert!(e <= MAX_ERROR, "tier {t} {side}: {e}");
+            }
+        }
+        for i in 0..b.num_rows() {
+            if let Some(s) = scores[t][i] {
+                let s = f64::from(s);
+                open[i] &= !(s < lo || s > hi);
+            }
+        }
+    }
+
+    // The chain on the other half: the judge sees only what it leaves.
+    let test_out = dir.path().join("test.result.parquet");
+    let before = server.requests().len();
+    let chain_flags: Vec<&str> = flags.split_whitespace().collect();
+    scored(&test_in, &test_out, &chain_flags);
+    let asked = server.requests().len() - before;
+    let source = texts(&read_parquet(&test_out), "meaning_match_source");
+    let by_tier = source
+        .iter()
+        .filter(|s| s.as_deref().is_some_and(|s| s.starts_with("band:")))
+        .count();
+    let by_judge = source
+        .iter()
+        .filter(|s| s.as_deref() == Some("judge"))
+        .count();
+    assert_eq!(asked, by_judge);
+    assert_eq!(
+        by_tier
+            + by_judge
+            + source
+                .iter()
+                .filter(|s| s.as_deref() == Some("rule"))
+                .count(),
+        test_rows.len()
+    );
+    let summary = summary(&test_out);
+    let decided: u64 = summary["judge"]["tiers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["decided"].as_u64().unwrap())
+        .sum();
+    assert_eq!(decided, by_tier as u64);
+}

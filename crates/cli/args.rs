@@ -185,9 +185,16 @@ pub struct CalibrateBandArgs {
     pub metric: String,
 
     /// The score the band reads: a lexical, embedding or cross-encoder score
-    /// column of the result (cosine, bertscore_f1, token_f1, nli_equivalence, ...)
-    #[arg(long, value_name = "METRIC", default_value = "cosine")]
-    pub by: String,
+    /// column of the result (cosine, bertscore_f1, token_f1, nli_equivalence, ...).
+    /// Several, comma-separated, fit a chain of tiers in that order: each band on the
+    /// labelled rows the ones before it leave
+    #[arg(
+        long,
+        value_name = "METRIC[,METRIC...]",
+        default_value = "cosine",
+        value_delimiter = ','
+    )]
+    pub by: Vec<String>,
 
     /// Largest share of the labelled rows on each side that may disagree with their label
     #[arg(long, value_name = "SHARE", default_value_t = 0.02)]

@@ -5,6 +5,7 @@ use refscore_core::files::write_atomically;
 use refscore_core::Error;
 use refscore_read::Table;
 use refscore_report::band::{calibrate, BandReport, BandRequest};
+use refscore_report::chain::{calibrate_chain, ChainReport};
 
 use crate::args::CalibrateBandArgs;
 
@@ -16,57 +17,142 @@ pub fn run(args: CalibrateBandArgs) -> Result<(), Error> {
             args.max_error
         )));
     }
+    if let Some(by) = args.by.iter().find(|b| b.trim().is_empty()) {
+        return Err(Error::usage(format!(
+            "--by '{by}': expected score names separated by commas, e.g. cosine,nli_equivalence"
+        )));
+    }
     let table = Table::open(&args.result)?;
-    let report = calibrate(
-        &table,
-        &BandRequest {
-            metric: args.metric,
-            by: args.by,
-            gold: args.gold,
-            max_error: args.max_error,
-        },
-    )?;
+    let request = BandRequest {
+        metric: args.metric,
+        by: args.by[0].clone(),
+        gold: args.gold,
+        max_error: args.max_error,
+    };
+    let (json, text) = if args.by.len() == 1 {
+        let report = calibrate(&table, &request)?;
+        let text = if args.quiet {
+            format!("--judge-band {}\n", report.judge_band)
+        } else {
+            lines(&report)
+        };
+        (serde_json::to_string_pretty(&report), text)
+    } else {
+        let report = calibrate_chain(&table, &request, &args.by)?;
+        let text = if args.quiet {
+            flags(&report) + "\n"
+        } else {
+            chain_lines(&report)
+        };
+        (serde_json::to_string_pretty(&report), text)
+    };
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report).expect("serialisable") + "\n";
-        write_atomically(path, text.as_bytes())
+        let json = json.expect("serialisable") + "\n";
+        write_atomically(path, json.as_bytes())
             .map_err(|e| Error::io(format!("{}: cannot write: {e}", path.display())))?;
     }
-    let text = if args.quiet {
-        format!("--judge-band {}\n", report.judge_band)
-    } else {
-        lines(&report)
-    };
     crate::print_out(&text)
+}
+
+/// The chain's `--judge-band` flags, in order, on one line.
+fn flags(r: &ChainReport) -> String {
+    r.judge_bands
+        .iter()
+        .map(|b| format!("--judge-band {b}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A fitted chain in words: the flags, then per tier its band, share,
+/// each side's error, and the error it adds; then what is left.
+fn chain_lines(r: &ChainReport) -> String {
+    let mut out = flags(r) + "\n";
+    for (k, t) in r.tiers.iter().enumerate() {
+        out += &format!(
+            "tier {} {}: decides {} rows ({} of {}), {} judge calls saved; fitted on the {} labelled rows the tiers before left\n",
+            k + 1,
+            t.judge_band,
+            t.rows_decided,
+            pct(Some(t.share)),
+            r.rows,
+            t.calls_saved,
+            t.labels_reaching
+        );
+        if let Some(why) = &t.open_because {
+            out += &format!("  open: decides nothing ({why})\n");
+            continue;
+        }
+        out += &side_line(
+            "  below",
+            t.fit.lo as f32,
+            "false",
+            &t.fit.below,
+            r.max_error,
+        );
+        out += &side_line(
+            "  above",
+            t.fit.hi as f32,
+            "true",
+            &t.fit.above,
+            r.max_error,
+        );
+        if t.labels_compared > 0 {
+            out += &format!(
+                "  error added where it replaces the judge ({} labelled rows): tier wrong on {}, judge on {}: {:+.1} points\n",
+                t.labels_compared,
+                t.band_errors,
+                t.judge_errors,
+                t.error_added.unwrap_or(0.0) * 100.0
+            );
+        }
+    }
+    out += &format!(
+        "rows still judged: {} ({} of {}); judge calls saved at this result's volume: {}\n",
+        pct(Some(r.share_judged)),
+        r.rows_left,
+        r.rows,
+        r.calls_saved
+    );
+    out
 }
 
 fn pct(v: Option<f64>) -> String {
     v.map_or("-".into(), |x| format!("{:.1}%", x * 100.0))
 }
 
+/// One side of a band in words: its cut-off, the labelled rows it decides
+/// and their error with its interval.
+fn side_line(
+    name: &str,
+    at: f32,
+    decided: &str,
+    s: &refscore_stats::band::Side,
+    max_error: f64,
+) -> String {
+    if s.labels == 0 {
+        format!(
+            "{name}: open (no cut-off keeps the error within {}): decides nothing\n",
+            pct(Some(max_error))
+        )
+    } else {
+        format!(
+            "{name} {at}: {} labelled rows decided {decided}, {} labelled otherwise: error {} [{}, {}] (asked at most {})\n",
+            s.labels,
+            s.errors,
+            pct(s.error),
+            pct(s.error_low),
+            pct(s.error_high),
+            pct(Some(max_error))
+        )
+    }
+}
+
 /// The figures in words.
 fn lines(r: &BandReport) -> String {
     let f = &r.fit;
-    let side = |name: &str, at: f32, decided: &str, s: &refscore_stats::band::Side| {
-        if s.labels == 0 {
-            format!(
-                "{name}: open (no cut-off keeps the error within {}): decides nothing\n",
-                pct(Some(f.max_error))
-            )
-        } else {
-            format!(
-                "{name} {at}: {} labelled rows decided {decided}, {} labelled otherwise: error {} [{}, {}] (asked at most {})\n",
-                s.labels,
-                s.errors,
-                pct(s.error),
-                pct(s.error_low),
-                pct(s.error_high),
-                pct(Some(f.max_error))
-            )
-        }
-    };
     let mut out = format!("--judge-band {}\n", r.judge_band);
-    out += &side("below", f.lo as f32, "false", &f.below);
-    out += &side("above", f.hi as f32, "true", &f.above);
+    out += &side_line("below", f.lo as f32, "false", &f.below, f.max_error);
+    out += &side_line("above", f.hi as f32, "true", &f.above, f.max_error);
     out += &format!(
         "rows still judged: {} ({} of {} with a {} value); judge calls saved at this result's volume: {}\n",
         pct(Some(r.share_judged)),

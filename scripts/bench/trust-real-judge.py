@@ -13,7 +13,10 @@ Both judges are llama-server with the project's PyPI GGUF
 the mechanics and the accounting, not a bigger model's gain.
 
 usage: trust-real-judge.py [MAX_ERROR]   (default 0.05)
-env:   REFSCORE_BIN (default target/release/refscore), REFSCORE_MODEL_DIR
+env:   REFSCORE_BIN (default target/release/refscore), REFSCORE_MODEL_DIR;
+       BY (default cosine): the scores the band reads, comma-separated for a
+       fitted chain of tiers (e.g. token_f1,cosine,bertscore_f1);
+       PANEL=0 skips the escalation
 """
 
 import json
@@ -77,25 +80,28 @@ def main():
     url = start()
     second = None
     try:
-        common = ["--metrics", "cosine,token_f1,meaning_match", "--judge-reasons", "never",
+        by = os.environ.get("BY", "cosine")
+        common = ["--metrics", "cosine,bertscore_f1,token_f1,meaning_match", "--judge-reasons", "never",
                   "--gold", "meaning_match=label", "--quiet", "--overwrite"]
         one = ["--judge-url", url, "--judge-model", "qwen-1.5b"]
         run("score", d / "fit.parquet", "-o", d / "fit.result.parquet", *one, *common)
-        run("calibrate-band", d / "fit.result.parquet", "--by", "cosine",
-            "--max-error", max_error, "--json", d / "band.json")
+        fitted = run("calibrate-band", d / "fit.result.parquet", "--by", by,
+                     "--max-error", max_error, "--json", d / "band.json")
         band = json.loads((d / "band.json").read_text())
+        bands = band.get("judge_bands") or [band["judge_band"]]
         run("score", d / "test.parquet", "-o", d / "plain.parquet", *one, *common)
         run("score", d / "test.parquet", "-o", d / "band.parquet", *one, *common,
-            "--judge-band", band["judge_band"])
+            *[w for b in bands for w in ("--judge-band", b)])
         plain, banded = summary(d / "plain.parquet"), summary(d / "band.parquet")
         cp, cb = calibration(plain, "meaning_match"), calibration(banded, "meaning_match")
         print(f"CPU: {subprocess.run(['lscpu'], capture_output=True, text=True).stdout.split('Model name:')[1].splitlines()[0].strip()}")
-        print(f"band fitted on {len(halves['fit'])} labelled rows: --judge-band {band['judge_band']} "
-              f"(max error {max_error}; below: {band['below']['errors']}/{band['below']['labels']} wrong, "
-              f"above: {band['above']['errors']}/{band['above']['labels']} wrong)")
+        print(f"fitted on {len(halves['fit'])} labelled rows (max error {max_error} per side):")
+        print(fitted, end="")
         print(f"run on the other {len(halves['test'])} rows:")
         print("| | judge calls | rows decided by the band | agreement with labels | band's agreement on its rows |")
         print("| --- | ---: | ---: | ---: | ---: |")
+        for t in banded["judge"].get("tiers", []):
+            print(f"tier {t['tier']}: decided {t['decided']} ({t['decided_true']} true)")
         for name, s, c in (("judge only", plain, cp), ("with the band", banded, cb)):
             b = c.get("band")
             on_band = "-" if not b else "%.3f (%d rows; error %.3f)" % (b["agreement"], b["n"], 1 - b["agreement"])
@@ -105,6 +111,8 @@ def main():
         added = cp["verdict"]["agreement"] - cb["verdict"]["agreement"]
         print(f"calls saved: {saved} of {plain['judge']['calls']}; error added: {added:+.3f} "
               f"(agreement lost), against --max-error {max_error} per side")
+        if os.environ.get("PANEL", "1") == "0":
+            return
         second = start("second")
         panel = ["--judge-url", url, "--judge-model", "qwen-1.5b", "--judge-url", second,
                  "--judge-model", "qwen-1.5b-second", "--judge-panel", "escalate"]

@@ -8,10 +8,10 @@ use arrow::datatypes::{DataType, Float32Type};
 use refscore_core::Error;
 use refscore_read::Table;
 use refscore_stats::band::{fit_band, BandFit};
-use refscore_stats::gold::LabelKind;
+use refscore_stats::gold::{GoldState, LabelKind};
 use serde::Serialize;
 
-use crate::gold;
+use crate::gold::{self, GoldColumn};
 
 /// What to fit.
 #[derive(Debug, Clone)]
@@ -63,8 +63,9 @@ pub struct BandReport {
     pub error_added: Option<f64>,
 }
 
-/// Fits the band on `table`'s labelled rows and measures it on all rows.
-pub fn calibrate(table: &Table, r: &BandRequest) -> Result<BandReport, Error> {
+/// The label column of `r.metric` in `table` (given, or the one `score
+/// --gold` recorded) and the columns it is read with.
+pub(crate) fn label_columns(table: &Table, r: &BandRequest) -> Result<(String, GoldColumn), Error> {
     let spec = table.spec();
     let column = match &r.gold {
         Some(c) => c.clone(),
@@ -87,22 +88,50 @@ pub fn calibrate(table: &Table, r: &BandRequest) -> Result<BandReport, Error> {
                 })?
         }
     };
-    let columns = gold::resolve(&table.schema(), &[(r.metric.clone(), column.clone())], spec)?;
-    let g = &columns[0];
+    let g = gold::resolve(&table.schema(), &[(r.metric.clone(), column.clone())], spec)?.remove(0);
     if g.kind != LabelKind::Verdict {
         return Err(Error::usage(format!(
             "--metric {}: the band decides a verdict (meaning_match, or a defined verdict)",
             r.metric
         )));
     }
-    let k = g.stand_ins.iter().position(|s| *s == r.by).ok_or_else(|| {
+    Ok((column, g))
+}
+
+/// The position of score `by` among the label column's stand-ins.
+pub(crate) fn stand_in(g: &GoldColumn, by: &str, spec: &str) -> Result<usize, Error> {
+    g.stand_ins.iter().position(|s| *s == by).ok_or_else(|| {
         Error::usage(format!(
-            "--by {}: not a lexical, embedding or cross-encoder score of {spec} (it has: {})",
-            r.by,
+            "--by {by}: not a lexical, embedding or cross-encoder score of {spec} (it has: {})",
             g.stand_ins.join(", ")
         ))
-    })?;
-    let state = gold::gather(table, &columns)?.remove(0);
+    })
+}
+
+/// The labelled rows of `r.metric`, refused when there are none.
+pub(crate) fn labelled(
+    table: &Table,
+    column: &str,
+    g: &GoldColumn,
+    r: &BandRequest,
+) -> Result<GoldState, Error> {
+    let state = gold::gather(table, std::slice::from_ref(g))?.remove(0);
+    if state.rows.is_empty() {
+        return Err(Error::config(format!(
+            "{}: column '{column}' holds no labels on rows with a {} value",
+            table.spec(),
+            r.metric
+        )));
+    }
+    Ok(state)
+}
+
+/// Fits the band on `table`'s labelled rows and measures it on all rows.
+pub fn calibrate(table: &Table, r: &BandRequest) -> Result<BandReport, Error> {
+    let spec = table.spec();
+    let (column, g) = label_columns(table, r)?;
+    let k = stand_in(&g, &r.by, spec)?;
+    let state = labelled(table, &column, &g, r)?;
     if state.rows.is_empty() {
         return Err(Error::config(format!(
             "{spec}: column '{column}' holds no labels on rows with a {} value",
@@ -132,8 +161,14 @@ pub fn calibrate(table: &Table, r: &BandRequest) -> Result<BandReport, Error> {
         judge_errors += ((row.value >= 0.5) != gold) as u64;
     }
     let judges = panel_verdict_columns(table, &r.metric);
-    let (rows, rows_inside, calls_saved) =
-        volume(table, &r.by, g.source_column.as_deref(), &judges, &fit)?;
+    let v = volume(
+        table,
+        &[&r.by],
+        g.source_column.as_deref(),
+        &judges,
+        &[&fit],
+    )?;
+    let (rows, rows_inside, calls_saved) = (v.rows, v.left, v.saved[0]);
     let band = format!("{}:{}..{}", r.by, shown(fit.lo), shown(fit.hi));
     Ok(BandReport {
         metric: r.metric.clone(),
@@ -158,7 +193,7 @@ pub fn calibrate(table: &Table, r: &BandRequest) -> Result<BandReport, Error> {
 }
 
 /// A cut-off as `--judge-band` reads it back: f32 digits, or ±inf.
-fn shown(v: f64) -> String {
+pub(crate) fn shown(v: f64) -> String {
     if v.is_infinite() {
         if v > 0.0 { "inf" } else { "-inf" }.to_string()
     } else {
@@ -169,7 +204,7 @@ fn shown(v: f64) -> String {
 
 /// A panel's per-judge verdict columns of `metric` (`<metric>__<judge>`,
 /// Boolean; their `_p` companions are Float32): empty for a single judge.
-fn panel_verdict_columns(table: &Table, metric: &str) -> Vec<String> {
+pub(crate) fn panel_verdict_columns(table: &Table, metric: &str) -> Vec<String> {
     let prefix = format!("{metric}__");
     table
         .schema()
@@ -180,35 +215,58 @@ fn panel_verdict_columns(table: &Table, metric: &str) -> Vec<String> {
         .collect()
 }
 
-/// Rows with a `by` value, rows inside the band, and the judge calls made
-/// for rows outside it (see [`BandReport::calls_saved`]).
-fn volume(
+/// What a chain of fitted bands does to a whole result (one band is a chain
+/// of one): each row is decided by the first tier whose score lies outside
+/// its band; a row with no score at all is not counted.
+pub(crate) struct Volume {
+    /// Rows with a value of at least one tier's score.
+    pub rows: u64,
+    /// Of them, rows no tier decides: still judged.
+    pub left: u64,
+    /// Per tier, the rows it decides.
+    pub decided: Vec<u64>,
+    /// Per tier, the judge calls made in this result for the rows it
+    /// decides (see [`BandReport::calls_saved`]).
+    pub saved: Vec<u64>,
+}
+
+/// The [`Volume`] of bands `fits` over scores `bys`, in order.
+pub(crate) fn volume(
     table: &Table,
-    by: &str,
+    bys: &[&str],
     source: Option<&str>,
     judges: &[String],
-    fit: &BandFit,
-) -> Result<(u64, u64, u64), Error> {
-    let mut names = vec![by];
+    fits: &[&BandFit],
+) -> Result<Volume, Error> {
+    let mut names: Vec<&str> = bys.to_vec();
     names.extend(source);
+    let first_judge = names.len();
     names.extend(judges.iter().map(String::as_str));
-    let (mut rows, mut inside, mut saved) = (0u64, 0u64, 0u64);
+    let mut v = Volume {
+        rows: 0,
+        left: 0,
+        decided: vec![0; bys.len()],
+        saved: vec![0; bys.len()],
+    };
     for batch in table.batches(&names, 64 * 1024)? {
         let batch = batch?;
-        let values = batch.column(0);
-        if values.data_type() != &DataType::Float32 {
-            return Err(Error::bad_input(format!(
-                "{}: column '{by}' has type {}, not Float32",
-                table.spec(),
-                values.data_type()
-            )));
+        let mut values = Vec::with_capacity(bys.len());
+        for (k, by) in bys.iter().enumerate() {
+            let column = batch.column(k);
+            if column.data_type() != &DataType::Float32 {
+                return Err(Error::bad_input(format!(
+                    "{}: column '{by}' has type {}, not Float32",
+                    table.spec(),
+                    column.data_type()
+                )));
+            }
+            values.push(column.as_primitive::<Float32Type>());
         }
-        let values = values.as_primitive::<Float32Type>();
         // Calls for row i: none unless a judge decided it (`judge`, a
-        // panel's `judge:NAME` or `jury`; not a rule, band or cache); then
+        // panel's `judge:NAME` or `jury`; not a rule, tier or cache); then
         // one per judge whose own verdict the row holds.
         let calls = |i: usize| -> u64 {
-            let Some(s) = source.and_then(|_| gold::string_at(batch.column(1), i)) else {
+            let Some(s) = source.and_then(|_| gold::string_at(batch.column(bys.len()), i)) else {
                 return 0;
             };
             match (
@@ -217,23 +275,30 @@ fn volume(
             ) {
                 (false, _) => 0,
                 (true, true) => 1,
-                (true, false) => (2..batch.num_columns())
+                (true, false) => (first_judge..batch.num_columns())
                     .filter(|&c| batch.column(c).is_valid(i))
                     .count() as u64,
             }
         };
         for i in 0..batch.num_rows() {
-            if values.is_null(i) || !values.value(i).is_finite() {
+            let score = |k: usize| {
+                let c = values[k];
+                (c.is_valid(i) && c.value(i).is_finite()).then(|| c.value(i) as f64)
+            };
+            if (0..bys.len()).all(|k| score(k).is_none()) {
                 continue;
             }
-            rows += 1;
-            let s = values.value(i) as f64;
-            if s < fit.lo || s > fit.hi {
-                saved += calls(i);
-            } else {
-                inside += 1;
+            v.rows += 1;
+            let tier = (0..bys.len())
+                .find(|&k| score(k).is_some_and(|s| s < fits[k].lo || s > fits[k].hi));
+            match tier {
+                Some(k) => {
+                    v.decided[k] += 1;
+                    v.saved[k] += calls(i);
+                }
+                None => v.left += 1,
             }
         }
     }
-    Ok((rows, inside, saved))
+    Ok(v)
 }

@@ -14,6 +14,7 @@
 mod agg;
 pub mod band;
 pub mod bootstrap;
+pub mod chain;
 mod finish;
 pub mod gold;
 mod model;

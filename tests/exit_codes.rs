@@ -103,6 +103,15 @@ fn cases(model: &str) -> Vec<(&'static str, Option<&'static str>, Vec<&str>, i32
         ("--judge-tpm", Some("0"), judge.clone(), 64),
         ("--judge-where", Some("no_such_column"), judge.clone(), 65),
         ("--judge-band", Some("cosine:0.9..0.1"), judge.clone(), 64),
+        // The fact ratio's local parts (their own checks: tests/judge_local_facts.rs).
+        ("--facts", Some("paragraphs"), judge.clone(), 64),
+        ("--fact-check", Some("oracle"), judge.clone(), 64),
+        (
+            "--fact-check-threshold",
+            Some("1.5"),
+            [judge.as_slice(), &["--fact-check", "nli"]].concat(),
+            64,
+        ),
         // A panel's flags (a panel's own checks: tests/judge_panel.rs).
         ("--judge-panel", Some("council"), judge.clone(), 64),
         ("--judge-escalate-band", Some("0.9..0.1"), judge.clone(), 64),

@@ -560,6 +560,23 @@ pub struct ScoreArgs {
     #[arg(long, value_name = "METRIC:LO..HI")]
     pub judge_band: Vec<String>,
 
+    /// Where fact_similarity's facts come from: `judge` (the judge extracts each answer's
+    /// atomic facts, one call per distinct answer) or `sentences` (each answer's sentences,
+    /// by Unicode sentence boundaries, are its facts: no call) [default: judge]
+    #[arg(long, value_name = "SOURCE")]
+    pub facts: Option<String>,
+
+    /// How fact_similarity checks each fact: `judge` (one yes/no question per fact) or
+    /// `nli` (the --cross-model NLI model: the fact holds where P(entailment | the other
+    /// answer, the fact) reaches --fact-check-threshold; no call). With --facts sentences,
+    /// fact_similarity needs no judge at all [default: judge]
+    #[arg(long, value_name = "CHECK")]
+    pub fact_check: Option<String>,
+
+    /// With --fact-check nli: the P(entailment) at which a fact holds [default: 0.5]
+    #[arg(long, value_name = "P")]
+    pub fact_check_threshold: Option<f64>,
+
     /// Folder for the persistent judge cache: a re-run never pays for a call twice
     #[arg(long, value_name = "DIR")]
     pub judge_cache: Option<PathBuf>,

@@ -99,8 +99,11 @@ fn unknown(name: &str, catalog: &Catalog) -> Error {
 /// selection only then, and naming their metrics without it is an error.
 #[derive(Debug, Clone, Default)]
 pub struct Configured {
-    /// `--judge-url` (or a panel) is set.
+    /// `--judge-url` (or a panel) is set, or the fact ratio is wholly local.
     pub judge: bool,
+    /// No judge, but `--facts sentences --fact-check nli`: of the judge
+    /// metrics only fact_similarity can run.
+    pub local_facts_only: bool,
     /// `--cross-model`'s model, as far as the metrics care.
     pub cross: Option<refscore_embed::CrossCapability>,
 }
@@ -117,7 +120,11 @@ impl Configured {
     /// Whether a group word (a group, a family, `all`, the default) keeps
     /// `m`: a cross metric only where the model gives it.
     fn keeps(&self, m: &metric::Metric) -> bool {
-        m.group != Group::Cross || self.cross.as_ref().is_none_or(|c| c.gives(&m.name))
+        match m.group {
+            Group::Cross => self.cross.as_ref().is_none_or(|c| c.gives(&m.name)),
+            Group::Judge if self.local_facts_only => m.name == metric::FACT_SIMILARITY.name,
+            _ => true,
+        }
     }
 }
 
@@ -163,6 +170,14 @@ pub fn plan(
                 .collect(),
             _ => catalog.named(name).ok_or_else(|| unknown(name, catalog))?,
         };
+        if let Some(m) = catalog.find(name).filter(|m| {
+            configured.local_facts_only && m.group == Group::Judge && !configured.keeps(m)
+        }) {
+            return Err(Error::config(format!(
+                "{} needs a judge endpoint: pass --judge-url URL (without one, only fact_similarity runs, with --facts sentences --fact-check nli)",
+                m.name
+            )));
+        }
         let cross = configured.cross.as_ref();
         if let (Some(m), Some(c)) = (catalog.find(name), cross) {
             // A metric named outright that the model cannot give.
@@ -241,7 +256,14 @@ mod tests {
         let names = |list: &[&str]| -> Vec<String> { list.iter().map(|s| s.to_string()).collect() };
         let builtin = Catalog::builtin();
         let plan = |names: Option<&[String]>, judge| {
-            plan(names, &Configured { judge, cross: None }, &builtin)
+            plan(
+                names,
+                &Configured {
+                    judge,
+                    ..Configured::default()
+                },
+                &builtin,
+            )
         };
         let p = plan(Some(&names(&["bertscore", "token_f1"])), false).unwrap();
         let chosen: Vec<&str> = p.metrics.iter().map(|m| m.name.as_str()).collect();
@@ -279,8 +301,8 @@ mod tests {
             refscore_embed::CrossFolder::read(&dir).unwrap()
         };
         let with = |name: &str| Configured {
-            judge: false,
             cross: Some(refscore_embed::CrossCapability::of(&folder(name), None).unwrap()),
+            ..Configured::default()
         };
         let chosen = |p: MetricPlan| -> Vec<String> {
             p.metrics

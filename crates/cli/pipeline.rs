@@ -10,11 +10,11 @@ use arrow::datatypes::Field;
 use refscore_core::metric::MetricSet;
 use refscore_core::{Error, Stage};
 use refscore_embed::{
-    CrossFolder, CrossOptions, CrossPlan, EmbedOptions, EmbeddingStage, ModelFiles,
+    CrossFolder, CrossOptions, CrossPlan, EmbedOptions, EmbeddingStage, ModelFiles, NliEntailment,
 };
 use refscore_job::{Job, JobSpec, Passes};
 use refscore_judge::batch::BatchMode;
-use refscore_judge::{Endpoint, JudgeOptions, JudgePanel, PanelMember};
+use refscore_judge::{Endpoint, JudgeOptions, JudgePanel, NliFactCheck, PanelMember};
 use refscore_lexical::{LexicalStage, Selection};
 use refscore_read::{Dataset, ReadOptions, Role};
 use serde_json::{json, Value};
@@ -34,6 +34,8 @@ pub(crate) struct Pipeline<'s> {
     endpoint: Option<Endpoint>,
     /// A panel's judges (the first is `endpoint`), by name; empty for one.
     panel: Vec<(String, Endpoint)>,
+    /// `--fact-check nli`'s model, loaded, when the run judges with it.
+    fact_check: Option<NliFactCheck>,
 }
 
 impl<'s> Pipeline<'s> {
@@ -54,12 +56,17 @@ impl<'s> Pipeline<'s> {
             None => None,
         };
         let cross = cross_plan(settings)?;
+        let fact_check = match endpoint {
+            Some(_) => nli_fact_check(settings)?,
+            None => None,
+        };
         Ok(Pipeline {
             settings,
             embedding,
             cross,
             endpoint,
             panel,
+            fact_check,
         })
     }
 
@@ -147,7 +154,7 @@ impl<'s> Pipeline<'s> {
         }
         if let Some(endpoint) = &self.endpoint {
             let batch = s.judge.as_ref().and_then(|j| j.batch.as_ref());
-            let options = judge_options(s, endpoint.clone(), s.metrics.metrics.clone());
+            let options = self.judge_options(endpoint);
             f.extend(options.fingerprint(batch));
             if let (false, Some(mode)) = (
                 self.panel.is_empty(),
@@ -240,6 +247,8 @@ impl<'s> Pipeline<'s> {
     /// Probes every judge of the run.
     fn probe(&self) -> Result<(), Error> {
         match (&self.endpoint, self.panel.is_empty()) {
+            // A wholly local fact ratio: no judge to probe.
+            (Some(e), true) if e.display_url() == crate::settings::LOCAL_FACTS_URL => Ok(()),
             (Some(e), true) => refscore_judge::probe(e),
             _ => self
                 .panel
@@ -253,7 +262,7 @@ impl<'s> Pipeline<'s> {
         let s = self.settings;
         let member = |name: &str, e: &Endpoint| PanelMember {
             name: name.to_string(),
-            options: judge_options(s, e.clone(), s.metrics.metrics.clone()),
+            options: self.judge_options(e),
         };
         let members = match (&self.endpoint, self.panel.is_empty()) {
             (Some(e), true) => vec![member("judge", e)],
@@ -291,13 +300,19 @@ fn cross_plan(settings: &Settings) -> Result<Option<(CrossPlan, CrossOptions)>, 
     }
     let folder = CrossFolder::find(spec, &e.lookup)?;
     let plan = CrossPlan::new(folder, &settings.metrics.metrics, e.nli_labels.as_deref())?;
-    let options = CrossOptions {
+    Ok(Some((plan, cross_options(settings)?)))
+}
+
+/// How the run's cross-encoders run: the embedding model's device,
+/// precision and batch size, the run's cache budget.
+fn cross_options(settings: &Settings) -> Result<CrossOptions, Error> {
+    let e = &settings.embed;
+    Ok(CrossOptions {
         device: refscore_embed::parse_device(&e.device)?,
         precision: e.precision,
         batch_tokens: EmbedOptions::default().batch_tokens,
         cache_bytes: e.cache_mb << 20,
-    };
-    Ok(Some((plan, options)))
+    })
 }
 
 /// The embedding stage's options from the run's settings.
@@ -347,6 +362,43 @@ pub(crate) fn read_options(settings: &Settings) -> ReadOptions {
     }
 }
 
+impl Pipeline<'_> {
+    /// The judge stage's options at `endpoint` for the run's metrics, with
+    /// the fact checker loaded at planning.
+    fn judge_options(&self, endpoint: &Endpoint) -> JudgeOptions {
+        let s = self.settings;
+        JudgeOptions {
+            fact_check: self.fact_check.clone(),
+            ..judge_options(s, endpoint.clone(), s.metrics.metrics.clone())
+        }
+    }
+}
+
+/// `--fact-check nli`'s model: the `--cross-model` NLI model, loaded once
+/// for the run (refused before any work without one, or when it is no NLI
+/// model).
+fn nli_fact_check(settings: &Settings) -> Result<Option<NliFactCheck>, Error> {
+    let Some(threshold) = settings.judge.as_ref().and_then(|j| j.nli_fact_check) else {
+        return Ok(None);
+    };
+    let e = &settings.embed;
+    let Some(spec) = e.cross_model.as_deref() else {
+        return Err(Error::config(
+            "--fact-check nli checks facts with the NLI model of --cross-model: name one (a *ForSequenceClassification folder with an entailment label)",
+        ));
+    };
+    let model = NliEntailment::load(
+        CrossFolder::find(spec, &e.lookup)?,
+        e.nli_labels.as_deref(),
+        &cross_options(settings)?,
+    )?;
+    Ok(Some(NliFactCheck {
+        fingerprint: model.fingerprint().clone(),
+        model: std::sync::Arc::new(model),
+        threshold,
+    }))
+}
+
 /// The judge stage's options for `metrics` at `endpoint`, from the run's
 /// judge settings (their defaults when the run has none).
 pub(crate) fn judge_options(
@@ -359,6 +411,8 @@ pub(crate) fn judge_options(
         endpoint,
         metrics,
         tiers: j.map(|j| j.tiers.clone()).unwrap_or_default(),
+        facts: j.map(|j| j.facts).unwrap_or_default(),
+        fact_check: None,
         cache_dir: j.and_then(|j| j.cache.clone()),
         reasons: j.map(|j| j.reasons).unwrap_or_default(),
         threshold: j.map_or(refscore_judge::DEFAULT_THRESHOLD, |j| j.threshold),

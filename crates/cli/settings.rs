@@ -20,7 +20,7 @@ use crate::metrics::{self, MetricPlan};
 use origin::Origin;
 
 pub(crate) use embed::{EmbedSettings, KERNELS_ENV};
-pub(crate) use judge::JudgeSettings;
+pub(crate) use judge::{JudgeSettings, LOCAL_FACTS_URL};
 
 /// Everything a `score` run needs to know, resolved.
 #[derive(Debug, Clone)]
@@ -203,6 +203,7 @@ impl Settings {
         let embed = embed::resolve(&mut args, origin)?;
         let configured = metrics::Configured {
             judge: target.url.is_some(),
+            local_facts_only: target.local_facts_only,
             cross: embed.cross_capability(origin)?,
         };
         let metrics =

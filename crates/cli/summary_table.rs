@@ -50,6 +50,7 @@ pub fn table(summary: &Summary) -> String {
     if let Some(j) = summary.extra.get("judge") {
         out.push_str(&judge_line(j));
         out.push_str(&tiers_line(j));
+        out.push_str(&local_facts_line(j));
     }
     out.push_str(&crate::gold::lines(summary));
     out.push_str(&format!(
@@ -93,6 +94,21 @@ fn tiers_line(j: &serde_json::Value) -> String {
         })
         .collect();
     format!("tiers: {}; {saved} judge calls saved\n", parts.join(", "))
+}
+
+/// What the fact ratio did on this machine (nothing without `--facts
+/// sentences` or `--fact-check nli`): the extractions and checks the judge
+/// was not asked.
+fn local_facts_line(j: &serde_json::Value) -> String {
+    let n = |k: &str| j[k].as_u64().unwrap_or(0);
+    let (split, checked) = (n("facts_from_sentences"), n("fact_checks_nli"));
+    if split + checked == 0 {
+        return String::new();
+    }
+    format!(
+        "fact ratio on this machine: {split} answers split into sentences, {checked} facts checked by the NLI model; {} judge calls saved\n",
+        split + checked
+    )
 }
 
 /// One line of judge accounting: what was judged, what it cost, how much of

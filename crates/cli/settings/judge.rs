@@ -32,6 +32,11 @@ pub struct JudgeSettings {
     pub tpm: Option<u32>,
     /// The `--judge-band` tiers, in order.
     pub tiers: refscore_judge::TierChain,
+    /// `--facts`.
+    pub facts: refscore_judge::FactSource,
+    /// `--fact-check nli`: the fact ratio's checks by the cross-encoder, at
+    /// this P(entailment).
+    pub nli_fact_check: Option<f32>,
     pub cache: Option<PathBuf>,
     /// `--judge-reasons`.
     pub reasons: refscore_judge::Reasons,
@@ -87,13 +92,22 @@ const MAX_BATCH_WAIT: std::time::Duration = std::time::Duration::from_secs(7 * 2
 /// Where the judge's answers come from, read before the metrics: the run
 /// has judge metrics by default when it has a judge.
 pub(super) struct JudgeTarget {
-    /// `--judge-url`, or the placeholder of a `dir:` batch run without one.
+    /// `--judge-url`, or the placeholder of a `dir:` batch run without one
+    /// (or of a run whose fact ratio is wholly local, [`LOCAL_FACTS_URL`]).
     pub url: Option<String>,
+    /// No judge: `--facts sentences --fact-check nli` without `--judge-url`,
+    /// so only fact_similarity runs, on this machine.
+    pub local_facts_only: bool,
     /// Further `--judge-url`s: a panel's other judges.
     more: Vec<String>,
     batch: Option<BatchMode>,
     batch_wait: Option<Duration>,
 }
+
+/// The judge "endpoint" of a run without `--judge-url` whose only judge
+/// metric is a wholly local fact ratio: it names no server and is never
+/// called (nor probed).
+pub(crate) const LOCAL_FACTS_URL: &str = "http://local-facts.invalid/v1";
 
 /// Where `judge-prompt` says a request without `--judge-url` would go: it
 /// prints the request and sends nothing, so the protocol and model named
@@ -144,13 +158,21 @@ pub(super) fn target(
     }
     // Request files for another machine name no server: the judge is
     // whatever answers them.
+    // Sentences as facts and an NLI model checking them need no judge.
+    let local_facts_only = url.is_none()
+        && batch.is_none()
+        && !prompt_only
+        && args.facts.as_deref() == Some("sentences")
+        && args.fact_check.as_deref() == Some("nli");
     let url = match (&batch, url) {
         (Some(BatchMode::Dir(_)), None) => Some(refscore_judge::batch::OFFLINE_URL.to_string()),
         (_, None) if prompt_only => Some(PROMPT_ONLY_URL.to_string()),
+        (_, None) if local_facts_only => Some(LOCAL_FACTS_URL.to_string()),
         (_, url) => url,
     };
     Ok(JudgeTarget {
         url,
+        local_facts_only,
         more,
         batch,
         batch_wait,
@@ -167,6 +189,39 @@ pub(super) fn resolve(
     banded: bool,
 ) -> Result<Option<JudgeSettings>, Error> {
     let tiers = tiers(args, origin, metrics, banded && target.url.is_some())?;
+    let facts = origin
+        .parsed(
+            args.facts.take(),
+            "facts",
+            refscore_judge::FactSource::parse,
+        )?
+        .unwrap_or_default();
+    let nli_check = origin.parsed(args.fact_check.take(), "fact_check", |s| match s {
+        "judge" => Ok(false),
+        "nli" => Ok(true),
+        other => Err(format!("'{other}': expected judge or nli")),
+    })?;
+    let threshold_given = args.fact_check_threshold.is_some();
+    let fact_threshold = origin
+        .ranged(
+            args.fact_check_threshold,
+            "fact_check_threshold",
+            |p| (0.0..=1.0).contains(&p),
+            "a probability from 0 to 1",
+        )?
+        .map_or(refscore_judge::DEFAULT_FACT_CHECK_THRESHOLD, |p| p as f32);
+    if threshold_given && nli_check != Some(true) {
+        return Err(Error::usage(
+            "--fact-check-threshold is for --fact-check nli".to_string(),
+        ));
+    }
+    let local_facts = facts != refscore_judge::FactSource::Judge || nli_check == Some(true);
+    if local_facts && target.url.is_some() && !metrics.metrics.contains(&metric::FACT_SIMILARITY) {
+        return Err(Error::config(
+            "--facts and --fact-check are about fact_similarity, which this run does not compute (add it to --metrics)".to_string(),
+        ));
+    }
+    let nli_fact_check = (nli_check == Some(true)).then_some(fact_threshold);
     let reasons = origin
         .parsed(
             args.judge_reasons.take(),
@@ -250,6 +305,8 @@ pub(super) fn resolve(
         rpm,
         tpm,
         tiers,
+        facts,
+        nli_fact_check,
         reasons,
         threshold,
         cache: args.judge_cache.take(),

@@ -6,6 +6,7 @@
 //! Keeping these types in one small crate lets the stages stay independent of
 //! each other and of how Parquet is read or written.
 
+pub mod entailment;
 pub mod files;
 pub mod metric;
 pub mod schema;

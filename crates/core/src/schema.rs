@@ -48,6 +48,9 @@ pub mod source {
     pub const CACHE: &str = "cache";
     /// The judge answered it.
     pub const JUDGE: &str = "judge";
+    /// A local NLI model checked the fact ratio's facts (`--fact-check
+    /// nli`); no judge was paid for the checks.
+    pub const NLI: &str = "nli";
     /// A panel's jury answered it (every juror was asked).
     pub const JURY: &str = "jury";
     /// A panel's judge answered it: `judge:NAME`.

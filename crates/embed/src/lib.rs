@@ -59,7 +59,7 @@ use refscore_core::{Error, RowBatch, ScoreColumns};
 pub use baseline::read_baseline;
 pub use cross::{
     cross_fields, CrossCapability, CrossEncoder, CrossFolder, CrossOptions, CrossPlan, CrossReport,
-    CrossStage, NliLabels, NliScores, PairPrediction, ScoreActivation,
+    CrossStage, NliEntailment, NliLabels, NliScores, PairPrediction, ScoreActivation,
 };
 pub use encoder::{device_ordinal, parse_device};
 pub use idf::Idf;

@@ -26,6 +26,8 @@ pub(crate) enum Source {
     Rule,
     /// A tier of the chain, by its source name (`band:cosine`).
     Tier(Arc<str>),
+    /// The fact ratio, its facts checked by a local NLI model.
+    Nli,
     Cache,
     Judge,
 }
@@ -35,6 +37,7 @@ impl Source {
         match self {
             Source::Rule => source::RULE,
             Source::Tier(name) => name,
+            Source::Nli => source::NLI,
             Source::Cache => source::CACHE,
             Source::Judge => source::JUDGE,
         }
@@ -70,6 +73,7 @@ pub(crate) type Decisions = Vec<Option<(Outcome, Source)>>;
 /// templates, and the rows' errors.
 pub(crate) fn build(
     metrics: &[JudgeMetric],
+    versions: &[String],
     n: usize,
     verdicts: &[Decisions],
     usage: &[Usage],
@@ -83,8 +87,14 @@ pub(crate) fn build(
             push(&mut out, array);
         }
     }
-    let decided_by_judge =
-        |i: usize, m: usize| matches!(verdicts[m][i], Some((_, Source::Judge | Source::Cache)));
+    // The templates a row's values were asked with (an NLI-checked fact
+    // ratio's say which parts ran locally).
+    let decided_by_judge = |i: usize, m: usize| {
+        matches!(
+            verdicts[m][i],
+            Some((_, Source::Judge | Source::Cache | Source::Nli))
+        )
+    };
     let acc = |f: fn(&Usage) -> u32| -> ArrayRef {
         Arc::new(
             (0..n)
@@ -98,7 +108,6 @@ pub(crate) fn build(
     push(&mut out, acc(|u| u.prompt_tokens));
     push(&mut out, acc(|u| u.completion_tokens));
     push(&mut out, acc(|u| u.latency_ms));
-    let versions: Vec<String> = metrics.iter().map(|j| j.template_versions()).collect();
     let templates: Vec<Option<String>> = (0..n)
         .map(|i| {
             let used: Vec<&str> = (0..metrics.len())

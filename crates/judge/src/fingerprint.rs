@@ -35,6 +35,10 @@ impl JudgeOptions {
         if let Some(mode) = batch {
             f.push(("judge_batch".into(), json!(mode.name())));
         }
+        // Only where the fact ratio runs a part locally, likewise.
+        if let Some(local) = crate::local_facts::fingerprint(self.facts, self.fact_check.as_ref()) {
+            f.push(("judge_facts".into(), local));
+        }
         // Only with a defined metric chosen, so earlier runs still resume.
         let defined = self.judge_metrics.record(&self.metrics);
         if !defined.is_empty() {

@@ -26,6 +26,7 @@ mod endpoint;
 mod fingerprint;
 mod keyed_log;
 mod limiter;
+mod local_facts;
 mod metric;
 mod panel;
 mod parse;
@@ -48,6 +49,7 @@ use serde_json::{json, Value};
 
 pub use client::probe;
 pub use endpoint::{check_url, Api, Endpoint, MAX_TIMEOUT, MIN_TIMEOUT};
+pub use local_facts::{sentences, FactSource, NliFactCheck, DEFAULT_FACT_CHECK_THRESHOLD};
 pub use metric::JudgeMetrics;
 pub use panel::{escalation_warnings, JudgePanel, PanelMember, PanelMode, DEFAULT_ESCALATE_BAND};
 pub use stage::{JudgeStage, Prompt};
@@ -113,6 +115,11 @@ pub struct JudgeOptions {
     /// tier's score puts outside its band is decided there, for Meaning
     /// Match (and verdicts defined with band); the rest go to the judge.
     pub tiers: TierChain,
+    /// `--facts`: where the fact ratio's facts come from.
+    pub facts: FactSource,
+    /// `--fact-check nli`: the local model that checks the fact ratio's
+    /// facts instead of the judge.
+    pub fact_check: Option<NliFactCheck>,
     /// `--judge-cache DIR`.
     pub cache_dir: Option<PathBuf>,
     /// `--judge-reasons`.
@@ -183,6 +190,12 @@ pub struct JudgeReport {
     pub replies_without_logprobs: u64,
     /// Fact-ratio yes/no checks made (one per reference and output fact).
     pub fact_checks: u64,
+    /// Answers whose facts were their sentences (`--facts sentences`): the
+    /// extraction calls not made.
+    pub facts_from_sentences: u64,
+    /// Fact checks the local NLI model decided (`--fact-check nli`): the
+    /// judge questions not asked.
+    pub fact_checks_nli: u64,
     /// Template hashes in use.
     pub templates: Vec<String>,
     /// `--judge-batch`: how the answers came.

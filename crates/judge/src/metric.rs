@@ -40,14 +40,27 @@ impl JudgeMetric {
     }
 
     /// The prompt versions its answers come from, as the `judge_templates`
-    /// column lists them.
-    pub(crate) fn template_versions(&self) -> String {
+    /// column lists them. Where the fact ratio's facts come from `facts` and
+    /// its checks from a local NLI model (`nli_checks`), `sentences` and
+    /// `nli` stand for the templates not asked.
+    pub(crate) fn template_versions_with(
+        &self,
+        facts: crate::FactSource,
+        nli_checks: bool,
+    ) -> String {
         match self {
             JudgeMetric::Rubric(r) => r.template.hash(),
             JudgeMetric::FactRatio => format!(
                 "{},{}",
-                prompts::FACT_EXTRACT.hash(),
-                prompts::FACT_CHECK.hash()
+                match facts {
+                    crate::FactSource::Judge => prompts::FACT_EXTRACT.hash(),
+                    crate::FactSource::Sentences => "sentences".into(),
+                },
+                if nli_checks {
+                    "nli".into()
+                } else {
+                    prompts::FACT_CHECK.hash()
+                }
             ),
         }
     }

@@ -355,6 +355,8 @@ impl JudgePanel {
             total.replies_with_logprobs += r.replies_with_logprobs;
             total.replies_without_logprobs += r.replies_without_logprobs;
             total.fact_checks += r.fact_checks;
+            total.facts_from_sentences += r.facts_from_sentences;
+            total.fact_checks_nli += r.fact_checks_nli;
         }
         total.rows_judged = self.rows_judged;
         total.rows_failed = self.rows_failed;
@@ -666,7 +668,15 @@ impl JudgePanel {
         each: &[Decided],
         decider: &[Vec<Option<usize>>],
     ) -> ScoreColumns {
-        let mut out = columns::build(&self.metrics, n, &fin.verdicts, &fin.usage, fin.errors);
+        let versions = self.members[0].1.template_versions();
+        let mut out = columns::build(
+            &self.metrics,
+            &versions,
+            n,
+            &fin.verdicts,
+            &fin.usage,
+            fin.errors,
+        );
         let Some(mode) = self.mode else {
             return out;
         };

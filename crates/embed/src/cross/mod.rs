@@ -5,6 +5,7 @@
 //! the architecture's own ([`crate::family::ClassifierHead`]); the scores
 //! are what sentence-transformers' `CrossEncoder.predict` returns.
 
+mod entailment;
 mod folder;
 mod nli;
 mod pairs;
@@ -17,6 +18,7 @@ use candle_nn::VarBuilder;
 use rayon::prelude::*;
 use refscore_core::Error;
 
+pub use entailment::NliEntailment;
 pub use folder::{CrossFolder, ScoreActivation};
 pub use nli::{NliLabels, NliScores};
 use pairs::{EncodedPair, PairTokenizer};

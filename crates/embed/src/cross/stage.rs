@@ -146,6 +146,12 @@ impl CrossCapability {
         Ok(out)
     }
 
+    /// The model's entailment (and contradiction) labels, where it is an
+    /// NLI model whose labels are known.
+    pub fn nli(&self) -> Option<NliLabels> {
+        self.nli
+    }
+
     /// Whether the model gives the metric `name`.
     pub fn gives(&self, name: &str) -> bool {
         self.gives.iter().any(|g| g == name)

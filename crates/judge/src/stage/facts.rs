@@ -16,8 +16,11 @@ impl JudgeStage {
         extraction_down: &HashSet<String>,
         d: &mut Decided,
     ) {
+        let local = self.options.fact_check.is_some();
         let mut checks: Vec<Check> = Vec::new();
         let mut check_index: HashMap<String, usize> = HashMap::new();
+        // With --fact-check nli: the distinct (answer, fact) pairs to check.
+        let mut nli_pairs: Vec<(String, String)> = Vec::new();
         // Per use of a check: its row, whether it checks a reference fact,
         // and the check (asked once per batch however many rows need it).
         let mut uses: Vec<(usize, bool, usize)> = Vec::new();
@@ -53,7 +56,9 @@ impl JudgeStage {
                 );
                 continue;
             }
-            d.judged[i] = true;
+            // A row is judged where the judge extracted its facts or
+            // checks them; all local, no judge was asked.
+            d.judged[i] |= self.options.facts == crate::FactSource::Judge || !local;
             let (input, reference, output) = (
                 batch.input.as_ref().and_then(|c| c.get(i)).unwrap_or(""),
                 batch.reference.get(i).unwrap_or(""),
@@ -63,6 +68,17 @@ impl JudgeStage {
             let sides = [(true, output, &ref_facts), (false, reference, &out_facts)];
             for (is_ref, answer, facts) in sides {
                 for fact in facts.iter() {
+                    if local {
+                        // The NLI model's check: premise the other answer,
+                        // hypothesis the fact; asked below, once per pair.
+                        let key = DiskCache::key(&[answer, fact]);
+                        let k = *check_index.entry(key).or_insert_with(|| {
+                            nli_pairs.push((answer.to_string(), fact.clone()));
+                            nli_pairs.len() - 1
+                        });
+                        uses.push((i, is_ref, k));
+                        continue;
+                    }
                     let texts = DiskCache::key(&[input, answer, fact]);
                     if let Some(&k) = check_index.get(&texts) {
                         uses.push((i, is_ref, k));
@@ -99,8 +115,12 @@ impl JudgeStage {
             tally_of.insert(i, tallies.len());
             tallies.push(tally);
         }
-        let results = self.run_jobs(&checks);
-        let mut paid = vec![false; checks.len()];
+        let results = if local {
+            self.check_locally(&nli_pairs)
+        } else {
+            self.run_jobs(&checks)
+        };
+        let mut paid = vec![false; results.len()];
         let mut check_failed: HashSet<usize> = HashSet::new();
         for (row, is_ref, k) in uses {
             let t = &mut tallies[tally_of[&row]];
@@ -135,8 +155,50 @@ impl JudgeStage {
             let matched = ref_held.min(out_held) as u32;
             d.verdicts[fact_metric][row] = Some((
                 Outcome::Facts(Some((matched, n_ref as u32, n_out as u32))),
-                Source::Judge,
+                if local { Source::Nli } else { Source::Judge },
             ));
+        }
+    }
+
+    /// The local NLI model's checks of (premise, hypothesis) `pairs`, as the
+    /// judge's would come back: a fact holds where P(entailment) reaches
+    /// `--fact-check-threshold`. A model that fails fails every check
+    /// (not transient: a resumed run would fail the same way).
+    fn check_locally(&mut self, pairs: &[(String, String)]) -> Vec<JobResult> {
+        let Some(check) = self.options.fact_check.clone() else {
+            return Vec::new();
+        };
+        if pairs.is_empty() {
+            return Vec::new();
+        }
+        self.report.fact_checks_nli += pairs.len() as u64;
+        let asked: Vec<(&str, &str)> = pairs
+            .iter()
+            .map(|(a, f)| (a.as_str(), f.as_str()))
+            .collect();
+        match check.model.entailment(&asked) {
+            Ok(p) => p
+                .into_iter()
+                .map(|p| {
+                    Ok((
+                        json!({"holds": p >= check.threshold}),
+                        Usage::default(),
+                        NO_FORMAT,
+                    ))
+                })
+                .collect(),
+            Err(e) => {
+                let message = format!("--fact-check nli: {e}");
+                pairs
+                    .iter()
+                    .map(|_| {
+                        Err(AskFailure {
+                            message: message.clone(),
+                            transient: false,
+                        })
+                    })
+                    .collect()
+            }
         }
     }
 
@@ -151,6 +213,12 @@ impl JudgeStage {
         jobs: &mut Vec<Work>,
     ) {
         if self.facts.contains(texts) || extracting.contains(texts) {
+            return;
+        }
+        if self.options.facts == crate::FactSource::Sentences {
+            self.report.facts_from_sentences += 1;
+            self.facts
+                .put(texts.to_string(), Arc::new(crate::sentences(answer)));
             return;
         }
         if let Some((v, usage, source)) = self.lookup(&FACT_EXTRACT, texts) {

@@ -343,6 +343,16 @@ impl JudgeStage {
     }
 
     /// The stage's options.
+    /// Each metric's template versions as this run asks them (see
+    /// [`JudgeMetric::template_versions_with`]).
+    pub(crate) fn template_versions(&self) -> Vec<String> {
+        let o = &self.options;
+        self.metrics
+            .iter()
+            .map(|jm| jm.template_versions_with(o.facts, o.fact_check.is_some()))
+            .collect()
+    }
+
     pub(crate) fn options(&self) -> &JudgeOptions {
         &self.options
     }
@@ -412,6 +422,7 @@ impl JudgeStage {
         let d = self.decide(batch, requested, values)?;
         Ok(columns::build(
             &self.metrics,
+            &self.template_versions(),
             batch.len(),
             &d.verdicts,
             &d.usage,

@@ -51,6 +51,8 @@ pub(super) fn options(url: &str, names: &[&str], cache: Option<PathBuf>) -> Judg
         },
         metrics,
         tiers: Default::default(),
+        facts: Default::default(),
+        fact_check: None,
         cache_dir: cache,
         reasons: Reasons::Always,
         threshold: 0.5,

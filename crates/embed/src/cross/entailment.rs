@@ -1,0 +1,70 @@
+//! An NLI cross-encoder as a [`refscore_core::entailment::Entailment`]:
+//! what the judge stage checks the fact ratio's facts with under
+//! `--fact-check nli`, P(entailment) as `CrossEncoder.predict(...,
+//! apply_softmax=True)` gives it.
+
+use refscore_core::entailment::Entailment;
+use refscore_core::Error;
+use serde_json::{json, Value};
+
+use super::{CrossCapability, CrossEncoder, CrossFolder, CrossOptions, CrossReport, NliLabels};
+
+/// An NLI model loaded for entailment checks.
+pub struct NliEntailment {
+    encoder: CrossEncoder,
+    labels: NliLabels,
+    fingerprint: Value,
+}
+
+impl NliEntailment {
+    /// The entailment label of `folder`'s model (found by name, or given by
+    /// `--nli-labels`' text), refused with the reason when it has none.
+    pub fn labels(folder: &CrossFolder, nli_labels: Option<&str>) -> Result<NliLabels, Error> {
+        let capability = CrossCapability::of(folder, nli_labels)?;
+        capability.nli().ok_or_else(|| {
+            let why = capability
+                .why_not(&refscore_core::metric::NLI_PRECISION.name)
+                .unwrap_or("the model has no entailment label");
+            Error::config(format!("--fact-check nli needs an NLI model: {why}"))
+        })
+    }
+
+    /// Loads `folder`'s model for entailment checks.
+    pub fn load(
+        folder: CrossFolder,
+        nli_labels: Option<&str>,
+        options: &CrossOptions,
+    ) -> Result<NliEntailment, Error> {
+        let labels = NliEntailment::labels(&folder, nli_labels)?;
+        let fingerprint = json!({
+            "model_sha256": folder.files.content_sha256()?,
+            "architecture": folder.architecture,
+            "labels": folder.labels,
+            "entailment": labels.entailment,
+            "max_length": folder.files.max_seq_length,
+            "precision": options.precision.name(),
+        });
+        Ok(NliEntailment {
+            encoder: CrossEncoder::load(folder, options)?,
+            labels,
+            fingerprint,
+        })
+    }
+
+    /// What changes its answers, for the run's fingerprint.
+    pub fn fingerprint(&self) -> &Value {
+        &self.fingerprint
+    }
+}
+
+impl Entailment for NliEntailment {
+    fn entailment(&self, pairs: &[(&str, &str)]) -> Result<Vec<f32>, Error> {
+        let mut report = CrossReport::default();
+        Ok(self
+            .encoder
+            .predict(pairs, true, &mut report)?
+            .into_iter()
+            .map(|p| p.values[self.labels.entailment])
+            .collect())
+    }
+}

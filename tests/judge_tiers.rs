@@ -515,4 +515,26 @@ fn a_chain_fitted_on_half_the_labelled_set_runs_on_the_other_half() {
         .map(|t| t["decided"].as_u64().unwrap())
         .sum();
     assert_eq!(decided, by_tier as u64);
+    // With --gold, each tier's labelled rows against their labels.
+    let calibration = summary["calibration"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["metric"] == "meaning_match")
+        .unwrap();
+    let per_tier: u64 = calibration["tiers"].as_array().map_or(0, |t| {
+        t.iter()
+            .map(|t| {
+                assert!(t["source"].as_str().unwrap().starts_with("band:"));
+                let sides = t["decided_false"]["labels"].as_u64().unwrap()
+                    + t["decided_true"]["labels"].as_u64().unwrap();
+                assert_eq!(t["agreement"]["n"].as_u64().unwrap(), sides);
+                sides
+            })
+            .sum()
+    });
+    assert_eq!(
+        per_tier, by_tier as u64,
+        "every row of the half is labelled"
+    );
 }

@@ -240,6 +240,26 @@ pub(crate) fn lines(summary: &Summary) -> String {
                 pct(&b["agreement"])
             );
         }
+        for t in c["tiers"].as_array().into_iter().flatten() {
+            let side = |s: &serde_json::Value| {
+                format!(
+                    "{} of {} against their label ({} [{}, {}])",
+                    s["errors"],
+                    s["labels"],
+                    pct(&s["error"]),
+                    pct(&s["error_low"]),
+                    pct(&s["error_high"])
+                )
+            };
+            out += &format!(
+                "    {}: {} labelled rows, agreement {}; decided false: {}; decided true: {}\n",
+                t["source"].as_str().unwrap_or("?"),
+                t["agreement"]["n"],
+                pct(&t["agreement"]["agreement"]),
+                side(&t["decided_false"]),
+                side(&t["decided_true"])
+            );
+        }
     }
     out
 }

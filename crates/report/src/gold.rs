@@ -312,12 +312,15 @@ pub fn gather_with_disagreements(
                         .iter()
                         .map(|&k| value(batch.column(k), i))
                         .collect();
-                    let by_band = c.source.is_some_and(|k| {
+                    let tier = c.source.and_then(|k| {
                         let s = batch.column(k);
-                        !s.is_null(i)
-                            && string_at(s, i).is_some_and(refscore_core::schema::source::is_tier)
+                        (!s.is_null(i))
+                            .then(|| string_at(s, i))
+                            .flatten()
+                            .filter(|s| refscore_core::schema::source::is_tier(s))
+                            .map(String::from)
                     });
-                    (p, stand_ins, by_band)
+                    (p, stand_ins, tier)
                 });
             }
         }

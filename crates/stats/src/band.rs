@@ -65,7 +65,9 @@ pub fn wilson(k: u64, n: u64) -> Option<(f64, f64)> {
     Some((centre - half, centre + half))
 }
 
-fn side(labels: u64, errors: u64) -> Side {
+/// A side of `labels` decided rows, `errors` of them against their label,
+/// with the error's Wilson interval.
+pub fn side(labels: u64, errors: u64) -> Side {
     let interval = wilson(errors, labels);
     Side {
         labels,

@@ -44,6 +44,10 @@ pub struct LabelledRow {
     pub stand_ins: Vec<Option<f64>>,
     /// Whether the cascade band decided the value (source `band`).
     pub by_band: bool,
+    /// Which tier of the chain decided it (its source, `band:SCORE`), where
+    /// one did and the result says which (older results say `band`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<String>,
 }
 
 /// A metric's labelled rows and unlabelled sums; see the module text.
@@ -122,9 +126,57 @@ pub struct Calibration {
     /// The verdicts the cascade band decided, against their labels.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub band: Option<VerdictAgreement>,
+    /// The same per tier of the chain, in the order of their sources' names
+    /// (`band:SCORE`; `band` for results written before tiers).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tiers: Vec<TierAgreement>,
     /// The run-wide mean (pass rate) corrected for the judge's error.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub corrected: Option<Corrected>,
+}
+
+/// What one tier of the chain decided, against the labels: its agreement,
+/// and each side's error with its Wilson interval (the rows it decided
+/// false that are labelled true, and the reverse).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TierAgreement {
+    /// The tier's source (`band:SCORE`).
+    pub source: String,
+    /// Its verdicts against their labels.
+    pub agreement: VerdictAgreement,
+    /// The rows it decided false.
+    pub decided_false: crate::band::Side,
+    /// The rows it decided true.
+    pub decided_true: crate::band::Side,
+}
+
+/// Per tier that decided labelled rows, in the order of the sources' names.
+fn tier_agreements(rows: &[LabelledRow]) -> Vec<TierAgreement> {
+    let mut sources: Vec<&str> = rows.iter().filter_map(|r| r.tier.as_deref()).collect();
+    sources.sort_unstable();
+    sources.dedup();
+    sources
+        .into_iter()
+        .filter_map(|source| {
+            let mine: Vec<(bool, bool)> = rows
+                .iter()
+                .filter(|r| r.tier.as_deref() == Some(source))
+                .map(|r| (r.gold >= 0.5, r.value >= 0.5))
+                .collect();
+            let side = |verdict: bool| {
+                let decided = mine.iter().filter(|(_, v)| *v == verdict);
+                let labels = decided.clone().count() as u64;
+                let errors = decided.filter(|(g, _)| *g != verdict).count() as u64;
+                crate::band::side(labels, errors)
+            };
+            Some(TierAgreement {
+                source: source.to_string(),
+                agreement: verdict_agreement(Confusion::of(mine.iter().copied()))?,
+                decided_false: side(false),
+                decided_true: side(true),
+            })
+        })
+        .collect()
 }
 
 /// One embedding or lexical score's separation of a verdict's labels.
@@ -180,17 +232,18 @@ impl GoldState {
         &mut self,
         gold: Option<f64>,
         value: Option<f64>,
-        labelled: impl FnOnce() -> (Option<f64>, Vec<Option<f64>>, bool),
+        labelled: impl FnOnce() -> (Option<f64>, Vec<Option<f64>>, Option<String>),
     ) {
         match (gold, value.filter(|v| v.is_finite())) {
             (Some(gold), Some(value)) => {
-                let (p, stand_ins, by_band) = labelled();
+                let (p, stand_ins, tier) = labelled();
                 self.rows.push(LabelledRow {
                     gold,
                     value,
                     p,
                     stand_ins,
-                    by_band,
+                    by_band: tier.is_some(),
+                    tier,
                 });
             }
             (Some(_), None) => self.labels_without_value += 1,
@@ -241,7 +294,7 @@ impl GoldState {
                 .zip(key(b).iter())
                 .map(|(x, y)| x.total_cmp(y))
                 .find(|o| o.is_ne())
-                .unwrap_or(std::cmp::Ordering::Equal)
+                .unwrap_or_else(|| a.tier.cmp(&b.tier))
         });
     }
 
@@ -281,6 +334,7 @@ impl GoldState {
             separation: None,
             stand_ins: Vec::new(),
             band: None,
+            tiers: Vec::new(),
             corrected: None,
         };
         match self.kind {
@@ -290,6 +344,7 @@ impl GoldState {
                 let band = self.rows.iter().filter(|r| r.by_band);
                 c.band =
                     verdict_agreement(Confusion::of(band.map(|r| (r.gold >= 0.5, r.value >= 0.5))));
+                c.tiers = tier_agreements(&self.rows);
                 let (p, g): (Vec<f64>, Vec<bool>) = self
                     .rows
                     .iter()
@@ -382,7 +437,7 @@ mod tests {
         for i in 0..labels {
             let gold = (i < label_true) as u8 as f64;
             let value = (i < judged_true) as u8 as f64;
-            g.add(Some(gold), Some(value), || (None, Vec::new(), false));
+            g.add(Some(gold), Some(value), || (None, Vec::new(), None));
         }
         for i in 0..1000 {
             g.add(None, Some((i < 550) as u8 as f64), || unreachable!());

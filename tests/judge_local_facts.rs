@@ -20,15 +20,6 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn model(name: &str) -> String {
-    root()
-        .join("tests/fixtures/models")
-        .join(name)
-        .to_str()
-        .unwrap()
-        .to_string()
-}
-
 /// The fixture's header and rows.
 fn fixture() -> (Value, Vec<Value>) {
     let text = std::fs::read_to_string(
@@ -70,7 +61,7 @@ fn nli_flags(threshold: &str) -> Vec<String> {
         "--fact-check-threshold",
         threshold,
         "--cross-model",
-        &model("tiny-cross-roberta-nli"),
+        &tiny_model("tiny-cross-roberta-nli"),
     ]
     .iter()
     .map(|s| s.to_string())
@@ -257,13 +248,13 @@ fn local_fact_settings_that_cannot_work_are_refused_first() {
     };
     let err = fails(&local(&["--metrics", "fact_similarity"]), 78);
     assert!(err.contains("--cross-model"), "{err}");
-    let one_output = model("tiny-cross-bert");
+    let one_output = tiny_model("tiny-cross-bert");
     let err = fails(
         &local(&["--metrics", "fact_similarity", "--cross-model", &one_output]),
         78,
     );
     assert!(err.contains("needs an NLI model"), "{err}");
-    let nli = model("tiny-cross-roberta-nli");
+    let nli = tiny_model("tiny-cross-roberta-nli");
     let err = fails(
         &local(&["--metrics", "meaning_match", "--cross-model", &nli]),
         78,

@@ -15,11 +15,7 @@ use common::*;
 /// The tiny NLI cross-encoder of the cross tests (its scores are whatever
 /// they are: the bands below are chosen so that they decide every row).
 fn cross_model() -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/models/tiny-cross-roberta-nli")
-        .to_str()
-        .unwrap()
-        .to_string()
+    tiny_model("tiny-cross-roberta-nli")
 }
 
 /// Rows against the reference "alpha beta gamma delta": token F1 0 (the
@@ -537,4 +533,122 @@ fn a_chain_fitted_on_half_the_labelled_set_runs_on_the_other_half() {
         per_tier, by_tier as u64,
         "every row of the half is labelled"
     );
+}
+
+/// The chain's flags that decide rows 0..8 (token F1) and pass 8..12 on.
+const LEAVES_FOUR: [&str; 4] = [
+    "--judge-band",
+    "token_f1:0.3..0.8",
+    "--judge-band",
+    "nli_equivalence:-inf..inf",
+];
+
+/// Whether a request's text is about one of the four rows the chain leaves
+/// (and about no row it decided).
+fn about_a_left_row(text: &str) -> bool {
+    (8..12).any(|i| text.contains(&format!("alpha beta theta iota{i}")))
+        && !text.contains("zeta eta")
+        && !text.contains("kappa")
+}
+
+/// Through batches (`--judge-batch dir:`) the request files hold only what
+/// the chain left; a resumed run with the chain in another order is refused
+/// (the fingerprint covers it), the same chain resumes.
+#[test]
+fn batches_hold_only_what_the_chain_left_and_resume_keeps_the_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path());
+    let out = dir.path().join("o.parquet");
+    let folder = dir.path().join("box");
+    let mode = format!("dir:{}", folder.display());
+    let cross = cross_model();
+    let args = |chain: &[&str], resume: bool| -> std::process::Output {
+        let mut a = vec![
+            "score",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--quiet",
+            "--metrics",
+            "token_f1,nli_equivalence,meaning_match",
+            "--cross-model",
+            &cross,
+            "--judge-model",
+            "scripted",
+            "--judge-reasons",
+            "never",
+            "--judge-batch",
+            &mode,
+        ];
+        a.extend_from_slice(chain);
+        if resume {
+            a.push("--resume");
+        }
+        refscore(&a)
+    };
+    fails(&args(&LEAVES_FOUR, false), 75);
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(&folder).unwrap().flatten() {
+        if entry.file_name().to_string_lossy().starts_with("requests-") {
+            lines.extend(
+                std::fs::read_to_string(entry.path())
+                    .unwrap()
+                    .lines()
+                    .map(String::from),
+            );
+        }
+    }
+    assert_eq!(lines.len(), 4, "one request per row the chain left");
+    assert!(lines.iter().all(|l| about_a_left_row(l)), "{lines:?}");
+    let swapped = [
+        LEAVES_FOUR[2],
+        LEAVES_FOUR[3],
+        LEAVES_FOUR[0],
+        LEAVES_FOUR[1],
+    ];
+    let err = fails(&args(&swapped, true), 78);
+    assert!(err.contains("--resume refused"), "{err}");
+    let err = fails(&args(&LEAVES_FOUR, true), 75);
+    assert!(err.contains("waiting for"), "{err}");
+}
+
+/// A jury sees only what the chain left: neither juror is asked about a
+/// row a tier decided.
+#[test]
+fn a_panel_sees_only_what_the_chain_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path());
+    let out = dir.path().join("o.parquet");
+    let (a, b) = (yes_judge(), yes_judge());
+    let cross = cross_model();
+    let mut args = vec![
+        "--metrics",
+        "token_f1,nli_equivalence,meaning_match",
+        "--cross-model",
+        &cross,
+        "--judge-url",
+        &a.url,
+        "--judge-model",
+        "first",
+        "--judge-url",
+        &b.url,
+        "--judge-model",
+        "second",
+        "--judge-panel",
+        "jury",
+        "--judge-reasons",
+        "never",
+    ];
+    args.extend_from_slice(&LEAVES_FOUR);
+    ok(&score(&input, &out, &args));
+    for server in [&a, &b] {
+        let asked = server.requests();
+        assert_eq!(asked.len(), 4);
+        assert!(asked.iter().all(|r| about_a_left_row(r.user())));
+    }
+    let source = texts(&read_parquet(&out), "meaning_match_source");
+    assert!(source[..8]
+        .iter()
+        .all(|s| s.as_deref() == Some("band:token_f1")));
+    assert!(source[8..].iter().all(|s| s.as_deref() == Some("jury")));
 }

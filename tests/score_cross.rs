@@ -15,15 +15,6 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn model(name: &str) -> String {
-    root()
-        .join("tests/fixtures/models")
-        .join(name)
-        .to_str()
-        .unwrap()
-        .to_string()
-}
-
 /// A fixture row: (id, reference, output) and sentence-transformers' scores
 /// of (reference, output) and (output, reference).
 type Row = (String, String, String, Vec<f32>, Vec<f32>);
@@ -93,7 +84,7 @@ fn run_matches(name: &str, flags: &[&str], expect: &[(&str, Definition)]) {
     let dir = tempfile::tempdir().unwrap();
     let rows = fixture(name);
     let input = input(dir.path(), name);
-    let cross = model(name);
+    let cross = tiny_model(name);
     for (path, features) in KERNEL_PATHS {
         if !features.iter().all(|f| cpu_has(f)) {
             eprintln!("skipping the {path} kernels: this CPU lacks some of {features:?}");
@@ -178,10 +169,10 @@ fn a_cross_model_that_cannot_give_the_metrics_is_refused_before_any_work() {
         assert!(e.contains(says), "{flags:?}: {e}");
         assert!(!out.exists(), "{flags:?}: no output after a refusal");
     };
-    let nli = model("tiny-cross-roberta-nli");
-    let bert = model("tiny-cross-bert");
-    let minicheck = model("tiny-cross-xlmr-minicheck");
-    let two_way = model("tiny-cross-distilbert-2way");
+    let nli = tiny_model("tiny-cross-roberta-nli");
+    let bert = tiny_model("tiny-cross-bert");
+    let minicheck = tiny_model("tiny-cross-xlmr-minicheck");
+    let two_way = tiny_model("tiny-cross-distilbert-2way");
     refused(&["--metrics", "nli"], 78, "--cross-model");
     refused(
         &["--cross-model", &nli, "--metrics", "cross_score"],
@@ -220,7 +211,7 @@ fn a_cross_model_that_cannot_give_the_metrics_is_refused_before_any_work() {
         64,
         "--cross-model",
     );
-    let embedding = model("tiny-roberta");
+    let embedding = tiny_model("tiny-roberta");
     refused(
         &["--cross-model", &embedding, "--metrics", "nli"],
         78,
@@ -254,8 +245,8 @@ fn the_fingerprint_covers_the_cross_model() {
         ok(&score(&input, &out, &args));
         summary(&out)["run_id"].as_str().unwrap().to_string()
     };
-    let minicheck = model("tiny-cross-xlmr-minicheck");
-    let two_way = model("tiny-cross-distilbert-2way");
+    let minicheck = tiny_model("tiny-cross-xlmr-minicheck");
+    let two_way = tiny_model("tiny-cross-distilbert-2way");
     let first = run_id(&["--cross-model", &minicheck, "--nli-labels", "entailment=1"]);
     assert_eq!(
         first,
@@ -294,7 +285,7 @@ fn judged(
     out: &Path,
     extra: &[&str],
 ) -> std::process::Output {
-    let cross = model(name);
+    let cross = tiny_model(name);
     let mut args = vec![
         "--cross-model",
         &cross,
@@ -407,7 +398,7 @@ fn a_pair_repeated_across_batches_is_scored_once() {
         vec![("reference", thrice(1)), ("output", thrice(2))],
     );
     let out = dir.path().join("o.parquet");
-    let cross = model(name);
+    let cross = tiny_model(name);
     let flags = [
         "--cross-model",
         cross.as_str(),

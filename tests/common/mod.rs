@@ -21,6 +21,17 @@ use arrow::datatypes::{Field, Schema};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 
+/// A tiny seeded model of tests/fixtures/models, by folder name, as a
+/// path for `--model` or `--cross-model`.
+pub fn tiny_model(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/models")
+        .join(name)
+        .to_str()
+        .expect("a UTF-8 path")
+        .to_string()
+}
+
 /// Path of the binary under test.
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_refscore")

@@ -25,7 +25,7 @@ machine has (numpy, pyarrow):
   record refscore|cross|python|encoder SOURCE MONITOR ENGINE MODEL SET
                             the result records of one timed run (a refscore
                             summary, of embeddings or of a cross-encoder;
-                            python.py's or gpu_cross.py's JSON line; python.py's
+                            python.py's or cross.py's JSON line; python.py's
                             encoder-only lines), with MONITOR's GPU figures ('-'
                             for none)
   table RESULTS.json        prints the benchmark table of gpu.sh

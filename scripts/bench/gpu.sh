@@ -37,7 +37,7 @@
 #                               4. cross: every tiny-cross-* fixture on the GPU
 #                                  against the CPU (--metrics cross), then two
 #                                  real-size NLI cross-encoders made there with
-#                                  seeded random weights (scripts/bench/gpu_cross.py:
+#                                  seeded random weights (scripts/bench/cross.py:
 #                                  MiniLM-L6's and DeBERTa-v3-base's shapes) on
 #                                  CROSS_ROWS (10000) distinct rows, refscore against
 #                                  sentence-transformers' CrossEncoder.predict
@@ -299,10 +299,10 @@ cross() {
     echo "$name tests/fixtures/cross-$name.jsonl $flags --cross-model $m" >>"$cases"
   done
   parity_cases "$device" "$cases"
-  python3 scripts/bench/gpu_cross.py head "$rows" "$work/sets/distinct.parquet" "$work/cross-in.parquet"
+  python3 scripts/bench/cross.py head "$rows" "$work/sets/distinct.parquet" "$work/cross-in.parquet"
   for model in ${CROSS_MODELS-minilm deberta}; do
     if [ "$model" = minilm ]; then m="$work/minilm"; else m=tests/fixtures/models/tiny-cross-deberta-v3-nli; fi
-    python3 scripts/bench/gpu_cross.py make "$model" "$m" "$work/cross-$model" || { note "cross $model not made"; continue; }
+    python3 scripts/bench/cross.py make "$model" "$m" "$work/cross-$model" || { note "cross $model not made"; continue; }
     for engine in ${base:+base} new; do
       local exe="$bin" label="refscore fp32" result="$work/cross-$model.parquet"
       [ "$engine" = base ] && exe="$base" label="refscore fp32 (base)" result="$work/cross-$model-base.parquet"
@@ -323,7 +323,7 @@ cross() {
     for batch in ${CROSS_BATCHES-32 256}; do
       log "sentence-transformers CrossEncoder $model, batch $batch"
       python3 scripts/bench/gpu.py monitor "$work/monitor.json" -- \
-        python3 scripts/bench/gpu_cross.py predict "$work/cross-$model" "$work/cross-in.parquet" \
+        python3 scripts/bench/cross.py predict "$work/cross-$model" "$work/cross-in.parquet" \
         "$work/cross-$model-st$batch.parquet" --device "$device" --batch-size "$batch" \
         >"$work/cross-$model-st$batch.json" || {
         note "CrossEncoder $model batch $batch failed"
@@ -346,7 +346,7 @@ profile() {
   ncu="$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1 || true)"
   [ -n "$ncu" ] || { note "profile: no ncu on this machine"; return 0; }
   log "5. Nsight Compute, MiniLM, $rows rows"
-  python3 scripts/bench/gpu_cross.py head "$rows" "$work/sets/distinct.parquet" "$work/profile-in.parquet"
+  python3 scripts/bench/cross.py head "$rows" "$work/sets/distinct.parquet" "$work/profile-in.parquet"
   "$bin" score "$work/profile-in.parquet" -o "$work/profile-plain.parquet" --overwrite --quiet \
     --metrics embedding --model "$work/minilm" --device "$device" || { note "profile: plain run failed"; return 0; }
   python3 scripts/bench/gpu.py record refscore "$work/profile-plain.parquet.summary.json" - \

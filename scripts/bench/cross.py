@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""The cross-encoder part of scripts/bench/gpu.sh (step `cross`), run on the GPU
-machine with what it has (torch, transformers, sentence-transformers, pyarrow):
+"""Real-size cross-encoders for the benchmarks, and what a user runs today:
+the helpers of scripts/bench/cross.sh (CPU) and of scripts/bench/gpu.sh's step
+`cross` (GPU). Needs torch, transformers, sentence-transformers, pyarrow.
 
-  make minilm|deberta TOKENIZER_DIR DST
+  make minilm|deberta|modernbert TOKENIZER_DIR DST
                         a real-size NLI cross-encoder with seeded random weights,
                         made and saved by transformers' own classes (the work of
                         the real model; no hub there, and 0.7 GB would not fit
@@ -19,6 +20,11 @@ machine with what it has (torch, transformers, sentence-transformers, pyarrow):
                                    with a 512-token limit (a smaller vocabulary than
                                    the real one: the same texts cut into more pieces;
                                    both engines read the same pieces)
+                          modernbert ModernBertForSequenceClassification of
+                                   ModernBERT-base's shapes (22 layers, local
+                                   attention of 128 every layer but each third),
+                                   cls pooling, the same labels, the tokenizer of
+                                   tests/fixtures/models/tiny-cross-modernbert-nli
   head N IN OUT         the first N rows of a Parquet file
   predict MODEL IN OUT [--device D] [--batch-size B]
                         what a user runs today: sentence-transformers'
@@ -40,7 +46,8 @@ import time
 def make(kind: str, tokenizer_dir: str, dst: str) -> None:
     import torch
     from transformers import (BertConfig, BertForSequenceClassification, DebertaV2Config,
-                              DebertaV2ForSequenceClassification)
+                              DebertaV2ForSequenceClassification, ModernBertConfig,
+                              ModernBertForSequenceClassification)
 
     torch.manual_seed(0)
     os.makedirs(dst, exist_ok=True)
@@ -51,6 +58,19 @@ def make(kind: str, tokenizer_dir: str, dst: str) -> None:
         config.num_labels = len(labels)
         model_class = BertForSequenceClassification
         files = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
+    elif kind == "modernbert":
+        labels = ["entailment", "neutral", "contradiction"]
+        tiny = json.load(open(os.path.join(tokenizer_dir, "config.json")))
+        config = ModernBertConfig(
+            vocab_size=50368, hidden_size=768, intermediate_size=1152, num_hidden_layers=22,
+            num_attention_heads=12, global_attn_every_n_layers=3, local_attention=128,
+            max_position_embeddings=8192, global_rope_theta=160000.0, local_rope_theta=10000.0,
+            classifier_pooling="cls", architectures=["ModernBertForSequenceClassification"],
+            num_labels=len(labels),
+            **{k: tiny[k] for k in ("pad_token_id", "bos_token_id", "eos_token_id",
+                                     "cls_token_id", "sep_token_id")})
+        model_class = ModernBertForSequenceClassification
+        files = ("tokenizer.json", "tokenizer_config.json")
     else:
         labels = ["entailment", "neutral", "contradiction"]
         config = DebertaV2Config(
@@ -82,6 +102,10 @@ def head(n: str, src: str, dst: str) -> None:
 
 
 def predict(model_dir: str, src: str, dst: str, device: str, batch_size: int) -> None:
+    if device == "cpu" and os.environ.get("THREADS"):
+        import torch
+
+        torch.set_num_threads(int(os.environ["THREADS"]))
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -110,7 +134,7 @@ def predict(model_dir: str, src: str, dst: str, device: str, batch_size: int) ->
 
 def main(argv: list) -> int:
     cmd, args = (argv[1], argv[2:]) if len(argv) > 1 else ("", [])
-    if cmd == "make" and len(args) == 3 and args[0] in ("minilm", "deberta"):
+    if cmd == "make" and len(args) == 3 and args[0] in ("minilm", "deberta", "modernbert"):
         make(*args)
     elif cmd == "head" and len(args) == 3:
         head(*args)

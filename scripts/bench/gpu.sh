@@ -389,5 +389,5 @@ python_engines() {
 case "${1:-}" in
   pack) pack ;;
   run) run ;;
-  *) sed -n '2,39p' "$0"; exit 64 ;;
+  *) sed -n '2,65p' "$0"; exit 64 ;;
 esac

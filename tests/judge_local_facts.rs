@@ -246,6 +246,16 @@ fn local_fact_settings_that_cannot_work_are_refused_first() {
         a.extend_from_slice(extra);
         score(&inp, &out, &a)
     };
+    // One local part alone still needs the judge for the other.
+    let err = fails(
+        &score(
+            &inp,
+            &out,
+            &["--facts", "sentences", "--metrics", "lexical"],
+        ),
+        78,
+    );
+    assert!(err.contains("pass --judge-url, or both"), "{err}");
     let err = fails(&local(&["--metrics", "fact_similarity"]), 78);
     assert!(err.contains("--cross-model"), "{err}");
     let one_output = tiny_model("tiny-cross-bert");

@@ -216,6 +216,11 @@ pub(super) fn resolve(
         ));
     }
     let local_facts = facts != refscore_judge::FactSource::Judge || nli_check == Some(true);
+    if (local_facts || nli_check.is_some()) && target.url.is_none() {
+        return Err(Error::config(
+            "--facts and --fact-check are about fact_similarity, a judge metric: pass --judge-url, or both --facts sentences and --fact-check nli to run it without a judge".to_string(),
+        ));
+    }
     if local_facts && target.url.is_some() && !metrics.metrics.contains(&metric::FACT_SIMILARITY) {
         return Err(Error::config(
             "--facts and --fact-check are about fact_similarity, which this run does not compute (add it to --metrics)".to_string(),

@@ -97,12 +97,11 @@ fn chain_lines(r: &ChainReport) -> String {
             r.max_error,
         );
         if t.labels_compared > 0 {
-            out += &format!(
-                "  error added where it replaces the judge ({} labelled rows): tier wrong on {}, judge on {}: {:+.1} points\n",
-                t.labels_compared,
-                t.band_errors,
-                t.judge_errors,
-                t.error_added.unwrap_or(0.0) * 100.0
+            out += &added_line(
+                "  ",
+                "tier",
+                (t.labels_compared, t.band_errors, t.judge_errors),
+                t.error_added,
             );
         }
     }
@@ -118,6 +117,20 @@ fn chain_lines(r: &ChainReport) -> String {
 
 fn pct(v: Option<f64>) -> String {
     v.map_or("-".into(), |x| format!("{:.1}%", x * 100.0))
+}
+
+/// The error a band (or tier) adds where it replaces the judge: on the
+/// `compared` labelled rows the judge answered, how many each got wrong.
+fn added_line(
+    indent: &str,
+    who: &str,
+    (compared, band_errors, judge_errors): (u64, u64, u64),
+    added: Option<f64>,
+) -> String {
+    format!(
+        "{indent}error added where the {who} replaces the judge ({compared} labelled rows the judge answered here): {who} wrong on {band_errors}, judge on {judge_errors}: {:+.1} points\n",
+        added.unwrap_or(0.0) * 100.0
+    )
 }
 
 /// One side of a band in words: its cut-off, the labelled rows it decides
@@ -162,12 +175,11 @@ fn lines(r: &BandReport) -> String {
         r.calls_saved
     );
     if r.labels_compared > 0 {
-        out += &format!(
-            "error added where the band replaces the judge ({} labelled rows the judge answered here): band wrong on {}, judge on {}: {:+.1} points\n",
-            r.labels_compared,
-            r.band_errors,
-            r.judge_errors,
-            r.error_added.unwrap_or(0.0) * 100.0
+        out += &added_line(
+            "",
+            "band",
+            (r.labels_compared, r.band_errors, r.judge_errors),
+            r.error_added,
         );
     }
     out

@@ -88,6 +88,21 @@ fn run_loud(server: &Server, input: &Path, out: &Path, extra: &[&str]) -> std::p
     refscore(&args.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
+/// A chain in which token F1 decides its sure rows and the NLI tier all the
+/// rest (every equivalence is above -0.5), and the same tiers swapped.
+const TOKEN_THEN_NLI: [&str; 4] = [
+    "--judge-band",
+    "token_f1:0.3..0.8",
+    "--judge-band",
+    "nli_equivalence:-1..-0.5",
+];
+const NLI_THEN_TOKEN: [&str; 4] = [
+    "--judge-band",
+    "nli_equivalence:-1..-0.5",
+    "--judge-band",
+    "token_f1:0.3..0.8",
+];
+
 /// Token F1 decides its sure rows; the NLI tier decides what it passed on
 /// (every equivalence is above -0.5); swapped, the NLI tier decides all.
 #[test]
@@ -96,17 +111,7 @@ fn the_first_sure_tier_decides_and_the_order_matters() {
     let input = input(dir.path());
     let out = dir.path().join("o.parquet");
     let server = yes_judge();
-    ok(&run(
-        &server,
-        &input,
-        &out,
-        &[
-            "--judge-band",
-            "token_f1:0.3..0.8",
-            "--judge-band",
-            "nli_equivalence:-1..-0.5",
-        ],
-    ));
+    ok(&run(&server, &input, &out, &TOKEN_THEN_NLI));
     assert!(server.requests().is_empty(), "the chain decided every row");
     let b = read_parquet(&out);
     let source = texts(&b, "meaning_match_source");
@@ -140,17 +145,7 @@ fn the_first_sure_tier_decides_and_the_order_matters() {
     let first_id = summary["run_id"].clone();
 
     // Swapped: the NLI tier is sure of every row first.
-    ok(&run(
-        &server,
-        &input,
-        &out,
-        &[
-            "--judge-band",
-            "nli_equivalence:-1..-0.5",
-            "--judge-band",
-            "token_f1:0.3..0.8",
-        ],
-    ));
+    ok(&run(&server, &input, &out, &NLI_THEN_TOKEN));
     let b = read_parquet(&out);
     assert!(texts(&b, "meaning_match_source")
         .iter()
@@ -158,17 +153,7 @@ fn the_first_sure_tier_decides_and_the_order_matters() {
     // The fingerprint (the run id) covers the chain and its order.
     let swapped_id = summary_of(&out);
     assert_ne!(first_id, swapped_id);
-    ok(&run(
-        &server,
-        &input,
-        &out,
-        &[
-            "--judge-band",
-            "nli_equivalence:-1..-0.5",
-            "--judge-band",
-            "token_f1:0.3..0.8",
-        ],
-    ));
+    ok(&run(&server, &input, &out, &NLI_THEN_TOKEN));
     assert_eq!(summary_of(&out), swapped_id);
 }
 

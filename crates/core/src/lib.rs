@@ -291,18 +291,27 @@ pub enum ErrorClass {
     Io,
     /// A failure worth retrying later: a service that is down or overloaded.
     Temporary,
+    /// An input that does not exist: an object, a prefix or a bucket.
+    Missing,
+    /// A store that could not be reached, after its retries.
+    Unavailable,
+    /// A store that refused the credentials it was given.
+    Denied,
     /// A bug or an unexpected failure inside refscore or a library it uses.
     Internal,
 }
 
 impl ErrorClass {
     /// Every class, in the order of their exit codes.
-    pub const ALL: [ErrorClass; 6] = [
+    pub const ALL: [ErrorClass; 9] = [
         ErrorClass::Usage,
         ErrorClass::BadInput,
+        ErrorClass::Missing,
+        ErrorClass::Unavailable,
         ErrorClass::Internal,
         ErrorClass::Io,
         ErrorClass::Temporary,
+        ErrorClass::Denied,
         ErrorClass::Config,
     ];
 
@@ -317,6 +326,9 @@ impl ErrorClass {
             ErrorClass::Internal => 70,
             ErrorClass::Io => 74,
             ErrorClass::Temporary => 75,
+            ErrorClass::Missing => 66,
+            ErrorClass::Unavailable => 69,
+            ErrorClass::Denied => 77,
             ErrorClass::Config => 78,
         }
     }
@@ -329,6 +341,9 @@ impl ErrorClass {
             ErrorClass::Internal => "internal",
             ErrorClass::Io => "io",
             ErrorClass::Temporary => "temporary",
+            ErrorClass::Missing => "missing",
+            ErrorClass::Unavailable => "unavailable",
+            ErrorClass::Denied => "denied",
             ErrorClass::Config => "config",
         }
     }
@@ -352,6 +367,15 @@ impl ErrorClass {
                 "temporary failure, try again later: the judge is unreachable, rows still \
                  lack judge metrics (the output holds everything else), or judge batches \
                  were submitted or are still running (re-run with --resume)"
+            }
+            ErrorClass::Missing => {
+                "no such input in the object store: the object, prefix or bucket does not exist"
+            }
+            ErrorClass::Unavailable => {
+                "the object store could not be reached after its retries (--store-retries)"
+            }
+            ErrorClass::Denied => {
+                "the object store refused the credentials (AWS_*, GOOGLE_*, AZURE_*)"
             }
             ErrorClass::Config => {
                 "bad configuration (ambiguous columns, output exists, output is an input, an \
@@ -406,6 +430,27 @@ impl Error {
     pub fn internal(message: impl Into<String>) -> Error {
         Error {
             class: ErrorClass::Internal,
+            message: one_line(message.into()),
+        }
+    }
+    /// An input that does not exist in its object store.
+    pub fn missing(message: impl Into<String>) -> Error {
+        Error {
+            class: ErrorClass::Missing,
+            message: one_line(message.into()),
+        }
+    }
+    /// An object store out of reach after its retries.
+    pub fn unavailable(message: impl Into<String>) -> Error {
+        Error {
+            class: ErrorClass::Unavailable,
+            message: one_line(message.into()),
+        }
+    }
+    /// An object store that refused the credentials.
+    pub fn denied(message: impl Into<String>) -> Error {
+        Error {
+            class: ErrorClass::Denied,
             message: one_line(message.into()),
         }
     }

@@ -9,6 +9,7 @@ use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use refscore_core::Error;
 use sha2::{Digest, Sha256};
 
+use crate::source::Origin;
 use crate::InputFile;
 
 /// Expands a file, a directory (every `*.parquet` below it, recursively, in
@@ -93,6 +94,14 @@ fn table_refusal(spec: &str, dir: &Path, format: &str) -> Error {
     } else {
         format!("{} ", dir.display())
     };
+    if format.starts_with("a Delta") {
+        return Error::config(format!(
+            "{spec}: {which}is {format}, whose Parquet files include rows that later \
+             versions deleted or replaced, so its files are never read loose: give the \
+             table's folder itself ({}) to read its current version",
+            dir.display()
+        ));
+    }
     Error::config(format!(
         "{spec}: {which}is {format}, whose Parquet files include rows that later \
          versions deleted or replaced; refscore does not read table formats yet \
@@ -224,19 +233,6 @@ pub(crate) fn read_footer(path: &Path) -> Result<InputFile, Error> {
         .map_err(|e| Error::io(format!("{shown}: {e}")))?;
     let meta = ArrowReaderMetadata::load(&file, Default::default())
         .map_err(|e| Error::bad_input(format!("{shown}: corrupt Parquet footer: {e}")))?;
-    let rows = meta.metadata().file_metadata().num_rows().max(0) as u64;
-    let row_groups: Vec<u64> = meta
-        .metadata()
-        .row_groups()
-        .iter()
-        .map(|rg| rg.num_rows().max(0) as u64)
-        .collect();
-    if row_groups.iter().sum::<u64>() != rows {
-        return Err(Error::bad_input(format!(
-            "{shown}: corrupt Parquet footer: its row groups hold {} rows, the file says {rows}",
-            row_groups.iter().sum::<u64>()
-        )));
-    }
     // The footer: 4-byte length and magic at the end, the footer before them.
     let mut footer_len = [0u8; 4];
     file.seek(SeekFrom::End(-8))
@@ -247,11 +243,11 @@ pub(crate) fn read_footer(path: &Path) -> Result<InputFile, Error> {
     file.seek(SeekFrom::End(-8 - footer.len() as i64))
         .and_then(|_| file.read_exact(&mut footer))
         .map_err(|e| Error::io(format!("{shown}: {e}")))?;
-    Ok(InputFile {
+    InputFile {
         path: path.to_path_buf(),
-        rows,
+        rows: 0,
         schema: Arc::clone(meta.schema()),
-        row_groups,
+        row_groups: Vec::new(),
         size: len,
         modified: file
             .metadata()
@@ -261,5 +257,8 @@ pub(crate) fn read_footer(path: &Path) -> Result<InputFile, Error> {
             .map(|d| d.as_nanos().to_string()),
         footer_sha256: format!("{:x}", Sha256::digest(&footer)),
         meta,
-    })
+        origin: Origin::Local,
+        partition: Vec::new(),
+    }
+    .with_counts()
 }

@@ -1,6 +1,7 @@
 //! Reading the input dataset (docs/metrics.md#input).
 //!
-//! [`Dataset::open`] finds the files (a file, a directory or a glob), reads
+//! [`Dataset::open`] finds the files (a file, a directory or a glob, local
+//! or in an object store, or a Delta table's active files: [`source`]), reads
 //! every footer, resolves the column mapping and checks the column types
 //! before any work starts; [`Dataset::batches`] then streams [`RowBatch`]es,
 //! projecting only the columns it needs, so memory does not grow with the
@@ -10,6 +11,7 @@ mod files;
 mod layout;
 mod mapping;
 mod quiet_panic;
+pub mod source;
 mod stream;
 mod table;
 
@@ -20,16 +22,15 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, RecordBatch, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
-    ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
+    ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector,
 };
-use parquet::arrow::ProjectionMask;
 use refscore_core::{Error, RowBatch, TextColumn};
 
 use layout::check_unique;
 pub use layout::Layout;
 pub use mapping::{ColumnMapping, ResolvedColumns, Role, ALIASES};
-pub(crate) use stream::decode_next;
+use source::{Failure, Origin, RowReader, Rows};
+pub use source::{SourceOptions, StoreOptions};
 use stream::{
     check_same_type, conform, plain_row_filter, read_dictionary_text_as_dictionary, unify,
 };
@@ -56,6 +57,8 @@ pub struct ReadOptions {
     /// the message when the input lacks it); read whether or not `--keep`
     /// names them.
     pub prompt_columns: Vec<(String, String)>,
+    /// How to reach object stores and which table version to read.
+    pub source: SourceOptions,
 }
 
 impl Default for ReadOptions {
@@ -67,6 +70,7 @@ impl Default for ReadOptions {
             batch_size: 32 * 1024,
             row_filter: None,
             prompt_columns: Vec::new(),
+            source: SourceOptions::default(),
         }
     }
 }
@@ -77,7 +81,8 @@ pub const BATCH_BYTES: u64 = 256 << 20;
 /// One input file with what its footer told us.
 #[derive(Debug, Clone)]
 pub struct InputFile {
-    /// Where it is.
+    /// Where it is, as messages name it: a local path, or an object's URL
+    /// without credentials.
     pub path: PathBuf,
     /// Rows, from the footer.
     pub rows: u64,
@@ -87,17 +92,48 @@ pub struct InputFile {
     pub row_groups: Vec<u64>,
     /// Size of the file in bytes when it was opened.
     pub size: u64,
-    /// Modification time (ns since the epoch), when the system tells it:
-    /// with the size and footer hash it tells a changed file from the same.
+    /// Modification time (ns since the epoch) of a local file, or an
+    /// object's version id or ETag, when the system tells it: with the size
+    /// and footer hash it tells a changed file from the same.
     pub modified: Option<String>,
     /// SHA-256 of the footer bytes: with the size, it identifies the file's
     /// content for a resumed run (the footer records every page's offset,
     /// size and statistics).
     pub footer_sha256: String,
     meta: ArrowReaderMetadata,
+    origin: Origin,
+    /// A Delta table file's partition columns (after its own in `schema`).
+    partition: Vec<(arrow::datatypes::FieldRef, ArrayRef)>,
 }
 
 impl InputFile {
+    /// Sets the row counts from the footer, checking that its row groups
+    /// add up to the rows it claims.
+    pub(crate) fn with_counts(mut self) -> Result<InputFile, Error> {
+        let metadata = self.meta.metadata();
+        let rows = metadata.file_metadata().num_rows().max(0) as u64;
+        let row_groups: Vec<u64> = metadata
+            .row_groups()
+            .iter()
+            .map(|rg| rg.num_rows().max(0) as u64)
+            .collect();
+        if row_groups.iter().sum::<u64>() != rows {
+            return Err(Error::bad_input(format!(
+                "{}: corrupt Parquet footer: its row groups hold {} rows, the file says {rows}",
+                self.path.display(),
+                row_groups.iter().sum::<u64>()
+            )));
+        }
+        self.rows = rows;
+        self.row_groups = row_groups;
+        Ok(self)
+    }
+
+    /// Whether the file is on this machine (not in an object store).
+    pub fn is_local(&self) -> bool {
+        matches!(self.origin, Origin::Local)
+    }
+
     /// The value of `key` in the file's footer metadata, where refscore
     /// records facts about a result (e.g. the thresholds of its pass rates).
     pub fn footer_value(&self, key: &str) -> Option<&str> {
@@ -121,19 +157,26 @@ impl InputFile {
 #[derive(Debug, Clone)]
 pub struct Dataset {
     files: Vec<InputFile>,
+    table_version: Option<u64>,
     layout: Layout,
     batch_size: usize,
 }
 
 impl Dataset {
-    /// Finds the files named by `spec` (a file, a directory or a glob), reads
-    /// their footers, and checks that every mapped column exists with a
-    /// usable type in every file.
+    /// Finds the files named by `spec` (see [`source`]), reads their
+    /// footers, and checks that every mapped column exists with a usable
+    /// type in every file.
     pub fn open(spec: &str, options: &ReadOptions) -> Result<Dataset, Error> {
-        let paths = files::discover(spec)?;
-        let mut files_meta = Vec::with_capacity(paths.len());
-        for path in paths {
-            files_meta.push(files::read_footer(&path)?);
+        let listing = source::list(spec, &options.source)?;
+        if listing.files.is_empty() {
+            return Err(Error::bad_input(format!(
+                "{spec}: the table's version {} holds no files (no rows to score)",
+                listing.table_version.unwrap_or_default()
+            )));
+        }
+        let mut files_meta = Vec::with_capacity(listing.files.len());
+        for found in listing.files {
+            files_meta.push(source::open(found)?);
         }
         let first = &files_meta[0];
         let mut layout = Layout::new(&first.schema, options, &first.path)?;
@@ -165,6 +208,7 @@ impl Dataset {
         }
         Ok(Dataset {
             files: files_meta,
+            table_version: listing.table_version,
             layout,
             batch_size: options.batch_size.max(1),
         })
@@ -178,6 +222,12 @@ impl Dataset {
     /// Total rows over all files, from the footers.
     pub fn total_rows(&self) -> u64 {
         self.files.iter().map(|f| f.rows).sum()
+    }
+
+    /// The Delta table version read, where the input is a table: resumed
+    /// runs and the summary record it.
+    pub fn table_version(&self) -> Option<u64> {
+        self.table_version
     }
 
     /// Which input column plays which role.
@@ -312,33 +362,8 @@ impl Dataset {
         })
     }
 
-    fn open_reader(
-        &self,
-        file: &InputFile,
-        names: &[&str],
-    ) -> Result<ParquetRecordBatchReader, Error> {
-        let builder = self.builder(file, names)?;
-        builder
-            .with_batch_size(self.batch_size)
-            .build()
-            .map_err(|e| Error::bad_input(format!("{}: {e}", file.path.display())))
-    }
-
-    fn builder(
-        &self,
-        file: &InputFile,
-        names: &[&str],
-    ) -> Result<ParquetRecordBatchReaderBuilder<File>, Error> {
-        let handle = File::open(&file.path)
-            .map_err(|e| Error::io(format!("{}: cannot open: {e}", file.path.display())))?;
-        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(handle, file.meta.clone());
-        let parquet_schema = builder.parquet_schema();
-        let roots: Vec<usize> = names
-            .iter()
-            .map(|n| file.schema.index_of(n).expect("validated when opened"))
-            .collect();
-        let mask = ProjectionMask::roots(parquet_schema, roots);
-        Ok(builder.with_projection(mask))
+    fn open_reader(&self, file: &InputFile, names: &[&str]) -> Result<RowReader, Error> {
+        source::open_rows(file, names, Rows::default(), self.batch_size)
     }
 
     fn open_range(
@@ -347,7 +372,7 @@ impl Dataset {
         from: u64,
         to: u64,
         names: &[&str],
-    ) -> Result<ParquetRecordBatchReader, Error> {
+    ) -> Result<RowReader, Error> {
         let file = &self.files[unit.file];
         let mut selectors = Vec::new();
         if from > 0 {
@@ -357,12 +382,11 @@ impl Dataset {
         if to < unit.rows {
             selectors.push(RowSelector::skip((unit.rows - to) as usize));
         }
-        self.builder(file, names)?
-            .with_row_groups((unit.row_group..unit.row_group + unit.row_groups).collect())
-            .with_row_selection(RowSelection::from(selectors))
-            .with_batch_size(self.batch_rows(unit))
-            .build()
-            .map_err(|e| Error::bad_input(format!("{}: {e}", file.path.display())))
+        let rows = Rows {
+            row_groups: Some((unit.row_group..unit.row_group + unit.row_groups).collect()),
+            selection: Some(RowSelection::from(selectors)),
+        };
+        source::open_rows(file, names, rows, self.batch_rows(unit))
     }
 
     /// The row (within the unit) of the first value of `name` that is not
@@ -372,6 +396,9 @@ impl Dataset {
         use parquet::column::reader::ColumnReader;
         use parquet::file::reader::{FileReader, SerializedFileReader};
         let file = &self.files[unit.file];
+        if !file.is_local() {
+            return None;
+        }
         let reader = SerializedFileReader::new(File::open(&file.path).ok()?).ok()?;
         let row_group = reader.get_row_group(unit.row_group).ok()?;
         let descr = row_group.metadata().schema_descr_ptr();
@@ -432,10 +459,11 @@ impl Dataset {
                 let failed = match self.open_range(&one, 0, one.rows, &[name]) {
                     Err(_) => true,
                     Ok(mut reader) => loop {
-                        match decode_next(&mut reader) {
+                        match reader.next_batch() {
                             None => break false,
                             Some(Ok(_)) => continue,
-                            Some(Err(_)) => break true,
+                            Some(Err(Failure::Store(e))) => return e,
+                            Some(Err(Failure::Decode(_))) => break true,
                         }
                     },
                 };

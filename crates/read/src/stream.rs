@@ -30,8 +30,8 @@ pub(crate) fn read_dictionary_text_as_dictionary(
         }) && !metadata.row_groups().is_empty()
     };
     let mut changed = false;
-    let fields: Vec<Field> = file
-        .schema
+    let own = Arc::clone(file.meta.schema());
+    let fields: Vec<Field> = own
         .fields()
         .iter()
         .map(|f| {
@@ -52,13 +52,11 @@ pub(crate) fn read_dictionary_text_as_dictionary(
         })
         .collect();
     if changed {
-        let schema = Arc::new(Schema::new_with_metadata(
-            fields,
-            file.schema.metadata().clone(),
-        ));
+        let schema = Arc::new(Schema::new_with_metadata(fields, own.metadata().clone()));
         file.meta =
             ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new().with_schema(schema))
                 .map_err(|e| Error::bad_input(format!("{}: {e}", file.path.display())))?;
+        file.schema = file.full_schema(file.meta.schema());
     }
     Ok(())
 }
@@ -135,18 +133,6 @@ pub(crate) fn check_same_type(file: &InputFile, expected: &Field) -> Result<(), 
     }
 }
 
-/// Decodes the next record batch. The Parquet decoder can panic on corrupt
-/// pages instead of returning an error; that panic is turned into an error
-/// here (and kept off stderr) so a corrupt file is reported as bad input.
-pub(crate) fn decode_next(
-    reader: &mut ParquetRecordBatchReader,
-) -> Option<Result<RecordBatch, String>> {
-    match quiet_panic::catch(|| reader.next()) {
-        Ok(next) => next.map(|r| r.map_err(|e| e.to_string())),
-        Err(panic) => Some(Err(format!("the decoder failed ({panic})"))),
-    }
-}
-
 /// One unit of work: consecutive row groups of one input file (see
 /// [`Dataset::units`]). Units are numbered in read order; shards and resumed
 /// runs select units and row ranges of them, so every run cuts its batches
@@ -171,7 +157,7 @@ pub struct UnitBatches<'a> {
     pub(crate) dataset: &'a Dataset,
     pub(crate) unit: Unit,
     pub(crate) from: u64,
-    pub(crate) reader: Option<ParquetRecordBatchReader>,
+    pub(crate) reader: Option<RowReader>,
     pub(crate) failed: bool,
 }
 
@@ -183,7 +169,7 @@ impl Iterator for UnitBatches<'_> {
             return None;
         }
         let file = &self.dataset.files[self.unit.file];
-        let next = decode_next(self.reader.as_mut()?);
+        let next = self.reader.as_mut()?.next_batch();
         match next {
             None => {
                 self.reader = None;
@@ -200,7 +186,11 @@ impl Iterator for UnitBatches<'_> {
                     row_in_file,
                 ))
             }
-            Some(Err(e)) => {
+            Some(Err(Failure::Store(e))) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+            Some(Err(Failure::Decode(e))) => {
                 self.failed = true;
                 Some(Err(self.dataset.explain_decode_error(&self.unit, &e)))
             }
@@ -251,7 +241,7 @@ pub struct ColumnBatches<'a> {
     pub(crate) name: String,
     pub(crate) file: usize,
     pub(crate) row_in_file: u64,
-    pub(crate) reader: Option<ParquetRecordBatchReader>,
+    pub(crate) reader: Option<RowReader>,
     pub(crate) row_filter: bool,
 }
 
@@ -281,7 +271,7 @@ impl Iterator for ColumnBatches<'_> {
                 }
                 self.row_in_file = 0;
             }
-            match decode_next(self.reader.as_mut().expect("set")) {
+            match self.reader.as_mut().expect("set").next_batch() {
                 Some(Ok(batch)) => {
                     let first = self.row_in_file;
                     self.row_in_file += batch.num_rows() as u64;
@@ -296,7 +286,11 @@ impl Iterator for ColumnBatches<'_> {
                         first_row_in_source: first,
                     }));
                 }
-                Some(Err(e)) => {
+                Some(Err(Failure::Store(e))) => {
+                    self.file = usize::MAX - 1;
+                    return Some(Err(e));
+                }
+                Some(Err(Failure::Decode(e))) => {
                     self.file = usize::MAX - 1;
                     return Some(Err(Error::bad_input(format!(
                         "{}: column '{}': {e}",

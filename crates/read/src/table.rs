@@ -2,17 +2,15 @@
 //! reference or output to map. `report` reads runs through this, so finding
 //! files, footers, corrupt-page messages and projection stay in one crate.
 
-use std::fs::File;
-
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
-use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use std::sync::Arc;
 
 use refscore_core::Error;
 
-use crate::{decode_next, files, mapping, InputFile};
+use crate::source::{self, Failure, RowReader, Rows, SourceOptions};
+use crate::{mapping, InputFile};
 
 /// A set of Parquet files (a file, a directory or a glob) with one schema,
 /// streamed column by column. Unlike [`crate::Dataset`] it maps no roles:
@@ -24,11 +22,19 @@ pub struct Table {
 }
 
 impl Table {
-    /// Finds the files and reads every footer.
+    /// Finds the files (local, in an object store, or a Delta table's
+    /// latest version) and reads every footer.
     pub fn open(spec: &str) -> Result<Table, Error> {
-        let files = files::discover(spec)?
-            .iter()
-            .map(|p| files::read_footer(p))
+        let listing = source::list(spec, &SourceOptions::default())?;
+        if listing.files.is_empty() {
+            return Err(Error::bad_input(format!(
+                "{spec}: the table holds no files"
+            )));
+        }
+        let files = listing
+            .files
+            .into_iter()
+            .map(source::open)
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Table {
             spec: spec.to_string(),
@@ -136,38 +142,24 @@ pub struct TableBatches<'a> {
     rows: Option<Vec<u64>>,
     file: usize,
     first_row_of_file: u64,
-    reader: Option<parquet::arrow::arrow_reader::ParquetRecordBatchReader>,
+    reader: Option<RowReader>,
 }
 
 impl TableBatches<'_> {
-    fn reader_for(
-        &self,
-        file: &InputFile,
-    ) -> Result<Option<parquet::arrow::arrow_reader::ParquetRecordBatchReader>, Error> {
-        let shown = file.path.display();
-        let handle =
-            File::open(&file.path).map_err(|e| Error::io(format!("{shown}: cannot open: {e}")))?;
-        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(handle, file.meta.clone());
-        let roots: Vec<usize> = self
-            .names
-            .iter()
-            .map(|n| file.schema.index_of(n).expect("checked by Table::field"))
-            .collect();
-        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-        let mut builder = builder
-            .with_projection(mask)
-            .with_batch_size(self.batch_size);
-        if let Some(rows) = &self.rows {
+    fn reader_for(&self, file: &InputFile) -> Result<Option<RowReader>, Error> {
+        let names: Vec<&str> = self.names.iter().map(String::as_str).collect();
+        let mut rows = Rows::default();
+        if let Some(selected) = &self.rows {
             let start = self.first_row_of_file;
             let end = start + file.rows;
-            let lo = rows.partition_point(|&r| r < start);
-            let hi = rows.partition_point(|&r| r < end);
+            let lo = selected.partition_point(|&r| r < start);
+            let hi = selected.partition_point(|&r| r < end);
             if lo == hi {
                 return Ok(None);
             }
             let mut selectors = Vec::new();
             let mut at = 0u64;
-            for &r in &rows[lo..hi] {
+            for &r in &selected[lo..hi] {
                 let r = r - start;
                 if r < at {
                     continue; // a repeated ordinal
@@ -181,12 +173,9 @@ impl TableBatches<'_> {
             if at < file.rows {
                 selectors.push(RowSelector::skip((file.rows - at) as usize));
             }
-            builder = builder.with_row_selection(RowSelection::from(selectors));
+            rows.selection = Some(RowSelection::from(selectors));
         }
-        builder
-            .build()
-            .map(Some)
-            .map_err(|e| Error::bad_input(format!("{shown}: {e}")))
+        source::open_rows(file, &names, rows, self.batch_size).map(Some)
     }
 }
 
@@ -210,7 +199,7 @@ impl Iterator for TableBatches<'_> {
                     }
                 }
             }
-            match decode_next(self.reader.as_mut().expect("set")) {
+            match self.reader.as_mut().expect("set").next_batch() {
                 Some(Ok(batch)) => {
                     // Projection keeps file order; put the columns in the
                     // order asked for, cast to the table-wide types.
@@ -241,7 +230,11 @@ impl Iterator for TableBatches<'_> {
                     );
                     return Some(out.map_err(|e| Error::internal(e.to_string())));
                 }
-                Some(Err(e)) => {
+                Some(Err(Failure::Store(e))) => {
+                    self.file = usize::MAX;
+                    return Some(Err(e));
+                }
+                Some(Err(Failure::Decode(e))) => {
                     let shown = file.path.display();
                     self.file = usize::MAX;
                     let what = if e.contains("CRC checksum mismatch") {

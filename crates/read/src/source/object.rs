@@ -1,0 +1,350 @@
+//! Inputs in object stores: `s3://`, `gs://`, `az://`/`abfss://` and
+//! `https://` URLs, reached through the Arrow project's `object_store`.
+//!
+//! Credentials and endpoints come from the environment as each cloud's own
+//! tools read them (`AWS_*`, `GOOGLE_*`, `AZURE_*`); they are never shown:
+//! every message names the URL as [`redact`] writes it.
+
+use std::ops::Range;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::path::Path as StorePath;
+use object_store::{ObjectStore, ObjectStoreExt, ObjectStoreScheme, RetryConfig};
+use refscore_core::Error;
+use url::Url;
+
+/// How hard to try a store that fails: each request is retried with
+/// exponential backoff, up to `retries` times or three minutes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// Retries of one failed request (0: none).
+    pub retries: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions { retries: 10 }
+    }
+}
+
+/// The runtime object stores and the Delta engine run on. refscore's own
+/// reading stays synchronous and waits on it, from any thread.
+pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("refscore-store")
+            .enable_all()
+            .build()
+            .expect("the object-store runtime starts")
+    })
+}
+
+/// Whether `spec` is a URL refscore reads through an object store, rather
+/// than a local path (a `file://` URL is a local path).
+pub fn is_url(spec: &str) -> bool {
+    match spec.split_once("://") {
+        Some((scheme, _)) => {
+            !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+                && !scheme.eq_ignore_ascii_case("file")
+        }
+        None => false,
+    }
+}
+
+/// `url` as messages show it: no password, no query (an Azure SAS token or a
+/// presigned signature lives there), so a secret never reaches a log.
+pub fn redact(url: &str) -> String {
+    if !is_url(url) {
+        return url.to_string();
+    }
+    let Ok(mut parsed) = Url::parse(url) else {
+        // Not parseable: keep the scheme and whatever follows the last '@'.
+        return match url.split_once("://") {
+            Some((scheme, rest)) => {
+                let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+                let rest = rest.split_once('?').map_or(rest, |(r, _)| r);
+                format!("{scheme}://{rest}")
+            }
+            None => url.to_string(),
+        };
+    };
+    if parsed.password().is_some() {
+        let _ = parsed.set_password(Some("REDACTED"));
+    }
+    if parsed.query().is_some() {
+        parsed.set_query(Some("REDACTED"));
+    }
+    parsed.to_string()
+}
+
+/// One object store and the key prefix a URL names in it.
+#[derive(Debug, Clone)]
+pub struct Store {
+    /// The client, configured from the environment.
+    pub(crate) store: Arc<dyn ObjectStore>,
+    /// `scheme://bucket` (credentials removed), to name objects in messages.
+    pub(crate) root: String,
+    /// The URL's own root, credentials and all, for the Delta engine.
+    pub(crate) base: Url,
+}
+
+/// One object to read: its store, key and what identifies its content.
+#[derive(Debug, Clone)]
+pub struct ObjectFile {
+    pub(crate) store: Arc<dyn ObjectStore>,
+    pub(crate) key: StorePath,
+    /// Bytes, from the listing or a HEAD request.
+    pub(crate) size: u64,
+    /// The store's ETag or version id: a changed object gets a new one.
+    pub(crate) version: Option<String>,
+}
+
+impl Store {
+    /// The client for `url`'s bucket or host, with credentials and endpoint
+    /// from the environment.
+    pub(crate) fn open(url: &str, options: StoreOptions) -> Result<(Store, StorePath), Error> {
+        let shown = redact(url);
+        let parsed =
+            Url::parse(url).map_err(|e| Error::usage(format!("{shown}: not a valid URL: {e}")))?;
+        let (scheme, key) = ObjectStoreScheme::parse(&parsed).map_err(|_| {
+            Error::usage(format!(
+                "{shown}: refscore reads s3://, gs://, az://, abfss:// and https:// URLs, \
+                 or local paths"
+            ))
+        })?;
+        let retry = RetryConfig {
+            max_retries: options.retries,
+            retry_timeout: Duration::from_secs(180),
+            ..RetryConfig::default()
+        };
+        let built: Result<Arc<dyn ObjectStore>, object_store::Error> = match scheme {
+            ObjectStoreScheme::AmazonS3 => {
+                let mut builder = object_store::aws::AmazonS3Builder::from_env()
+                    .with_url(url)
+                    .with_retry(retry);
+                // An endpoint the user gave as http:// (MinIO, Ceph, a
+                // local emulator) is meant: allow it without a second flag.
+                let endpoint = std::env::var("AWS_ENDPOINT_URL")
+                    .or_else(|_| std::env::var("AWS_ENDPOINT"))
+                    .unwrap_or_default();
+                if endpoint.starts_with("http://") {
+                    builder = builder.with_allow_http(true);
+                }
+                builder.build().map(|s| Arc::new(s) as _)
+            }
+            ObjectStoreScheme::GoogleCloudStorage => {
+                object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                    .with_url(url)
+                    .with_retry(retry)
+                    .build()
+                    .map(|s| Arc::new(s) as _)
+            }
+            ObjectStoreScheme::MicrosoftAzure => {
+                let mut builder = object_store::azure::MicrosoftAzureBuilder::from_env()
+                    .with_url(url)
+                    .with_retry(retry);
+                if std::env::var("AZURE_STORAGE_USE_EMULATOR").is_ok_and(|v| v == "true") {
+                    builder = builder.with_allow_http(true);
+                }
+                builder.build().map(|s| Arc::new(s) as _)
+            }
+            ObjectStoreScheme::Http => {
+                let mut root = parsed.clone();
+                root.set_path("");
+                root.set_query(None);
+                object_store::http::HttpBuilder::new()
+                    .with_url(root.as_str())
+                    .with_retry(retry)
+                    .with_client_options(
+                        object_store::ClientOptions::new()
+                            .with_allow_http(parsed.scheme() == "http"),
+                    )
+                    .build()
+                    .map(|s| Arc::new(s) as _)
+            }
+            _ => {
+                return Err(Error::usage(format!(
+                    "{shown}: refscore reads s3://, gs://, az://, abfss:// and https:// URLs, \
+                     or local paths"
+                )))
+            }
+        };
+        let store = built.map_err(|e| {
+            Error::config(format!(
+                "{shown}: cannot set up the object store: {}",
+                one_reason(&e)
+            ))
+        })?;
+        let mut base = parsed.clone();
+        base.set_path("");
+        base.set_query(None);
+        let root = redact(base.as_str()).trim_end_matches('/').to_string();
+        Ok((Store { store, root, base }, key))
+    }
+
+    /// The URL of `key` as messages show it.
+    pub(crate) fn shown(&self, key: &StorePath) -> String {
+        format!("{}/{}", self.root, key)
+    }
+
+    /// The object at `key`, or `None` where there is none.
+    pub(crate) fn head(&self, key: &StorePath) -> Result<Option<ObjectFile>, Error> {
+        match block_on(self.store.head(key)) {
+            Ok(meta) => Ok(Some(self.object(meta))),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(store_error(&self.shown(key), &e)),
+        }
+    }
+
+    /// Every object below `prefix` (a folder: `prefix/...`), in key order.
+    pub(crate) fn list(&self, prefix: &StorePath) -> Result<Vec<ObjectFile>, Error> {
+        let prefix = (!prefix.as_ref().is_empty()).then_some(prefix);
+        let listed: Vec<object_store::ObjectMeta> = block_on(self.store.list(prefix).try_collect())
+            .map_err(|e| {
+                let at = prefix.map(|p| self.shown(p)).unwrap_or(self.root.clone());
+                store_error(&at, &e)
+            })?;
+        let mut out: Vec<ObjectFile> = listed.into_iter().map(|m| self.object(m)).collect();
+        out.sort_by(|a, b| a.key.as_ref().cmp(b.key.as_ref()));
+        Ok(out)
+    }
+
+    fn object(&self, meta: object_store::ObjectMeta) -> ObjectFile {
+        ObjectFile {
+            store: Arc::clone(&self.store),
+            key: meta.location,
+            size: meta.size,
+            version: meta.version.or(meta.e_tag),
+        }
+    }
+}
+
+impl ObjectFile {
+    /// The bytes of each range, fetched together (object_store merges
+    /// nearby ranges and runs the requests side by side).
+    pub(crate) fn ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>, object_store::Error> {
+        block_on(self.store.get_ranges(&self.key, ranges))
+    }
+}
+
+/// Runs `future` to completion on the store runtime.
+pub(crate) fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    runtime().block_on(future)
+}
+
+/// An object-store failure as refscore's classes: 66 for a missing object
+/// or bucket, 77 for refused credentials, 69 for a store that could not be
+/// reached after the retries, 74 for anything else.
+pub(crate) fn store_error(shown: &str, e: &object_store::Error) -> Error {
+    let why = one_reason(e);
+    match e {
+        _ if matches!(e, object_store::Error::NotFound { .. })
+            || why.contains("404 Not Found")
+            || why.contains("NoSuchBucket") =>
+        {
+            Error::missing(format!("{shown}: no such object or bucket ({why})"))
+        }
+        _ if matches!(
+            e,
+            object_store::Error::PermissionDenied { .. }
+                | object_store::Error::Unauthenticated { .. }
+        ) || why.contains("403 Forbidden")
+            || why.contains("401 Unauthorized") =>
+        {
+            Error::denied(format!(
+                "{shown}: the store refused the credentials ({why}); check AWS_*/GOOGLE_*/AZURE_* \
+             in the environment"
+            ))
+        }
+        _ if unreachable(e) => Error::unavailable(format!("{shown}: {why}")),
+        _ => Error::io(format!("{shown}: {why}")),
+    }
+}
+
+/// Whether the failure is the store being out of reach (connection refused
+/// or reset, a timeout, a 5xx after the retries), not an answer about the
+/// object.
+fn unreachable(e: &object_store::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        let text = s.to_string().to_ascii_lowercase();
+        if text.contains("error sending request")
+            || text.contains("connect")
+            || text.contains("timed out")
+            || text.contains("after ") && text.contains("retries")
+            || text.contains("server error")
+        {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
+/// The innermost useful reason of an object-store error, on one line,
+/// credentials removed from any URL in it.
+fn one_reason(e: &dyn std::error::Error) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    let mut joined = parts.join(": ");
+    // An S3-style XML error body: its code and message, not the document.
+    if let Some(at) = joined.find("<?xml").or_else(|| joined.find("<Error>")) {
+        let tag = |name: &str| {
+            let open = format!("<{name}>");
+            let start = joined.find(&open)? + open.len();
+            let end = joined[start..].find('<')? + start;
+            Some(joined[start..end].to_string())
+        };
+        let said = match (tag("Code"), tag("Message")) {
+            (Some(code), Some(message)) => format!("{code}: {message}"),
+            (Some(code), None) => code,
+            _ => String::new(),
+        };
+        joined = format!("{}{said}", &joined[..at]);
+    }
+    // Any URL the client wrote into its message loses its query.
+    joined
+        .split_whitespace()
+        .map(|w| if is_url(w) { redact(w) } else { w.to_string() })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_told_from_paths() {
+        assert!(is_url("s3://bucket/night/"));
+        assert!(is_url("abfss://c@acct.dfs.core.windows.net/x"));
+        assert!(!is_url("night/part-0.parquet"));
+        assert!(!is_url("file:///tmp/x.parquet"));
+        assert!(!is_url("/data/a://b"));
+    }
+
+    #[test]
+    fn secrets_never_show() {
+        assert_eq!(
+            redact("https://user:hunter2@host/x.parquet?sig=abc"),
+            "https://user:REDACTED@host/x.parquet?REDACTED"
+        );
+        assert_eq!(redact("s3://bucket/key.parquet"), "s3://bucket/key.parquet");
+        assert!(!redact("s3://AKIA:secret@bucket/k").contains("secret"));
+    }
+}

@@ -137,6 +137,11 @@ fn cases(model: &str) -> Vec<(&'static str, Option<&'static str>, Vec<&str>, i32
         // Not METRIC=COLUMN (bad labels: tests/gold.rs).
         ("--gold", Some("token_f1"), lexical.clone(), 64),
         ("--batch-size", Some("0"), lexical.clone(), 64),
+        // A version on plain files (versions of a Delta table:
+        // tests/python/test_delta_tables.py).
+        ("--table-version", Some("1"), lexical.clone(), 78),
+        ("--table-version", Some("-1"), lexical.clone(), 64),
+        ("--store-retries", Some("many"), lexical.clone(), 64),
         ("--threads", Some("0"), lexical.clone(), 64),
         (
             "--config",

@@ -318,6 +318,20 @@ Example:
 
 ";
 
+/// Where the input is read from: a Delta table's version, and how hard to
+/// try an object store.
+#[derive(Debug, Args, Default, Clone)]
+pub struct SourceArgs {
+    /// A Delta Lake table's version to read (the input is a folder or URL holding
+    /// _delta_log/) [default: the latest]
+    #[arg(long, value_name = "N")]
+    pub table_version: Option<u64>,
+    /// Object-store input (s3://, gs://, az://, https://): retries of a failed request, with
+    /// exponential backoff, within 3 minutes [default: 10]
+    #[arg(long, value_name = "N")]
+    pub store_retries: Option<usize>,
+}
+
 /// Which input columns play which role.
 #[derive(Debug, Args, Default, Clone)]
 pub struct MappingArgs {
@@ -340,7 +354,9 @@ pub struct MappingArgs {
 
 #[derive(Debug, Args)]
 pub struct ScoreArgs {
-    /// Input: a Parquet file, a directory of them, or a quoted glob ("data/*.parquet")
+    /// Input: a Parquet file, a directory of them, or a quoted glob ("data/*.parquet"); local,
+    /// or an s3://, gs://, az:// or https:// URL (credentials from AWS_*, GOOGLE_*, AZURE_*); or
+    /// a Delta Lake table's folder or URL (its current version, or --table-version)
     pub input: Option<String>,
 
     /// Result file to write (Parquet)
@@ -632,6 +648,9 @@ pub struct ScoreArgs {
     #[arg(long, value_name = "N")]
     pub batch_size: Option<usize>,
 
+    #[command(flatten)]
+    pub source: SourceArgs,
+
     /// Worker threads, 1 to 1024 [default: all cores]
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -650,9 +669,13 @@ pub struct ScoreArgs {
 
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// A Parquet file, a directory of them, or a quoted glob
+    /// A Parquet file, a directory of them, or a quoted glob; local, or an s3://, gs://,
+    /// az:// or https:// URL; or a Delta Lake table's folder or URL
     pub input: String,
 
     #[command(flatten)]
     pub mapping: MappingArgs,
+
+    #[command(flatten)]
+    pub source: SourceArgs,
 }

@@ -17,6 +17,7 @@ pub fn run(args: InspectArgs) -> Result<(), Error> {
     };
     let options = ReadOptions {
         mapping,
+        source: crate::settings::source_options(&args.source),
         ..ReadOptions::default()
     };
     let dataset = Dataset::open(&args.input, &options)?;
@@ -28,6 +29,9 @@ pub fn run(args: InspectArgs) -> Result<(), Error> {
     }
     if files.len() > 20 {
         let _ = writeln!(out, "  ... and {} more", files.len() - 20);
+    }
+    if let Some(version) = dataset.table_version() {
+        let _ = writeln!(out, "Delta table version: {version}");
     }
     let _ = writeln!(out, "rows: {}", dataset.total_rows());
     let _ = writeln!(out, "schema (of {}):", files[0].path.display());

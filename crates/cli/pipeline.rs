@@ -359,6 +359,7 @@ pub(crate) fn read_options(settings: &Settings) -> ReadOptions {
         prompt_columns: settings
             .judge_metrics
             .columns_read(&settings.metrics.metrics),
+        source: settings.source.clone(),
     }
 }
 

@@ -75,7 +75,14 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     let mut summary = finished.stats.finish(start.elapsed().as_secs_f64(), to_do);
     crate::gold::summarise(&settings.output, &gold, &mut summary)?;
     let extra = &mut summary.extra;
-    extra.insert("input".into(), settings.input.clone().into());
+    // A URL's credentials never reach the summary.
+    extra.insert(
+        "input".into(),
+        refscore_read::source::redact(&settings.input).into(),
+    );
+    if let Some(version) = dataset.table_version() {
+        extra.insert("table_version".into(), version.into());
+    }
     extra.insert(
         "output".into(),
         settings.output.display().to_string().into(),

@@ -41,6 +41,8 @@ pub struct Settings {
     /// `--gold METRIC=COLUMN`, or the config file's line.
     pub gold_given: Vec<String>,
     pub batch_size: usize,
+    /// `--table-version`, `--store-retries`: how the input's source is read.
+    pub source: refscore_read::SourceOptions,
     pub threads: Option<usize>,
     pub quiet: bool,
     pub embed: EmbedSettings,
@@ -278,6 +280,7 @@ impl Settings {
             metrics,
             thresholds,
             batch_size,
+            source: source_options(&args.source),
             threads,
             quiet: args.quiet,
         })
@@ -376,4 +379,15 @@ fn gold_labels(
         }
     }
     Ok((gold, given))
+}
+
+/// The input's source options from `--table-version` and `--store-retries`.
+pub(crate) fn source_options(args: &crate::args::SourceArgs) -> refscore_read::SourceOptions {
+    let defaults = refscore_read::SourceOptions::default();
+    refscore_read::SourceOptions {
+        table_version: args.table_version,
+        store: refscore_read::StoreOptions {
+            retries: args.store_retries.unwrap_or(defaults.store.retries),
+        },
+    }
 }

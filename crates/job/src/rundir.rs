@@ -29,6 +29,13 @@ pub(crate) fn path_for(output: &Path) -> PathBuf {
 /// summary path that is a folder.
 pub(crate) fn check_output(output: &Path, dataset: &Dataset) -> Result<(), Error> {
     let shown = output.display();
+    if refscore_read::source::is_url(&shown.to_string()) {
+        return Err(Error::config(format!(
+            "{}: refscore writes its result to a local file for now; write it locally and \
+             copy it to the store (aws s3 cp, gsutil cp, azcopy)",
+            refscore_read::source::redact(&shown.to_string())
+        )));
+    }
     let dir = parent_dir(output);
     if !dir.is_dir() {
         return Err(Error::io(format!(
@@ -134,12 +141,18 @@ pub(crate) fn fingerprint(dataset: &Dataset, spec: &JobSpec) -> Value {
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    json!({
+    let mut out = json!({
         "inputs": inputs,
         "shard": spec.shard.map(|s| s.to_string()),
         "thresholds": spec.thresholds,
         "settings": settings,
-    })
+    });
+    // Only where the input is a Delta table: runs of plain files keep the
+    // fingerprint they had before tables were read, and still resume.
+    if let Some(version) = dataset.table_version() {
+        out["table_version"] = json!(version);
+    }
+    out
 }
 
 pub(crate) fn hash(fingerprint: &Value) -> String {

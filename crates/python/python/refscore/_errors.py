@@ -6,17 +6,21 @@ from . import _native
 EXIT_CODES = dict(_native.EXIT_CODES)
 USAGE = EXIT_CODES["usage"]
 BAD_INPUT = EXIT_CODES["bad_input"]
+MISSING = EXIT_CODES["missing"]
+UNAVAILABLE = EXIT_CODES["unavailable"]
 INTERNAL = EXIT_CODES["internal"]
 IO = EXIT_CODES["io"]
 TEMPORARY = EXIT_CODES["temporary"]
+DENIED = EXIT_CODES["denied"]
 CONFIG = EXIT_CODES["config"]
 
 
 class RefscoreError(Exception):
     """A refscore error: ``message`` is the CLI's one-line message and
     ``exit_code`` the exit code the CLI would have returned (see
-    :data:`EXIT_CODES`: usage 64, bad input 65, internal 70, I/O 74,
-    temporary 75, configuration 78)."""
+    :data:`EXIT_CODES`: usage 64, bad input 65, missing in the object store
+    66, store unreachable 69, internal 70, I/O 74, temporary 75, store
+    refused the credentials 77, configuration 78)."""
 
     def __init__(self, message: str, exit_code: int):
         super().__init__(message)

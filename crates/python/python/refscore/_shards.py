@@ -16,6 +16,15 @@ from ._errors import CONFIG, TEMPORARY, USAGE, RefscoreError
 _OWN_FLAGS = ("-o", "--output", "--shard", "--resume")
 
 
+def input_location(input: str) -> str:
+    """INPUT as every worker must see it: a local path made absolute; an
+    object-store URL (s3://, gs://, az://, https://) as it is."""
+    scheme, sep, _ = input.partition("://")
+    if sep and scheme.replace("+", "").replace("-", "").replace(".", "").isalnum() and scheme != "file":
+        return input
+    return os.path.abspath(input)
+
+
 def part_path(outdir: str, k: int, shards: int) -> str:
     """Where shard ``k`` of ``shards`` writes its result."""
     return os.path.join(outdir, f"part-{k:05d}-of-{shards:05d}.parquet")
@@ -38,7 +47,7 @@ def begin(input: str, outdir: str, flags: List[str], shards: Optional[int], defa
     A re-run keeps the first run's shards, so finished parts stay valid."""
     os.makedirs(outdir, exist_ok=True)
     state_path = os.path.join(outdir, state_name)
-    state = {"input": os.path.abspath(input), "flags": list(flags)}
+    state = {"input": input_location(input), "flags": list(flags)}
     if os.path.exists(state_path):
         with open(state_path) as f:
             before = json.load(f)

@@ -122,7 +122,7 @@ def run(input: str, outdir: str, *, workers: int, flags: List[str], shards: Opti
     ds = ray.data.from_items([{"shard": k} for k in range(1, shards + 1)])
     outcomes = ds.map_batches(
         _ShardJob,
-        fn_constructor_kwargs=dict(input=os.path.abspath(input), outdir=os.path.abspath(outdir), shards=shards,
+        fn_constructor_kwargs=dict(input=_shards.input_location(input), outdir=os.path.abspath(outdir), shards=shards,
                                    flags=flags, threads=threads),
         batch_format="pyarrow",
         batch_size=1,
@@ -141,7 +141,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                     "worker by default. Any other option is a `refscore score` option (--metrics, --model, ...). "
                     "Re-running the same command after a failure finishes only what is missing.",
     )
-    parser.add_argument("input", help="a Parquet file, a directory of them, or a quoted glob, on storage every node sees")
+    parser.add_argument("input", help="a Parquet file, a directory of them, or a quoted glob, on storage every node sees; or an s3://, gs://, az:// or https:// URL, or a Delta table")
     parser.add_argument("-o", "--output", required=True, metavar="OUTDIR",
                         help="folder for the part files (part-K-of-S.parquet) and summary.json")
     parser.add_argument("--workers", type=int, required=True, help="scoring actors (processes) across the cluster")

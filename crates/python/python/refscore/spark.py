@@ -202,6 +202,8 @@ def _input_schema(input: str) -> Optional[pa.Schema]:
 
     paths = sorted(glob.glob(input, recursive=True)) if glob.has_magic(input) else [input]
     for path in paths:
+        if "://" in path:
+            return None  # an object-store URL: the shards read and check it
         if os.path.isdir(path):
             found = sorted(os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if f.endswith(".parquet"))
             if found:
@@ -238,7 +240,7 @@ def run(input: str, outdir: str, *, flags: List[str], shards: Optional[int] = No
     sc = spark.sparkContext
     sc.setJobDescription(f"refscore: {shards} shards of {input}")
     outcomes = sc.parallelize(range(1, shards + 1), shards).mapPartitions(
-        _shard_task(os.path.abspath(input), os.path.abspath(outdir), shards, task_flags, _task_cpus(spark))
+        _shard_task(_shards.input_location(input), os.path.abspath(outdir), shards, task_flags, _task_cpus(spark))
     ).collect()
     return _shards.finish(outdir, shards, outcomes)
 

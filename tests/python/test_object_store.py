@@ -1,0 +1,328 @@
+"""Inputs in an object store, read through the S3 protocol from moto's
+server on 127.0.0.1 (object_store's own CI also tests against an emulator):
+the same files scored from local disk and from the store give identical
+results; a Delta table on the store reads as `deltalake` reads it; each
+failure has its exit code and never shows a secret. The failures moto cannot
+give (a refused secret, a connection reset mid-read) come from scripted
+endpoints here.
+
+Run through scripts/test.sh; REFSCORE_BIN names the binary.
+"""
+
+import http.client
+import http.server
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = os.environ.get("REFSCORE_BIN", str(ROOT / "target" / "release" / "refscore"))
+MOTO = Path(os.environ.get("VIRTUAL_ENV", Path(os.sys.executable).parent.parent)) / "bin" / "moto_server"
+EXAMPLE = ROOT / "examples" / "qa.parquet"
+BUCKET = "nightly"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def store_env(endpoint, **more):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        AWS_ENDPOINT_URL=endpoint,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing-secret",
+        AWS_REGION="us-east-1",
+    )
+    env.update(more)
+    return env
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """moto's S3 server, stopped with the module (at most 30 s to start)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(MOTO), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail("moto_server did not start")
+            time.sleep(0.2)
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing-secret",
+        region_name="us-east-1",
+    )
+    client.create_bucket(Bucket=BUCKET)
+    try:
+        yield endpoint, client
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def run(args, env, timeout=120):
+    return subprocess.run([BIN, *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def one_line(r):
+    return len(r.stderr.strip().splitlines()) == 1
+
+
+def test_the_same_input_from_disk_and_store_gives_identical_results(s3, tmp_path):
+    endpoint, client = s3
+    # Two part files with small row groups, so reads take many ranges.
+    table = pq.read_table(EXAMPLE)
+    half = table.num_rows // 2
+    parts = [table.slice(0, half), table.slice(half)]
+    local = tmp_path / "night"
+    local.mkdir()
+    for i, part in enumerate(parts):
+        pq.write_table(part, local / f"part-{i}.parquet", row_group_size=7)
+        client.upload_file(str(local / f"part-{i}.parquet"), BUCKET, f"night/part-{i}.parquet")
+    client.put_object(Bucket=BUCKET, Key="night/_SUCCESS", Body=b"")
+    env = store_env(endpoint)
+    args = ["--metrics", "lexical", "--keep", "reference,output"]
+    want = tmp_path / "local.parquet"
+    r = run(["score", str(local), "-o", str(want), *args], env)
+    assert r.returncode == 0, r.stderr
+    for spec in (f"s3://{BUCKET}/night", f"s3://{BUCKET}/night/", f"s3://{BUCKET}/night/part-*.parquet"):
+        got = tmp_path / "store.parquet"
+        r = run(["score", spec, "-o", str(got), "--overwrite", *args], env)
+        assert r.returncode == 0, (spec, r.stderr)
+        assert pq.read_table(got).equals(pq.read_table(want)), spec
+        summary = json.loads(Path(str(got) + ".summary.json").read_text())
+        assert summary["rows"] == table.num_rows
+        assert summary["input"] == spec
+    r = run(["inspect", f"s3://{BUCKET}/night"], env)
+    assert r.returncode == 0, r.stderr
+    assert f"s3://{BUCKET}/night/part-1.parquet" in r.stdout
+    assert f"rows: {table.num_rows}" in r.stdout
+
+
+def test_a_delta_table_on_the_store_reads_as_deltalake_reads_it(s3, tmp_path):
+    endpoint, _ = s3
+    url = f"s3://{BUCKET}/tables/night"
+    storage = {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing-secret",
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
+    }
+
+    def rows(start, n):
+        ids = list(range(start, start + n))
+        return pa.table({
+            "id": ids,
+            "reference": [f"a{i}" for i in ids],
+            "output": [f"a{i}" if i % 3 else "x" for i in ids],
+            "part": [i % 2 for i in ids],
+        })
+
+    write_deltalake(url, rows(0, 30), partition_by=["part"], storage_options=storage)
+    write_deltalake(url, rows(30, 30), mode="append", partition_by=["part"], storage_options=storage)
+    DeltaTable(url, storage_options=storage).delete("id < 10")
+    env = store_env(endpoint)
+    for version in (0, 1, 2):
+        out = tmp_path / f"v{version}.parquet"
+        r = run(["score", url, "-o", str(out), "--metrics", "exact_match",
+                 "--keep", "reference,output,part", "--table-version", str(version)], env)
+        assert r.returncode == 0, r.stderr
+        got = pq.read_table(out).sort_by("id").select(["id", "reference", "output", "part"])
+        want = DeltaTable(url, version=version, storage_options=storage).to_pyarrow_table()
+        want = want.sort_by("id").select(["id", "reference", "output", "part"])
+        assert got.to_pylist() == want.to_pylist(), version
+    # A glob over the table's objects is refused, never read loose.
+    r = run(["score", f"s3://{BUCKET}/tables/*/*.parquet", "-o", str(tmp_path / "x.parquet")], env)
+    assert r.returncode == 78 and "Delta Lake table" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(
+    "key,says",
+    [
+        ("night/nothing.parquet", "no Parquet objects"),
+        ("nowhere/", "no Parquet objects"),
+    ],
+)
+def test_a_missing_object_is_66(s3, tmp_path, key, says):
+    endpoint, _ = s3
+    out = tmp_path / "out.parquet"
+    r = run(["score", f"s3://{BUCKET}/{key}", "-o", str(out)], store_env(endpoint))
+    assert r.returncode == 66, r.stderr
+    assert says in r.stderr and one_line(r), r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bucket_that_does_not_exist_is_66(s3, tmp_path):
+    endpoint, _ = s3
+    r = run(["score", "s3://no-such-bucket/night/", "-o", str(tmp_path / "o.parquet")],
+            store_env(endpoint))
+    assert r.returncode == 66, r.stderr
+    assert "s3://no-such-bucket" in r.stderr and one_line(r), r.stderr
+
+
+def test_an_unreachable_endpoint_is_69_after_the_retries(tmp_path):
+    port = free_port()  # nothing listens there
+    start = time.monotonic()
+    r = run(["score", f"s3://{BUCKET}/night/", "-o", str(tmp_path / "o.parquet"),
+             "--store-retries", "2"], store_env(f"http://127.0.0.1:{port}"))
+    assert r.returncode == 69, r.stderr
+    assert one_line(r) and "s3://nightly" in r.stderr, r.stderr
+    assert time.monotonic() - start < 60
+
+
+class Scripted(http.server.ThreadingHTTPServer):
+    """An endpoint that answers every request with one status and body."""
+
+    def __init__(self, status, body=b""):
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def answer(self):
+                self.send_response(status)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            do_GET = do_HEAD = do_PUT = answer
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+DENIED = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SignatureDoesNotMatch</Code>'
+    b"<Message>The request signature we calculated does not match</Message></Error>"
+)
+
+
+def test_a_refused_secret_is_77_and_the_secret_never_shows(tmp_path):
+    server = Scripted(403, DENIED)
+    try:
+        r = run(["score", f"s3://{BUCKET}/night/", "-o", str(tmp_path / "o.parquet")],
+                store_env(server.url, AWS_SECRET_ACCESS_KEY="hunter2-very-secret"))
+        assert r.returncode == 77, r.stderr
+        assert one_line(r) and "hunter2" not in r.stderr + r.stdout, r.stderr
+        # A URL that carries credentials: redacted in every message.
+        secret_url = f"http://user:pa55word@127.0.0.1:{server.server_address[1]}/x.parquet?sig=t0ken"
+        r = run(["score", secret_url.replace("http://", "https://"), "-o", str(tmp_path / "o.parquet"),
+                 "--store-retries", "0"], store_env(server.url))
+        assert r.returncode != 0
+        assert "pa55word" not in r.stderr and "t0ken" not in r.stderr, r.stderr
+        r = run(["inspect", secret_url], store_env(server.url))
+        assert r.returncode == 77, r.stderr
+        assert "pa55word" not in r.stderr and "t0ken" not in r.stderr, r.stderr
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        server.shutdown()
+
+
+class ResettingProxy(http.server.ThreadingHTTPServer):
+    """Forwards to the store, but drops the connection of the first `resets`
+    ranged reads after their headers: a reset mid-read."""
+
+    def __init__(self, upstream, resets):
+        host, port = upstream.removeprefix("http://").split(":")
+        state = {"left": resets, "dropped": 0}
+        lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def forward(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                conn = http.client.HTTPConnection(host, int(port), timeout=30)
+                headers = {k: v for k, v in self.headers.items()}
+                conn.request(self.command, self.path, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+                with lock:
+                    drop = "Range" in self.headers and state["left"] > 0
+                    if drop:
+                        state["left"] -= 1
+                        state["dropped"] += 1
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection"):
+                        self.send_header(k, v)
+                self.end_headers()
+                if drop:
+                    self.wfile.write(data[: len(data) // 2])
+                    self.wfile.flush()
+                    self.connection.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+                    )
+                    self.close_connection = True
+                    return
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_HEAD = do_PUT = do_POST = forward
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.state = state
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+def test_a_connection_reset_mid_read_is_retried(s3, tmp_path):
+    endpoint, client = s3
+    table = pq.read_table(EXAMPLE)
+    local = tmp_path / "one.parquet"
+    pq.write_table(table, local, row_group_size=5)
+    client.upload_file(str(local), BUCKET, "reset/one.parquet")
+    want = tmp_path / "want.parquet"
+    assert run(["score", str(local), "-o", str(want), "--metrics", "lexical"], os.environ).returncode == 0
+    proxy = ResettingProxy(endpoint, resets=3)
+    try:
+        got = tmp_path / "got.parquet"
+        r = run(["score", f"s3://{BUCKET}/reset/one.parquet", "-o", str(got), "--metrics", "lexical"],
+                store_env(proxy.url))
+        assert r.returncode == 0, r.stderr
+        assert proxy.state["dropped"] == 3
+        assert pq.read_table(got).equals(pq.read_table(want))
+    finally:
+        proxy.shutdown()

@@ -359,9 +359,15 @@ pub struct ScoreArgs {
     /// a Delta Lake table's folder or URL (its current version, or --table-version)
     pub input: Option<String>,
 
-    /// Result file to write (Parquet)
+    /// Result file to write (Parquet): a local path, or an s3://, gs://, az:// URL (written
+    /// locally first, then uploaded whole with its summary: a reader never sees part of it)
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    /// For an object-store output: the local folder for its copy and run folder (--resume)
+    /// [default: ~/.cache/refscore/outputs/<the URL>]
+    #[arg(long, value_name = "DIR")]
+    pub run_dir: Option<PathBuf>,
 
     /// Replace the output file if it exists, or discard an interrupted run of it and start
     /// again. Never replaces an input file

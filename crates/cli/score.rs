@@ -21,12 +21,18 @@ pub enum Outcome {
     Scored(Summary),
     /// `--resume` found the output already complete.
     AlreadyComplete,
+    /// `--resume` found the output complete here and uploaded it to its
+    /// store, where a cut-short upload had left it missing.
+    Published,
 }
 
 /// Runs a whole scoring job; returns the summary after the output file and
 /// its summary JSON are in place.
 pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     let start = Instant::now();
+    if let Some(publish) = &settings.publish {
+        publish.check(settings.overwrite, settings.resume)?;
+    }
     let dataset = Dataset::open(&settings.input, &read_options(settings))?;
     let pipeline = Pipeline::plan(settings)?;
     if !settings.quiet {
@@ -56,7 +62,15 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         cancel_discarded_batches(old, &pipeline, settings);
     })?;
     let job = match prepared {
-        Prepared::AlreadyComplete => return Ok(Outcome::AlreadyComplete),
+        Prepared::AlreadyComplete => {
+            // Finished here; its upload may have been cut short.
+            if let Some(publish) = &settings.publish {
+                if publish.publish_if_missing()? {
+                    return Ok(Outcome::Published);
+                }
+            }
+            return Ok(Outcome::AlreadyComplete);
+        }
         Prepared::Run(job) => job,
     };
     let mut stages = pipeline.for_job(&dataset);
@@ -83,10 +97,11 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     if let Some(version) = dataset.table_version() {
         extra.insert("table_version".into(), version.into());
     }
-    extra.insert(
-        "output".into(),
-        settings.output.display().to_string().into(),
-    );
+    let shown_output = match &settings.publish {
+        Some(publish) => publish.shown().to_string(),
+        None => settings.output.display().to_string(),
+    };
+    extra.insert("output".into(), shown_output.into());
     extra.insert("run_id".into(), job.run_id().into());
     if let Some(shard) = settings.shard {
         extra.insert("shard".into(), shard.to_string().into());
@@ -108,6 +123,11 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     write_atomically(&summary_path(&settings.output), &text)?;
     let lacking = finished.retryable_rows > settings.max_judge_failures;
     job.close(lacking)?;
+    // Only a result with nothing left to do goes to the store; one that
+    // lacks judge metrics goes up when --resume completes it.
+    if let (Some(publish), false) = (&settings.publish, lacking) {
+        publish.publish()?;
+    }
     if lacking {
         let n = finished.retryable_rows;
         return Err(Error::temporary(format!(

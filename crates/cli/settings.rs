@@ -26,7 +26,11 @@ pub(crate) use judge::{JudgeSettings, LOCAL_FACTS_URL};
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub input: String,
+    /// The local result file the run writes: `-o`, or the local copy of an
+    /// object-store output.
     pub output: PathBuf,
+    /// `-o URL`: where the finished result and summary are uploaded.
+    pub publish: Option<refscore_write::Publish>,
     pub overwrite: bool,
     pub mapping: ColumnMapping,
     pub keep: Vec<String>,
@@ -190,6 +194,7 @@ impl Settings {
             None if !needs_output => PathBuf::new(),
             None => return Err(Error::config("no output given: pass -o FILE.parquet")),
         };
+        let (output, publish) = destination(output, args.run_dir.take(), &args.source)?;
         let mapping = ColumnMapping {
             id: args.mapping.id_col.take(),
             input: args.mapping.input_col.take(),
@@ -272,6 +277,7 @@ impl Settings {
             embed,
             input,
             output,
+            publish,
             overwrite: args.overwrite,
             mapping,
             keep,
@@ -390,4 +396,54 @@ pub(crate) fn source_options(args: &crate::args::SourceArgs) -> refscore_read::S
             retries: args.store_retries.unwrap_or(defaults.store.retries),
         },
     }
+}
+
+/// The local result file and, for `-o URL`, the upload that publishes it:
+/// its local copy lies in `--run-dir` or under the cache folder, in a
+/// folder named after the URL, so a re-run finds its run there.
+fn destination(
+    output: PathBuf,
+    run_dir: Option<PathBuf>,
+    source: &crate::args::SourceArgs,
+) -> Result<(PathBuf, Option<refscore_write::Publish>), Error> {
+    let text = output.to_string_lossy().into_owned();
+    if !refscore_read::source::is_url(&text) {
+        if let Some(dir) = run_dir {
+            return Err(Error::config(format!(
+                "--run-dir {}: applies to an object-store output (-o s3://...); a local \
+                 output's run folder lies beside it",
+                dir.display()
+            )));
+        }
+        return Ok((output, None));
+    }
+    let staging = match run_dir {
+        Some(dir) => dir,
+        None => {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                .ok_or_else(|| {
+                    Error::config(format!(
+                        "{}: no HOME or XDG_CACHE_HOME for the output's local copy; pass \
+                         --run-dir DIR",
+                        refscore_read::source::redact(&text)
+                    ))
+                })?;
+            let shown = refscore_read::source::redact(&text);
+            let name: String = shown
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || ".-".contains(c) {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            cache.join("refscore").join("outputs").join(name)
+        }
+    };
+    let publish = refscore_write::Publish::new(&text, &staging, source_options(source).store)?;
+    Ok((publish.local().to_path_buf(), Some(publish)))
 }

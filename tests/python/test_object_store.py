@@ -326,3 +326,105 @@ def test_a_connection_reset_mid_read_is_retried(s3, tmp_path):
         assert pq.read_table(got).equals(pq.read_table(want))
     finally:
         proxy.shutdown()
+
+
+def test_a_result_goes_to_the_store_whole_with_its_summary(s3, tmp_path):
+    endpoint, client = s3
+    env = store_env(endpoint)
+    url = f"s3://{BUCKET}/scores/night.parquet"
+    local = tmp_path / "local.parquet"
+    assert run(["score", str(EXAMPLE), "-o", str(local), "--metrics", "lexical"], env).returncode == 0
+    args = ["score", str(EXAMPLE), "-o", url, "--metrics", "lexical", "--run-dir", str(tmp_path / "run")]
+    r = run(args, env)
+    assert r.returncode == 0, r.stderr
+    assert url in r.stdout and url + ".summary.json" in r.stdout
+    got = tmp_path / "got.parquet"
+    client.download_file(BUCKET, "scores/night.parquet", str(got))
+    assert pq.read_table(got).equals(pq.read_table(local))
+    summary = json.loads(client.get_object(Bucket=BUCKET, Key="scores/night.parquet.summary.json")["Body"].read())
+    assert summary["output"] == url and summary["rows"] == pq.read_metadata(local).num_rows
+    # An existing result is refused before any work, and --overwrite replaces it.
+    r = run(args, env)
+    assert r.returncode == 78 and "--overwrite" in r.stderr and one_line(r), r.stderr
+    assert run([*args, "--overwrite"], env).returncode == 0
+    # A local output has its run folder beside it: --run-dir is refused there.
+    r = run(["score", str(EXAMPLE), "-o", str(tmp_path / "x.parquet"), "--run-dir", str(tmp_path)], env)
+    assert r.returncode == 78 and "--run-dir" in r.stderr, r.stderr
+
+
+class StallingProxy(http.server.ThreadingHTTPServer):
+    """Forwards to the store, but holds every multipart part upload until
+    `release` is set: a run can be killed while its upload is under way."""
+
+    def __init__(self, upstream):
+        host, port = upstream.removeprefix("http://").split(":")
+        self.parts_seen = threading.Event()
+        self.release = threading.Event()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def forward(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                if self.command == "PUT" and "partNumber=" in self.path:
+                    proxy.parts_seen.set()
+                    proxy.release.wait(60)
+                conn = http.client.HTTPConnection(host, int(port), timeout=60)
+                conn.request(self.command, self.path, body=body, headers=dict(self.headers.items()))
+                resp = conn.getresponse()
+                data = resp.read()
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection"):
+                        self.send_header(k, v)
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = forward
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+def test_kill_9_during_the_upload_leaves_nothing_at_the_key_and_resume_finishes(s3, tmp_path):
+    endpoint, client = s3
+    # A result of about 20 MB (hex text does not compress), so it goes up in parts.
+    n = 60_000
+    ids = list(range(n))
+    text = [os.urandom(80).hex() for _ in ids]
+    src = tmp_path / "big.parquet"
+    pq.write_table(pa.table({"id": ids, "reference": text, "output": text[1:] + text[:1]}), src)
+    url = f"s3://{BUCKET}/scores/big.parquet"
+    args = ["score", str(src), "-o", url, "--metrics", "exact_match", "--keep", "reference,output",
+            "--run-dir", str(tmp_path / "run")]
+    proxy = StallingProxy(endpoint)
+    try:
+        proc = subprocess.Popen([BIN, *args], env=store_env(proxy.url),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        assert proxy.parts_seen.wait(120), "the upload never started"
+        proc.kill()
+        proc.wait(30)
+    finally:
+        proxy.release.set()
+        proxy.shutdown()
+    listed = client.list_objects_v2(Bucket=BUCKET, Prefix="scores/big")
+    assert listed.get("KeyCount", 0) == 0, listed
+    r = run([*args, "--resume"], store_env(endpoint))
+    assert r.returncode == 0, r.stderr
+    assert "uploaded" in r.stderr, r.stderr
+    got = tmp_path / "got.parquet"
+    client.download_file(BUCKET, "scores/big.parquet", str(got))
+    table = pq.read_table(got)
+    assert table.num_rows == n
+    assert table.equals(pq.read_table(tmp_path / "run" / "big.parquet"))
+    assert client.head_object(Bucket=BUCKET, Key="scores/big.parquet.summary.json")

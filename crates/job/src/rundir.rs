@@ -29,13 +29,6 @@ pub(crate) fn path_for(output: &Path) -> PathBuf {
 /// summary path that is a folder.
 pub(crate) fn check_output(output: &Path, dataset: &Dataset) -> Result<(), Error> {
     let shown = output.display();
-    if refscore_read::source::is_url(&shown.to_string()) {
-        return Err(Error::config(format!(
-            "{}: refscore writes its result to a local file for now; write it locally and \
-             copy it to the store (aws s3 cp, gsutil cp, azcopy)",
-            refscore_read::source::redact(&shown.to_string())
-        )));
-    }
     let dir = parent_dir(output);
     if !dir.is_dir() {
         return Err(Error::io(format!(

@@ -9,6 +9,7 @@
 //! their encoded column chunks (nothing is decoded or compressed again), under
 //! a temporary name that is renamed into place only when complete.
 
+mod publish;
 mod summary;
 
 use std::fs::File;
@@ -27,6 +28,7 @@ use parquet::file::writer::SerializedFileWriter;
 use refscore_core::{Error, RowBatch, ScoreColumns};
 use serde::{Deserialize, Serialize};
 
+pub use publish::Publish;
 pub use summary::{
     MetricState, MetricSummary, Summary, SummaryBuilder, SummaryState, MEDIAN_RESOLUTION,
 };

@@ -18,8 +18,8 @@ use object_store::ObjectStore;
 use refscore_core::Error;
 use url::Url;
 
-use super::object::{runtime, ObjectFile, Store};
 use super::{Found, Listing, Origin, SourceOptions};
+use refscore_store::{runtime, ObjectFile, Store};
 
 /// Whether a local spec is a Delta table's folder.
 pub(super) fn is_local_table(spec: &str) -> bool {
@@ -252,7 +252,7 @@ fn delta_error(shown: &str, e: delta_kernel::error::KernelError) -> Error {
     let line = text.lines().next().unwrap_or("").to_string();
     match &e {
         delta_kernel::error::KernelError::ObjectStore(inner) => {
-            super::object::store_error(shown, inner)
+            refscore_store::store_error(shown, inner)
         }
         delta_kernel::error::KernelError::Unsupported(_) => Error::config(format!(
             "{shown}: the Delta table uses a feature refscore's Delta reader does not \

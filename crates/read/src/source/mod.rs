@@ -4,7 +4,7 @@
 //! new kind of source is one module here.
 
 mod delta;
-mod object;
+
 mod remote;
 
 use std::fs::File;
@@ -19,8 +19,8 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::ProjectionMask;
 use refscore_core::Error;
 
-pub(crate) use object::ObjectFile;
-pub use object::{is_url, redact, StoreOptions};
+pub(crate) use refscore_store::ObjectFile;
+pub use refscore_store::{is_url, redact, StoreOptions};
 
 use crate::{files, quiet_panic, InputFile};
 
@@ -64,7 +64,7 @@ pub(crate) struct Listing {
 /// object, a prefix or a glob in a store; or a Delta table, local or in a
 /// store (a folder holding `_delta_log/`), whose active files are read.
 pub(crate) fn list(spec: &str, options: &SourceOptions) -> Result<Listing, Error> {
-    let listing = if object::is_url(spec) {
+    let listing = if refscore_store::is_url(spec) {
         object_listing(spec, options)?
     } else if delta::is_local_table(spec) {
         delta::list_local(spec, options)?
@@ -93,7 +93,7 @@ pub(crate) fn list(spec: &str, options: &SourceOptions) -> Result<Listing, Error
 /// The objects a URL names: one object, every Parquet object below a
 /// prefix, the objects a glob matches, or a Delta table's active files.
 fn object_listing(spec: &str, options: &SourceOptions) -> Result<Listing, Error> {
-    let (store, key) = object::Store::open(spec, options.store)?;
+    let (store, key) = refscore_store::Store::open(spec, options.store)?;
     let shown = redact(spec);
     let found = |o: ObjectFile| Found {
         shown: PathBuf::from(store.shown(&o.key)),

@@ -12,8 +12,8 @@ use parquet::DecodeResult;
 use refscore_core::Error;
 use sha2::{Digest, Sha256};
 
-use super::object::{store_error, ObjectFile};
 use super::{Failure, ReadPlan};
+use refscore_store::{store_error, ObjectFile};
 
 /// Bytes asked for at the end of an object: most footers fit, so one
 /// request reads the footer and its length together.

@@ -1,5 +1,6 @@
-//! Inputs in object stores: `s3://`, `gs://`, `az://`/`abfss://` and
-//! `https://` URLs, reached through the Arrow project's `object_store`.
+//! Object stores: `s3://`, `gs://`, `az://`/`abfss://` and `https://` URLs,
+//! reached through the Arrow project's `object_store`, for inputs
+//! (`refscore-read`) and results (`refscore-write`) alike.
 //!
 //! Credentials and endpoints come from the environment as each cloud's own
 //! tools read them (`AWS_*`, `GOOGLE_*`, `AZURE_*`); they are never shown:
@@ -32,7 +33,7 @@ impl Default for StoreOptions {
 
 /// The runtime object stores and the Delta engine run on. refscore's own
 /// reading stays synchronous and waits on it, from any thread.
-pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
+pub fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
@@ -85,32 +86,39 @@ pub fn redact(url: &str) -> String {
     parsed.to_string()
 }
 
+mod upload;
+
+pub use object_store::path::Path as Key;
+pub use upload::Upload;
+
 /// One object store and the key prefix a URL names in it.
 #[derive(Debug, Clone)]
 pub struct Store {
     /// The client, configured from the environment.
-    pub(crate) store: Arc<dyn ObjectStore>,
+    pub store: Arc<dyn ObjectStore>,
     /// `scheme://bucket` (credentials removed), to name objects in messages.
-    pub(crate) root: String,
+    pub root: String,
     /// The URL's own root, credentials and all, for the Delta engine.
-    pub(crate) base: Url,
+    pub base: Url,
 }
 
 /// One object to read: its store, key and what identifies its content.
 #[derive(Debug, Clone)]
 pub struct ObjectFile {
-    pub(crate) store: Arc<dyn ObjectStore>,
-    pub(crate) key: StorePath,
+    /// The client of the object's store.
+    pub store: Arc<dyn ObjectStore>,
+    /// The object's key in it.
+    pub key: StorePath,
     /// Bytes, from the listing or a HEAD request.
-    pub(crate) size: u64,
+    pub size: u64,
     /// The store's ETag or version id: a changed object gets a new one.
-    pub(crate) version: Option<String>,
+    pub version: Option<String>,
 }
 
 impl Store {
     /// The client for `url`'s bucket or host, with credentials and endpoint
     /// from the environment.
-    pub(crate) fn open(url: &str, options: StoreOptions) -> Result<(Store, StorePath), Error> {
+    pub fn open(url: &str, options: StoreOptions) -> Result<(Store, StorePath), Error> {
         let shown = redact(url);
         let parsed =
             Url::parse(url).map_err(|e| Error::usage(format!("{shown}: not a valid URL: {e}")))?;
@@ -191,12 +199,12 @@ impl Store {
     }
 
     /// The URL of `key` as messages show it.
-    pub(crate) fn shown(&self, key: &StorePath) -> String {
+    pub fn shown(&self, key: &StorePath) -> String {
         format!("{}/{}", self.root, key)
     }
 
     /// The object at `key`, or `None` where there is none.
-    pub(crate) fn head(&self, key: &StorePath) -> Result<Option<ObjectFile>, Error> {
+    pub fn head(&self, key: &StorePath) -> Result<Option<ObjectFile>, Error> {
         match block_on(self.store.head(key)) {
             Ok(meta) => Ok(Some(self.object(meta))),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
@@ -205,7 +213,7 @@ impl Store {
     }
 
     /// Every object below `prefix` (a folder: `prefix/...`), in key order.
-    pub(crate) fn list(&self, prefix: &StorePath) -> Result<Vec<ObjectFile>, Error> {
+    pub fn list(&self, prefix: &StorePath) -> Result<Vec<ObjectFile>, Error> {
         let prefix = (!prefix.as_ref().is_empty()).then_some(prefix);
         let listed: Vec<object_store::ObjectMeta> = block_on(self.store.list(prefix).try_collect())
             .map_err(|e| {
@@ -230,20 +238,20 @@ impl Store {
 impl ObjectFile {
     /// The bytes of each range, fetched together (object_store merges
     /// nearby ranges and runs the requests side by side).
-    pub(crate) fn ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>, object_store::Error> {
+    pub fn ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>, object_store::Error> {
         block_on(self.store.get_ranges(&self.key, ranges))
     }
 }
 
 /// Runs `future` to completion on the store runtime.
-pub(crate) fn block_on<F: std::future::Future>(future: F) -> F::Output {
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
     runtime().block_on(future)
 }
 
 /// An object-store failure as refscore's classes: 66 for a missing object
 /// or bucket, 77 for refused credentials, 69 for a store that could not be
 /// reached after the retries, 74 for anything else.
-pub(crate) fn store_error(shown: &str, e: &object_store::Error) -> Error {
+pub fn store_error(shown: &str, e: &object_store::Error) -> Error {
     let why = one_reason(e);
     match e {
         _ if matches!(e, object_store::Error::NotFound { .. })

@@ -11,6 +11,8 @@
 #     page test) and Java 17 for Spark where missing, by scripts/env/system-deps.sh, in one step before anything else
 #     runs, so no two apt-get processes ever meet (scripts/env/check-install-steps.sh
 #     checks that every install goes that way).
+#   - Azurite (npm), the Azure Storage emulator, beside moto's S3 server (PyPI), for the
+#     object-store tests (scripts/env/azurite.sh);
 # Then builds once (release), runs every Rust test with the real judge running,
 # and reads real output back with DuckDB and Polars.
 #
@@ -111,6 +113,10 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+
+section "Azurite, the Azure Storage emulator, from npm (for the object-store tests)"
+REFSCORE_AZURITE="$(scripts/env/azurite.sh)"
+export REFSCORE_AZURITE
 
 section "cargo build (release, tests included)"
 cargo test --release --workspace --locked --no-run

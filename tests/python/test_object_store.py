@@ -428,3 +428,92 @@ def test_kill_9_during_the_upload_leaves_nothing_at_the_key_and_resume_finishes(
     assert table.num_rows == n
     assert table.equals(pq.read_table(tmp_path / "run" / "big.parquet"))
     assert client.head_object(Bucket=BUCKET, Key="scores/big.parquet.summary.json")
+
+
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+@pytest.fixture(scope="module")
+def azurite():
+    """Azurite's blob service (REFSCORE_AZURITE: scripts/env/azurite.sh), in
+    memory, stopped with the module; skipped only outside scripts/test.sh."""
+    binary = os.environ.get("REFSCORE_AZURITE")
+    if not binary:
+        pytest.skip("REFSCORE_AZURITE unset: scripts/test.sh installs Azurite and sets it")
+    from azure.storage.blob import BlobServiceClient
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [binary, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
+         "--silent", "--skipApiVersionCheck"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    conn = (f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
+            f"BlobEndpoint={endpoint}/devstoreaccount1;")
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail("azurite did not start")
+            time.sleep(0.2)
+    client = BlobServiceClient.from_connection_string(conn)
+    client.create_container(BUCKET)
+    try:
+        yield endpoint, client
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def test_azure_reads_and_writes_as_s3_does(azurite, tmp_path):
+    endpoint, client = azurite
+    with open(EXAMPLE, "rb") as f:
+        client.get_blob_client(BUCKET, "night/qa.parquet").upload_blob(f)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "AZURE_"))}
+    env.update(AZURE_STORAGE_USE_EMULATOR="true", AZURITE_BLOB_STORAGE_URL=endpoint)
+    want = tmp_path / "local.parquet"
+    assert run(["score", str(EXAMPLE), "-o", str(want), "--metrics", "lexical"], env).returncode == 0
+    url = f"az://{BUCKET}/scores/night.parquet"
+    r = run(["score", f"az://{BUCKET}/night/", "-o", url, "--metrics", "lexical",
+             "--run-dir", str(tmp_path / "run")], env)
+    assert r.returncode == 0, r.stderr
+    got = tmp_path / "got.parquet"
+    got.write_bytes(client.get_blob_client(BUCKET, "scores/night.parquet").download_blob().readall())
+    assert pq.read_table(got).equals(pq.read_table(want))
+    r = run(["inspect", f"az://{BUCKET}/missing/"], env)
+    assert r.returncode == 66 and one_line(r), r.stderr
+
+
+def test_the_python_package_takes_the_same_urls(s3, tmp_path, monkeypatch):
+    if os.environ.get("REFSCORE_REQUIRE_PACKAGE"):
+        import refscore
+    else:
+        refscore = pytest.importorskip("refscore")
+    from refscore._shards import input_location
+
+    endpoint, client = s3
+    for k, v in store_env(endpoint).items():
+        if k.startswith("AWS_"):
+            monkeypatch.setenv(k, v)
+    client.upload_file(str(EXAMPLE), BUCKET, "py/qa.parquet")
+    url = f"s3://{BUCKET}/py-scores/qa.parquet"
+    summary = refscore.score_parquet(f"s3://{BUCKET}/py/", url, metrics=["lexical"],
+                                     run_dir=str(tmp_path / "run"), quiet=True)
+    assert summary["rows"] == pq.read_metadata(EXAMPLE).num_rows
+    assert summary["output"] == url
+    assert client.head_object(Bucket=BUCKET, Key="py-scores/qa.parquet")
+    with pytest.raises(refscore.RefscoreError) as e:
+        refscore.score_parquet(f"s3://{BUCKET}/nothing-here/", str(tmp_path / "x.parquet"))
+    assert e.value.exit_code == 66
+    # The Ray and Spark job modes hand every worker a URL as it is.
+    assert input_location(f"s3://{BUCKET}/py/") == f"s3://{BUCKET}/py/"
+    assert input_location("night") == os.path.abspath("night")

@@ -141,6 +141,7 @@ fn cases(model: &str) -> Vec<(&'static str, Option<&'static str>, Vec<&str>, i32
         // tests/python/test_delta_tables.py).
         ("--table-version", Some("1"), lexical.clone(), 78),
         ("--table-version", Some("-1"), lexical.clone(), 64),
+        ("--table-timestamp", Some("yesterday"), lexical.clone(), 64),
         ("--store-retries", Some("many"), lexical.clone(), 64),
         // Only for an object-store output (one: tests/python/test_object_store.py).
         ("--run-dir", Some("/tmp"), lexical.clone(), 78),

@@ -326,6 +326,10 @@ pub struct SourceArgs {
     /// _delta_log/) [default: the latest]
     #[arg(long, value_name = "N")]
     pub table_version: Option<u64>,
+    /// A Delta Lake table's version that was current at this time: RFC 3339
+    /// (2026-11-25T06:00:00Z) or a date (2026-11-25, its midnight UTC)
+    #[arg(long, value_name = "TIME", conflicts_with = "table_version")]
+    pub table_timestamp: Option<String>,
     /// Object-store input (s3://, gs://, az://, https://): retries of a failed request, with
     /// exponential backoff, within 3 minutes [default: 10]
     #[arg(long, value_name = "N")]

@@ -17,7 +17,7 @@ pub fn run(args: InspectArgs) -> Result<(), Error> {
     };
     let options = ReadOptions {
         mapping,
-        source: crate::settings::source_options(&args.source),
+        source: crate::settings::source_options(&args.source)?,
         ..ReadOptions::default()
     };
     let dataset = Dataset::open(&args.input, &options)?;

@@ -286,7 +286,7 @@ impl Settings {
             metrics,
             thresholds,
             batch_size,
-            source: source_options(&args.source),
+            source: source_options(&args.source)?,
             threads,
             quiet: args.quiet,
         })
@@ -387,15 +387,42 @@ fn gold_labels(
     Ok((gold, given))
 }
 
-/// The input's source options from `--table-version` and `--store-retries`.
-pub(crate) fn source_options(args: &crate::args::SourceArgs) -> refscore_read::SourceOptions {
+/// The input's source options from `--table-version`, `--table-timestamp`
+/// and `--store-retries`.
+pub(crate) fn source_options(
+    args: &crate::args::SourceArgs,
+) -> Result<refscore_read::SourceOptions, Error> {
     let defaults = refscore_read::SourceOptions::default();
-    refscore_read::SourceOptions {
+    let table_timestamp_ms = match &args.table_timestamp {
+        None => None,
+        Some(text) => Some(
+            timestamp_ms(text)
+                .map_err(|why| Error::usage(format!("--table-timestamp {text}: {why}")))?,
+        ),
+    };
+    Ok(refscore_read::SourceOptions {
         table_version: args.table_version,
+        table_timestamp_ms,
         store: refscore_read::StoreOptions {
             retries: args.store_retries.unwrap_or(defaults.store.retries),
         },
-    }
+    })
+}
+
+/// Milliseconds since the epoch of an RFC 3339 time, or of a date's
+/// midnight UTC.
+fn timestamp_ms(text: &str) -> Result<i64, String> {
+    let full = if text.len() == 10 {
+        format!("{text}T00:00:00Z")
+    } else {
+        text.to_string()
+    };
+    let at = humantime::parse_rfc3339_weak(&full)
+        .map_err(|e| format!("not a time ({e}); give 2026-11-25T06:00:00Z or 2026-11-25"))?;
+    let since = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| "before 1970".to_string())?;
+    Ok(since.as_millis() as i64)
 }
 
 /// The local result file and, for `-o URL`, the upload that publishes it:
@@ -444,6 +471,6 @@ fn destination(
             cache.join("refscore").join("outputs").join(name)
         }
     };
-    let publish = refscore_write::Publish::new(&text, &staging, source_options(source).store)?;
+    let publish = refscore_write::Publish::new(&text, &staging, source_options(source)?.store)?;
     Ok((publish.local().to_path_buf(), Some(publish)))
 }

@@ -151,3 +151,26 @@ def test_a_tables_files_are_never_read_loose(table, partitioned, tmp_path, how):
     assert list(tmp_path.iterdir()) == []
     r = subprocess.run([BIN, "inspect", spec], capture_output=True, text=True)
     assert r.returncode == 78 and "Delta Lake table" in r.stderr, r.stderr
+
+
+def test_table_timestamp_reads_the_version_current_then(table, tmp_path):
+    import shutil
+    from datetime import datetime, timezone
+
+    copy = tmp_path / "night"
+    shutil.copytree(table, copy)
+    # Without in-commit timestamps a commit's time is its log file's: set
+    # them a month apart (version v: the first of month v + 1, 2026).
+    for v in range(4):
+        at = datetime(2026, v + 1, 1, tzinfo=timezone.utc).timestamp()
+        os.utime(copy / "_delta_log" / f"{v:020d}.json", (at, at))
+    for when, version in [("2026-01-15", 0), ("2026-03-01T00:00:00Z", 2), ("2026-03-31T23:59:59Z", 2),
+                          ("2027-01-01", 3)]:
+        out = tmp_path / f"{version}-{when[:10]}.parquet"
+        r = score(str(copy), out, "--table-timestamp", when)
+        assert r.returncode == 0, (when, r.stderr)
+        assert result_rows(out) == expected_rows(DeltaTable(str(copy), version=version)), when
+    r = score(str(copy), tmp_path / "early.parquet", "--table-timestamp", "2025-12-31")
+    assert r.returncode == 64 and "no version" in r.stderr, r.stderr
+    r = score(str(copy), tmp_path / "both.parquet", "--table-timestamp", "2026-01-15", "--table-version", "1")
+    assert r.returncode == 64, r.stderr

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, StringArray};
 use arrow::datatypes::{DataType, Field, FieldRef};
 use delta_kernel::engine::arrow_conversion::TryFromKernel;
+use delta_kernel::history_manager::{latest_version_as_of, HistoryCommitType};
 use delta_kernel::scan::state::ScanFile;
 use delta_kernel::snapshot::Snapshot;
 use delta_kernel_default_engine::executor::tokio::TokioMultiThreadExecutor;
@@ -157,6 +158,24 @@ fn active_files(
             });
         }
         (Err(e), None) => return Err(fail(e)),
+    };
+    let snapshot = match options.table_timestamp_ms {
+        None => snapshot,
+        Some(at) => {
+            let commit =
+                latest_version_as_of(&snapshot, &engine, at, HistoryCommitType::Recreatable)
+                    .map_err(|e| {
+                        Error::usage(format!(
+                            "{shown}: --table-timestamp: no version of the table was current then \
+                         ({})",
+                            e.to_string().lines().next().unwrap_or("")
+                        ))
+                    })?;
+            Snapshot::builder_for(url.as_str())
+                .at_version(commit.version)
+                .build(&engine)
+                .map_err(fail)?
+        }
     };
     let version = snapshot.version();
     let scan = Arc::clone(&snapshot).scan_builder().build().map_err(fail)?;

@@ -32,6 +32,9 @@ pub struct SourceOptions {
     /// The Delta table version to read (`--table-version`); `None`: the
     /// latest. Refused for inputs that are not tables.
     pub table_version: Option<u64>,
+    /// Or the version that was current at this time (`--table-timestamp`,
+    /// milliseconds since the epoch): the last commit at or before it.
+    pub table_timestamp_ms: Option<i64>,
 }
 
 /// Where one input file's bytes are read from.
@@ -81,10 +84,12 @@ pub(crate) fn list(spec: &str, options: &SourceOptions) -> Result<Listing, Error
             table_version: None,
         }
     };
-    if listing.table_version.is_none() && options.table_version.is_some() {
+    if listing.table_version.is_none()
+        && (options.table_version.is_some() || options.table_timestamp_ms.is_some())
+    {
         return Err(Error::config(format!(
-            "{spec}: --table-version applies to a Delta table, and this input is not one \
-             (no _delta_log/ in it)"
+            "{spec}: --table-version and --table-timestamp apply to a Delta table, and this \
+             input is not one (no _delta_log/ in it)"
         )));
     }
     Ok(listing)

@@ -174,3 +174,34 @@ def test_table_timestamp_reads_the_version_current_then(table, tmp_path):
     assert r.returncode == 64 and "no version" in r.stderr, r.stderr
     r = score(str(copy), tmp_path / "both.parquet", "--table-timestamp", "2026-01-15", "--table-version", "1")
     assert r.returncode == 64, r.stderr
+
+
+def test_deletion_vectors_are_refused_by_name(tmp_path):
+    # deltalake does not write deletion vectors: the commit that adds one is
+    # written here as Delta's protocol lays it out (an inline vector).
+    path = tmp_path / "dv"
+    write_deltalake(str(path), rows(0, 3))
+    first = [json.loads(line) for line in (path / "_delta_log" / f"{0:020d}.json").read_text().splitlines()]
+    add = next(a["add"] for a in first if "add" in a)
+    at = add["modificationTime"] + 1
+    vector = {"storageType": "i", "pathOrInlineDv": "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L",
+              "offset": None, "sizeInBytes": 36, "cardinality": 1}
+    commit = [
+        {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+                      "readerFeatures": ["deletionVectors"], "writerFeatures": ["deletionVectors"]}},
+        {"remove": {"path": add["path"], "deletionTimestamp": at, "dataChange": True}},
+        {"add": {**add, "deletionVector": vector}},
+        {"commitInfo": {"timestamp": at, "operation": "DELETE"}},
+    ]
+    (path / "_delta_log" / f"{1:020d}.json").write_text("".join(json.dumps(c) + "\n" for c in commit))
+    out = tmp_path / "out.parquet"
+    r = score(str(path), out)
+    assert r.returncode == 78, r.stderr
+    assert "deletionVectors" in r.stderr and one_line(r), r.stderr
+    assert not out.exists()
+    # The version before the vector reads.
+    assert score(str(path), out, "--table-version", "0").returncode == 0
+
+
+def one_line(r):
+    return len(r.stderr.strip().splitlines()) == 1

@@ -38,6 +38,30 @@ def free_port():
         return s.getsockname()[1]
 
 
+def start_server(command, port):
+    """Starts a server on 127.0.0.1:`port`; fails the test if it does not
+    listen within 30 s."""
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail(f"{Path(command[0]).name} did not start")
+            time.sleep(0.2)
+
+
+def stop_server(proc):
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def store_env(endpoint, **more):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(
@@ -54,22 +78,8 @@ def store_env(endpoint, **more):
 def s3():
     """moto's S3 server, stopped with the module (at most 30 s to start)."""
     port = free_port()
-    proc = subprocess.Popen(
-        [str(MOTO), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = start_server([str(MOTO), "-H", "127.0.0.1", "-p", str(port)], port)
     endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail("moto_server did not start")
-            time.sleep(0.2)
     client = boto3.client(
         "s3",
         endpoint_url=endpoint,
@@ -81,11 +91,7 @@ def s3():
     try:
         yield endpoint, client
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc)
 
 
 def run(args, env, timeout=120):
@@ -253,14 +259,20 @@ def test_a_refused_secret_is_77_and_the_secret_never_shows(tmp_path):
         server.shutdown()
 
 
-class ResettingProxy(http.server.ThreadingHTTPServer):
-    """Forwards to the store, but drops the connection of the first `resets`
-    ranged reads after their headers: a reset mid-read."""
+class Proxy(http.server.ThreadingHTTPServer):
+    """Forwards to the store, with two faults: it drops the connection of the
+    first `resets` ranged reads halfway through their bodies (a reset
+    mid-read), and with `hold_parts` it holds every multipart part upload
+    until `release` is set (a run can be killed while its upload is under
+    way)."""
 
-    def __init__(self, upstream, resets):
+    def __init__(self, upstream, resets=0, hold_parts=False):
         host, port = upstream.removeprefix("http://").split(":")
-        state = {"left": resets, "dropped": 0}
+        self.state = {"left": resets, "dropped": 0}
+        self.parts_seen = threading.Event()
+        self.release = threading.Event()
         lock = threading.Lock()
+        proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -268,16 +280,18 @@ class ResettingProxy(http.server.ThreadingHTTPServer):
             def forward(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
-                conn = http.client.HTTPConnection(host, int(port), timeout=30)
-                headers = {k: v for k, v in self.headers.items()}
-                conn.request(self.command, self.path, body=body, headers=headers)
+                if hold_parts and self.command == "PUT" and "partNumber=" in self.path:
+                    proxy.parts_seen.set()
+                    proxy.release.wait(60)
+                conn = http.client.HTTPConnection(host, int(port), timeout=60)
+                conn.request(self.command, self.path, body=body, headers=dict(self.headers.items()))
                 resp = conn.getresponse()
                 data = resp.read()
                 with lock:
-                    drop = "Range" in self.headers and state["left"] > 0
+                    drop = "Range" in self.headers and proxy.state["left"] > 0
                     if drop:
-                        state["left"] -= 1
-                        state["dropped"] += 1
+                        proxy.state["left"] -= 1
+                        proxy.state["dropped"] += 1
                 self.send_response(resp.status)
                 for k, v in resp.getheaders():
                     if k.lower() not in ("transfer-encoding", "connection"):
@@ -294,13 +308,12 @@ class ResettingProxy(http.server.ThreadingHTTPServer):
                 if self.command != "HEAD":
                     self.wfile.write(data)
 
-            do_GET = do_HEAD = do_PUT = do_POST = forward
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = forward
 
             def log_message(self, *args):
                 pass
 
         super().__init__(("127.0.0.1", 0), Handler)
-        self.state = state
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
     @property
@@ -316,7 +329,7 @@ def test_a_connection_reset_mid_read_is_retried(s3, tmp_path):
     client.upload_file(str(local), BUCKET, "reset/one.parquet")
     want = tmp_path / "want.parquet"
     assert run(["score", str(local), "-o", str(want), "--metrics", "lexical"], os.environ).returncode == 0
-    proxy = ResettingProxy(endpoint, resets=3)
+    proxy = Proxy(endpoint, resets=3)
     try:
         got = tmp_path / "got.parquet"
         r = run(["score", f"s3://{BUCKET}/reset/one.parquet", "-o", str(got), "--metrics", "lexical"],
@@ -352,50 +365,6 @@ def test_a_result_goes_to_the_store_whole_with_its_summary(s3, tmp_path):
     assert r.returncode == 78 and "--run-dir" in r.stderr, r.stderr
 
 
-class StallingProxy(http.server.ThreadingHTTPServer):
-    """Forwards to the store, but holds every multipart part upload until
-    `release` is set: a run can be killed while its upload is under way."""
-
-    def __init__(self, upstream):
-        host, port = upstream.removeprefix("http://").split(":")
-        self.parts_seen = threading.Event()
-        self.release = threading.Event()
-        proxy = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def forward(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
-                if self.command == "PUT" and "partNumber=" in self.path:
-                    proxy.parts_seen.set()
-                    proxy.release.wait(60)
-                conn = http.client.HTTPConnection(host, int(port), timeout=60)
-                conn.request(self.command, self.path, body=body, headers=dict(self.headers.items()))
-                resp = conn.getresponse()
-                data = resp.read()
-                self.send_response(resp.status)
-                for k, v in resp.getheaders():
-                    if k.lower() not in ("transfer-encoding", "connection"):
-                        self.send_header(k, v)
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
-
-            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = forward
-
-            def log_message(self, *args):
-                pass
-
-        super().__init__(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
 def test_kill_9_during_the_upload_leaves_nothing_at_the_key_and_resume_finishes(s3, tmp_path):
     endpoint, client = s3
     # A result of about 20 MB (hex text does not compress), so it goes up in parts.
@@ -407,7 +376,7 @@ def test_kill_9_during_the_upload_leaves_nothing_at_the_key_and_resume_finishes(
     url = f"s3://{BUCKET}/scores/big.parquet"
     args = ["score", str(src), "-o", url, "--metrics", "exact_match", "--keep", "reference,output",
             "--run-dir", str(tmp_path / "run")]
-    proxy = StallingProxy(endpoint)
+    proxy = Proxy(endpoint, hold_parts=True)
     try:
         proc = subprocess.Popen([BIN, *args], env=store_env(proxy.url),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -443,35 +412,17 @@ def azurite():
     from azure.storage.blob import BlobServiceClient
 
     port = free_port()
-    proc = subprocess.Popen(
-        [binary, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
-         "--silent", "--skipApiVersionCheck"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = start_server([binary, "--blobHost", "127.0.0.1", "--blobPort", str(port),
+                         "--inMemoryPersistence", "--silent", "--skipApiVersionCheck"], port)
     endpoint = f"http://127.0.0.1:{port}"
     conn = (f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
             f"BlobEndpoint={endpoint}/devstoreaccount1;")
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail("azurite did not start")
-            time.sleep(0.2)
     client = BlobServiceClient.from_connection_string(conn)
     client.create_container(BUCKET)
     try:
         yield endpoint, client
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc)
 
 
 def test_azure_reads_and_writes_as_s3_does(azurite, tmp_path):

@@ -206,11 +206,28 @@ def test_an_unreachable_endpoint_is_69_after_the_retries(tmp_path):
     assert time.monotonic() - start < 60
 
 
-class Scripted(http.server.ThreadingHTTPServer):
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+class LocalServer(http.server.ThreadingHTTPServer):
+    """A scripted HTTP endpoint on 127.0.0.1, served from a daemon thread."""
+
+    def __init__(self, handler):
+        super().__init__(("127.0.0.1", 0), handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class Scripted(LocalServer):
     """An endpoint that answers every request with one status and body."""
 
     def __init__(self, status, body=b""):
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def answer(self):
                 self.send_response(status)
                 self.send_header("Content-Type", "application/xml")
@@ -221,15 +238,7 @@ class Scripted(http.server.ThreadingHTTPServer):
 
             do_GET = do_HEAD = do_PUT = answer
 
-            def log_message(self, *args):
-                pass
-
-        super().__init__(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.server_address[1]}"
+        super().__init__(Handler)
 
 
 DENIED = (
@@ -259,7 +268,7 @@ def test_a_refused_secret_is_77_and_the_secret_never_shows(tmp_path):
         server.shutdown()
 
 
-class Proxy(http.server.ThreadingHTTPServer):
+class Proxy(LocalServer):
     """Forwards to the store, with two faults: it drops the connection of the
     first `resets` ranged reads halfway through their bodies (a reset
     mid-read), and with `hold_parts` it holds every multipart part upload
@@ -274,7 +283,7 @@ class Proxy(http.server.ThreadingHTTPServer):
         lock = threading.Lock()
         proxy = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
 
             def forward(self):
@@ -310,15 +319,7 @@ class Proxy(http.server.ThreadingHTTPServer):
 
             do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = forward
 
-            def log_message(self, *args):
-                pass
-
-        super().__init__(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.server_address[1]}"
+        super().__init__(Handler)
 
 
 def test_a_connection_reset_mid_read_is_retried(s3, tmp_path):

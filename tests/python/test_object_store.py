@@ -355,6 +355,13 @@ def test_a_result_goes_to_the_store_whole_with_its_summary(s3, tmp_path):
     got = tmp_path / "got.parquet"
     client.download_file(BUCKET, "scores/night.parquet", str(got))
     assert pq.read_table(got).equals(pq.read_table(local))
+    # Polars reads it back from the store, as the README says.
+    import polars as pl
+
+    options = {"aws_endpoint_url": endpoint, "aws_access_key_id": "testing",
+               "aws_secret_access_key": "testing-secret", "aws_region": "us-east-1", "aws_allow_http": "true"}
+    back = pl.read_parquet(url, storage_options=options)
+    assert back.to_arrow().equals(pq.read_table(local).cast(back.to_arrow().schema))
     summary = json.loads(client.get_object(Bucket=BUCKET, Key="scores/night.parquet.summary.json")["Body"].read())
     assert summary["output"] == url and summary["rows"] == pq.read_metadata(local).num_rows
     # An existing result is refused before any work, and --overwrite replaces it.

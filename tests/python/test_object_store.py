@@ -157,11 +157,13 @@ def test_a_delta_table_on_the_store_reads_as_deltalake_reads_it(s3, tmp_path):
     write_deltalake(url, rows(0, 30), partition_by=["part"], storage_options=storage)
     write_deltalake(url, rows(30, 30), mode="append", partition_by=["part"], storage_options=storage)
     DeltaTable(url, storage_options=storage).delete("id < 10")
+    write_deltalake(url, rows(100, 20), mode="overwrite", partition_by=["part"], storage_options=storage)
     env = store_env(endpoint)
-    for version in (0, 1, 2):
+    for version in (0, 1, 2, 3, None):
         out = tmp_path / f"v{version}.parquet"
+        pick = [] if version is None else ["--table-version", str(version)]
         r = run(["score", url, "-o", str(out), "--metrics", "exact_match",
-                 "--keep", "reference,output,part", "--table-version", str(version)], env)
+                 "--keep", "reference,output,part", *pick], env)
         assert r.returncode == 0, r.stderr
         got = pq.read_table(out).sort_by("id").select(["id", "reference", "output", "part"])
         want = DeltaTable(url, version=version, storage_options=storage).to_pyarrow_table()

@@ -194,7 +194,11 @@ impl Settings {
             None if !needs_output => PathBuf::new(),
             None => return Err(Error::config("no output given: pass -o FILE.parquet")),
         };
-        let (output, publish) = destination(output, args.run_dir.take(), &args.source)?;
+        let (output, publish) = destination(
+            output,
+            args.run_dir.take(),
+            source_options_in(&args.source, origin)?,
+        )?;
         let mapping = ColumnMapping {
             id: args.mapping.id_col.take(),
             input: args.mapping.input_col.take(),
@@ -286,7 +290,7 @@ impl Settings {
             metrics,
             thresholds,
             batch_size,
-            source: source_options(&args.source)?,
+            source: source_options_in(&args.source, origin)?,
             threads,
             quiet: args.quiet,
         })
@@ -392,14 +396,21 @@ fn gold_labels(
 pub(crate) fn source_options(
     args: &crate::args::SourceArgs,
 ) -> Result<refscore_read::SourceOptions, Error> {
+    source_options_in(args, &Origin { file: None })
+}
+
+/// [`source_options`], a bad value named as `origin` gave it (a flag, or
+/// the config file's line).
+fn source_options_in(
+    args: &crate::args::SourceArgs,
+    origin: &Origin,
+) -> Result<refscore_read::SourceOptions, Error> {
     let defaults = refscore_read::SourceOptions::default();
-    let table_timestamp_ms = match &args.table_timestamp {
-        None => None,
-        Some(text) => Some(
-            timestamp_ms(text)
-                .map_err(|why| Error::usage(format!("--table-timestamp {text}: {why}")))?,
-        ),
-    };
+    let table_timestamp_ms = origin.parsed(
+        args.table_timestamp.clone(),
+        "table_timestamp",
+        timestamp_ms,
+    )?;
     Ok(refscore_read::SourceOptions {
         table_version: args.table_version,
         table_timestamp_ms,
@@ -417,11 +428,12 @@ fn timestamp_ms(text: &str) -> Result<i64, String> {
     } else {
         text.to_string()
     };
-    let at = humantime::parse_rfc3339_weak(&full)
-        .map_err(|e| format!("not a time ({e}); give 2026-11-25T06:00:00Z or 2026-11-25"))?;
+    let at = humantime::parse_rfc3339_weak(&full).map_err(|e| {
+        format!("{text}: not a time ({e}); give 2026-11-25T06:00:00Z or 2026-11-25")
+    })?;
     let since = at
         .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|_| "before 1970".to_string())?;
+        .map_err(|_| format!("{text}: before 1970"))?;
     Ok(since.as_millis() as i64)
 }
 
@@ -431,7 +443,7 @@ fn timestamp_ms(text: &str) -> Result<i64, String> {
 fn destination(
     output: PathBuf,
     run_dir: Option<PathBuf>,
-    source: &crate::args::SourceArgs,
+    source: refscore_read::SourceOptions,
 ) -> Result<(PathBuf, Option<refscore_write::Publish>), Error> {
     let text = output.to_string_lossy().into_owned();
     if !refscore_read::source::is_url(&text) {
@@ -471,6 +483,6 @@ fn destination(
             cache.join("refscore").join("outputs").join(name)
         }
     };
-    let publish = refscore_write::Publish::new(&text, &staging, source_options(source)?.store)?;
+    let publish = refscore_write::Publish::new(&text, &staging, source.store)?;
     Ok((publish.local().to_path_buf(), Some(publish)))
 }

@@ -151,6 +151,38 @@ fn a_wholly_local_fact_ratio_needs_no_judge_and_matches_cross_encoder() {
     assert_ne!(summary(&out)["run_id"], id);
 }
 
+/// The NLI metrics and the fact check in one run hold one copy of the
+/// model between them: the fact ratio is still the fixture's, and the NLI
+/// metrics are those of a run that asks them alone.
+#[test]
+fn the_nli_metrics_and_the_fact_check_share_the_model() {
+    let (header, rows) = fixture();
+    let threshold = header["threshold"].as_f64().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(dir.path(), &rows);
+    let both = dir.path().join("both.parquet");
+    let mut flags = nli_flags(&threshold);
+    flags[1] = "fact_similarity,nli".to_string();
+    flags.extend(["--facts".to_string(), "sentences".to_string()]);
+    ok(&run(&inp, &both, &flags));
+    assert_fixture_values(&both, &rows);
+    let alone = dir.path().join("alone.parquet");
+    ok(&score(
+        &inp,
+        &alone,
+        &[
+            "--metrics",
+            "nli",
+            "--cross-model",
+            &tiny_model("tiny-cross-roberta-nli"),
+        ],
+    ));
+    let (b, a) = (read_parquet(&both), read_parquet(&alone));
+    for column in ["nli_precision", "nli_recall", "nli_equivalence", "nli_contradiction"] {
+        assert_eq!(f32s(&b, column), f32s(&a, column), "{column}");
+    }
+}
+
 /// The judge extracts (here: the sentences, as a scripted judge), the NLI
 /// model checks: the judge is asked to extract and nothing else.
 #[test]

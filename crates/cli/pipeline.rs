@@ -36,6 +36,9 @@ pub(crate) struct Pipeline<'s> {
     panel: Vec<(String, Endpoint)>,
     /// `--fact-check nli`'s model, loaded, when the run judges with it.
     fact_check: Option<NliFactCheck>,
+    /// The cross-encoder's weights when the cross metrics and the fact
+    /// check both use them: loaded once, for both.
+    shared_cross: Option<std::sync::Arc<refscore_embed::CrossEncoder>>,
 }
 
 impl<'s> Pipeline<'s> {
@@ -56,9 +59,9 @@ impl<'s> Pipeline<'s> {
             None => None,
         };
         let cross = cross_plan(settings)?;
-        let fact_check = match endpoint {
-            Some(_) => nli_fact_check(settings)?,
-            None => None,
+        let (fact_check, shared_cross) = match endpoint {
+            Some(_) => nli_fact_check(settings, cross.as_ref())?,
+            None => (None, None),
         };
         Ok(Pipeline {
             settings,
@@ -67,6 +70,7 @@ impl<'s> Pipeline<'s> {
             endpoint,
             panel,
             fact_check,
+            shared_cross,
         })
     }
 
@@ -228,7 +232,10 @@ impl<'s> Pipeline<'s> {
     pub(crate) fn load_local(&self) -> Result<Vec<Box<dyn Stage>>, Error> {
         let mut stages: Vec<Box<dyn Stage>> = Vec::new();
         if let Some((plan, options)) = &self.cross {
-            stages.push(Box::new(plan.load(options)?));
+            stages.push(Box::new(match &self.shared_cross {
+                Some(model) => plan.stage(model.clone(), options),
+                None => plan.load(options)?,
+            }));
         }
         Ok(stages)
     }
@@ -377,10 +384,20 @@ impl Pipeline<'_> {
 
 /// `--fact-check nli`'s model: the `--cross-model` NLI model, loaded once
 /// for the run (refused before any work without one, or when it is no NLI
-/// model).
-fn nli_fact_check(settings: &Settings) -> Result<Option<NliFactCheck>, Error> {
+/// model). Where the run also has cross metrics (`cross`), their stage
+/// gets the same loaded weights (the second value).
+fn nli_fact_check(
+    settings: &Settings,
+    cross: Option<&(CrossPlan, CrossOptions)>,
+) -> Result<
+    (
+        Option<NliFactCheck>,
+        Option<std::sync::Arc<refscore_embed::CrossEncoder>>,
+    ),
+    Error,
+> {
     let Some(threshold) = settings.judge.as_ref().and_then(|j| j.nli_fact_check) else {
-        return Ok(None);
+        return Ok((None, None));
     };
     let e = &settings.embed;
     let Some(spec) = e.cross_model.as_deref() else {
@@ -388,16 +405,27 @@ fn nli_fact_check(settings: &Settings) -> Result<Option<NliFactCheck>, Error> {
             "--fact-check nli checks facts with the NLI model of --cross-model: name one (a *ForSequenceClassification folder with an entailment label)",
         ));
     };
-    let model = NliEntailment::load(
-        CrossFolder::find(spec, &e.lookup)?,
-        e.nli_labels.as_deref(),
-        &cross_options(settings)?,
-    )?;
-    Ok(Some(NliFactCheck {
+    let folder = CrossFolder::find(spec, &e.lookup)?;
+    let labels = e.nli_labels.as_deref();
+    // The labels are checked before any weights load.
+    NliEntailment::labels(&folder, labels)?;
+    let (model, shared) = match cross {
+        Some((plan, options)) => {
+            let weights = plan.load_model(options)?;
+            let model = NliEntailment::sharing(&folder, labels, options, weights.clone())?;
+            (model, Some(weights))
+        }
+        None => (
+            NliEntailment::load(folder, labels, &cross_options(settings)?)?,
+            None,
+        ),
+    };
+    let check = NliFactCheck {
         fingerprint: model.fingerprint().clone(),
         model: std::sync::Arc::new(model),
         threshold,
-    }))
+    };
+    Ok((Some(check), shared))
 }
 
 /// The judge stage's options for `metrics` at `endpoint`, from the run's

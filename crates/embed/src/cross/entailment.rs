@@ -3,6 +3,8 @@
 //! `--fact-check nli`, P(entailment) as `CrossEncoder.predict(...,
 //! apply_softmax=True)` gives it.
 
+use std::sync::Arc;
+
 use refscore_core::entailment::Entailment;
 use refscore_core::Error;
 use serde_json::{json, Value};
@@ -11,7 +13,7 @@ use super::{CrossCapability, CrossEncoder, CrossFolder, CrossOptions, CrossRepor
 
 /// An NLI model loaded for entailment checks.
 pub struct NliEntailment {
-    encoder: CrossEncoder,
+    encoder: Arc<CrossEncoder>,
     labels: NliLabels,
     fingerprint: Value,
 }
@@ -35,7 +37,20 @@ impl NliEntailment {
         nli_labels: Option<&str>,
         options: &CrossOptions,
     ) -> Result<NliEntailment, Error> {
-        let labels = NliEntailment::labels(&folder, nli_labels)?;
+        NliEntailment::labels(&folder, nli_labels)?;
+        let encoder = Arc::new(CrossEncoder::load(folder.clone(), options)?);
+        NliEntailment::sharing(&folder, nli_labels, options, encoder)
+    }
+
+    /// Entailment checks with `encoder`, a model already loaded from
+    /// `folder` (the cross metrics' own, so one run holds one copy).
+    pub fn sharing(
+        folder: &CrossFolder,
+        nli_labels: Option<&str>,
+        options: &CrossOptions,
+        encoder: Arc<CrossEncoder>,
+    ) -> Result<NliEntailment, Error> {
+        let labels = NliEntailment::labels(folder, nli_labels)?;
         let fingerprint = json!({
             "model_sha256": folder.files.content_sha256()?,
             "architecture": folder.architecture,
@@ -45,7 +60,7 @@ impl NliEntailment {
             "precision": options.precision.name(),
         });
         Ok(NliEntailment {
-            encoder: CrossEncoder::load(folder, options)?,
+            encoder,
             labels,
             fingerprint,
         })

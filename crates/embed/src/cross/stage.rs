@@ -225,18 +225,29 @@ impl CrossPlan {
 
     /// Loads the model: the stage.
     pub fn load(&self, options: &CrossOptions) -> Result<CrossStage, Error> {
-        Ok(CrossStage {
-            model: CrossEncoder::load(self.folder.clone(), options)?,
+        Ok(self.stage(self.load_model(options)?, options))
+    }
+
+    /// Loads the model alone, to share it with another user of the same
+    /// `--cross-model` (the fact ratio's `--fact-check nli`).
+    pub fn load_model(&self, options: &CrossOptions) -> Result<Arc<CrossEncoder>, Error> {
+        Ok(Arc::new(CrossEncoder::load(self.folder.clone(), options)?))
+    }
+
+    /// The stage over a model already loaded from this plan's folder.
+    pub fn stage(&self, model: Arc<CrossEncoder>, options: &CrossOptions) -> CrossStage {
+        CrossStage {
+            model,
             plan: self.clone(),
             report: CrossReport::default(),
             cache: TextCache::new(options.cache_bytes),
-        })
+        }
     }
 }
 
 /// The cross-encoder metrics of a run.
 pub struct CrossStage {
-    model: CrossEncoder,
+    model: Arc<CrossEncoder>,
     plan: CrossPlan,
     report: CrossReport,
     /// Recent pairs' scores by direction and texts ([`pair_key`]).

@@ -178,7 +178,12 @@ fn the_nli_metrics_and_the_fact_check_share_the_model() {
         ],
     ));
     let (b, a) = (read_parquet(&both), read_parquet(&alone));
-    for column in ["nli_precision", "nli_recall", "nli_equivalence", "nli_contradiction"] {
+    for column in [
+        "nli_precision",
+        "nli_recall",
+        "nli_equivalence",
+        "nli_contradiction",
+    ] {
         assert_eq!(f32s(&b, column), f32s(&a, column), "{column}");
     }
 }

@@ -439,6 +439,90 @@ fn a_pair_repeated_across_batches_is_scored_once() {
 }
 
 #[test]
+fn the_next_night_takes_its_pairs_from_the_embed_cache() {
+    // Night one scores both directions of every pair and keeps them under
+    // --embed-cache; night two, the same pairs in another order, asks the
+    // model nothing and gives the same values; a damaged entry is scored
+    // again.
+    let name = "tiny-cross-roberta-nli";
+    let dir = tempfile::tempdir().unwrap();
+    let night1 = input(dir.path(), name);
+    let cache = dir.path().join("cache");
+    let cross = tiny_model(name);
+    let flags = [
+        "--cross-model",
+        cross.as_str(),
+        "--metrics",
+        "nli",
+        "--embed-cache",
+        cache.to_str().unwrap(),
+    ];
+    let first = dir.path().join("first.parquet");
+    ok(&score(&night1, &first, &flags));
+    let c = &summary(&first)["cross"];
+    let scored = c["pairs_scored"].as_u64().unwrap();
+    assert!(scored > 0 && c["pairs_from_embed_cache"] == 0, "{c}");
+
+    let batch = read_parquet(&night1);
+    let rows = batch.num_rows();
+    let reversed: Vec<u32> = (0..rows as u32).rev().collect();
+    let take = |name: &str| {
+        arrow::compute::take(
+            batch.column_by_name(name).unwrap(),
+            &arrow::array::UInt32Array::from(reversed.clone()),
+            None,
+        )
+        .unwrap()
+    };
+    let night2 = dir.path().join("night2.parquet");
+    write_parquet(
+        &night2,
+        vec![("reference", take("reference")), ("output", take("output"))],
+    );
+    let second = dir.path().join("second.parquet");
+    ok(&score(&night2, &second, &flags));
+    let c = &summary(&second)["cross"];
+    assert_eq!(c["pairs_scored"], 0, "{c}");
+    assert_eq!(c["pairs_from_embed_cache"], scored, "{c}");
+    let (a, b) = (read_parquet(&first), read_parquet(&second));
+    for column in ["nli_precision", "nli_recall", "nli_equivalence"] {
+        let mut want = f32s(&a, column);
+        want.reverse();
+        assert_eq!(f32s(&b, column), want, "{column}");
+    }
+
+    // One entry cut short: that pair alone goes to the model again.
+    let entry = walk_files(&cache)
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "pair"))
+        .expect("pair entries written");
+    let bytes = std::fs::read(&entry).unwrap();
+    std::fs::write(&entry, &bytes[..bytes.len() - 1]).unwrap();
+    let third = dir.path().join("third.parquet");
+    ok(&score(&night2, &third, &flags));
+    let c = &summary(&third)["cross"];
+    assert_eq!(c["pairs_scored"], 1, "{c}");
+    assert_eq!(
+        f32s(&read_parquet(&third), "nli_equivalence"),
+        f32s(&b, "nli_equivalence")
+    );
+}
+
+/// Every file below `dir`.
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            out.extend(walk_files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
 fn calibrate_band_fits_a_band_on_nli_equivalence() {
     // Labels that nli_equivalence separates (true above the median): the
     // fitted band leaves few rows to the judge.

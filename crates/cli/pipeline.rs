@@ -233,7 +233,7 @@ impl<'s> Pipeline<'s> {
         let mut stages: Vec<Box<dyn Stage>> = Vec::new();
         if let Some((plan, options)) = &self.cross {
             stages.push(Box::new(match &self.shared_cross {
-                Some(model) => plan.stage(model.clone(), options),
+                Some(model) => plan.stage(model.clone(), options)?,
                 None => plan.load(options)?,
             }));
         }
@@ -319,6 +319,7 @@ fn cross_options(settings: &Settings) -> Result<CrossOptions, Error> {
         precision: e.precision,
         batch_tokens: EmbedOptions::default().batch_tokens,
         cache_bytes: e.cache_mb << 20,
+        store: e.store.clone(),
     })
 }
 

@@ -54,12 +54,81 @@ impl Numerics {
 /// written before are not reused.
 pub(crate) const NUMERICS_VERSION: u32 = 1;
 
+/// A folder of whole entries named by the SHA-256 of their text
+/// (`<2 hex>/<hex>.<extension>`): what the embedding cache and the
+/// cross-encoder's pair cache (`cross/pair_store.rs`) both keep. Only an
+/// optimisation: the first failed write is reported, later ones skipped.
+pub(crate) struct Entries {
+    dir: PathBuf,
+    extension: &'static str,
+    write_failed: bool,
+}
+
+impl Entries {
+    /// `root/<key>`, created if needed.
+    pub(crate) fn open(root: &Path, key: &str, extension: &'static str) -> Result<Entries, Error> {
+        let dir = root.join(key);
+        fs::create_dir_all(&dir).map_err(|e| {
+            Error::io(format!(
+                "--embed-cache {}: cannot create it: {e}",
+                root.display()
+            ))
+        })?;
+        Ok(Entries {
+            dir,
+            extension,
+            write_failed: false,
+        })
+    }
+
+    /// The folder holding the entries.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, text: &str) -> PathBuf {
+        let hex = hex(&Sha256::digest(text.as_bytes()));
+        self.dir
+            .join(&hex[..2])
+            .join(format!("{hex}.{}", self.extension))
+    }
+
+    /// The bytes stored for `text`, if any.
+    pub(crate) fn read(&self, text: &str) -> Option<Vec<u8>> {
+        let mut bytes = Vec::new();
+        fs::File::open(self.path(text))
+            .and_then(|mut f| f.read_to_end(&mut bytes))
+            .ok()?;
+        Some(bytes)
+    }
+
+    /// Stores `bytes` for `text`. Returns whether they were written; the
+    /// first failure is reported on stderr, later ones silently skipped.
+    pub(crate) fn write(&mut self, text: &str, bytes: &[u8]) -> bool {
+        if self.write_failed {
+            return false;
+        }
+        let path = self.path(text);
+        match write_entry(&path, bytes) {
+            Ok(()) => true,
+            Err(err) => {
+                self.write_failed = true;
+                eprintln!(
+                    "refscore: warning: --embed-cache: cannot write {}: {err}; \
+                     going on without storing to it",
+                    path.display()
+                );
+                false
+            }
+        }
+    }
+}
+
 /// A persistent embedding cache for one model and setting.
 pub(crate) struct EmbeddingStore {
-    dir: PathBuf,
+    entries: Entries,
     /// Entries' shape: token vectors' and the sentence vector's widths.
     widths: Widths,
-    write_failed: bool,
 }
 
 impl EmbeddingStore {
@@ -74,58 +143,25 @@ impl EmbeddingStore {
         variant: &str,
     ) -> Result<EmbeddingStore, Error> {
         let key = model_key(files, max_len, numerics, variant)?;
-        let dir = root.join(key);
-        fs::create_dir_all(&dir).map_err(|e| {
-            Error::io(format!(
-                "--embed-cache {}: cannot create it: {e}",
-                root.display()
-            ))
-        })?;
         Ok(EmbeddingStore {
-            dir,
+            entries: Entries::open(root, &key, "emb")?,
             widths,
-            write_failed: false,
         })
     }
 
     /// The folder holding this model's entries.
     pub(crate) fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    fn path(&self, text: &str) -> PathBuf {
-        let hex = hex(&Sha256::digest(text.as_bytes()));
-        self.dir.join(&hex[..2]).join(format!("{hex}.emb"))
+        self.entries.dir()
     }
 
     /// The stored embedding of `text`, if there is a whole one.
     pub(crate) fn get(&self, text: &str) -> Option<Embedded> {
-        let mut bytes = Vec::new();
-        fs::File::open(self.path(text))
-            .and_then(|mut f| f.read_to_end(&mut bytes))
-            .ok()?;
-        decode(&bytes, self.widths)
+        decode(&self.entries.read(text)?, self.widths)
     }
 
-    /// Stores the embedding of `text`. Returns whether it was written; the
-    /// first failure is reported on stderr, later ones silently skipped.
+    /// Stores the embedding of `text`. Returns whether it was written.
     pub(crate) fn put(&mut self, text: &str, e: &Embedded) -> bool {
-        if self.write_failed {
-            return false;
-        }
-        let path = self.path(text);
-        match write_entry(&path, &encode(e)) {
-            Ok(()) => true,
-            Err(err) => {
-                self.write_failed = true;
-                eprintln!(
-                    "refscore: warning: --embed-cache: cannot write {}: {err}; \
-                     going on without storing embeddings",
-                    path.display()
-                );
-                false
-            }
-        }
+        self.entries.write(text, &encode(e))
     }
 }
 
@@ -154,7 +190,8 @@ fn model_key(
     Ok(hex(&h.finalize())[..32].to_string())
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lower-case hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

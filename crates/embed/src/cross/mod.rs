@@ -8,6 +8,7 @@
 mod entailment;
 mod folder;
 mod nli;
+mod pair_store;
 mod pairs;
 mod stage;
 
@@ -40,6 +41,8 @@ pub struct CrossOptions {
     /// Bytes of recent pairs' scores kept across batches (`--embed-cache-mb`),
     /// so a pair repeated in the run is scored once per direction.
     pub cache_bytes: usize,
+    /// `--embed-cache`: a folder keeping pair scores between runs.
+    pub store: Option<std::path::PathBuf>,
 }
 
 impl Default for CrossOptions {
@@ -50,6 +53,7 @@ impl Default for CrossOptions {
             precision: Precision::Fp32,
             batch_tokens: crate::EmbedOptions::default().batch_tokens,
             cache_bytes: crate::EmbedOptions::default().cache_bytes,
+            store: None,
         }
     }
 }
@@ -73,6 +77,9 @@ pub struct CrossReport {
     pub truncated: u64,
     /// Pairs (per direction) answered from the cache of earlier batches.
     pub reused: u64,
+    /// Pairs (per direction) answered from `--embed-cache`, written by an
+    /// earlier run.
+    pub from_store: u64,
     /// Tokens run, padding excluded.
     pub tokens: u64,
     /// Time in the encoder's forward pass and head.

@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::pair_store::PairStore;
+
 use arrow::array::{ArrayRef, Float32Array};
 use arrow::datatypes::{DataType, Field};
 use refscore_core::metric::{self, MetricSet};
@@ -225,7 +227,7 @@ impl CrossPlan {
 
     /// Loads the model: the stage.
     pub fn load(&self, options: &CrossOptions) -> Result<CrossStage, Error> {
-        Ok(self.stage(self.load_model(options)?, options))
+        self.stage(self.load_model(options)?, options)
     }
 
     /// Loads the model alone, to share it with another user of the same
@@ -235,13 +237,27 @@ impl CrossPlan {
     }
 
     /// The stage over a model already loaded from this plan's folder.
-    pub fn stage(&self, model: Arc<CrossEncoder>, options: &CrossOptions) -> CrossStage {
-        CrossStage {
+    pub fn stage(
+        &self,
+        model: Arc<CrossEncoder>,
+        options: &CrossOptions,
+    ) -> Result<CrossStage, Error> {
+        let store = match &options.store {
+            Some(root) => Some(PairStore::open(
+                root,
+                &self.folder,
+                options,
+                self.nli.is_some(),
+            )?),
+            None => None,
+        };
+        Ok(CrossStage {
             model,
             plan: self.clone(),
             report: CrossReport::default(),
             cache: TextCache::new(options.cache_bytes),
-        }
+            store,
+        })
     }
 }
 
@@ -252,6 +268,8 @@ pub struct CrossStage {
     report: CrossReport,
     /// Recent pairs' scores by direction and texts ([`pair_key`]).
     cache: TextCache<Vec<f32>>,
+    /// Scores kept between runs (`--embed-cache`), by the same keys.
+    store: Option<PairStore>,
 }
 
 /// The cache's key of (first, second) in a direction: the first text's
@@ -279,13 +297,28 @@ impl CrossStage {
             .map(|(a, b)| pair_key(direction, a, b))
             .collect();
         let mut out: Vec<Option<Arc<Vec<f32>>>> = keys.iter().map(|k| self.cache.get(k)).collect();
+        self.report.reused += out.iter().filter(|v| v.is_some()).count() as u64;
+        if let Some(store) = &self.store {
+            for (k, key) in keys.iter().enumerate() {
+                if out[k].is_none() {
+                    if let Some(values) = store.get(key) {
+                        let values = Arc::new(values);
+                        self.cache.put(key, &values);
+                        out[k] = Some(values);
+                        self.report.from_store += 1;
+                    }
+                }
+            }
+        }
         let missing: Vec<usize> = (0..pairs.len()).filter(|&k| out[k].is_none()).collect();
-        self.report.reused += (pairs.len() - missing.len()) as u64;
         let asked: Vec<(&str, &str)> = missing.iter().map(|&k| pairs[k]).collect();
         let softmax = self.plan.nli.is_some();
         let scored = self.model.predict(&asked, softmax, &mut self.report)?;
         for (k, p) in missing.into_iter().zip(scored) {
             let values = Arc::new(p.values);
+            if let Some(store) = &mut self.store {
+                store.put(&keys[k], &values);
+            }
             self.cache.put(&keys[k], &values);
             out[k] = Some(values);
         }
@@ -377,6 +410,7 @@ impl Stage for CrossStage {
                 "pairs_scored": r.pairs,
                 "pairs_truncated": r.truncated,
                 "pairs_reused": r.reused,
+                "pairs_from_embed_cache": r.from_store,
                 "tokens": r.tokens,
                 "forward_seconds": forward,
                 "pairs_per_second": if forward > 0.0 { r.pairs as f64 / forward } else { 0.0 },

@@ -133,6 +133,18 @@ def test_the_same_input_from_disk_and_store_gives_identical_results(s3, tmp_path
     assert f"rows: {table.num_rows}" in r.stdout
 
 
+def test_a_glob_stays_in_its_folder_and_a_prefix_reads_below_it(s3):
+    endpoint, client = s3
+    for key in ("deep/a.parquet", "deep/sub/b.parquet", "deep/_tmp/c.parquet"):
+        client.upload_file(str(EXAMPLE), BUCKET, key)
+    env = store_env(endpoint)
+    r = run(["inspect", f"s3://{BUCKET}/deep/*.parquet"], env)
+    assert r.returncode == 0 and "files: 1" in r.stdout, r.stdout + r.stderr
+    r = run(["inspect", f"s3://{BUCKET}/deep/"], env)
+    assert r.returncode == 0 and "files: 2" in r.stdout, r.stdout + r.stderr
+    assert "_tmp" not in r.stdout
+
+
 def test_a_delta_table_on_the_store_reads_as_deltalake_reads_it(s3, tmp_path):
     endpoint, _ = s3
     url = f"s3://{BUCKET}/tables/night"

@@ -4,25 +4,22 @@
 //! new kind of source is one module here.
 
 mod delta;
-
+mod objects;
 mod remote;
+mod rows;
 
-use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions, UInt32Array};
+use arrow::array::ArrayRef;
 use arrow::datatypes::{Field, FieldRef, Schema, SchemaRef};
-use parquet::arrow::arrow_reader::{
-    ArrowReaderBuilder, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection,
-};
-use parquet::arrow::ProjectionMask;
 use refscore_core::Error;
 
 pub(crate) use refscore_store::ObjectFile;
 pub use refscore_store::{is_url, redact, StoreOptions};
+pub(crate) use rows::{open_rows, Failure, ReadPlan, RowReader, Rows};
 
-use crate::{files, quiet_panic, InputFile};
+use crate::{files, InputFile};
 
 /// How to reach the sources a spec names.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -68,7 +65,7 @@ pub(crate) struct Listing {
 /// store (a folder holding `_delta_log/`), whose active files are read.
 pub(crate) fn list(spec: &str, options: &SourceOptions) -> Result<Listing, Error> {
     let listing = if refscore_store::is_url(spec) {
-        object_listing(spec, options)?
+        objects::listing(spec, options)?
     } else if delta::is_local_table(spec) {
         delta::list_local(spec, options)?
     } else {
@@ -93,91 +90,6 @@ pub(crate) fn list(spec: &str, options: &SourceOptions) -> Result<Listing, Error
         )));
     }
     Ok(listing)
-}
-
-/// The objects a URL names: one object, every Parquet object below a
-/// prefix, the objects a glob matches, or a Delta table's active files.
-fn object_listing(spec: &str, options: &SourceOptions) -> Result<Listing, Error> {
-    let (store, key) = refscore_store::Store::open(spec, options.store)?;
-    let shown = redact(spec);
-    let found = |o: ObjectFile| Found {
-        shown: PathBuf::from(store.shown(&o.key)),
-        origin: Origin::Object(o),
-        partition: Vec::new(),
-    };
-    let key_text = key.as_ref().to_string();
-    let files: Vec<Found> = if let Some(glob_at) = key_text.find(['*', '?', '[']) {
-        let pattern = glob::Pattern::new(&key_text)
-            .map_err(|e| Error::usage(format!("{shown}: bad glob pattern: {e}")))?;
-        let prefix = key_text[..glob_at]
-            .rsplit_once('/')
-            .map_or("", |(folder, _)| folder);
-        let all = store.list(&prefix.into())?;
-        refuse_table_objects(&shown, &all)?;
-        all.into_iter()
-            .filter(|o| pattern.matches(o.key.as_ref()))
-            .map(found)
-            .collect()
-    } else if let Some(object) = (!key_text.is_empty())
-        .then(|| store.head(&key))
-        .transpose()?
-        .flatten()
-    {
-        vec![found(object)]
-    } else {
-        let all = store.list(&key)?;
-        if delta::is_table_listing(&key, &all) {
-            return delta::list_store(spec, &store, &key, options);
-        }
-        refuse_table_objects(&shown, &all)?;
-        all.into_iter()
-            .filter(|o| is_data_object(&key, o))
-            .map(found)
-            .collect()
-    };
-    if files.is_empty() {
-        return Err(Error::missing(format!(
-            "{shown}: no Parquet objects here (no object with this key, and none ending in \
-             .parquet below it)"
-        )));
-    }
-    Ok(Listing {
-        files,
-        table_version: None,
-    })
-}
-
-/// Whether an object below `prefix` is a data file as a folder listing
-/// counts them: `.parquet`/`.parq`, no hidden (`.`/`_`) folder or name.
-fn is_data_object(prefix: &object_store::path::Path, o: &ObjectFile) -> bool {
-    let below: Vec<_> = o
-        .key
-        .prefix_match(prefix)
-        .map(|p| p.collect())
-        .unwrap_or_default();
-    let hidden = below.iter().any(|part| {
-        let part = part.as_ref();
-        part.starts_with('.') || part.starts_with('_')
-    });
-    let name = o.key.filename().unwrap_or("");
-    !hidden && (name.ends_with(".parquet") || name.ends_with(".parq"))
-}
-
-/// Refuses a listing that holds a Delta table's log below the spec's own
-/// folder: that table's files read loose would count deleted rows.
-fn refuse_table_objects(shown: &str, all: &[ObjectFile]) -> Result<(), Error> {
-    if let Some(log) = all
-        .iter()
-        .find(|o| o.key.parts().any(|p| p.as_ref() == "_delta_log"))
-    {
-        let table = log.key.as_ref().split("/_delta_log").next().unwrap_or("");
-        return Err(Error::config(format!(
-            "{shown}: holds the Delta Lake table {table}/, whose Parquet files include rows that \
-             later versions deleted or replaced; give the table's own URL to read its current \
-             version"
-        )));
-    }
-    Ok(())
 }
 
 /// Reads the footer of a found file.
@@ -206,154 +118,6 @@ pub(crate) fn open(found: Found) -> Result<InputFile, Error> {
     file.partition = found.partition;
     file.schema = file.full_schema(file.meta.schema());
     Ok(file)
-}
-
-/// What a read takes from a file: which columns (by root index) and which
-/// rows, in batches of how many.
-pub(crate) struct ReadPlan {
-    pub(crate) mask: ProjectionMask,
-    pub(crate) row_groups: Option<Vec<usize>>,
-    pub(crate) selection: Option<RowSelection>,
-    pub(crate) batch_size: usize,
-}
-
-impl ReadPlan {
-    /// The plan set on a Parquet reader builder, local or push-fed.
-    pub(crate) fn apply<T>(self, builder: ArrowReaderBuilder<T>) -> ArrowReaderBuilder<T> {
-        let mut builder = builder
-            .with_projection(self.mask)
-            .with_batch_size(self.batch_size);
-        if let Some(groups) = self.row_groups {
-            builder = builder.with_row_groups(groups);
-        }
-        if let Some(selection) = self.selection {
-            builder = builder.with_row_selection(selection);
-        }
-        builder
-    }
-}
-
-/// Why a batch could not be had.
-pub(crate) enum Failure {
-    /// The store failed, after its retries: the error keeps its class.
-    Store(Error),
-    /// The bytes do not decode (the decoder's message).
-    Decode(String),
-}
-
-/// Which rows of a file a read takes.
-#[derive(Default)]
-pub(crate) struct Rows {
-    /// Only these row groups (`None`: all).
-    pub(crate) row_groups: Option<Vec<usize>>,
-    /// Only these rows of them.
-    pub(crate) selection: Option<RowSelection>,
-}
-
-/// Record batches of some columns of one input file, local or remote, with
-/// a Delta file's partition columns added where asked.
-pub(crate) struct RowReader {
-    inner: Inner,
-    constants: Vec<(FieldRef, ArrayRef)>,
-}
-
-enum Inner {
-    Local(ParquetRecordBatchReader),
-    Object(remote::ObjectBatches),
-}
-
-/// Opens a reader of the columns `names` (projected columns come in the
-/// file's order, then partition columns in the order asked) of `rows`.
-pub(crate) fn open_rows(
-    file: &InputFile,
-    names: &[&str],
-    rows: Rows,
-    batch_size: usize,
-) -> Result<RowReader, Error> {
-    let shown = file.path.display().to_string();
-    let mut roots = Vec::new();
-    let mut constants = Vec::new();
-    for name in names {
-        if let Some((field, value)) = file.partition.iter().find(|(f, _)| f.name() == name) {
-            constants.push((Arc::clone(field), Arc::clone(value)));
-        } else {
-            roots.push(
-                file.meta
-                    .schema()
-                    .index_of(name)
-                    .expect("columns are checked when the input is opened"),
-            );
-        }
-    }
-    let plan = ReadPlan {
-        mask: ProjectionMask::roots(file.meta.parquet_schema(), roots),
-        row_groups: rows.row_groups,
-        selection: rows.selection,
-        batch_size,
-    };
-    let inner = match &file.origin {
-        Origin::Local => {
-            let handle = File::open(&file.path).map_err(|e| {
-                Error::io(format!("{shown}: cannot open: {}", files::io_reason(&e)))
-            })?;
-            let builder =
-                ParquetRecordBatchReaderBuilder::new_with_metadata(handle, file.meta.clone());
-            Inner::Local(
-                plan.apply(builder)
-                    .build()
-                    .map_err(|e| Error::bad_input(format!("{shown}: {e}")))?,
-            )
-        }
-        Origin::Object(object) => Inner::Object(remote::ObjectBatches::new(
-            object, &shown, &file.meta, plan,
-        )?),
-    };
-    Ok(RowReader { inner, constants })
-}
-
-impl RowReader {
-    /// The next batch. The decoder's panics on malformed data are caught
-    /// and become a [`Failure::Decode`].
-    pub(crate) fn next_batch(&mut self) -> Option<Result<RecordBatch, Failure>> {
-        let next = quiet_panic::catch(|| match &mut self.inner {
-            Inner::Local(reader) => reader
-                .next()
-                .map(|r| r.map_err(|e| Failure::Decode(e.to_string()))),
-            Inner::Object(reader) => reader.next_batch(),
-        });
-        let batch = match next {
-            Ok(Some(Ok(batch))) => batch,
-            Ok(other) => return other,
-            Err(panic) => {
-                return Some(Err(Failure::Decode(format!(
-                    "the decoder failed ({panic})"
-                ))))
-            }
-        };
-        if self.constants.is_empty() {
-            return Some(Ok(batch));
-        }
-        Some(Ok(self.with_constants(batch)))
-    }
-
-    fn with_constants(&self, batch: RecordBatch) -> RecordBatch {
-        let rows = batch.num_rows();
-        let repeat = UInt32Array::from(vec![0u32; rows]);
-        let mut fields: Vec<FieldRef> = batch.schema().fields().iter().cloned().collect();
-        let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
-        for (field, value) in &self.constants {
-            fields.push(Arc::clone(field));
-            columns.push(
-                arrow::compute::take(value, &repeat, None).expect("index 0 of a 1-row array"),
-            );
-        }
-        RecordBatch::try_new_with_options(
-            Arc::new(Schema::new(fields)),
-            columns,
-            &RecordBatchOptions::new().with_row_count(Some(rows)),
-        )
-        .expect("columns of the batch's length")
-    }
 }
 
 impl InputFile {

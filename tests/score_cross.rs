@@ -439,6 +439,32 @@ fn a_pair_repeated_across_batches_is_scored_once() {
 }
 
 #[test]
+fn a_cross_run_commits_every_256_rows_by_default() {
+    // The default batch is part of the fingerprint: a finished run resumes
+    // as complete under --batch-size 256, and is another run under the
+    // lexical default of 32,768 (which left a cross-only night an hour or
+    // more between commits).
+    let name = "tiny-cross-roberta-nli";
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(dir.path(), name);
+    let out = dir.path().join("o.parquet");
+    let cross = tiny_model(name);
+    let flags = [
+        "--cross-model",
+        cross.as_str(),
+        "--metrics",
+        "nli_precision",
+    ];
+    ok(&score(&inp, &out, &flags));
+    let same = [flags.as_slice(), &["--resume", "--batch-size", "256"]].concat();
+    let id = summary(&out)["run_id"].clone();
+    ok(&score(&inp, &out, &same));
+    assert_eq!(summary(&out)["run_id"], id, "the same run, found complete");
+    let other = [flags.as_slice(), &["--resume", "--batch-size", "32768"]].concat();
+    fails(&score(&inp, &out, &other), 78);
+}
+
+#[test]
 fn the_next_night_takes_its_pairs_from_the_embed_cache() {
     // Night one scores both directions of every pair and keeps them under
     // --embed-cache; night two, the same pairs in another order, asks the

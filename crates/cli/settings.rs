@@ -235,8 +235,13 @@ impl Settings {
         // most 64 calls open: with more concurrency, batches of four waves
         // (scripts/bench/judge-client.py: 256 at 200 ms went from 21% to
         // about two thirds of concurrency / latency).
+        // A cross-encoder reads each pair in both directions, a few to a few
+        // hundred pairs a second on a CPU (docs/performance.md): 256 rows
+        // take seconds to a minute. A cross-only run used to get the
+        // lexical 32,768, an hour or more between commits.
         let default_batch = match &judge {
             Some(j) if metrics.wants_judge() => 64.max(4 * j.concurrency),
+            _ if metrics.wants_cross() => 256,
             _ if metrics.wants_embedding() => 1024,
             _ => 32 * 1024,
         };

@@ -3,14 +3,12 @@
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use refscore_core::Error;
 use sha2::{Digest, Sha256};
 
-use crate::source::Origin;
-use crate::InputFile;
+use crate::source::Footer;
 
 /// Expands a file, a directory (every `*.parquet` below it, recursively, in
 /// path order, skipping hidden `.`/`_` entries) or a glob into file paths.
@@ -204,7 +202,7 @@ pub(crate) fn io_reason(e: &std::io::Error) -> String {
 
 /// Opens a file and reads its footer, telling "not Parquet" apart from
 /// "truncated" by the magic bytes at both ends.
-pub(crate) fn read_footer(path: &Path) -> Result<InputFile, Error> {
+pub(crate) fn read_footer(path: &Path) -> Result<Footer, Error> {
     let shown = path.display();
     let mut file = File::open(path)
         .map_err(|e| Error::io(format!("{shown}: cannot open: {}", io_reason(&e))))?;
@@ -243,22 +241,15 @@ pub(crate) fn read_footer(path: &Path) -> Result<InputFile, Error> {
     file.seek(SeekFrom::End(-8 - footer.len() as i64))
         .and_then(|_| file.read_exact(&mut footer))
         .map_err(|e| Error::io(format!("{shown}: {e}")))?;
-    InputFile {
-        path: path.to_path_buf(),
-        rows: 0,
-        schema: Arc::clone(meta.schema()),
-        row_groups: Vec::new(),
+    Ok(Footer {
+        meta,
+        sha256: format!("{:x}", Sha256::digest(&footer)),
         size: len,
-        modified: file
+        identity: file
             .metadata()
             .ok()
             .and_then(|m| m.modified().ok())
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map(|d| d.as_nanos().to_string()),
-        footer_sha256: format!("{:x}", Sha256::digest(&footer)),
-        meta,
-        origin: Origin::Local,
-        partition: Vec::new(),
-    }
-    .with_counts()
+    })
 }

@@ -92,30 +92,36 @@ pub(crate) fn list(spec: &str, options: &SourceOptions) -> Result<Listing, Error
     Ok(listing)
 }
 
+/// What a file's footer says, local or remote, as [`InputFile`] needs it.
+pub(crate) struct Footer {
+    pub(crate) meta: parquet::arrow::arrow_reader::ArrowReaderMetadata,
+    /// SHA-256 of the footer bytes.
+    pub(crate) sha256: String,
+    /// Bytes in the file.
+    pub(crate) size: u64,
+    /// A local file's modification time, an object's version or ETag.
+    pub(crate) identity: Option<String>,
+}
+
 /// Reads the footer of a found file.
 pub(crate) fn open(found: Found) -> Result<InputFile, Error> {
-    let mut file = match &found.origin {
+    let footer = match &found.origin {
         Origin::Local => files::read_footer(&found.shown)?,
-        Origin::Object(object) => {
-            let shown = found.shown.display().to_string();
-            let footer = remote::read_footer(object, &shown)?;
-            InputFile {
-                path: found.shown.clone(),
-                rows: 0,
-                schema: Arc::clone(footer.meta.schema()),
-                row_groups: Vec::new(),
-                size: object.size,
-                modified: object.version.clone(),
-                footer_sha256: footer.sha256,
-                meta: footer.meta,
-                origin: Origin::Local,
-                partition: Vec::new(),
-            }
-            .with_counts()?
-        }
+        Origin::Object(object) => remote::read_footer(object, &found.shown.display().to_string())?,
     };
-    file.origin = found.origin;
-    file.partition = found.partition;
+    let mut file = InputFile {
+        path: found.shown,
+        rows: 0,
+        schema: Arc::clone(footer.meta.schema()),
+        row_groups: Vec::new(),
+        size: footer.size,
+        modified: footer.identity,
+        footer_sha256: footer.sha256,
+        meta: footer.meta,
+        origin: found.origin,
+        partition: found.partition,
+    }
+    .with_counts()?;
     file.schema = file.full_schema(file.meta.schema());
     Ok(file)
 }

@@ -12,18 +12,12 @@ use parquet::DecodeResult;
 use refscore_core::Error;
 use sha2::{Digest, Sha256};
 
-use super::{Failure, ReadPlan};
+use super::{Failure, Footer, ReadPlan};
 use refscore_store::{store_error, ObjectFile};
 
 /// Bytes asked for at the end of an object: most footers fit, so one
 /// request reads the footer and its length together.
 const TAIL: u64 = 64 * 1024;
-
-/// What an object's footer says, as [`crate::InputFile`] needs it.
-pub(crate) struct Footer {
-    pub(crate) meta: ArrowReaderMetadata,
-    pub(crate) sha256: String,
-}
 
 /// Reads and checks the footer of `object` (named `shown` in messages).
 pub(crate) fn read_footer(object: &ObjectFile, shown: &str) -> Result<Footer, Error> {
@@ -72,6 +66,8 @@ pub(crate) fn read_footer(object: &ObjectFile, shown: &str) -> Result<Footer, Er
     Ok(Footer {
         meta,
         sha256: format!("{:x}", Sha256::digest(&footer)),
+        size: object.size,
+        identity: object.version.clone(),
     })
 }
 

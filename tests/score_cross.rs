@@ -438,17 +438,23 @@ fn a_pair_repeated_across_batches_is_scored_once() {
     );
 }
 
+/// A folder holding the tiny RoBERTa NLI model's fixture rows as a night,
+/// and the model's path.
+fn nli_night() -> (tempfile::TempDir, PathBuf, String) {
+    let name = "tiny-cross-roberta-nli";
+    let dir = tempfile::tempdir().unwrap();
+    let night = input(dir.path(), name);
+    (dir, night, tiny_model(name))
+}
+
 #[test]
 fn a_cross_run_commits_every_256_rows_by_default() {
     // The default batch is part of the fingerprint: a finished run resumes
     // as complete under --batch-size 256, and is another run under the
     // lexical default of 32,768 (which left a cross-only night an hour or
     // more between commits).
-    let name = "tiny-cross-roberta-nli";
-    let dir = tempfile::tempdir().unwrap();
-    let inp = input(dir.path(), name);
+    let (dir, inp, cross) = nli_night();
     let out = dir.path().join("o.parquet");
-    let cross = tiny_model(name);
     let flags = [
         "--cross-model",
         cross.as_str(),
@@ -470,11 +476,8 @@ fn the_next_night_takes_its_pairs_from_the_embed_cache() {
     // --embed-cache; night two, the same pairs in another order, asks the
     // model nothing and gives the same values; a damaged entry is scored
     // again.
-    let name = "tiny-cross-roberta-nli";
-    let dir = tempfile::tempdir().unwrap();
-    let night1 = input(dir.path(), name);
+    let (dir, night1, cross) = nli_night();
     let cache = dir.path().join("cache");
-    let cross = tiny_model(name);
     let flags = [
         "--cross-model",
         cross.as_str(),

@@ -157,12 +157,41 @@ impl Encoder {
         taps: &[usize],
     ) -> Result<Vec<Vec<Vec<f32>>>, Error> {
         let b = seqs.len();
-        let t = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
-        if b == 0 || t == 0 {
+        if b == 0 || seqs.iter().all(|s| s.is_empty()) {
             return Ok(vec![vec![Vec::new(); taps.len()]; b]);
         }
+        let flat: Vec<Vec<f32>> = self
+            .forward_on_device(seqs, second, taps)?
+            .iter()
+            .map(|o| o.flatten_all().and_then(|o| o.to_vec1()))
+            .collect::<Result<_, _>>()
+            .map_err(internal("reading encoder output"))?;
+        let h = self.hidden;
+        let mut start = 0;
+        Ok(seqs
+            .iter()
+            .map(|s| {
+                let rows = start * h..(start + s.len()) * h;
+                start += s.len();
+                flat.iter().map(|f| f[rows.clone()].to_vec()).collect()
+            })
+            .collect())
+    }
+
+    /// Runs one batch as [`Encoder::forward`] does, but leaves each tap's
+    /// `[Σ lengths, hidden]` f32 states (sequence after sequence, padding
+    /// removed) on the device: a caller that reads a few rows of them (a
+    /// cross-encoder's head reads one per pair) then copies only those to
+    /// the host. `seqs` must not all be empty.
+    pub(crate) fn forward_on_device(
+        &self,
+        seqs: &[&[u32]],
+        second: Option<&[usize]>,
+        taps: &[usize],
+    ) -> Result<Vec<Tensor>, Error> {
+        let b = seqs.len();
+        let t = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
         let lengths: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
-        // Each tap's rows, padding removed: sequence after sequence.
         let out = if self.model.packs() {
             self.model
                 .forward_packed(&seqs.concat(), &lengths, second, taps)
@@ -177,29 +206,10 @@ impl Encoder {
                 .forward_padded(&ids, &lengths, second, taps)
                 .map_err(internal("encoder forward"))?
         };
-        let starts = lengths.iter().scan(0, |next, &len| {
-            let start = *next;
-            *next += len;
-            Some(start)
-        });
-        let flat: Vec<Vec<f32>> = out
-            .iter()
-            .map(|o| {
-                o.to_dtype(DType::F32)
-                    .and_then(|o| o.flatten_all())
-                    .and_then(|o| o.to_vec1())
-            })
+        out.iter()
+            .map(|o| o.to_dtype(DType::F32))
             .collect::<Result<_, _>>()
-            .map_err(internal("reading encoder output"))?;
-        let h = self.hidden;
-        Ok(starts
-            .zip(&lengths)
-            .map(|(start, &len)| {
-                flat.iter()
-                    .map(|f| f[start * h..(start + len) * h].to_vec())
-                    .collect()
-            })
-            .collect())
+            .map_err(internal("reading encoder output"))
     }
 }
 

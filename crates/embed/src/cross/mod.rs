@@ -14,7 +14,7 @@ mod stage;
 
 use std::time::{Duration, Instant};
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
 use rayon::prelude::*;
 use refscore_core::Error;
@@ -106,9 +106,12 @@ impl CrossEncoder {
         let weights = files.dir.join("model.safetensors");
         // SAFETY: as for the encoder's weights: mapped read-only, never
         // written by refscore.
-        let vb =
-            unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &Device::Cpu) }
-                .map_err(|e| Error::config(format!("{}: {e}", weights.display())))?;
+        // The head sits beside the encoder, on its device, so the last
+        // layer's states never leave it whole.
+        let vb = unsafe {
+            VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &options.device)
+        }
+        .map_err(|e| Error::config(format!("{}: {e}", weights.display())))?;
         let head = ClassifierHead::load(&files.family, &files.config, vb, folder.labels.len())
             .map_err(|e| Error::config(format!("{}: {e}", weights.display())))?;
         Ok(CrossEncoder {
@@ -163,17 +166,14 @@ impl CrossEncoder {
             let seqs: Vec<&[u32]> = group.iter().map(|&k| encoded[k].ids.as_slice()).collect();
             let second: Vec<usize> = group.iter().map(|&k| encoded[k].second).collect();
             let t0 = Instant::now();
-            let states = self.encoder.forward(&seqs, Some(&second), &[last])?;
-            let hidden = self.encoder.hidden;
-            let pooled: Vec<f32> = states
-                .iter()
-                .flat_map(|taps| self.head.pool(&taps[0], hidden))
-                .collect();
-            let pooled = Tensor::from_vec(pooled, (group.len(), hidden), &Device::Cpu)
-                .map_err(|e| Error::internal(format!("classification head: {e}")))?;
+            let lengths: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
+            let states = self
+                .encoder
+                .forward_on_device(&seqs, Some(&second), &[last])?;
             let logits: Vec<Vec<f32>> = self
                 .head
-                .logits(&pooled)
+                .pool(&states[0], &lengths)
+                .and_then(|pooled| self.head.logits(&pooled))
                 .and_then(|l| l.to_vec2())
                 .map_err(|e| Error::internal(format!("classification head: {e}")))?;
             report.forward += t0.elapsed();

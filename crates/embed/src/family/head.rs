@@ -179,18 +179,32 @@ impl ClassifierHead {
         })
     }
 
-    /// One sequence's pooled state from its last-layer token states
-    /// (`len × hidden`, row-major), as the head reads it.
-    pub(crate) fn pool(&self, states: &[f32], hidden: usize) -> Vec<f32> {
+    /// Each sequence's pooled state `[b, hidden]` from the last layer's
+    /// token states `[Σ lengths, hidden]` (sequence after sequence), as the
+    /// head reads it. Runs where `states` are, so that on a GPU only the
+    /// pooled rows, not every token's state, reach the host.
+    pub(crate) fn pool(&self, states: &Tensor, lengths: &[usize]) -> candle_core::Result<Tensor> {
+        let starts: Vec<usize> = lengths
+            .iter()
+            .scan(0, |next, &len| {
+                let start = *next;
+                *next += len;
+                Some(start)
+            })
+            .collect();
         match self.pooling {
-            HeadPooling::First => states[..hidden].to_vec(),
+            HeadPooling::First => {
+                let rows: Vec<u32> = starts.iter().map(|&s| s as u32).collect();
+                let rows = Tensor::from_vec(rows, starts.len(), states.device())?;
+                states.index_select(&rows, 0)
+            }
             HeadPooling::Mean => {
-                let rows = (states.len() / hidden).max(1) as f32;
-                let mut sum = vec![0f32; hidden];
-                for row in states.chunks_exact(hidden) {
-                    sum.iter_mut().zip(row).for_each(|(s, v)| *s += v);
-                }
-                sum.iter().map(|s| s / rows).collect()
+                let means = starts
+                    .iter()
+                    .zip(lengths)
+                    .map(|(&start, &len)| states.narrow(0, start, len.max(1))?.mean_keepdim(0))
+                    .collect::<candle_core::Result<Vec<_>>>()?;
+                Tensor::cat(&means, 0)
             }
         }
     }

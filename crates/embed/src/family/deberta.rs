@@ -355,12 +355,12 @@ impl Layer {
 
     /// `x`: packed rows `[Σ lengths, hidden]`; `mask`: additive
     /// `[b, 1, 1, t]`; `index`: each (query, key) pair's row of the
-    /// relative table, `[b, heads, t, t]`, and its transpose.
+    /// relative table, `[b, heads, t, t]`, and (on the CPU) its transpose.
     fn forward(
         &self,
         x: &Tensor,
         mask: &Tensor,
-        index: Option<&(Tensor, Tensor)>,
+        index: Option<&(Tensor, Option<Tensor>)>,
         rows: &Rows,
     ) -> Result<Tensor> {
         let split = |l: &Dense| -> Result<Tensor> {
@@ -373,6 +373,7 @@ impl Layer {
         let (q, k, v) = (split(&self.q)?, split(&self.k)?, split(&self.v)?);
         let mut scores = q.matmul(&k.t()?)?;
         if let Some((index, index_t)) = index {
+            let index_t = index_t.as_ref();
             if let Some(pos_key) = &self.pos_key {
                 // c2p[i, j] = q_i · pos_key[row(i, j)]
                 let all = q.broadcast_matmul(&pos_key.t()?)?;
@@ -380,9 +381,23 @@ impl Layer {
             }
             if let Some(pos_query) = &self.pos_query {
                 // p2c[i, j] = k_j · pos_query[row(i, j)]
-                let all = k.broadcast_matmul(&pos_query.t()?)?;
-                let p2c = all.contiguous()?.gather(index_t, D::Minus1)?;
-                scores = (scores + p2c.transpose(2, 3)?)?;
+                let p2c = match index_t {
+                    // k · pos_queryᵀ is `[b, heads, t, 2·span]`: gathered
+                    // along its last dimension at the transposed index,
+                    // it is p2c in [key, query] order.
+                    Some(index_t) => k
+                        .broadcast_matmul(&pos_query.t()?)?
+                        .contiguous()?
+                        .gather(index_t, D::Minus1)?
+                        .transpose(2, 3)?,
+                    // pos_query · kᵀ is `[b, heads, 2·span, t]`: gathered
+                    // along dimension 2 at the index itself, it is p2c in
+                    // [query, key] order, so the addition below reads both
+                    // operands in order (a transposed one is several times
+                    // slower to add on a GPU, docs/performance.md#gpu).
+                    None => pos_query.broadcast_matmul(&k.t()?)?.gather(index, 2)?,
+                };
+                scores = (scores + p2c)?;
             }
         }
         let probs = candle_nn::ops::softmax_last_dim(&scores.broadcast_add(mask)?)?;
@@ -553,13 +568,14 @@ impl Deberta {
     }
 
     /// Each (query, key) pair's row of the relative table for `t` tokens,
-    /// `[b, heads, t, t]`, and its transpose.
+    /// `[b, heads, t, t]`, and on the CPU its transpose (an accelerator
+    /// gathers p2c without it: see [`Layer::forward`]).
     fn relative_index(
         &self,
         b: usize,
         t: usize,
         device: &Device,
-    ) -> Result<Option<(Tensor, Tensor)>> {
+    ) -> Result<Option<(Tensor, Option<Tensor>)>> {
         let Some(span) = self.span else {
             return Ok(None);
         };
@@ -577,7 +593,11 @@ impl Deberta {
         }
         let index = Tensor::from_vec(rows, (1, 1, t, t), device)?;
         let full = |x: Tensor| x.broadcast_as((b, self.heads, t, t))?.contiguous();
-        let transposed = full(index.transpose(2, 3)?)?;
+        let transposed = if device.is_cpu() {
+            Some(full(index.transpose(2, 3)?)?)
+        } else {
+            None
+        };
         Ok(Some((full(index)?, transposed)))
     }
 }
@@ -587,8 +607,9 @@ struct Batch {
     /// Additive key mask, `[b, 1, 1, t]` (`[b, heads, t, t]` in memory on
     /// an accelerator).
     mask: Tensor,
-    /// Each pair's row of the relative table, and its transpose.
-    index: Option<(Tensor, Tensor)>,
+    /// Each pair's row of the relative table, and (on the CPU) its
+    /// transpose.
+    index: Option<(Tensor, Option<Tensor>)>,
     /// The embedding, which the convolution reads after the first layer.
     embedded: Tensor,
 }

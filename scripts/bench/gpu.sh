@@ -24,7 +24,9 @@
 #                                  tests/fixtures/models, plain and at its fixture's
 #                                  --layer with --idf; a static model must be refused
 #                                  (PARITY=short: MiniLM's three, mpnet, tiny-gte
-#                                  and tiny-roberta only);
+#                                  and tiny-roberta only; PARITY_MATCH, a shell
+#                                  pattern such as 'tiny-deberta*', keeps the tiny
+#                                  families it matches);
 #                               2. refscore --device cuda, fp32, on the nightly set
 #                                  (20 outputs per reference) and the all-distinct
 #                                  set of ROWS rows, and the nightly set of BIG_ROWS
@@ -222,6 +224,8 @@ parity() {
     name="$(basename "$m")"
     case "$name" in tiny-static-* | tiny-cross-*) continue ;; esac
     [ "${PARITY:-all}" = short ] && case "$name" in tiny-gte|tiny-roberta) ;; *) continue ;; esac
+    # shellcheck disable=SC2254 # PARITY_MATCH is a pattern on purpose
+    case "$name" in ${PARITY_MATCH:-*}) ;; *) continue ;; esac
     base="$name"
     [ -f "tests/fixtures/parity-$base.jsonl" ] || base="${name%-*}"
     fixture="tests/fixtures/parity-$base.jsonl"

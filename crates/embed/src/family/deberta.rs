@@ -21,7 +21,9 @@ use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 
 use super::accelerator::spread_mask;
-use super::padded::{self, linear, Dense, LayerNorm as Norm, Padded, PaddedEncoder, Rows};
+use super::padded::{
+    self, linear, Dense, LayerNorm as Norm, Padded, PaddedEncoder, Rows, TokenTypes,
+};
 use super::transformer::weights_root;
 use super::EncoderModel;
 use crate::precision::Precision;
@@ -440,7 +442,7 @@ impl Conv {
 struct Deberta {
     words: Embedding,
     positions: Option<Tensor>,
-    token_type: Option<Tensor>,
+    token_type: Option<TokenTypes>,
     /// Rows of the token-type table.
     types: usize,
     embed_proj: Option<Linear>,
@@ -495,12 +497,7 @@ impl Deberta {
             .position_biased_input
             .then(|| emb.get((c.max_position_embeddings, e), "position_embeddings.weight"))
             .transpose()?;
-        let token_type = (c.type_vocab_size > 0)
-            .then(|| {
-                emb.get((c.type_vocab_size, e), "token_type_embeddings.weight")?
-                    .get(0)
-            })
-            .transpose()?;
+        let token_type = TokenTypes::load(&emb, c.type_vocab_size, e)?;
         let embed_proj = (e != h)
             .then(|| linear(emb.pp("embed_proj"), e, h, false))
             .transpose()?;
@@ -635,15 +632,20 @@ impl PaddedEncoder for Deberta {
         self.types
     }
 
-    fn embed(&self, ids: &Tensor, lengths: &[usize]) -> Result<(Tensor, Batch)> {
+    fn embed(
+        &self,
+        ids: &Tensor,
+        lengths: &[usize],
+        types: Option<&Tensor>,
+    ) -> Result<(Tensor, Batch)> {
         let (b, t) = ids.dims2()?;
         let device = ids.device();
         let mut x = self.words.forward(ids)?;
         if let Some(positions) = &self.positions {
             x = x.broadcast_add(&positions.narrow(0, 0, t)?)?;
         }
-        if let Some(row) = &self.token_type {
-            x = x.broadcast_add(row)?;
+        if let Some(token_type) = &self.token_type {
+            x = token_type.add(&x, types)?;
         }
         if let Some(proj) = &self.embed_proj {
             x = proj.forward(&x)?;

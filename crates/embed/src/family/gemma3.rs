@@ -332,7 +332,12 @@ impl PaddedEncoder for Gemma3 {
         self.max_tokens
     }
 
-    fn embed(&self, ids: &Tensor, lengths: &[usize]) -> Result<(Tensor, SpanBatch)> {
+    fn embed(
+        &self,
+        ids: &Tensor,
+        lengths: &[usize],
+        _: Option<&Tensor>,
+    ) -> Result<(Tensor, SpanBatch)> {
         let (_, t) = ids.dims2()?;
         let device = ids.device();
         let x = (self.words.forward(ids)? * self.embed_scale)?;

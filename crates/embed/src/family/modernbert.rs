@@ -293,7 +293,12 @@ impl PaddedEncoder for ModernBert {
         self.max_tokens
     }
 
-    fn embed(&self, ids: &Tensor, lengths: &[usize]) -> Result<(Tensor, SpanBatch)> {
+    fn embed(
+        &self,
+        ids: &Tensor,
+        lengths: &[usize],
+        _: Option<&Tensor>,
+    ) -> Result<(Tensor, SpanBatch)> {
         let (_, t) = ids.dims2()?;
         let device = ids.device();
         let x = self.embed_norm.forward(&self.words.forward(ids)?)?;

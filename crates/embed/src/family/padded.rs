@@ -29,6 +29,51 @@ pub(super) fn check(t: usize, max_tokens: usize, taps: &[usize], layers: usize) 
     Ok(())
 }
 
+/// A token-type table, for the families that add one to every token's
+/// embedding: row 0 to a single text, and to a pair's second text the row
+/// its tokenizer gives it (1 in BERT's template), as transformers adds
+/// `token_type_embeddings(token_type_ids)`.
+pub(super) struct TokenTypes {
+    table: candle_nn::Embedding,
+    first: Tensor,
+}
+
+impl TokenTypes {
+    /// `rows` rows of `width` under `token_type_embeddings.weight`; none
+    /// when `rows` is 0.
+    pub(super) fn load(vb: &VarBuilder, rows: usize, width: usize) -> Result<Option<TokenTypes>> {
+        if rows == 0 {
+            return Ok(None);
+        }
+        let table = vb.get((rows, width), "token_type_embeddings.weight")?;
+        Ok(Some(TokenTypes {
+            first: table.get(0)?,
+            table: candle_nn::Embedding::new(table, width),
+        }))
+    }
+
+    /// `x` `[b, t, width]` with each token's type row added: `types`
+    /// `[b, t]` when a pair's second text is in the batch, else row 0.
+    pub(super) fn add(&self, x: &Tensor, types: Option<&Tensor>) -> Result<Tensor> {
+        match types {
+            Some(types) => x + self.table.forward(types)?,
+            None => x.broadcast_add(&self.first),
+        }
+    }
+}
+
+/// Each token's type `[b, t]` in a padded batch: 1 from a sequence's
+/// `second` entry (where its second text starts) to its end, 0 before it
+/// and on padding.
+fn segment_ids(lengths: &[usize], second: &[usize], t: usize, device: &Device) -> Result<Tensor> {
+    let ids: Vec<u32> = lengths
+        .iter()
+        .zip(second)
+        .flat_map(|(&len, &from)| (0..t).map(move |k| u32::from(k >= from && k < len)))
+        .collect();
+    Tensor::from_vec(ids, (lengths.len(), t), device)
+}
+
 /// A linear map `inp → out`, with its bias when `bias`.
 pub(super) fn linear(vb: VarBuilder, inp: usize, out: usize, bias: bool) -> Result<Linear> {
     let b = if bias {
@@ -515,8 +560,16 @@ pub(super) trait PaddedEncoder: Send + Sync {
     fn max_tokens(&self) -> usize;
 
     /// `ids` `[b, t]` (each row padded after its `lengths` entry) embedded,
-    /// `[b, t, hidden]`, and what the layers share.
-    fn embed(&self, ids: &Tensor, lengths: &[usize]) -> Result<(Tensor, Self::Batch)>;
+    /// `[b, t, hidden]`, and what the layers share. `types`: each token's
+    /// type `[b, t]`, given to a family with several
+    /// ([`PaddedEncoder::token_types`]) when a pair's second text is in the
+    /// batch; `None` means type 0 throughout.
+    fn embed(
+        &self,
+        ids: &Tensor,
+        lengths: &[usize],
+        types: Option<&Tensor>,
+    ) -> Result<(Tensor, Self::Batch)>;
 
     /// Layer `index` (from 0) on the packed rows `x` (`[Σ lengths,
     /// hidden]`), laid out by `rows` for attention.
@@ -529,9 +582,8 @@ pub(super) trait PaddedEncoder: Send + Sync {
     }
 
     /// Rows of the token-type table (0 where the family has none): with
-    /// more than one, a pair's second text is embedded differently, which
-    /// these families do not do yet, so such pairs are refused rather than
-    /// scored as one text.
+    /// more than one, a pair's second text is embedded with its own row, so
+    /// [`PaddedEncoder::embed`] is given each token's type.
     fn token_types(&self) -> usize {
         0
     }
@@ -571,17 +623,18 @@ impl<T: PaddedEncoder> EncoderModel for Padded<T> {
         taps: &[usize],
     ) -> Result<Vec<Tensor>> {
         let model = &self.0;
-        if model.token_types() > 1 && super::has_second_segment(lengths, second) {
-            candle_core::bail!(
-                "{} with {} token types: pairs of texts are not supported yet",
-                T::NAME,
-                model.token_types()
-            )
-        }
         let t = ids.dim(1)?;
         check(t, model.max_tokens(), taps, model.layers())?;
         let rows = Rows::new(lengths, t, ids.device())?;
-        let (x, batch) = model.embed(ids, lengths)?;
+        let types = match second {
+            Some(second)
+                if model.token_types() > 1 && super::has_second_segment(lengths, Some(second)) =>
+            {
+                Some(segment_ids(lengths, second, t, ids.device())?)
+            }
+            _ => None,
+        };
+        let (x, batch) = model.embed(ids, lengths, types.as_ref())?;
         let mut x = rows.unpad(&x)?;
         let mut out = Vec::with_capacity(taps.len());
         let last = taps.last().copied().unwrap_or(0);

@@ -261,7 +261,12 @@ impl PaddedEncoder for Qwen3 {
         self.max_tokens
     }
 
-    fn embed(&self, ids: &Tensor, lengths: &[usize]) -> Result<(Tensor, Self::Batch)> {
+    fn embed(
+        &self,
+        ids: &Tensor,
+        lengths: &[usize],
+        _: Option<&Tensor>,
+    ) -> Result<(Tensor, Self::Batch)> {
         let (b, t) = ids.dims2()?;
         let device = ids.device();
         let x = self.words.forward(ids)?;

@@ -22,7 +22,7 @@ use serde_json::Value;
 use super::accelerator::spread_mask;
 use super::padded::{
     self, linear, Dense, GateActivation, Heads, LayerNorm as Norm, Padded, PaddedEncoder, Rope,
-    Rows,
+    Rows, TokenTypes,
 };
 use super::EncoderModel;
 use crate::precision::Precision;
@@ -42,7 +42,9 @@ fn activation(key: &str, name: &str) -> std::result::Result<GateActivation, Stri
 
 /// Weight names of one layout.
 struct Names {
-    /// The encoder's prefix in masked-LM checkpoints (`new`, `gte`…).
+    /// The encoder's prefix in masked-LM and classification checkpoints
+    /// (`new`, `gte`…); the loader looks for every layout of a family
+    /// under each of its layouts' prefixes.
     prefix: &'static str,
     embed_norm: &'static str,
     layers: &'static str,
@@ -359,7 +361,7 @@ impl Layer {
 
 struct RotaryEncoder {
     words: Embedding,
-    token_type: Option<Tensor>,
+    token_type: Option<TokenTypes>,
     norm: Norm,
     layers: Vec<Layer>,
     rope: Rope,
@@ -375,14 +377,20 @@ impl RotaryEncoder {
         layouts: &[Names],
         precision: Precision,
     ) -> Result<RotaryEncoder> {
+        // The encoder at the top level, or under any of the family's
+        // prefixes: transformers' *ForSequenceClassification saves the
+        // shipped layout under its own prefix (`gte.encoder.layer…`).
+        let roots: Vec<VarBuilder> = if vb.contains_tensor("embeddings.word_embeddings.weight") {
+            vec![vb.clone()]
+        } else {
+            layouts.iter().map(|n| vb.pp(n.prefix)).collect()
+        };
         let found = layouts.iter().find_map(|n| {
-            let root = if vb.contains_tensor("embeddings.word_embeddings.weight") {
-                vb.clone()
-            } else {
-                vb.pp(n.prefix)
-            };
-            root.contains_tensor(&format!("{}.0.{}.weight", n.layers, n.out))
-                .then_some((root, n))
+            let weight = format!("{}.0.{}.weight", n.layers, n.out);
+            roots
+                .iter()
+                .find(|root| root.contains_tensor(&weight))
+                .map(|root| (root.clone(), n))
         });
         let Some((vb, n)) = found else {
             let expected: Vec<String> = layouts
@@ -394,12 +402,7 @@ impl RotaryEncoder {
         let h = s.hidden;
         let emb = vb.pp("embeddings");
         let words = Embedding::new(emb.get((s.vocab, h), "word_embeddings.weight")?, h);
-        let token_type = (s.types > 0)
-            .then(|| {
-                emb.get((s.types, h), "token_type_embeddings.weight")?
-                    .get(0)
-            })
-            .transpose()?;
+        let token_type = TokenTypes::load(&emb, s.types, h)?;
         let norm = Norm::load(vb.pp(n.embed_norm), h, s.eps)?;
         let layers = (0..s.layers)
             .map(|i| Layer::load(vb.pp(format!("{}.{i}", n.layers)), &s, n, precision))
@@ -441,12 +444,17 @@ impl PaddedEncoder for RotaryEncoder {
         self.shape.types
     }
 
-    fn embed(&self, ids: &Tensor, lengths: &[usize]) -> Result<(Tensor, Self::Batch)> {
+    fn embed(
+        &self,
+        ids: &Tensor,
+        lengths: &[usize],
+        types: Option<&Tensor>,
+    ) -> Result<(Tensor, Self::Batch)> {
         let (b, t) = ids.dims2()?;
         let device = ids.device();
         let mut x = self.words.forward(ids)?;
-        if let Some(row) = &self.token_type {
-            x = x.broadcast_add(row)?;
+        if let Some(token_type) = &self.token_type {
+            x = token_type.add(&x, types)?;
         }
         let x = self.norm.forward(&x)?;
         let mask = padded::key_mask(lengths, t, device)?.to_dtype(x.dtype())?;

@@ -132,6 +132,20 @@ fn modernbert_one_output_on_the_mean_state() {
     matches_sentence_transformers("tiny-cross-modernbert-mean");
 }
 
+/// transformers' GTE classifier (BERT's pooler) over a body saved in the
+/// layout gte-*-v1.5 ship, under transformers' own prefix.
+#[test]
+fn gte_reranker_one_output() {
+    matches_sentence_transformers("tiny-cross-gte-reranker");
+}
+
+/// NomicBERT's rotary body with two token types: the second text gets
+/// type 1's row, as BERT's template says.
+#[test]
+fn nomic_bert_nli_with_token_types() {
+    matches_sentence_transformers("tiny-cross-nomic-bert-nli");
+}
+
 /// A copy of `name`'s folder with `edit` applied to its config.json.
 fn edited(name: &str, edit: impl Fn(&mut serde_json::Map<String, Value>)) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

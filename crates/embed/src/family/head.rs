@@ -49,7 +49,7 @@ impl Nonlinearity {
 /// The config keys the heads read.
 #[derive(Deserialize)]
 struct HeadConfig {
-    #[serde(alias = "dim")]
+    #[serde(alias = "dim", alias = "n_embd")]
     hidden_size: usize,
     pooler_hidden_size: Option<usize>,
     pooler_hidden_act: Option<String>,
@@ -105,12 +105,27 @@ impl ClassifierHead {
         // (dense, its nonlinearity, output layer), as each architecture's
         // *ForSequenceClassification names and orders them.
         let (dense, nonlinearity, out) = match model_type {
-            // BertPooler (tanh) then `classifier`.
-            "bert" => (
-                linear("bert.pooler.dense", h, h)?,
-                Nonlinearity::Tanh,
-                linear("classifier", h, labels)?,
-            ),
+            // BertPooler (tanh) then `classifier`; GTE's and NomicBERT's
+            // classifiers are BERT's (transformers' classes subclass it,
+            // and new-impl's and nomic-ai's own code has the same pooler),
+            // their pooler under whichever prefix holds the encoder.
+            "bert" | "gte" | "new" | "nomic_bert" => {
+                let prefixes: &[&str] = match model_type {
+                    "bert" => &["bert"],
+                    "gte" | "new" => &["gte", "new"],
+                    _ => &["nomic_bert", "bert"],
+                };
+                let pooler = prefixes
+                    .iter()
+                    .map(|p| format!("{p}.pooler.dense"))
+                    .find(|name| weights.contains_tensor(&format!("{name}.weight")))
+                    .unwrap_or_else(|| format!("{}.pooler.dense", prefixes[0]));
+                (
+                    linear(&pooler, h, h)?,
+                    Nonlinearity::Tanh,
+                    linear("classifier", h, labels)?,
+                )
+            }
             // RobertaClassificationHead: dense, tanh, out_proj.
             "roberta" | "xlm-roberta" => (
                 linear("classifier.dense", h, h)?,
@@ -226,7 +241,10 @@ pub(crate) const SUPPORTED: &[&str] = &[
     "deberta",
     "deberta-v2",
     "distilbert",
+    "gte",
     "modernbert",
+    "new",
+    "nomic_bert",
     "roberta",
     "xlm-roberta",
 ];

@@ -6,8 +6,12 @@
 #
 # Usage:
 #   scripts/env/build-cuda.sh           # release binary: target/cuda/release/refscore
-#   scripts/env/build-cuda.sh --check   # `cargo check --features cuda` only (no linking):
-#                                       # what the test command runs to keep the feature compiling
+#   scripts/env/build-cuda.sh --check   # `cargo check` of refscore-embed with its cuda
+#                                       # feature (no linking): what the test command runs
+#                                       # to keep the feature compiling. The feature reaches
+#                                       # only that crate and Candle (no other crate has
+#                                       # cuda-gated code), so the rest of the workspace,
+#                                       # the same with or without it, is not checked twice
 #   scripts/env/build-cuda.sh --env     # prints the environment lines the build uses
 #
 # Settings (environment):
@@ -135,8 +139,10 @@ fi
 
 start=$SECONDS
 if [ "$mode" = check ]; then
-  log "cargo check --features cuda (compute capability $cap) into $CARGO_TARGET_DIR"
-  cargo check --release --locked --features cuda --bin refscore
+  gated="$(grep -rlE --include='*.rs' 'feature *= *"cuda"' crates | grep -v '^crates/embed/' || true)"
+  [ -z "$gated" ] || die "cuda-gated code outside crates/embed ($gated): check the binary instead"
+  log "cargo check -p refscore-embed --features cuda (compute capability $cap) into $CARGO_TARGET_DIR"
+  cargo check --release --locked -p refscore-embed --features cuda --lib
 else
   log "cargo build --release --features cuda (compute capability $cap) into $CARGO_TARGET_DIR"
   cargo build --release --locked --features cuda --bin refscore

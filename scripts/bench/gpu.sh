@@ -45,7 +45,9 @@
 #                                  sentence-transformers' CrossEncoder.predict
 #                                  (batches CROSS_BATCHES, "32 256"; empty: not run),
 #                                  scores compared; the base binary, where packed,
-#                                  before each refscore run;
+#                                  before each refscore run; with CROSS_NIGHTLY_ROWS,
+#                                  nli_equivalence with the MiniLM-shaped model on a
+#                                  nightly set of that many rows (rows/s, RSS, GPU);
 #                               5. profile (only when STEPS names it): Nsight Compute's
 #                                  kernel times over one MiniLM run of PROFILE_ROWS
 #                                  (2000) rows, to $OUT/ncu-minilm.csv;
@@ -339,6 +341,28 @@ cross() {
         "$tol" "cross $model: refscore against CrossEncoder, batch $batch" >>"$results" || true
     done
   done
+  [ -z "${CROSS_NIGHTLY_ROWS:-}" ] || cross_night "$device" "$CROSS_NIGHTLY_ROWS"
+}
+
+# A night of local judging: nli_equivalence (both directions of every pair) with the
+# MiniLM-shaped NLI model the cross step made, on the nightly set (20 outputs per
+# reference) of CROSS_NIGHTLY_ROWS rows, monitored. Needs the cross step's minilm first.
+cross_night() {
+  local device=$1 rows=$2
+  [ -d "$work/cross-minilm" ] || { note "cross night: the cross step made no MiniLM model"; return 0; }
+  python3 scripts/fixtures/make-bench-sets.py --rows "$rows" "$work/cross-night" >"$work/cross-night.log" 2>&1 || {
+    cat "$work/cross-night.log" >&2
+    die "make-bench-sets.py failed"
+  }
+  log "refscore fp32 cross minilm, nli_equivalence, $rows nightly rows"
+  python3 scripts/bench/gpu.py monitor "$work/monitor.json" -- \
+    "$bin" score "$work/cross-night/nightly.parquet" -o "$work/cross-night.parquet" --overwrite --quiet \
+    --metrics nli_equivalence --cross-model "$work/cross-minilm" --device "$device" || {
+    note "cross night on $device failed"
+    return 0
+  }
+  python3 scripts/bench/gpu.py record cross "$work/cross-night.parquet.summary.json" \
+    "$work/monitor.json" "refscore fp32, nli_equivalence" minilm "nightly-$rows" >>"$results"
 }
 
 # Nsight Compute over one embedding run of PROFILE_ROWS distinct rows (MiniLM): each

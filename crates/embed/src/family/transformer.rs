@@ -276,6 +276,7 @@ impl Layer {
                 heads: self.heads,
                 head_dim: self.head_dim,
                 qkv_bias: &p.qkv_bias,
+                reach: None,
             },
             lengths,
             bias: bias.map(|b| RelativeBias {

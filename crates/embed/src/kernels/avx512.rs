@@ -45,22 +45,27 @@ impl AttentionProducts for Tiles {
 #[target_feature(enable = "avx512f")]
 #[inline]
 unsafe fn tile_scores<const R: usize>(keys: &Keys<'_>, q: &[f32], scores: &mut [f32]) {
-    let lp = keys.lp;
+    let Keys { stride, width, .. } = *keys;
     let d = q.len() / R;
-    assert!(keys.kt.len() >= d * lp && scores.len() >= R * lp && lp.is_multiple_of(LANES));
+    assert!(
+        d > 0
+            && keys.kt.len() >= (d - 1) * stride + width
+            && scores.len() >= R * width
+            && width.is_multiple_of(LANES)
+    );
     let (kt, q, out) = (keys.kt.as_ptr(), q.as_ptr(), scores.as_mut_ptr());
-    for j0 in (0..lp).step_by(LANES) {
+    for j0 in (0..width).step_by(LANES) {
         let mut acc = [_mm512_setzero_ps(); R];
         for c in 0..d {
-            // SAFETY: c < d, r < R and j0 + 16 <= lp, asserted above.
-            let k = unsafe { _mm512_loadu_ps(kt.add(c * lp + j0)) };
+            // SAFETY: c < d, r < R and j0 + 16 <= width, asserted above.
+            let k = unsafe { _mm512_loadu_ps(kt.add(c * stride + j0)) };
             for (r, a) in acc.iter_mut().enumerate() {
                 let x = _mm512_set1_ps(unsafe { *q.add(r * d + c) });
                 *a = _mm512_add_ps(*a, _mm512_mul_ps(x, k));
             }
         }
         for (r, a) in acc.iter().enumerate() {
-            unsafe { _mm512_storeu_ps(out.add(r * lp + j0), *a) };
+            unsafe { _mm512_storeu_ps(out.add(r * width + j0), *a) };
         }
     }
 }
@@ -72,16 +77,18 @@ unsafe fn tile_scores<const R: usize>(keys: &Keys<'_>, q: &[f32], scores: &mut [
 #[target_feature(enable = "avx512f")]
 #[inline]
 unsafe fn tile_weighted_values<const R: usize>(keys: &Keys<'_>, p: &[f32], o: &mut [f32]) {
-    let Keys { len, lp, dp, .. } = *keys;
-    assert!(keys.v.len() >= len * dp && p.len() >= R * lp && o.len() >= R * dp && dp % LANES == 0);
+    let Keys { len, width, dp, .. } = *keys;
+    assert!(
+        keys.v.len() >= len * dp && p.len() >= R * width && o.len() >= R * dp && dp % LANES == 0
+    );
     let (v, p, out) = (keys.v.as_ptr(), p.as_ptr(), o.as_mut_ptr());
     for c0 in (0..dp).step_by(LANES) {
         let mut acc = [_mm512_setzero_ps(); R];
         for j in 0..len {
-            // SAFETY: j < len <= lp, r < R and c0 + 16 <= dp, asserted above.
+            // SAFETY: j < len <= width, r < R and c0 + 16 <= dp, asserted above.
             let x = unsafe { _mm512_loadu_ps(v.add(j * dp + c0)) };
             for (r, a) in acc.iter_mut().enumerate() {
-                let w = _mm512_set1_ps(unsafe { *p.add(r * lp + j) });
+                let w = _mm512_set1_ps(unsafe { *p.add(r * width + j) });
                 *a = _mm512_add_ps(*a, _mm512_mul_ps(w, x));
             }
         }

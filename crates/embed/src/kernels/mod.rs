@@ -478,6 +478,10 @@ pub(crate) struct AttentionShape<'a> {
     pub heads: usize,
     pub head_dim: usize,
     pub qkv_bias: &'a [f32],
+    /// Keys a query sees on either side (a local layer's window, as
+    /// ModernBERT's); `None`: every key. Keys outside it are neither scored
+    /// nor weighted: their probability is exactly 0, as under a -inf mask.
+    pub reach: Option<usize>,
 }
 
 /// Most queries handled together in attention: their score rows and outputs
@@ -497,11 +501,11 @@ pub(crate) struct RelativeBias<'a> {
 }
 
 impl RelativeBias<'_> {
-    /// The bias of query `i` against keys `0..len` in `head`.
+    /// The bias of query `i` against keys `from..from + len` in `head`.
     #[inline(always)]
-    fn row(&self, head: usize, i: usize, len: usize) -> &[f32] {
+    fn row(&self, head: usize, i: usize, from: usize, len: usize) -> &[f32] {
         let width = 2 * self.span - 1;
-        &self.values[head * width + self.span - 1 - i..][..len]
+        &self.values[head * width + self.span - 1 - i + from..][..len]
     }
 }
 
@@ -614,7 +618,6 @@ unsafe fn attend_body<P: AttentionProducts>(
             }
             add(&mut v[j * dp..j * dp + d], &row[vo..vo + d], vb);
         }
-        let keys = Keys { kt, v, len, lp, dp };
         let mut i = 0;
         while i < len {
             let r = match len - i {
@@ -625,15 +628,38 @@ unsafe fn attend_body<P: AttentionProducts>(
             for (k, qr) in q.chunks_exact_mut(d).take(r).enumerate() {
                 add(qr, &qkv[(i + k) * 3 * h + qo..][..d], qb);
             }
-            let (q, scores, o) = (&q[..r * d], &mut scores[..r * lp], &mut o[..r * dp]);
-            // This head's bias, for queries i..i + r.
-            let b = bias.map(|b| (b, head, i));
+            // The keys queries i..i + r see: all, or those of their
+            // windows, from a whole lane on (so the block stays inside
+            // the lp columns).
+            let (from, to) = match s.reach {
+                Some(reach) => (
+                    i.saturating_sub(reach) / LANES * LANES,
+                    (i + r + reach).min(len),
+                ),
+                None => (0, len),
+            };
+            let width = (to - from).div_ceil(LANES) * LANES;
+            let keys = Keys {
+                kt: &kt[from..],
+                v: &v[from * dp..],
+                len: to - from,
+                stride: lp,
+                width,
+                dp,
+            };
+            let (q, scores, o) = (&q[..r * d], &mut scores[..r * width], &mut o[..r * dp]);
+            let block = Block {
+                head,
+                first: i,
+                from,
+                reach: s.reach,
+            };
             // SAFETY: the caller guarantees the features `P` needs.
             unsafe {
                 match r {
-                    8 => query_block::<8, P>(&keys, q, b, scores, o),
-                    4 => query_block::<4, P>(&keys, q, b, scores, o),
-                    _ => query_block::<1, P>(&keys, q, b, scores, o),
+                    8 => query_block::<8, P>(&keys, q, block, bias, scores, o),
+                    4 => query_block::<4, P>(&keys, q, block, bias, scores, o),
+                    _ => query_block::<1, P>(&keys, q, block, bias, scores, o),
                 }
             }
             for k in 0..r {
@@ -660,19 +686,37 @@ fn add_in_place(dst: &mut [f32], b: &[f32]) {
     }
 }
 
-/// One head's keys (transposed) and values, ready for query blocks.
+/// The keys a query block sees, of one head: transposed keys and values
+/// from the first key of the block's range on.
 #[derive(Clone, Copy)]
 struct Keys<'a> {
+    /// `head_dim` rows `stride` apart; the block's keys are columns
+    /// `0..len` of each, zeros after them up to `width`.
     kt: &'a [f32],
+    /// `len` rows of `dp`.
     v: &'a [f32],
     len: usize,
-    lp: usize,
+    stride: usize,
+    /// Columns scored, `len` rounded up to whole lanes: the score rows'
+    /// width.
+    width: usize,
     dp: usize,
 }
 
-/// Attention of `R` queries (`q`: `R × head_dim`) against one head's keys:
-/// scores into `scores` (`R × lp`), plus the bias of `(table, head, first
-/// query)` where given, softmax in place, then `o` (`R × dp`) = P·V.
+/// Where a query block sits: its head, its first query, the first key of
+/// its range, and the window its queries see.
+#[derive(Clone, Copy)]
+struct Block {
+    head: usize,
+    first: usize,
+    from: usize,
+    reach: Option<usize>,
+}
+
+/// Attention of `R` queries (`q`: `R × head_dim`) against the keys of
+/// their block: scores into `scores` (`R × width`), plus the relative bias
+/// where given, softmax in place over the keys each query sees (0 for the
+/// rest), then `o` (`R × dp`) = P·V.
 ///
 /// # Safety
 /// The CPU must have the features `P` needs.
@@ -680,27 +724,44 @@ struct Keys<'a> {
 unsafe fn query_block<const R: usize, P: AttentionProducts>(
     keys: &Keys<'_>,
     q: &[f32],
-    bias: Option<(&RelativeBias<'_>, usize, usize)>,
+    block: Block,
+    bias: Option<&RelativeBias<'_>>,
     scores: &mut [f32],
     o: &mut [f32],
 ) {
     // SAFETY: the caller guarantees the features `P` needs.
     unsafe { P::scores::<R>(keys, q, scores) };
-    let Keys { len, lp, .. } = *keys;
-    if let Some((table, head, first)) = bias {
-        for (k, row) in scores.chunks_exact_mut(lp).enumerate() {
-            add_in_place(&mut row[..len], table.row(head, first + k, len));
+    let Keys { len, width, .. } = *keys;
+    let Block {
+        head,
+        first,
+        from,
+        reach,
+    } = block;
+    if let Some(table) = bias {
+        for (k, row) in scores.chunks_exact_mut(width).enumerate() {
+            add_in_place(&mut row[..len], table.row(head, first + k, from, len));
         }
     }
-    for row in scores.chunks_exact_mut(lp) {
-        let (real, pad) = row.split_at_mut(len);
-        let m = max(real);
-        for x in real.iter_mut() {
+    for (k, row) in scores.chunks_exact_mut(width).enumerate() {
+        // The keys query first + k sees, as columns of the block.
+        let (lo, hi) = match reach {
+            Some(reach) => (
+                (first + k).saturating_sub(reach).max(from) - from,
+                (first + k + reach + 1).min(from + len) - from,
+            ),
+            None => (0, len),
+        };
+        let (before, rest) = row.split_at_mut(lo);
+        let (seen, after) = rest.split_at_mut(hi - lo);
+        let m = max(seen);
+        for x in seen.iter_mut() {
             *x = exp_neg(*x - m);
         }
-        let inv = 1.0 / sum(real);
-        real.iter_mut().for_each(|x| *x *= inv);
-        pad.iter_mut().for_each(|x| *x = 0.0);
+        let inv = 1.0 / sum(seen);
+        seen.iter_mut().for_each(|x| *x *= inv);
+        before.iter_mut().for_each(|x| *x = 0.0);
+        after.iter_mut().for_each(|x| *x = 0.0);
     }
     // SAFETY: as above.
     unsafe { P::weighted_values::<R>(keys, scores, o) };
@@ -986,14 +1047,57 @@ mod tests {
             (4, 32, 13, 13),
         ] {
             for path in runnable_paths() {
-                check_attention(path, heads, d, t, len, false);
-                check_attention(path, heads, d, t, len, true);
+                // Windows narrower than a lane and than a query block, and
+                // one wider than the text.
+                for reach in [None, Some(0), Some(3), Some(20), Some(64)] {
+                    check_attention(path, heads, d, t, len, false, reach);
+                    check_attention(path, heads, d, t, len, true, reach);
+                }
             }
         }
     }
 
+    /// A window's attention: every path gives the same bits, and a window
+    /// wider than the text gives those of none.
+    #[test]
+    fn windowed_attention_is_the_same_on_every_path() {
+        let (heads, d, len) = (2, 32, 70);
+        let h = heads * d;
+        let qkv = values(len * 3 * h, 11, 1.5);
+        let bias = values(3 * h, 12, 0.3);
+        let run = |path, reach| {
+            let mut out = vec![f32::NAN; len * h];
+            let shape = AttentionShape {
+                heads,
+                head_dim: d,
+                qkv_bias: &bias,
+                reach,
+            };
+            attend_sequence_on(
+                path,
+                &qkv,
+                len,
+                &mut out,
+                &shape,
+                None,
+                &mut AttentionScratch::default(),
+            );
+            out
+        };
+        for reach in [Some(5), Some(17)] {
+            let first = run(KernelPath::Portable, reach);
+            for path in runnable_paths() {
+                assert!(run(path, reach) == first, "{path:?}, reach {reach:?}");
+            }
+        }
+        for path in runnable_paths() {
+            assert!(run(path, Some(len)) == run(path, None), "{path:?}");
+        }
+    }
+
     /// The fused attention against f64 arithmetic, with or without a
-    /// relative score bias (a table longer than the sequence).
+    /// relative score bias (a table longer than the sequence), every key
+    /// or a window of `reach` on either side.
     fn check_attention(
         path: KernelPath,
         heads: usize,
@@ -1001,6 +1105,7 @@ mod tests {
         t: usize,
         len: usize,
         with_bias: bool,
+        reach: Option<usize>,
     ) {
         let h = heads * d;
         let qkv = values(t * 3 * h, 7, 1.5);
@@ -1015,6 +1120,7 @@ mod tests {
             heads,
             head_dim: d,
             qkv_bias: &bias,
+            reach,
         };
         attend_sequence_on(
             path,
@@ -1036,8 +1142,12 @@ mod tests {
                         .as_ref()
                         .map_or(0.0, |b| b[head * (2 * span - 1) + span - 1 + j - i] as f64)
                 };
+                let seen = |j: usize| reach.is_none_or(|r| i.abs_diff(j) <= r);
                 let scores: Vec<f64> = (0..len)
                     .map(|j| {
+                        if !seen(j) {
+                            return f64::NEG_INFINITY;
+                        }
                         (0..d)
                             .map(|c| at(i, 0, head, c) * at(j, 1, head, c))
                             .sum::<f64>()

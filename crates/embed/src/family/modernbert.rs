@@ -12,8 +12,10 @@
 //!
 //! As bert_score computes layer N of a model with a final norm (it drops
 //! the layers past N), every tap is `final_norm(h_N)`; the last is the
-//! model's output. Runs as Candle operations on padded batches; the linear
-//! maps in the run's precision ([`super::padded::Dense`]).
+//! model's output. The stream between layers is the packed rows; on the CPU
+//! attention runs on the fused kernel straight off them (a local layer
+//! scoring only the keys in its window), elsewhere as Candle operations on a padded batch;
+//! the linear maps in the run's precision ([`super::padded::Dense`]).
 
 use candle_core::{Module, Tensor};
 use candle_nn::{Embedding, VarBuilder};
@@ -21,8 +23,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::padded::{
-    self, Dense, GateActivation, Heads, LayerNorm, Padded, PaddedEncoder, Rope, Rows, Span,
-    SpanBatch,
+    self, Dense, GateActivation, Heads, LayerNorm, PackedRope, Padded, PaddedEncoder, Rope, Rows,
+    Span, SpanBatch,
 };
 use super::EncoderModel;
 use crate::precision::Precision;
@@ -249,27 +251,56 @@ impl ModernBert {
     }
 }
 
+/// What a batch's layers share: on the CPU, rotary tables by packed row
+/// for the fused attention kernel; elsewhere, a padded batch's tables and
+/// masks for Candle's operations.
+enum Batch {
+    Fused {
+        lengths: Vec<usize>,
+        global: PackedRope,
+        local: PackedRope,
+    },
+    Padded(SpanBatch),
+}
+
+impl ModernBert {
+    fn heads(&self) -> Heads {
+        Heads {
+            heads: self.heads,
+            kv_heads: self.heads,
+            dim: self.hidden / self.heads,
+        }
+    }
+
+    /// Attention's scale, 1/√dim.
+    fn scale(&self) -> f64 {
+        1.0 / ((self.hidden / self.heads) as f64).sqrt()
+    }
+}
+
 impl Layer {
-    fn forward(
-        &self,
-        x: &Tensor,
-        m: &ModernBert,
-        rope: &(Tensor, Tensor),
-        mask: &Tensor,
-        rows: &Rows,
-    ) -> Result<Tensor> {
+    fn forward(&self, x: &Tensor, m: &ModernBert, batch: &Batch, rows: &Rows) -> Result<Tensor> {
         let normed = match &self.attn_norm {
             Some(n) => n.forward(x)?,
             None => x.clone(),
         };
-        let heads = Heads {
-            heads: m.heads,
-            kv_heads: m.heads,
-            dim: m.hidden / m.heads,
+        let heads = m.heads();
+        let qkv = self.qkv.forward(&normed)?;
+        let ctx = match batch {
+            Batch::Fused {
+                lengths,
+                global,
+                local,
+            } => match self.span {
+                Span::Global => heads.attend_packed(&qkv, global, lengths, None)?,
+                Span::Window => heads.attend_packed(&qkv, local, lengths, Some(m.reach))?,
+            },
+            Batch::Padded(spans) => {
+                let (rope, mask) = spans.of(self.span);
+                let (q, k, v) = heads.split_fused(&qkv, rope, rows)?;
+                heads.attend(&q, &k, &v, mask, m.scale(), rows)?
+            }
         };
-        let (q, k, v) = heads.split_fused(&self.qkv.forward(&normed)?, rope, rows)?;
-        let scale = 1.0 / (heads.dim as f64).sqrt();
-        let ctx = heads.attend(&q, &k, &v, mask, scale, rows)?;
         let x = (x + self.out.forward(&ctx)?)?;
         let wi = self.wi.forward(&self.mlp_norm.forward(&x)?)?;
         x + self.wo.forward(&padded::gated(&wi, m.act, true)?)?
@@ -277,7 +308,7 @@ impl Layer {
 }
 
 impl PaddedEncoder for ModernBert {
-    type Batch = SpanBatch;
+    type Batch = Batch;
 
     const NAME: &'static str = "ModernBERT";
 
@@ -298,18 +329,32 @@ impl PaddedEncoder for ModernBert {
         ids: &Tensor,
         lengths: &[usize],
         _: Option<&Tensor>,
-    ) -> Result<(Tensor, SpanBatch)> {
+    ) -> Result<(Tensor, Batch)> {
         let (_, t) = ids.dims2()?;
         let device = ids.device();
         let x = self.embed_norm.forward(&self.words.forward(ids)?)?;
-        let batch = SpanBatch::new(&self.global, &self.local, lengths, t, self.reach, device)?;
+        let batch = if device.is_cpu() {
+            let scale = self.scale();
+            Batch::Fused {
+                lengths: lengths.to_vec(),
+                global: PackedRope::new(&self.global, lengths, scale, device)?,
+                local: PackedRope::new(&self.local, lengths, scale, device)?,
+            }
+        } else {
+            Batch::Padded(SpanBatch::new(
+                &self.global,
+                &self.local,
+                lengths,
+                t,
+                self.reach,
+                device,
+            )?)
+        };
         Ok((x, batch))
     }
 
-    fn layer(&self, index: usize, x: &Tensor, batch: &SpanBatch, rows: &Rows) -> Result<Tensor> {
-        let layer = &self.layers[index];
-        let (rope, mask) = batch.of(layer.span);
-        layer.forward(x, self, rope, mask, rows)
+    fn layer(&self, index: usize, x: &Tensor, batch: &Batch, rows: &Rows) -> Result<Tensor> {
+        self.layers[index].forward(x, self, batch, rows)
     }
 
     fn tap(&self, x: &Tensor) -> Result<Tensor> {

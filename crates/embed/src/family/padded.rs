@@ -8,8 +8,9 @@ use candle_core::{Device, Module, Tensor};
 use candle_nn::{Linear, VarBuilder};
 
 use super::accelerator::Affine;
-use super::ops::Glu;
+use super::ops::{Attention, Glu};
 use super::EncoderModel;
+use crate::kernels::AttentionShape;
 pub(super) use crate::kernels::GateActivation;
 use crate::precision::{Precision, Projection};
 
@@ -471,6 +472,88 @@ impl Heads {
             t,
             self.heads * self.dim,
         ))?)
+    }
+}
+
+/// Rotary tables by packed row, for attention on the CPU's fused kernel
+/// ([`Heads::attend_packed`]): row r holds the angles of its token's
+/// position in its own text. The queries' tables carry attention's
+/// 1/√dim, so the rotation also scales them, as the kernel expects.
+pub(super) struct PackedRope {
+    q: (Tensor, Tensor),
+    k: (Tensor, Tensor),
+}
+
+impl PackedRope {
+    /// `rope`'s tables for the packed rows of texts of `lengths`, the
+    /// queries' scaled by `scale`.
+    pub(super) fn new(
+        rope: &Rope,
+        lengths: &[usize],
+        scale: f64,
+        device: &Device,
+    ) -> Result<PackedRope> {
+        let longest = lengths.iter().copied().max().unwrap_or(0).max(1);
+        let positions: Vec<u32> = lengths.iter().flat_map(|&l| 0..l as u32).collect();
+        let positions = Tensor::from_vec(positions, lengths.iter().sum::<usize>(), device)?;
+        let (cos, sin) = rope.tables(longest, device)?;
+        let (cos, sin) = (
+            cos.index_select(&positions, 0)?,
+            sin.index_select(&positions, 0)?,
+        );
+        Ok(PackedRope {
+            q: ((&cos * scale)?, (&sin * scale)?),
+            k: (cos, sin),
+        })
+    }
+}
+
+impl Heads {
+    /// Attention on the CPU's fused kernel, straight off the packed rows:
+    /// `qkv` `[Σ lengths, 3·heads·dim]` (a fused projection's output, its
+    /// biases added) to the context `[Σ lengths, heads·dim]`, queries and
+    /// keys rotated by `rope` first; `reach`: the keys a query sees on
+    /// either side, where a layer has a window (none outside it is scored).
+    /// No padding, mask or per-head copy: what a padded batch spends
+    /// around attention's products. Needs as many key heads as query heads.
+    pub(super) fn attend_packed(
+        &self,
+        qkv: &Tensor,
+        rope: &PackedRope,
+        lengths: &[usize],
+        reach: Option<usize>,
+    ) -> Result<Tensor> {
+        if self.kv_heads != self.heads {
+            candle_core::bail!("the fused attention needs as many key heads as query heads");
+        }
+        let n = qkv.dim(0)?;
+        let h = self.heads * self.dim;
+        let turn = |part: usize, (cos, sin): &(Tensor, Tensor)| -> Result<Tensor> {
+            let x = qkv
+                .narrow(1, part * h, h)?
+                .contiguous()?
+                .reshape((1, n, self.heads, self.dim))?;
+            candle_nn::rotary_emb::rope_thd(&x, cos, sin)?.reshape((n, h))
+        };
+        let qkv = Tensor::cat(
+            &[
+                turn(0, &rope.q)?,
+                turn(1, &rope.k)?,
+                qkv.narrow(1, 2 * h, h)?,
+            ],
+            1,
+        )?;
+        let zeros = vec![0f32; 3 * h];
+        qkv.apply_op1_no_bwd(&Attention {
+            shape: AttentionShape {
+                heads: self.heads,
+                head_dim: self.dim,
+                qkv_bias: &zeros,
+                reach,
+            },
+            lengths,
+            bias: None,
+        })
     }
 }
 

@@ -10,9 +10,10 @@
 //! absolute position embeddings; under `new`'s config, with new-impl's fixed
 //! NTK scaling where `rope_scaling` asks for it (gte-*-en-v1.5).
 //!
-//! Runs as Candle operations on padded batches (rotary by Candle's fused
-//! `rope` kernel); the linear maps in the run's precision
-//! ([`super::padded::Dense`]).
+//! The stream between layers is the packed rows; on the CPU attention runs
+//! on the fused kernel straight off them, elsewhere as Candle operations on
+//! a padded batch (rotary by Candle's fused `rope` kernel either way); the
+//! linear maps in the run's precision ([`super::padded::Dense`]).
 
 use candle_core::{Module, Tensor};
 use candle_nn::{Embedding, Linear, VarBuilder};
@@ -21,8 +22,8 @@ use serde_json::Value;
 
 use super::accelerator::spread_mask;
 use super::padded::{
-    self, linear, Dense, GateActivation, Heads, LayerNorm as Norm, Padded, PaddedEncoder, Rope,
-    Rows, TokenTypes,
+    self, linear, Dense, GateActivation, Heads, LayerNorm as Norm, PackedRope, Padded,
+    PaddedEncoder, Rope, Rows, TokenTypes,
 };
 use super::EncoderModel;
 use crate::precision::Precision;
@@ -335,28 +336,41 @@ impl Layer {
         })
     }
 
-    fn forward(
-        &self,
-        x: &Tensor,
-        s: &Shape,
-        rope: &(Tensor, Tensor),
-        mask: &Tensor,
-        rows: &Rows,
-    ) -> Result<Tensor> {
+    fn forward(&self, x: &Tensor, s: &Shape, batch: &Batch, rows: &Rows) -> Result<Tensor> {
         let heads = Heads {
             heads: s.heads,
             kv_heads: s.heads,
             dim: s.hidden / s.heads,
         };
-        let (q, k, v) = heads.split_fused(&self.qkv.forward(x)?, rope, rows)?;
+        let qkv = self.qkv.forward(x)?;
         // The 1/√d scale is in the query rows already.
-        let ctx = heads.attend(&q, &k, &v, mask, 1.0, rows)?;
+        let ctx = match batch {
+            Batch::Fused { lengths, rope } => heads.attend_packed(&qkv, rope, lengths, None)?,
+            Batch::Padded { rope, mask } => {
+                let (q, k, v) = heads.split_fused(&qkv, rope, rows)?;
+                heads.attend(&q, &k, &v, mask, 1.0, rows)?
+            }
+        };
         let x = self.attn_norm.forward(&(x + self.out.forward(&ctx)?)?)?;
         let up_gate = self.up_gate.forward(&x)?;
         // Up first, then the gate.
         let inner = padded::gated(&up_gate, s.act, false)?;
         self.mlp_norm.forward(&(x + self.down.forward(&inner)?)?)
     }
+}
+
+/// What a batch's layers share: on the CPU, the rotary tables by packed
+/// row for the fused attention kernel; elsewhere, a padded batch's tables
+/// and key mask for Candle's operations.
+enum Batch {
+    Fused {
+        lengths: Vec<usize>,
+        rope: PackedRope,
+    },
+    Padded {
+        rope: (Tensor, Tensor),
+        mask: Tensor,
+    },
 }
 
 struct RotaryEncoder {
@@ -423,8 +437,7 @@ impl RotaryEncoder {
 }
 
 impl PaddedEncoder for RotaryEncoder {
-    /// The rotary tables and the key mask.
-    type Batch = ((Tensor, Tensor), Tensor);
+    type Batch = Batch;
 
     const NAME: &'static str = "This family";
 
@@ -457,19 +470,20 @@ impl PaddedEncoder for RotaryEncoder {
             x = token_type.add(&x, types)?;
         }
         let x = self.norm.forward(&x)?;
+        if device.is_cpu() {
+            // The scale is in the query rows: the tables rotate only.
+            let rope = PackedRope::new(&self.rope, lengths, 1.0, device)?;
+            let lengths = lengths.to_vec();
+            return Ok((x, Batch::Fused { lengths, rope }));
+        }
         let mask = padded::key_mask(lengths, t, device)?.to_dtype(x.dtype())?;
         let mask = spread_mask(mask, b, self.shape.heads, t)?;
-        Ok((x, (self.rope.tables(t, device)?, mask)))
+        let rope = self.rope.tables(t, device)?;
+        Ok((x, Batch::Padded { rope, mask }))
     }
 
-    fn layer(
-        &self,
-        index: usize,
-        x: &Tensor,
-        (rope, mask): &Self::Batch,
-        rows: &Rows,
-    ) -> Result<Tensor> {
-        self.layers[index].forward(x, &self.shape, rope, mask, rows)
+    fn layer(&self, index: usize, x: &Tensor, batch: &Batch, rows: &Rows) -> Result<Tensor> {
+        self.layers[index].forward(x, &self.shape, batch, rows)
     }
 }
 

@@ -60,6 +60,10 @@ fn a_real_judge_scores_the_example_judge_rows() {
             "120",
             "--keep",
             "expected_meaning_match,judge",
+            // Reasons are long answers, most of this test's time on 2
+            // cores; every mode is checked on three rows below.
+            "--judge-reasons",
+            "never",
         ];
         args.extend_from_slice(extra);
         ok(&score(&example(), out, &args));
@@ -93,13 +97,10 @@ fn a_real_judge_scores_the_example_judge_rows() {
     let j = summary(&full_out)["judge"].clone();
     assert_eq!(j["parse_failures"], 0, "{j}");
     assert_eq!(j["failures"], 0, "{j}");
-    // The default, `--judge-reasons failures`: P(true) for every judged row
-    // (llama.cpp sends logprobs), a reason exactly where the verdict is false.
-    assert_eq!(j["reasons"], "failures");
+    // P(true) for every judged row (llama.cpp sends logprobs).
+    assert_eq!(j["reasons"], "never");
     assert_eq!(j["replies_without_logprobs"], 0, "{j}");
     let p = f32s(&full, "meaning_match_p");
-    let reason = texts(&full, "meaning_match_reason");
-    let mut falses = 0;
     for i in 0..full.num_rows() {
         if source[i].as_deref() != Some("judge") {
             continue;
@@ -111,15 +112,7 @@ fn a_real_judge_scores_the_example_judge_rows() {
             Some(p >= 0.5),
             "row {i}: the verdict is P(true) >= 0.5"
         );
-        assert_eq!(
-            reason[i].is_some(),
-            verdict[i] == Some(false),
-            "row {i}: a reason only for a false verdict: {:?}",
-            reason[i]
-        );
-        falses += (verdict[i] == Some(false)) as u64;
     }
-    assert_eq!(j["reasons_asked"], falses, "{j}");
     assert!(
         j["prompt_tokens_cached"].as_u64().unwrap() > j["prompt_tokens"].as_u64().unwrap() / 2,
         "the fixed instructions come from llama.cpp's prompt cache: {j}"
@@ -327,35 +320,55 @@ fn every_reasons_mode_works_with_a_real_judge() {
     );
     let run = |mode: &str| {
         let out = dir.path().join(format!("{mode}.parquet"));
-        ok(&score(
-            &input,
-            &out,
-            &[
-                "--judge-url",
-                &url,
-                "--metrics",
-                "meaning_match",
-                "--judge-reasons",
-                mode,
-                "--judge-timeout",
-                "120",
-            ],
-        ));
+        let mut args = vec![
+            "--judge-url",
+            &url,
+            "--metrics",
+            "meaning_match",
+            "--judge-timeout",
+            "120",
+        ];
+        // "failures" is the default: run it without the flag.
+        if mode != "failures" {
+            args.extend(["--judge-reasons", mode]);
+        }
+        ok(&score(&input, &out, &args));
         (read_parquet(&out), summary(&out)["judge"].clone())
     };
-    for mode in ["always", "never"] {
+    for mode in ["always", "never", "failures"] {
         let (b, j) = run(mode);
         let verdict = bools(&b, "meaning_match");
         let p = f32s(&b, "meaning_match_p");
         let reason = texts(&b, "meaning_match_reason");
+        let mut falses = 0;
         for i in 0..3 {
             assert!(verdict[i].is_some() && p[i].is_some(), "{mode}, row {i}");
             assert_eq!(verdict[i], Some(p[i].unwrap() >= 0.5), "{mode}, row {i}");
-            assert_eq!(reason[i].is_some(), mode == "always", "{mode}, row {i}");
+            let reasoned = match mode {
+                "always" => true,
+                "never" => false,
+                // A reason exactly where the verdict is false.
+                _ => verdict[i] == Some(false),
+            };
+            assert_eq!(reason[i].is_some(), reasoned, "{mode}, row {i}: {reason:?}");
+            falses += u64::from(verdict[i] == Some(false));
         }
         assert_eq!(j["reasons"], mode);
         assert_eq!(j["parse_failures"], 0, "{mode}: {j}");
-        assert_eq!(j["calls"], 3, "{mode}: one call per row: {j}");
+        assert_eq!(j["replies_without_logprobs"], 0, "{mode}: {j}");
+        if mode == "failures" {
+            // The 1.5B judge calls Dickens and 50 °C wrong: a real
+            // failure to explain, asked again in full.
+            assert!(falses >= 1, "{mode}: {verdict:?}");
+            assert_eq!(j["reasons_asked"], falses, "{mode}: {j}");
+            assert_eq!(
+                j["calls"],
+                3 + falses,
+                "{mode}: a second call per false verdict: {j}"
+            );
+        } else {
+            assert_eq!(j["calls"], 3, "{mode}: one call per row: {j}");
+        }
         if mode == "never" {
             let generated = j["completion_tokens"].as_u64().unwrap();
             assert!(
@@ -392,9 +405,37 @@ fn the_docs_rubrics_run_on_the_example_with_a_real_judge() {
     let dir = tempfile::tempdir().unwrap();
     let rubrics = dir.path().join("rubrics.toml");
     std::fs::write(&rubrics, docs_rubrics(&["direct", "accuracy"])).unwrap();
+    // Every hedged judge row and every other one of the rest (33 of 60):
+    // two rubrics are two calls a row, and half the rows still separate
+    // what the rubrics measure by a wide margin.
+    let example = read_parquet(&example());
+    let (judge, category) = (bools(&example, "judge"), texts(&example, "category"));
+    let mut k = 0;
+    let picked: Vec<Option<bool>> = (0..example.num_rows())
+        .map(|i| {
+            if judge[i] != Some(true) {
+                return Some(false);
+            }
+            k += 1;
+            Some(category[i].as_deref() == Some("hedged") || k % 2 == 1)
+        })
+        .collect();
+    let input = dir.path().join("rubric-rows.parquet");
+    let schema = example.schema();
+    let mut columns: Vec<(&str, arrow::array::ArrayRef)> = schema
+        .fields()
+        .iter()
+        .zip(example.columns())
+        .map(|(f, c)| (f.name().as_str(), c.clone()))
+        .collect();
+    columns.push((
+        "rubric_rows",
+        std::sync::Arc::new(arrow::array::BooleanArray::from(picked)),
+    ));
+    write_parquet(&input, columns);
     let out = dir.path().join("o.parquet");
     ok(&score(
-        &example(),
+        &input,
         &out,
         &[
             "--judge-url",
@@ -406,18 +447,21 @@ fn the_docs_rubrics_run_on_the_example_with_a_real_judge() {
             "--metrics",
             "direct,accuracy",
             "--judge-where",
-            "judge",
+            "rubric_rows",
             "--judge-concurrency",
             "2",
             "--judge-timeout",
             "120",
             "--keep",
-            "category,judge,expected_meaning_match",
+            "category,rubric_rows,expected_meaning_match",
+            // Verdicts and scores only: reasons are checked above.
+            "--judge-reasons",
+            "never",
         ],
     ));
     let b = read_parquet(&out);
     let (wanted, status, category) = (
-        bools(&b, "judge"),
+        bools(&b, "rubric_rows"),
         texts(&b, "status"),
         texts(&b, "category"),
     );

@@ -16,10 +16,10 @@
 # Then builds once (release), runs every Rust test with the real judge running,
 # and reads real output back with DuckDB and Polars.
 #
-# Background work (the judge's build, the static model, the CUDA check) runs in
-# its own process groups, which are ended with the script however it exits, and
-# may not call apt-get (REFSCORE_APT=never): everything it needs is installed
-# before it starts. On a fresh machine the downloads leave the CPUs idle for
+# Background work (the judge's build, the static model, the CUDA check, the
+# test venv's downloads) runs in its own process groups, which are ended with
+# the script however it exits, and may not call apt-get (REFSCORE_APT=never):
+# everything it needs is installed before it starts. On a fresh machine the downloads leave the CPUs idle for
 # minutes; the background jobs fill them (the CUDA check at low priority, so the
 # build and the tests come first).
 #
@@ -31,10 +31,10 @@ cd "$root"
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
 venv="${REFSCORE_TEST_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/refscore/venv-test}"
 logs="$(mktemp -d)"
-judge_pid="" static_pid="" cuda_pid=""
+judge_pid="" static_pid="" cuda_pid="" venv_pid=""
 cleanup() {
   local pid
-  for pid in $judge_pid $static_pid $cuda_pid; do
+  for pid in $judge_pid $static_pid $cuda_pid $venv_pid; do
     # Each background job leads its own process group: end the group, so no
     # cmake, pip or compiler it started outlives this script.
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
@@ -108,11 +108,15 @@ if [ "${REFSCORE_SKIP_REAL_JUDGE:-0}" != 1 ]; then
   judge_pid=$!
 fi
 
-section "python tools for read-back checks ($venv)"
-if [ ! -x "$venv/bin/python" ]; then
-  python3 -m venv "$venv"
-fi
-"$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+# Mostly downloads (~1.5 GB the first time, minutes): beside the build, which
+# needs the CPUs; waited for before the wheel, the first thing that uses it.
+section "python tools for read-back checks: in the background ($venv; log: $logs/venv.log)"
+REFSCORE_APT=never setsid bash -c '
+  set -euo pipefail
+  [ -x "$1/bin/python" ] || python3 -m venv "$1"
+  "$1/bin/pip" install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+' venv-test "$venv" >"$logs/venv.log" 2>&1 </dev/null &
+venv_pid=$!
 
 section "Azurite, the Azure Storage emulator, from npm (for the object-store tests)"
 REFSCORE_AZURITE="$(scripts/env/azurite.sh)"
@@ -120,6 +124,10 @@ export REFSCORE_AZURITE
 
 section "cargo build (release, tests included)"
 cargo test --release --workspace --locked --no-run
+
+section "python tools: waiting for them"
+wait_for "$venv_pid" "the test venv (pip install -r tests/python/requirements.txt)"
+venv_pid=""
 
 section "python package: wheel built on the same target folder, installed into $venv"
 wheel="$(PYTHON="$venv/bin/python" scripts/env/build-wheel.sh)"
@@ -143,7 +151,7 @@ cargo test --release --workspace --locked
 
 section "read-back with DuckDB and Polars; the Python package; Ray; Spark"
 REFSCORE_BIN="$target_dir/release/refscore" REFSCORE_REQUIRE_PACKAGE=1 \
-  "$venv/bin/python" -m pytest -q tests/python
+  "$venv/bin/python" -m pytest -q --durations=8 tests/python
 
 # Its own target folder: the feature changes Candle's build, and sharing the
 # CPU build's folder would mix the two. 7-12 minutes of 2 cores the first time

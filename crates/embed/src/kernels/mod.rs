@@ -278,6 +278,112 @@ macro_rules! kernel_path_module {
 }
 use kernel_path_module;
 
+/// Defines, in an x86 path module, the attention products as explicit
+/// register tiles over one SIMD register of `$lanes` f32 (`$feature`'s
+/// intrinsics named after it): `R` accumulators, so each loaded row of keys
+/// or values feeds `R` multiplies and adds while the other operand is
+/// broadcast straight from memory. A multiply and a separate add, in the
+/// portable loops' order, so every path gives the same bits (Rust never
+/// fuses them either; an FMA here differs by ~1e-7, which reduced
+/// precisions amplify: a rounding to bf16 or a u8 step that lands the
+/// other way at the next product moved end-to-end int8 cosines by 6e-3,
+/// measured on AMD EPYC Zen 5).
+#[cfg(target_arch = "x86_64")]
+macro_rules! tiled_products {
+    ($feature:literal, $lanes:expr, $zero:ident, $load:ident, $store:ident, $set1:ident,
+     $add:ident, $mul:ident) => {
+        use std::arch::x86_64::*;
+
+        use super::{AttentionProducts, Keys};
+
+        /// The register-tiled attention products.
+        pub(super) struct Tiles;
+
+        impl AttentionProducts for Tiles {
+            /// # Safety
+            /// The CPU must have this module's features.
+            #[inline(always)]
+            unsafe fn scores<const R: usize>(keys: &Keys<'_>, q: &[f32], scores: &mut [f32]) {
+                // SAFETY: the caller guarantees the features.
+                unsafe { tile_scores::<R>(keys, q, scores) }
+            }
+
+            /// # Safety
+            /// As [`Tiles::scores`].
+            #[inline(always)]
+            unsafe fn weighted_values<const R: usize>(keys: &Keys<'_>, p: &[f32], o: &mut [f32]) {
+                // SAFETY: the caller guarantees the features.
+                unsafe { tile_weighted_values::<R>(keys, p, o) }
+            }
+        }
+
+        /// `scores[r][j] = Σ_c q[r][c] · kt[c][j]`.
+        ///
+        /// # Safety
+        /// The CPU must have this module's features.
+        #[target_feature(enable = $feature)]
+        #[inline]
+        unsafe fn tile_scores<const R: usize>(keys: &Keys<'_>, q: &[f32], scores: &mut [f32]) {
+            let Keys { stride, width, .. } = *keys;
+            let d = q.len() / R;
+            assert!(
+                d > 0
+                    && keys.kt.len() >= (d - 1) * stride + width
+                    && scores.len() >= R * width
+                    && width.is_multiple_of($lanes)
+            );
+            let (kt, q, out) = (keys.kt.as_ptr(), q.as_ptr(), scores.as_mut_ptr());
+            for j0 in (0..width).step_by($lanes) {
+                let mut acc = [$zero(); R];
+                for c in 0..d {
+                    // SAFETY: c < d, r < R and j0 + lanes <= width, asserted above.
+                    let k = unsafe { $load(kt.add(c * stride + j0)) };
+                    for (r, a) in acc.iter_mut().enumerate() {
+                        let x = $set1(unsafe { *q.add(r * d + c) });
+                        *a = $add(*a, $mul(x, k));
+                    }
+                }
+                for (r, a) in acc.iter().enumerate() {
+                    unsafe { $store(out.add(r * width + j0), *a) };
+                }
+            }
+        }
+
+        /// `o[r][c] = Σ_j p[r][j] · v[j][c]`.
+        ///
+        /// # Safety
+        /// The CPU must have this module's features.
+        #[target_feature(enable = $feature)]
+        #[inline]
+        unsafe fn tile_weighted_values<const R: usize>(keys: &Keys<'_>, p: &[f32], o: &mut [f32]) {
+            let Keys { len, width, dp, .. } = *keys;
+            assert!(
+                keys.v.len() >= len * dp
+                    && p.len() >= R * width
+                    && o.len() >= R * dp
+                    && dp % $lanes == 0
+            );
+            let (v, p, out) = (keys.v.as_ptr(), p.as_ptr(), o.as_mut_ptr());
+            for c0 in (0..dp).step_by($lanes) {
+                let mut acc = [$zero(); R];
+                for j in 0..len {
+                    // SAFETY: j < len <= width, r < R and c0 + lanes <= dp, asserted above.
+                    let x = unsafe { $load(v.add(j * dp + c0)) };
+                    for (r, a) in acc.iter_mut().enumerate() {
+                        let w = $set1(unsafe { *p.add(r * width + j) });
+                        *a = $add(*a, $mul(w, x));
+                    }
+                }
+                for (r, a) in acc.iter().enumerate() {
+                    unsafe { $store(out.add(r * dp + c0), *a) };
+                }
+            }
+        }
+    };
+}
+#[cfg(target_arch = "x86_64")]
+use tiled_products;
+
 /// Lanes in the accumulators of reductions: one AVX-512 register of f32.
 /// The same on every path, so every path adds in the same order.
 const LANES: usize = 16;
@@ -1065,25 +1171,7 @@ mod tests {
         let h = heads * d;
         let qkv = values(len * 3 * h, 11, 1.5);
         let bias = values(3 * h, 12, 0.3);
-        let run = |path, reach| {
-            let mut out = vec![f32::NAN; len * h];
-            let shape = AttentionShape {
-                heads,
-                head_dim: d,
-                qkv_bias: &bias,
-                reach,
-            };
-            attend_sequence_on(
-                path,
-                &qkv,
-                len,
-                &mut out,
-                &shape,
-                None,
-                &mut AttentionScratch::default(),
-            );
-            out
-        };
+        let run = |path, reach| attended(path, &qkv, len, heads, d, &bias, reach, None);
         for reach in [Some(5), Some(17)] {
             let first = run(KernelPath::Portable, reach);
             for path in runnable_paths() {
@@ -1093,6 +1181,30 @@ mod tests {
         for path in runnable_paths() {
             assert!(run(path, Some(len)) == run(path, None), "{path:?}");
         }
+    }
+
+    /// [`attend_sequence_on`]'s output for `len` rows of `qkv`.
+    #[allow(clippy::too_many_arguments)]
+    fn attended(
+        path: KernelPath,
+        qkv: &[f32],
+        len: usize,
+        heads: usize,
+        head_dim: usize,
+        qkv_bias: &[f32],
+        reach: Option<usize>,
+        table: Option<&RelativeBias<'_>>,
+    ) -> Vec<f32> {
+        let mut out = vec![f32::NAN; len * heads * head_dim];
+        let shape = AttentionShape {
+            heads,
+            head_dim,
+            qkv_bias,
+            reach,
+        };
+        let mut scratch = AttentionScratch::default();
+        attend_sequence_on(path, qkv, len, &mut out, &shape, table, &mut scratch);
+        out
     }
 
     /// The fused attention against f64 arithmetic, with or without a
@@ -1115,21 +1227,15 @@ mod tests {
         let table = score_bias
             .as_deref()
             .map(|values| RelativeBias { values, span });
-        let mut out = vec![f32::NAN; len * h];
-        let shape = AttentionShape {
-            heads,
-            head_dim: d,
-            qkv_bias: &bias,
-            reach,
-        };
-        attend_sequence_on(
+        let out = attended(
             path,
             &qkv[..len * 3 * h],
             len,
-            &mut out,
-            &shape,
+            heads,
+            d,
+            &bias,
+            reach,
             table.as_ref(),
-            &mut AttentionScratch::default(),
         );
         let at = |i: usize, part: usize, head: usize, c: usize| {
             let k = part * h + head * d + c;

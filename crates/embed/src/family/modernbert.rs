@@ -14,8 +14,9 @@
 //! the layers past N), every tap is `final_norm(h_N)`; the last is the
 //! model's output. The stream between layers is the packed rows; on the CPU
 //! attention runs on the fused kernel straight off them (a local layer
-//! scoring only the keys in its window), elsewhere as Candle operations on a padded batch;
-//! the linear maps in the run's precision ([`super::padded::Dense`]).
+//! scoring only the keys in its window), elsewhere as Candle operations on
+//! a padded batch; the linear maps in the run's precision
+//! ([`super::padded::Dense`]).
 
 use candle_core::{Module, Tensor};
 use candle_nn::{Embedding, VarBuilder};

@@ -6,10 +6,12 @@
 //! within 1e-4 on every row of its tests/fixtures/parity-NAME.jsonl (made by
 //! scripts/fixtures/make-family-fixture.py with those libraries; multilingual rows
 //! included), on every CPU kernel path this machine runs for the families
-//! with fused kernels, and on the first such path for those that run plain
-//! Candle operations (the path does not change them: their one kernel, the
-//! gated activation, gives the same bits on every path, which
-//! `kernels::tests::glu_rows_match_their_definitions_on_every_path` checks):
+//! with fused layers, and on the first such path for those that run
+//! Candle operations between their kernels (the path does not change them:
+//! those kernels, the gated activation and the fused attention of
+//! ModernBERT, GTE and NomicBERT, give the same bits on every path, which
+//! `kernels::tests::glu_rows_match_their_definitions_on_every_path` and
+//! `kernels::tests::windowed_attention_is_the_same_on_every_path` check):
 //!
 //! - all-mpnet-base-v2: MPNet, real weights (scripts/fetch-model.sh);
 //! - tiny-roberta: RoBERTa with a byte-level BPE tokenizer;
@@ -221,9 +223,9 @@ fn matches_in_another_layout(fixture_name: &str, model: &str) {
         .map(|(p, _)| *p);
     for (path, features) in KERNEL_PATHS {
         if !kernels && Some(path) != first {
-            // The same Candle operations (and bit-identical gated
-            // activations) run whatever the kernel path: one path is the
-            // check, the others only repeat it.
+            // The same Candle operations (and bit-identical kernels) run
+            // whatever the kernel path: one path is the check, the others
+            // only repeat it.
             continue;
         }
         if !features.iter().all(|f| cpu_has(f)) {

@@ -473,42 +473,7 @@ impl Heads {
             self.heads * self.dim,
         ))?)
     }
-}
 
-/// Rotary tables by packed row, for attention on the CPU's fused kernel
-/// ([`Heads::attend_packed`]): row r holds the angles of its token's
-/// position in its own text. The queries' tables carry attention's
-/// 1/√dim, so the rotation also scales them, as the kernel expects.
-pub(super) struct PackedRope {
-    q: (Tensor, Tensor),
-    k: (Tensor, Tensor),
-}
-
-impl PackedRope {
-    /// `rope`'s tables for the packed rows of texts of `lengths`, the
-    /// queries' scaled by `scale`.
-    pub(super) fn new(
-        rope: &Rope,
-        lengths: &[usize],
-        scale: f64,
-        device: &Device,
-    ) -> Result<PackedRope> {
-        let longest = lengths.iter().copied().max().unwrap_or(0).max(1);
-        let positions: Vec<u32> = lengths.iter().flat_map(|&l| 0..l as u32).collect();
-        let positions = Tensor::from_vec(positions, lengths.iter().sum::<usize>(), device)?;
-        let (cos, sin) = rope.tables(longest, device)?;
-        let (cos, sin) = (
-            cos.index_select(&positions, 0)?,
-            sin.index_select(&positions, 0)?,
-        );
-        Ok(PackedRope {
-            q: ((&cos * scale)?, (&sin * scale)?),
-            k: (cos, sin),
-        })
-    }
-}
-
-impl Heads {
     /// Attention on the CPU's fused kernel, straight off the packed rows:
     /// `qkv` `[Σ lengths, 3·heads·dim]` (a fused projection's output, its
     /// biases added) to the context `[Σ lengths, heads·dim]`, queries and
@@ -554,6 +519,43 @@ impl Heads {
             lengths,
             bias: None,
         })
+    }
+}
+
+/// Rotary tables by packed row, for attention on the CPU's fused kernel
+/// ([`Heads::attend_packed`]): row r holds the angles of its token's
+/// position in its own text. The queries' tables carry attention's
+/// 1/√dim, so the rotation also scales them, as the kernel expects.
+pub(super) struct PackedRope {
+    q: (Tensor, Tensor),
+    k: (Tensor, Tensor),
+}
+
+impl PackedRope {
+    /// `rope`'s tables for the packed rows of texts of `lengths`, the
+    /// queries' scaled by `scale`.
+    pub(super) fn new(
+        rope: &Rope,
+        lengths: &[usize],
+        scale: f64,
+        device: &Device,
+    ) -> Result<PackedRope> {
+        let longest = lengths.iter().copied().max().unwrap_or(0).max(1);
+        let positions: Vec<u32> = lengths.iter().flat_map(|&l| 0..l as u32).collect();
+        let positions = Tensor::from_vec(positions, lengths.iter().sum::<usize>(), device)?;
+        let (cos, sin) = rope.tables(longest, device)?;
+        let (cos, sin) = (
+            cos.index_select(&positions, 0)?,
+            sin.index_select(&positions, 0)?,
+        );
+        // Where the scale is folded into the weights, the queries share
+        // the keys' tables.
+        let q = if scale == 1.0 {
+            (cos.clone(), sin.clone())
+        } else {
+            ((&cos * scale)?, (&sin * scale)?)
+        };
+        Ok(PackedRope { q, k: (cos, sin) })
     }
 }
 

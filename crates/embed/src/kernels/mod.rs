@@ -797,7 +797,8 @@ fn add_in_place(dst: &mut [f32], b: &[f32]) {
 #[derive(Clone, Copy)]
 struct Keys<'a> {
     /// `head_dim` rows `stride` apart; the block's keys are columns
-    /// `0..len` of each, zeros after them up to `width`.
+    /// `0..len` of each. Columns `len..width` (zeros, or keys past the
+    /// block's range) are scored with them but never weighted.
     kt: &'a [f32],
     /// `len` rows of `dp`.
     v: &'a [f32],

@@ -11,21 +11,26 @@
 //! (`share_att_key`), normalises the table, and may add a convolution
 //! after the first layer.
 //!
-//! The relative terms depend on the content, so they do not fit the fused
-//! packed kernels' fixed-bias attention: this family runs as plain Candle
-//! operations on padded batches, on any device; the layers' linear maps in
-//! the run's precision ([`super::padded::Dense`]).
+//! The relative terms depend on the content. On the CPU each sequence's
+//! terms are computed from its own queries and keys, only at the table rows
+//! its offsets reach ([`crate::kernels::Disentangled`]), and added as a
+//! per-pair bias inside the fused attention kernel, on packed rows; on an
+//! accelerator the layers run as plain Candle operations on padded batches.
+//! Either way the linear maps run in the run's precision
+//! ([`super::padded::Dense`]).
 
-use candle_core::{Device, Module, Tensor, D};
+use candle_core::{DType, Device, Module, Tensor, D};
 use candle_nn::{Embedding, Linear, VarBuilder};
 use serde::Deserialize;
 
 use super::accelerator::spread_mask;
+use super::ops::Attention;
 use super::padded::{
     self, linear, Dense, LayerNorm as Norm, Padded, PaddedEncoder, Rows, TokenTypes,
 };
 use super::transformer::weights_root;
 use super::EncoderModel;
+use crate::kernels::{AttentionShape, Disentangled};
 use crate::precision::Precision;
 
 type Result<T> = candle_core::Result<T>;
@@ -263,9 +268,10 @@ struct Layer {
     k: Dense,
     v: Dense,
     /// The relative table through the position-key projection
-    /// (`[heads, 2·span, dim]`), for c2p.
+    /// (`[heads, 2·span, dim]`), for c2p on an accelerator.
     pos_key: Option<Tensor>,
-    /// The same through the position-query projection, scaled, for p2c.
+    /// The same through the position-query projection, scaled, for p2c on
+    /// an accelerator.
     pos_query: Option<Tensor>,
     attn_out: Dense,
     attn_norm: Norm,
@@ -274,6 +280,9 @@ struct Layer {
     ff_norm: Norm,
     heads: usize,
     act: Act,
+    /// The relative tables in host memory for the fused CPU attention;
+    /// `None` on an accelerator or without relative attention.
+    pairs: Option<Disentangled>,
 }
 
 impl Layer {
@@ -339,12 +348,35 @@ impl Layer {
         };
         let eps = c.layer_norm_eps;
         let dense = |vb, inp, out| Dense::load(vb, inp, out, true, precision);
+        let (pos_key, pos_query) = (project(pos_k, 1.0)?, project(pos_q, s.scale)?);
+        let host = |t: &Option<Tensor>| -> Result<Option<Vec<f32>>> {
+            t.as_ref()
+                .map(|t| t.to_dtype(DType::F32)?.flatten_all()?.to_vec1())
+                .transpose()
+        };
+        let pairs = match (s.span, vb.device().is_cpu()) {
+            (Some(span), true) => Some(Disentangled {
+                heads,
+                head_dim: dim,
+                rows: 2 * span,
+                pos_key: host(&pos_key)?,
+                pos_query: host(&pos_query)?,
+                row_of_offset: row_of_offset(span, s.buckets, c.max_position_embeddings),
+                max: c.max_position_embeddings,
+            }),
+            _ => None,
+        };
+        // The CPU reads the host copies only.
+        let (pos_key, pos_query) = match pairs {
+            Some(_) => (None, None),
+            None => (pos_key, pos_query),
+        };
         Ok(Layer {
             q: Dense::new(scaled(&q, s.scale)?, precision)?,
             k: Dense::new(k, precision)?,
             v: Dense::new(v, precision)?,
-            pos_key: project(pos_k, 1.0)?,
-            pos_query: project(pos_q, s.scale)?,
+            pos_key,
+            pos_query,
             attn_out: dense(vb.pp("attention.output.dense"), h, h)?,
             attn_norm: Norm::load(vb.pp("attention.output.LayerNorm"), h, eps)?,
             ff_in: dense(vb.pp("intermediate.dense"), h, c.intermediate_size)?,
@@ -352,17 +384,55 @@ impl Layer {
             ff_norm: Norm::load(vb.pp("output.LayerNorm"), h, eps)?,
             heads,
             act: s.act,
+            pairs,
         })
     }
 
-    /// `x`: packed rows `[Σ lengths, hidden]`; `mask`: additive
-    /// `[b, 1, 1, t]`; `index`: each (query, key) pair's row of the
-    /// relative table, `[b, heads, t, t]`, and (on the CPU) its transpose.
-    fn forward(
+    /// `x`: packed rows `[Σ lengths, hidden]`, through attention (the
+    /// batch's form of it) and the feed-forward block.
+    fn forward(&self, x: &Tensor, batch: &Batch, rows: &Rows) -> Result<Tensor> {
+        let ctx = match &batch.padded {
+            Some(p) => self.attend_padded(x, &p.mask, p.index.as_ref(), rows)?,
+            None => self.attend_packed(x, &batch.lengths)?,
+        };
+        let attn = self
+            .attn_norm
+            .forward(&(self.attn_out.forward(&ctx)? + x)?)?;
+        let inner = self.act.apply(&self.ff_in.forward(&attn)?)?;
+        self.ff_norm
+            .forward(&(self.ff_out.forward(&inner)? + attn)?)
+    }
+
+    /// Attention on the CPU's fused kernel: packed rows in, packed context
+    /// out, the relative terms as a per-pair bias.
+    fn attend_packed(&self, x: &Tensor, lengths: &[usize]) -> Result<Tensor> {
+        let qkv = Tensor::cat(
+            &[self.q.forward(x)?, self.k.forward(x)?, self.v.forward(x)?],
+            1,
+        )?;
+        let h = x.dim(1)?;
+        let zeros = vec![0f32; 3 * h];
+        qkv.apply_op1_no_bwd(&Attention {
+            shape: AttentionShape {
+                heads: self.heads,
+                head_dim: h / self.heads,
+                qkv_bias: &zeros,
+                reach: None,
+            },
+            lengths,
+            bias: None,
+            pairs: self.pairs.as_ref(),
+        })
+    }
+
+    /// Attention as Candle operations on the padded batch (an
+    /// accelerator's form). `mask`: additive `[b, 1, 1, t]`; `index`: each
+    /// (query, key) pair's row of the relative table, `[b, heads, t, t]`.
+    fn attend_padded(
         &self,
         x: &Tensor,
         mask: &Tensor,
-        index: Option<&(Tensor, Option<Tensor>)>,
+        index: Option<&Tensor>,
         rows: &Rows,
     ) -> Result<Tensor> {
         let split = |l: &Dense| -> Result<Tensor> {
@@ -374,43 +444,26 @@ impl Layer {
         };
         let (q, k, v) = (split(&self.q)?, split(&self.k)?, split(&self.v)?);
         let mut scores = q.matmul(&k.t()?)?;
-        if let Some((index, index_t)) = index {
-            let index_t = index_t.as_ref();
+        if let Some(index) = index {
             if let Some(pos_key) = &self.pos_key {
                 // c2p[i, j] = q_i · pos_key[row(i, j)]
                 let all = q.broadcast_matmul(&pos_key.t()?)?;
                 scores = (scores + all.contiguous()?.gather(index, D::Minus1)?)?;
             }
             if let Some(pos_query) = &self.pos_query {
-                // p2c[i, j] = k_j · pos_query[row(i, j)]
-                let p2c = match index_t {
-                    // k · pos_queryᵀ is `[b, heads, t, 2·span]`: gathered
-                    // along its last dimension at the transposed index,
-                    // it is p2c in [key, query] order.
-                    Some(index_t) => k
-                        .broadcast_matmul(&pos_query.t()?)?
-                        .contiguous()?
-                        .gather(index_t, D::Minus1)?
-                        .transpose(2, 3)?,
-                    // pos_query · kᵀ is `[b, heads, 2·span, t]`: gathered
-                    // along dimension 2 at the index itself, it is p2c in
-                    // [query, key] order, so the addition below reads both
-                    // operands in order (a transposed one is several times
-                    // slower to add on a GPU, docs/performance.md#gpu).
-                    None => pos_query.broadcast_matmul(&k.t()?)?.gather(index, 2)?,
-                };
+                // p2c[i, j] = k_j · pos_query[row(i, j)]: pos_query · kᵀ
+                // is `[b, heads, 2·span, t]`; gathered along dimension 2 at
+                // the index itself, it is p2c in [query, key] order, so the
+                // addition below reads both operands in order (a transposed
+                // one is several times slower to add on a GPU,
+                // docs/performance.md#gpu).
+                let p2c = pos_query.broadcast_matmul(&k.t()?)?.gather(index, 2)?;
                 scores = (scores + p2c)?;
             }
         }
         let probs = candle_nn::ops::softmax_last_dim(&scores.broadcast_add(mask)?)?;
         let (b, _, t, _) = probs.dims4()?;
-        let ctx = rows.unpad(&probs.matmul(&v)?.transpose(1, 2)?.reshape((b, t, ()))?)?;
-        let attn = self
-            .attn_norm
-            .forward(&(self.attn_out.forward(&ctx)? + x)?)?;
-        let inner = self.act.apply(&self.ff_in.forward(&attn)?)?;
-        self.ff_norm
-            .forward(&(self.ff_out.forward(&inner)? + attn)?)
+        rows.unpad(&probs.matmul(&v)?.transpose(1, 2)?.reshape((b, t, ()))?)
     }
 }
 
@@ -565,50 +618,57 @@ impl Deberta {
     }
 
     /// Each (query, key) pair's row of the relative table for `t` tokens,
-    /// `[b, heads, t, t]`, and on the CPU its transpose (an accelerator
-    /// gathers p2c without it: see [`Layer::forward`]).
-    fn relative_index(
-        &self,
-        b: usize,
-        t: usize,
-        device: &Device,
-    ) -> Result<Option<(Tensor, Option<Tensor>)>> {
+    /// `[b, heads, t, t]`.
+    fn relative_index(&self, b: usize, t: usize, device: &Device) -> Result<Option<Tensor>> {
         let Some(span) = self.span else {
             return Ok(None);
         };
-        let span = span as i64;
+        let offsets = row_of_offset(span, self.buckets, t.max(1));
         let mut rows = vec![0u32; t * t];
         for i in 0..t {
             for j in 0..t {
-                let rel = i as i64 - j as i64;
-                let rel = match self.buckets {
-                    Some((size, max)) => log_bucket(rel, size, max),
-                    None => rel,
-                };
-                rows[i * t + j] = (rel + span).clamp(0, 2 * span - 1) as u32;
+                rows[i * t + j] = offsets[i + t - 1 - j];
             }
         }
         let index = Tensor::from_vec(rows, (1, 1, t, t), device)?;
-        let full = |x: Tensor| x.broadcast_as((b, self.heads, t, t))?.contiguous();
-        let transposed = if device.is_cpu() {
-            Some(full(index.transpose(2, 3)?)?)
-        } else {
-            None
-        };
-        Ok(Some((full(index)?, transposed)))
+        Ok(Some(
+            index.broadcast_as((b, self.heads, t, t))?.contiguous()?,
+        ))
     }
+}
+
+/// The relative table's row for each offset `i − j` from `−(max − 1)` to
+/// `max − 1` (at `i − j + max − 1`): the offset itself, or v2's log bucket
+/// of it, moved by `span` and clamped to the table's `2·span` rows.
+fn row_of_offset(span: usize, buckets: Option<(i64, i64)>, max: usize) -> Vec<u32> {
+    let (span, max) = (span as i64, max as i64);
+    (-(max - 1)..max)
+        .map(|rel| {
+            let rel = match buckets {
+                Some((size, max_position)) => log_bucket(rel, size, max_position),
+                None => rel,
+            };
+            (rel + span).clamp(0, 2 * span - 1) as u32
+        })
+        .collect()
 }
 
 /// What a batch's layers share.
 struct Batch {
-    /// Additive key mask, `[b, 1, 1, t]` (`[b, heads, t, t]` in memory on
-    /// an accelerator).
-    mask: Tensor,
-    /// Each pair's row of the relative table, and (on the CPU) its
-    /// transpose.
-    index: Option<(Tensor, Option<Tensor>)>,
+    /// The texts' lengths, for the fused attention on packed rows.
+    lengths: Vec<usize>,
+    /// The padded batch's mask and relative index, on an accelerator only.
+    padded: Option<PaddedAttention>,
     /// The embedding, which the convolution reads after the first layer.
     embedded: Tensor,
+}
+
+/// What attention on a padded batch needs.
+struct PaddedAttention {
+    /// Additive key mask, `[b, heads, t, t]` in memory.
+    mask: Tensor,
+    /// Each pair's row of the relative table.
+    index: Option<Tensor>,
 }
 
 impl PaddedEncoder for Deberta {
@@ -655,20 +715,27 @@ impl PaddedEncoder for Deberta {
             .flat_map(|&l| (0..t).map(move |k| if k < l { 1.0 } else { 0.0 }))
             .collect();
         let keep = Tensor::from_vec(keep, (b, t, 1), device)?.to_dtype(x.dtype())?;
-        let heads = self.layers.first().map_or(1, |l| l.heads);
-        let mask = padded::key_mask(lengths, t, device)?.to_dtype(x.dtype())?;
-        let mask = spread_mask(mask, b, heads, t)?;
         let x = self.norm.forward(&x)?.broadcast_mul(&keep)?;
+        let padded = if device.is_cpu() {
+            None
+        } else {
+            let heads = self.layers.first().map_or(1, |l| l.heads);
+            let mask = padded::key_mask(lengths, t, device)?.to_dtype(x.dtype())?;
+            Some(PaddedAttention {
+                mask: spread_mask(mask, b, heads, t)?,
+                index: self.relative_index(b, t, device)?,
+            })
+        };
         let batch = Batch {
-            mask,
-            index: self.relative_index(b, t, device)?,
+            lengths: lengths.to_vec(),
+            padded,
             embedded: x.clone(),
         };
         Ok((x, batch))
     }
 
     fn layer(&self, index: usize, x: &Tensor, batch: &Batch, rows: &Rows) -> Result<Tensor> {
-        let x = self.layers[index].forward(x, &batch.mask, batch.index.as_ref(), rows)?;
+        let x = self.layers[index].forward(x, batch, rows)?;
         match (&self.conv, index) {
             (Some(conv), 0) => conv.forward(&batch.embedded, &x, rows),
             _ => Ok(x),

@@ -7,7 +7,10 @@
 use candle_core::{CpuStorage, CustomOp1, DType, InplaceOp1, InplaceOp2, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
-use crate::kernels::{self, AddNormParams, AttentionShape, GateActivation, RelativeBias};
+use crate::kernels::{
+    self, AddNormParams, AttentionShape, Disentangled, DisentangledScratch, GateActivation,
+    RelativeBias, ScoreBias,
+};
 
 type Result<T> = candle_core::Result<T>;
 
@@ -76,6 +79,9 @@ pub(super) struct Attention<'a> {
     pub lengths: &'a [usize],
     /// The family's relative-position bias, covering the longest sequence.
     pub bias: Option<RelativeBias<'a>>,
+    /// DeBERTa's disentangled terms, computed per sequence from its own
+    /// queries and keys (with `bias` unset).
+    pub pairs: Option<&'a Disentangled>,
 }
 
 impl CustomOp1 for Attention<'_> {
@@ -106,9 +112,29 @@ impl CustomOp1 for Attention<'_> {
         // Longest first, so a long sequence does not start last.
         tasks.sort_by_key(|t| std::cmp::Reverse(t.2));
         tasks.into_par_iter().for_each_init(
-            kernels::AttentionScratch::default,
-            |scratch, (q, o, len)| {
-                kernels::attend_sequence(q, len, o, &self.shape, self.bias.as_ref(), scratch)
+            || {
+                (
+                    kernels::AttentionScratch::default(),
+                    Vec::new(),
+                    DisentangledScratch::default(),
+                )
+            },
+            |(scratch, pair_bias, pair_scratch), (q, o, len)| {
+                if len == 0 {
+                    return;
+                }
+                let bias = match (&self.bias, self.pairs) {
+                    (Some(table), _) => Some(ScoreBias::Relative(table)),
+                    (None, Some(pairs)) => {
+                        pairs.fill(q, len, pair_bias, pair_scratch);
+                        Some(ScoreBias::Pairs {
+                            values: pair_bias,
+                            len,
+                        })
+                    }
+                    (None, None) => None,
+                };
+                kernels::attend_sequence(q, len, o, &self.shape, bias.as_ref(), scratch)
             },
         );
         Ok((CpuStorage::F32(out), Shape::from((n, h))))

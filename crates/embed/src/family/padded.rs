@@ -518,6 +518,7 @@ impl Heads {
             },
             lengths,
             bias: None,
+            pairs: None,
         })
     }
 }

@@ -283,6 +283,7 @@ impl Layer {
                 values: b.values,
                 span: b.span,
             }),
+            pairs: None,
         })?;
         let attn = w.attn_out.apply(&ctx)?;
         attn.inplace_op2(x, &AddNorm(&p.attn_norm))?;

@@ -33,7 +33,9 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 pub(crate) mod bf16;
+mod disentangled;
 mod dot;
+pub(crate) use disentangled::{Disentangled, DisentangledScratch};
 pub(crate) mod int8;
 mod portable;
 mod products;
@@ -202,7 +204,7 @@ macro_rules! dispatch {
 /// attention products it uses.
 macro_rules! kernel_path_module {
     ([$($feature:tt),*], $products:ty) => {
-        use super::{AddNormParams, AttentionScratch, AttentionShape, RelativeBias};
+        use super::{AddNormParams, AttentionScratch, AttentionShape, ScoreBias};
 
         /// The CPU features every function of this module is compiled for.
         pub(super) const FEATURES: &[&str] = &[$($feature),*];
@@ -267,7 +269,7 @@ macro_rules! kernel_path_module {
             len: usize,
             out: &mut [f32],
             s: &AttentionShape<'_>,
-            bias: Option<&RelativeBias<'_>>,
+            bias: Option<&ScoreBias<'_>>,
             scratch: &mut AttentionScratch,
         ) {
             // SAFETY: `$products` needs at most this module's features,
@@ -606,12 +608,29 @@ pub(crate) struct RelativeBias<'a> {
     pub span: usize,
 }
 
-impl RelativeBias<'_> {
+/// A score bias added before the softmax, in one of the forms families
+/// have.
+pub(crate) enum ScoreBias<'a> {
+    /// By the key's offset from the query, shared by every sequence.
+    Relative(&'a RelativeBias<'a>),
+    /// One value per head, query and key of one sequence of `len` tokens
+    /// (`heads × len × len`, by head, then query, then key): DeBERTa's
+    /// disentangled terms, which depend on the sequence's own queries and
+    /// keys ([`disentangled`]).
+    Pairs { values: &'a [f32], len: usize },
+}
+
+impl ScoreBias<'_> {
     /// The bias of query `i` against keys `from..from + len` in `head`.
     #[inline(always)]
     fn row(&self, head: usize, i: usize, from: usize, len: usize) -> &[f32] {
-        let width = 2 * self.span - 1;
-        &self.values[head * width + self.span - 1 - i + from..][..len]
+        match self {
+            ScoreBias::Relative(t) => {
+                let width = 2 * t.span - 1;
+                &t.values[head * width + t.span - 1 - i + from..][..len]
+            }
+            ScoreBias::Pairs { values, len: n } => &values[(head * n + i) * n + from..][..len],
+        }
     }
 }
 
@@ -648,7 +667,7 @@ pub(crate) fn attend_sequence(
     len: usize,
     out: &mut [f32],
     s: &AttentionShape<'_>,
-    bias: Option<&RelativeBias<'_>>,
+    bias: Option<&ScoreBias<'_>>,
     scratch: &mut AttentionScratch,
 ) {
     attend_sequence_on(active(), qkv, len, out, s, bias, scratch)
@@ -661,14 +680,19 @@ pub(crate) fn attend_sequence_on(
     len: usize,
     out: &mut [f32],
     s: &AttentionShape<'_>,
-    bias: Option<&RelativeBias<'_>>,
+    bias: Option<&ScoreBias<'_>>,
     scratch: &mut AttentionScratch,
 ) {
-    if let Some(b) = bias {
-        assert!(
+    match bias {
+        Some(ScoreBias::Relative(b)) => assert!(
             len <= b.span && b.values.len() == s.heads * (2 * b.span - 1),
             "attention bias: heads × (2·span − 1) values, span ≥ len"
-        );
+        ),
+        Some(ScoreBias::Pairs { values, len: n }) => assert!(
+            *n == len && values.len() == s.heads * len * len,
+            "attention bias: heads × len × len values"
+        ),
+        None => {}
     }
     dispatch!(path, attend(qkv, len, out, s, bias, scratch))
 }
@@ -698,7 +722,7 @@ unsafe fn attend_body<P: AttentionProducts>(
     len: usize,
     out: &mut [f32],
     s: &AttentionShape<'_>,
-    bias: Option<&RelativeBias<'_>>,
+    bias: Option<&ScoreBias<'_>>,
     scratch: &mut AttentionScratch,
 ) {
     const R: usize = QUERY_BLOCK;
@@ -832,7 +856,7 @@ unsafe fn query_block<const R: usize, P: AttentionProducts>(
     keys: &Keys<'_>,
     q: &[f32],
     block: Block,
-    bias: Option<&RelativeBias<'_>>,
+    bias: Option<&ScoreBias<'_>>,
     scores: &mut [f32],
     o: &mut [f32],
 ) {
@@ -1157,8 +1181,9 @@ mod tests {
                 // Windows narrower than a lane and than a query block, and
                 // one wider than the text.
                 for reach in [None, Some(0), Some(3), Some(20), Some(64)] {
-                    check_attention(path, heads, d, t, len, false, reach);
-                    check_attention(path, heads, d, t, len, true, reach);
+                    for bias in [TestBias::None, TestBias::Relative, TestBias::Pairs] {
+                        check_attention(path, heads, d, t, len, bias, reach);
+                    }
                 }
             }
         }
@@ -1184,6 +1209,25 @@ mod tests {
         }
     }
 
+    /// A per-pair bias (DeBERTa's form): every path gives the same bits.
+    #[test]
+    fn pair_biased_attention_is_the_same_on_every_path() {
+        let (heads, d, len) = (3, 64, 45);
+        let h = heads * d;
+        let qkv = values(len * 3 * h, 13, 1.5);
+        let bias = values(3 * h, 14, 0.3);
+        let pairs = values(heads * len * len, 15, 2.0);
+        let score_bias = ScoreBias::Pairs {
+            values: &pairs,
+            len,
+        };
+        let run = |path| attended(path, &qkv, len, heads, d, &bias, None, Some(&score_bias));
+        let first = run(KernelPath::Portable);
+        for path in runnable_paths() {
+            assert!(run(path) == first, "{path:?}");
+        }
+    }
+
     /// [`attend_sequence_on`]'s output for `len` rows of `qkv`.
     #[allow(clippy::too_many_arguments)]
     fn attended(
@@ -1194,7 +1238,7 @@ mod tests {
         head_dim: usize,
         qkv_bias: &[f32],
         reach: Option<usize>,
-        table: Option<&RelativeBias<'_>>,
+        table: Option<&ScoreBias<'_>>,
     ) -> Vec<f32> {
         let mut out = vec![f32::NAN; len * heads * head_dim];
         let shape = AttentionShape {
@@ -1208,26 +1252,46 @@ mod tests {
         out
     }
 
-    /// The fused attention against f64 arithmetic, with or without a
-    /// relative score bias (a table longer than the sequence), every key
-    /// or a window of `reach` on either side.
+    /// Which score bias [`check_attention`] adds.
+    #[derive(Clone, Copy, PartialEq)]
+    enum TestBias {
+        None,
+        /// A relative table longer than the sequence.
+        Relative,
+        /// A value per head, query and key.
+        Pairs,
+    }
+
+    /// The fused attention against f64 arithmetic, with no score bias, a
+    /// relative one or one per pair, every key or a window of `reach` on
+    /// either side.
     fn check_attention(
         path: KernelPath,
         heads: usize,
         d: usize,
         t: usize,
         len: usize,
-        with_bias: bool,
+        with: TestBias,
         reach: Option<usize>,
     ) {
         let h = heads * d;
         let qkv = values(t * 3 * h, 7, 1.5);
         let bias = values(3 * h, 8, 0.3);
         let span = t + 3;
-        let score_bias = with_bias.then(|| values(heads * (2 * span - 1), 9, 2.0));
-        let table = score_bias
-            .as_deref()
-            .map(|values| RelativeBias { values, span });
+        let relative = values(heads * (2 * span - 1), 9, 2.0);
+        let pairs = values(heads * len * len, 10, 2.0);
+        let table = RelativeBias {
+            values: &relative,
+            span,
+        };
+        let score_bias = match with {
+            TestBias::None => None,
+            TestBias::Relative => Some(ScoreBias::Relative(&table)),
+            TestBias::Pairs => Some(ScoreBias::Pairs {
+                values: &pairs,
+                len,
+            }),
+        };
         let out = attended(
             path,
             &qkv[..len * 3 * h],
@@ -1236,7 +1300,7 @@ mod tests {
             d,
             &bias,
             reach,
-            table.as_ref(),
+            score_bias.as_ref(),
         );
         let at = |i: usize, part: usize, head: usize, c: usize| {
             let k = part * h + head * d + c;
@@ -1244,10 +1308,10 @@ mod tests {
         };
         for head in 0..heads {
             for i in 0..len {
-                let added = |j: usize| {
-                    score_bias
-                        .as_ref()
-                        .map_or(0.0, |b| b[head * (2 * span - 1) + span - 1 + j - i] as f64)
+                let added = |j: usize| match with {
+                    TestBias::None => 0.0,
+                    TestBias::Relative => relative[head * (2 * span - 1) + span - 1 + j - i] as f64,
+                    TestBias::Pairs => pairs[(head * len + i) * len + j] as f64,
                 };
                 let seen = |j: usize| reach.is_none_or(|r| i.abs_diff(j) <= r);
                 let scores: Vec<f64> = (0..len)

@@ -200,7 +200,8 @@ fn cpu_has_all(features: &[&str]) -> bool {
 }
 
 /// Cosine from the last layer, BERTScore from the fixture's layer, plain,
-/// idf-weighted and rescaled, on each runnable kernel path.
+/// idf-weighted and rescaled; the plain scores again on each other runnable
+/// kernel path.
 fn matches_the_reference_libraries(name: &str) {
     matches_in_another_layout(name, name);
 }
@@ -241,6 +242,13 @@ fn matches_in_another_layout(fixture_name: &str, model: &str) {
         let mut pairs = vec![("cosine", "cosine".to_string())];
         pairs.extend(bertscore(""));
         let w1 = check(&plain, &pairs);
+        if Some(path) != first {
+            // idf weights and the rescaling are arithmetic on the same
+            // embeddings, which no kernel path computes: the plain run is
+            // what this path changes.
+            eprintln!("{name} {path}: worst difference plain {w1:.2e}");
+            continue;
+        }
         let idf = run(&f, &model, &["--layer", &layer, "--idf"], &env);
         let w2 = check(&idf, &bertscore("_idf"));
         let rescale = ["--layer", &layer, "--rescale-baseline", baseline];

@@ -18,10 +18,18 @@
 #                 model on 2 cores scores a few pairs a second)
 #   THREADS       refscore's --threads and torch's threads (default 2)
 #   BATCH         CrossEncoder.predict's batch_size (default 32, its own)
+#   PRECISION     refscore's --precision: fp32 (default), bf16 or int8;
+#                 CrossEncoder stays fp32, so the difference printed is the
+#                 reduced precision's deviation (set TOL to what it may be)
 #   REFSCORE_BIN  default target/release/refscore (or $CARGO_TARGET_DIR's)
 #   PYTHON_BENCH  a Python with torch, transformers, sentence-transformers and
 #                 pyarrow (default the venv scripts/bench/vs-python.sh makes,
 #                 $REFSCORE_BENCH_VENV or ~/.cache/refscore/venv-bench)
+#   SET           distinct (default: no text repeats) or nightly (each
+#                 reference with 20 outputs; make-bench-sets.py), ROWS rows of it
+#   COMPARE       1 (default) runs CrossEncoder.predict beside refscore; 0 runs
+#                 refscore alone (rows/s and RSS of a long night, where torch
+#                 would take as long again)
 #   OUT           work folder (default /tmp/refscore-cross-bench)
 #
 # Prints one line per model: pairs/s of each engine (whole runs: model loading
@@ -36,6 +44,10 @@ die() { log "error: $*"; exit 1; }
 bin="${REFSCORE_BIN:-${CARGO_TARGET_DIR:-$root/target}/release/refscore}"
 py="${PYTHON_BENCH:-${REFSCORE_BENCH_VENV:-$HOME/.cache/refscore/venv-bench}/bin/python}"
 threads="${THREADS:-2}"
+precision="${PRECISION:-fp32}"
+set="${SET:-distinct}"
+compare="${COMPARE:-1}"
+case "$set" in distinct | nightly) ;; *) die "SET must be distinct or nightly, not '$set'" ;; esac
 batch="${BATCH:-32}"
 out="${OUT:-/tmp/refscore-cross-bench}"
 tol="${TOL:-1e-4}"
@@ -44,8 +56,7 @@ tol="${TOL:-1e-4}"
   die "$py lacks torch, transformers, sentence-transformers or pyarrow: run scripts/bench/vs-python.sh once (it makes that venv) or set PYTHON_BENCH"
 scripts/fetch-model.sh >/dev/null
 mkdir -p "$out"
-"$py" scripts/fixtures/make-bench-sets.py --rows 2000 "$out/sets" >/dev/null
-log "$(lscpu | grep -m1 'Model name' | cut -d: -f2 | xargs), family $(lscpu | grep -m1 'CPU family' | cut -d: -f2 | xargs) model $(lscpu | grep -m1 '^Model:' | cut -d: -f2 | xargs), $(nproc) CPUs; threads $threads"
+log "$(lscpu | grep -m1 'Model name' | cut -d: -f2 | xargs), family $(lscpu | grep -m1 'CPU family' | cut -d: -f2 | xargs) model $(lscpu | grep -m1 '^Model:' | cut -d: -f2 | xargs), $(nproc) CPUs; threads $threads; refscore --precision $precision"
 status=0
 printf '%-10s %6s %14s %14s %7s %16s %10s %9s\n' model rows "refscore p/s" "ST p/s" ratio "forward-only p/s" "peak MiB" "max diff"
 for model in ${MODELS:-minilm deberta modernbert}; do
@@ -56,11 +67,27 @@ for model in ${MODELS:-minilm deberta modernbert}; do
     *) die "unknown model '$model' (minilm, deberta, modernbert)" ;;
   esac
   rows="${ROWS:-$default_rows}"
+  # The sets of 2,000 rows serve every run up to that size; a larger run gets
+  # its own (the generator is deterministic, so a set is made once).
+  sets="$out/sets"
+  [ "$rows" -le 2000 ] || sets="$out/sets-$rows"
+  [ -f "$sets/$set.parquet" ] ||
+    "$py" scripts/fixtures/make-bench-sets.py --rows "$(( rows > 2000 ? rows : 2000 ))" "$sets" >/dev/null
   dir="$out/$model"
   [ -f "$dir/model.safetensors" ] || "$py" scripts/bench/cross.py make "$model" "$tokenizer" "$dir" >/dev/null 2>&1
-  "$py" scripts/bench/cross.py head "$rows" "$out/sets/distinct.parquet" "$out/$model-in.parquet"
+  "$py" scripts/bench/cross.py head "$rows" "$sets/$set.parquet" "$out/$model-in.parquet"
   "$bin" score "$out/$model-in.parquet" -o "$out/$model-refscore.parquet" --overwrite --quiet \
-    --metrics nli --cross-model "$dir" --device cpu --threads "$threads"
+    --metrics nli --cross-model "$dir" --device cpu --threads "$threads" --precision "$precision"
+  if [ "$compare" = 0 ]; then
+    "$py" - "$out/$model-refscore.parquet" "$model" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1] + ".summary.json"))
+pairs = 2 * s["rows"]
+print(f"{sys.argv[2]:<10} {s['rows']:>6} {pairs / s['seconds']:>14.1f} {'-':>14} {'-':>7} "
+      f"{s['cross']['pairs_per_second']:>16.1f} {s['peak_rss_bytes'] / 2**20:>10.0f} {'-':>9}")
+EOF
+    continue
+  fi
   THREADS="$threads" "$py" scripts/bench/cross.py predict "$dir" "$out/$model-in.parquet" \
     "$out/$model-st.parquet" --device cpu --batch-size "$batch" 2>/dev/null >"$out/$model-st.json"
   "$py" - "$out/$model-refscore.parquet" "$out/$model-st.parquet" "$out/$model-st.json" "$model" "$tol" <<'EOF' || status=1

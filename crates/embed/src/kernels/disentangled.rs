@@ -7,7 +7,7 @@
 //! offsets reach, so no padded batch, `[b, heads, t, 2·span]` product or
 //! gather is built.
 
-use super::products::x_times_wt_serial;
+use super::products::x_times_wt;
 
 /// One layer's relative tables in host memory, and the table row of every
 /// offset: what [`Disentangled::fill`] needs besides a sequence's queries
@@ -71,7 +71,7 @@ impl Disentangled {
                 t.is_some_and(|t| {
                     dst.resize(len * width, 0.0);
                     let x = &qkv[part * h + head * d..];
-                    x_times_wt_serial(x, 3 * h, len, d, t, d, width, dst);
+                    x_times_wt(x, 3 * h, len, d, t, d, width, dst, false);
                     true
                 })
             };

@@ -209,7 +209,7 @@ impl Weight {
         let mut part = vec![0f32; n * self.out];
         for k0 in (0..k).step_by(CHUNK) {
             let kc = CHUNK.min(k - k0);
-            x_times_wt(&xq[k0..], k, n, kc, &w[k0..], k, self.out, &mut part);
+            x_times_wt(&xq[k0..], k, n, kc, &w[k0..], k, self.out, &mut part, true);
             for (a, &p) in acc.iter_mut().zip(&part) {
                 *a = (*a as i32 + p as i32) as u32;
             }

@@ -14,7 +14,9 @@ pub(super) fn host_matrix(t: &Tensor) -> candle_core::Result<Vec<f32>> {
 
 /// `dst[r][o] = Σ_{c<k} x[r·x_stride + c] · w[o·w_stride + c]` for `n` rows
 /// and `out` outputs (`dst`: `n × out`), with gemm's f32 product, the one
-/// Candle's matmul uses, on the pool's threads.
+/// Candle's matmul uses: on the pool's threads where `parallel`, else on the
+/// calling thread (for products whose callers are already the parallel
+/// tasks, one per sequence).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn x_times_wt(
     x: &[f32],
@@ -25,59 +27,19 @@ pub(super) fn x_times_wt(
     w_stride: usize,
     out: usize,
     dst: &mut [f32],
-) {
-    let threads = rayon::current_num_threads();
-    let parallelism = if threads > 1 {
-        gemm::Parallelism::Rayon(threads)
-    } else {
-        gemm::Parallelism::None
-    };
-    product(parallelism, x, x_stride, n, k, w, w_stride, out, dst)
-}
-
-/// [`x_times_wt`] on the calling thread: for products small enough that
-/// their callers are already the parallel tasks (one per sequence).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn x_times_wt_serial(
-    x: &[f32],
-    x_stride: usize,
-    n: usize,
-    k: usize,
-    w: &[f32],
-    w_stride: usize,
-    out: usize,
-    dst: &mut [f32],
-) {
-    product(
-        gemm::Parallelism::None,
-        x,
-        x_stride,
-        n,
-        k,
-        w,
-        w_stride,
-        out,
-        dst,
-    )
-}
-
-#[allow(clippy::too_many_arguments)]
-fn product(
-    parallelism: gemm::Parallelism,
-    x: &[f32],
-    x_stride: usize,
-    n: usize,
-    k: usize,
-    w: &[f32],
-    w_stride: usize,
-    out: usize,
-    dst: &mut [f32],
+    parallel: bool,
 ) {
     if n == 0 || out == 0 {
         return;
     }
     assert!(x.len() >= (n - 1) * x_stride + k && w.len() >= (out - 1) * w_stride + k);
     assert!(dst.len() >= n * out);
+    let threads = rayon::current_num_threads();
+    let parallelism = if parallel && threads > 1 {
+        gemm::Parallelism::Rayon(threads)
+    } else {
+        gemm::Parallelism::None
+    };
     // SAFETY: every element read or written lies in the slices (asserted).
     unsafe {
         gemm::gemm(

@@ -62,7 +62,7 @@ fn product_speed() {
             let w = dot::random(out * inp, 2, 0.5, 2.0);
             let mut dst = vec![0f32; rows * out];
             let fp32 = median(15, || {
-                x_times_wt(&x, inp, rows, inp, &w, inp, out, &mut dst)
+                x_times_wt(&x, inp, rows, inp, &w, inp, out, &mut dst, true)
             });
             let wb = bf16::Weight::from_host(&w, (out, inp), dot::bf16_rows());
             let bf16 = median(15, || {

@@ -660,8 +660,8 @@ fn zeroed(buf: &mut Vec<f32>, n: usize) -> &mut [f32] {
 /// `len × 3h` rows `[q | k | v]`, each `heads × head_dim`, biases not yet
 /// added (the query part already carries the 1/√d scale); `out`: `len × h`.
 /// Only real tokens come in, so no mask is needed. `bias`, where a family
-/// has one (MPNet's relative positions), is added to the scores before the
-/// softmax.
+/// has one (MPNet's relative positions, DeBERTa's disentangled terms), is
+/// added to the scores before the softmax.
 pub(crate) fn attend_sequence(
     qkv: &[f32],
     len: usize,
@@ -845,7 +845,7 @@ struct Block {
 }
 
 /// Attention of `R` queries (`q`: `R × head_dim`) against the keys of
-/// their block: scores into `scores` (`R × width`), plus the relative bias
+/// their block: scores into `scores` (`R × width`), plus the score bias
 /// where given, softmax in place over the keys each query sees (0 for the
 /// rest), then `o` (`R × dp`) = P·V.
 ///

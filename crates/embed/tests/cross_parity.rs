@@ -112,6 +112,13 @@ fn deberta_v3_nli_sentence_transformers_5_layout() {
     matches_sentence_transformers("tiny-cross-deberta-v3-nli");
 }
 
+/// DeBERTa v1 (deberta-large-mnli's class and upper-case labels), its
+/// ContextPooler on the v1 body.
+#[test]
+fn deberta_v1_nli_with_upper_case_labels() {
+    matches_sentence_transformers("tiny-cross-deberta-nli");
+}
+
 #[test]
 fn distilbert_two_way_entailment() {
     matches_sentence_transformers("tiny-cross-distilbert-2way");

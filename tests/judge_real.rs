@@ -30,6 +30,18 @@ fn url() -> Option<String> {
     }
 }
 
+/// `--judge-timeout` for every call here. The tests bound their work (a few
+/// rows, two workers), not the wall clock of a call: on a machine shared
+/// with other jobs the 1.5B judge has taken up to 547 s for one answer, and
+/// a timeout there only turns a slow answer into a retry and a failed test.
+const JUDGE_TIMEOUT: &str = "1800";
+
+/// The calls that were answered: attempts less the retries a slow or busy
+/// server caused, which say nothing about what the run asked.
+fn answered_calls(judge: &serde_json::Value) -> u64 {
+    judge["calls"].as_u64().unwrap() - judge["retries"].as_u64().unwrap()
+}
+
 fn model() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2")
 }
@@ -57,7 +69,7 @@ fn a_real_judge_scores_the_example_judge_rows() {
             "--judge-concurrency",
             "2",
             "--judge-timeout",
-            "120",
+            JUDGE_TIMEOUT,
             "--keep",
             "expected_meaning_match,judge",
             // Reasons are long answers, most of this test's time on 2
@@ -233,7 +245,7 @@ fn a_real_judge_gives_fact_ratios_and_similarity_scores() {
             "--judge-concurrency",
             "2",
             "--judge-timeout",
-            "120",
+            JUDGE_TIMEOUT,
         ],
     ));
     let b = read_parquet(&out);
@@ -326,7 +338,7 @@ fn every_reasons_mode_works_with_a_real_judge() {
             "--metrics",
             "meaning_match",
             "--judge-timeout",
-            "120",
+            JUDGE_TIMEOUT,
         ];
         // "failures" is the default: run it without the flag.
         if mode != "failures" {
@@ -362,12 +374,12 @@ fn every_reasons_mode_works_with_a_real_judge() {
             assert!(falses >= 1, "{mode}: {verdict:?}");
             assert_eq!(j["reasons_asked"], falses, "{mode}: {j}");
             assert_eq!(
-                j["calls"],
+                answered_calls(&j),
                 3 + falses,
                 "{mode}: a second call per false verdict: {j}"
             );
         } else {
-            assert_eq!(j["calls"], 3, "{mode}: one call per row: {j}");
+            assert_eq!(answered_calls(&j), 3, "{mode}: one call per row: {j}");
         }
         if mode == "never" {
             let generated = j["completion_tokens"].as_u64().unwrap();
@@ -451,7 +463,7 @@ fn the_docs_rubrics_run_on_the_example_with_a_real_judge() {
             "--judge-concurrency",
             "2",
             "--judge-timeout",
-            "120",
+            JUDGE_TIMEOUT,
             "--keep",
             "category,rubric_rows,expected_meaning_match",
             // Verdicts and scores only: reasons are checked above.

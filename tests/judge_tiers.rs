@@ -637,3 +637,32 @@ fn a_panel_sees_only_what_the_chain_left() {
         .all(|s| s.as_deref() == Some("band:token_f1")));
     assert!(source[8..].iter().all(|s| s.as_deref() == Some("jury")));
 }
+
+/// A bad band in the second `[[judge.tier]]` is reported at its own line,
+/// not the first tier's.
+#[test]
+fn a_bad_second_tier_names_its_own_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path());
+    let out = dir.path().join("o.parquet");
+    let config = dir.path().join("refscore.toml");
+    std::fs::write(
+        &config,
+        "[[judge.tier]]\nband = \"token_f1:0.3..0.8\"\n\n[[judge.tier]]\nband = \"nli_equivalence:0.8..0.1\"\n",
+    )
+    .unwrap();
+    let server = yes_judge();
+    let err = fails(
+        &run(
+            &server,
+            &input,
+            &out,
+            &["--config", config.to_str().unwrap()],
+        ),
+        78,
+    );
+    assert!(
+        err.contains("refscore.toml:5:") && err.contains("nli_equivalence:0.8..0.1"),
+        "{err}"
+    );
+}

@@ -152,11 +152,12 @@ pub(crate) fn read(
                 // --judge-band on the command line replaces the file's chain.
                 if !on_command_line("judge_band") {
                     let words = tier_words(tiers, &file.table).map_err(|e| at(path, line, &e))?;
-                    for word in words {
+                    let lines = tier_lines(text);
+                    for (k, word) in words.into_iter().enumerate() {
                         out.lines
                             .entry("judge_band".into())
                             .or_default()
-                            .push(key_line);
+                            .push(lines.get(k).copied().unwrap_or(key_line));
                         out.words.push(word.into());
                     }
                 }
@@ -297,6 +298,35 @@ fn tier_words(
                 "{head}: each tier is a table with one key, band = \"METRIC:LO..HI\" (e.g. band = \"cosine:0.3..0.9\")"
             )),
         })
+        .collect()
+}
+
+/// The line of each `[[judge.tier]]`'s `band`, in the file's order, so that
+/// a bad band is reported at its own line rather than the first tier's;
+/// empty when the file spells the tiers in a shape this does not read (the
+/// callers then fall back to the `judge` key's line).
+fn tier_lines(text: &str) -> Vec<usize> {
+    #[derive(Deserialize)]
+    struct File {
+        judge: Option<Judge>,
+    }
+    #[derive(Deserialize)]
+    struct Judge {
+        tier: Option<Vec<Tier>>,
+    }
+    #[derive(Deserialize)]
+    struct Tier {
+        band: Spanned<String>,
+    }
+    let Ok(File {
+        judge: Some(Judge { tier: Some(tiers) }),
+    }) = toml::from_str::<File>(text)
+    else {
+        return Vec::new();
+    };
+    tiers
+        .iter()
+        .map(|t| line_of(text, t.band.span().start))
         .collect()
 }
 

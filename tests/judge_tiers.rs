@@ -638,6 +638,24 @@ fn a_panel_sees_only_what_the_chain_left() {
     assert!(source[8..].iter().all(|s| s.as_deref() == Some("jury")));
 }
 
+/// A band with no inside (`inf..inf`, `-inf..-inf`) would decide every row
+/// without the judge: refused with one line and the usage exit code (64),
+/// before any work.
+#[test]
+fn an_empty_band_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path());
+    let out = dir.path().join("o.parquet");
+    let server = yes_judge();
+    for band in ["token_f1:inf..inf", "token_f1:-inf..-inf"] {
+        let err = fails(&run(&server, &input, &out, &["--judge-band", band]), 64);
+        assert!(err.contains(band) && err.contains("empty"), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+        assert!(!out.exists());
+    }
+    assert!(server.requests().is_empty());
+}
+
 /// A bad band in the second `[[judge.tier]]` is reported at its own line,
 /// not the first tier's.
 #[test]
@@ -665,4 +683,54 @@ fn a_bad_second_tier_names_its_own_line() {
         err.contains("refscore.toml:5:") && err.contains("nli_equivalence:0.8..0.1"),
         "{err}"
     );
+}
+
+/// `nli_contradiction` is lower-is-better: a band over it decides a row
+/// above HI false (a contradiction) and below LO true, and says so.
+#[test]
+fn a_band_over_contradiction_decides_high_contradiction_false() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path());
+    let out = dir.path().join("o.parquet");
+    let server = yes_judge();
+    let model = cross_model();
+    let run_with = |band: &str| {
+        ok(&score(
+            &input,
+            &out,
+            &[
+                "--metrics",
+                "nli_contradiction,meaning_match",
+                "--cross-model",
+                &model,
+                "--judge-url",
+                &server.url,
+                "--judge-model",
+                "scripted",
+                "--judge-reasons",
+                "never",
+                "--overwrite",
+                "--judge-band",
+                band,
+            ],
+        ));
+        let b = read_parquet(&out);
+        (
+            bools(&b, "meaning_match"),
+            texts(&b, "meaning_match_source"),
+        )
+    };
+    // Every probability is above -0.5: all decided, as contradictions.
+    let (verdicts, sources) = run_with("nli_contradiction:-1..-0.5");
+    assert!(
+        sources
+            .iter()
+            .all(|s| s.as_deref() == Some("band:nli_contradiction")),
+        "{sources:?}"
+    );
+    assert!(verdicts.iter().all(|v| *v == Some(false)), "{verdicts:?}");
+    // Every probability is below 2: all decided, as no contradiction.
+    let (verdicts, _) = run_with("nli_contradiction:2..3");
+    assert!(verdicts.iter().all(|v| *v == Some(true)), "{verdicts:?}");
+    assert!(server.requests().is_empty());
 }

@@ -57,6 +57,32 @@ pub enum Kind {
     Score,
 }
 
+/// Which way a metric's value improves. Everything that reads a value as
+/// good or bad asks this, once per metric: a band tier (which side decides
+/// true), `report`'s better/worse and its regression gate, `--gold`'s
+/// stand-in figures and `calibrate-band`'s fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// A higher value is the better answer (almost every metric).
+    HigherIsBetter,
+    /// A lower value is the better answer (`nli_contradiction`).
+    LowerIsBetter,
+}
+
+impl Direction {
+    /// Whether a lower value is the better answer.
+    pub fn lower_is_better(self) -> bool {
+        self == Direction::LowerIsBetter
+    }
+
+    /// The direction of the metric named `name` (a built-in one; any other
+    /// column, a defined judge metric or a panel judge's, is higher is
+    /// better).
+    pub fn of(name: &str) -> Direction {
+        find(name).map_or(Direction::HigherIsBetter, |m| m.direction)
+    }
+}
+
 /// One metric: what `--metrics` calls it and everything downstream needs to
 /// know about its output without running it. Built-in metrics are made
 /// once per process ([`BUILTIN`]); a judge metric the user defines is made
@@ -74,6 +100,8 @@ pub struct Metric {
     pub kind: Kind,
     /// The pass threshold the summary uses unless `--threshold` says otherwise.
     pub default_threshold: f64,
+    /// Whether higher or lower values are better.
+    pub direction: Direction,
     /// Every column the metric writes, in output order (its value column
     /// among them).
     pub columns: Vec<String>,
@@ -96,6 +124,7 @@ impl Metric {
             family: None,
             kind,
             default_threshold,
+            direction: Direction::HigherIsBetter,
             columns: vec![name.into()],
             reason_column: None,
             source_column: None,
@@ -120,6 +149,7 @@ impl Metric {
             family,
             kind: Kind::Score,
             default_threshold,
+            direction: Direction::HigherIsBetter,
             columns: vec![name.into()],
             reason_column: None,
             source_column: None,
@@ -147,10 +177,19 @@ impl Metric {
             family: None,
             kind,
             default_threshold,
+            direction: Direction::HigherIsBetter,
             columns: all,
             reason_column: reason_column.map(String::from),
             source_column: Some(source),
             reads_input,
+        }
+    }
+
+    /// The same metric with lower values better.
+    fn lower_is_better(self) -> Metric {
+        Metric {
+            direction: Direction::LowerIsBetter,
+            ..self
         }
     }
 
@@ -227,14 +266,10 @@ pub static NLI_EQUIVALENCE: Builtin = LazyLock::new(|| {
     ))
 });
 /// The larger P(contradiction) of the two directions (its pass rate counts
-/// the rows at or above the threshold: contradictions, not passes).
+/// the rows at or above the threshold: contradictions, not passes). Lower
+/// is better.
 pub static NLI_CONTRADICTION: Builtin = LazyLock::new(|| {
-    Arc::new(Metric::scored(
-        Group::Cross,
-        "nli_contradiction",
-        Some("nli"),
-        0.5,
-    ))
+    Arc::new(Metric::scored(Group::Cross, "nli_contradiction", Some("nli"), 0.5).lower_is_better())
 });
 /// The judge's verdict: same meaning as the reference.
 pub static MEANING_MATCH: Builtin = LazyLock::new(|| {
@@ -453,6 +488,19 @@ mod tests {
         for g in group_names() {
             assert!(find(g).is_none(), "{g} is a group and a metric");
         }
+    }
+
+    /// Contradiction is the one lower-is-better score; a name the registry
+    /// does not know reads as higher is better.
+    #[test]
+    fn every_metric_has_a_direction() {
+        let lower: Vec<&str> = BUILTIN
+            .iter()
+            .filter(|m| m.direction.lower_is_better())
+            .map(|m| m.name.as_str())
+            .collect();
+        assert_eq!(lower, ["nli_contradiction"]);
+        assert_eq!(Direction::of("meaning_match__a"), Direction::HigherIsBetter);
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! A band tier (`--judge-band METRIC:LO..HI`): rows whose score (cosine,
 //! BERTScore F1, token F1, an NLI probability, …) lies outside LO..HI are
 //! decided by its side without a judge call; `refscore calibrate-band` fits
-//! one, or a chain of them, from human labels.
+//! one, or a chain of them, from human labels. Over a score where lower is
+//! better (`nli_contradiction`, see `refscore_core::metric::Direction`) the
+//! sides swap: above HI false, below LO true.
 
+use refscore_core::metric::Direction;
 use refscore_core::schema::source;
 use serde_json::{json, Value};
 
@@ -13,15 +16,19 @@ use super::Tier;
 pub struct Band {
     /// The score the band reads (a result column computed before judging).
     pub metric: String,
-    /// Rows below it are decided false.
+    /// Rows below it are decided false (true where lower is better).
     pub lo: f32,
-    /// Rows above it are decided true.
+    /// Rows above it are decided true (false where lower is better).
     pub hi: f32,
+    /// Which way the score improves, from the metric registry.
+    pub direction: Direction,
 }
 
 impl Band {
     /// Parses `METRIC:LO..HI` (e.g. `cosine:0.3..0.9`), LO ≤ HI; `-inf` or
-    /// `inf` leaves a side open (it decides nothing).
+    /// `inf` leaves a side open (it decides nothing). A band with no inside
+    /// (both ends infinite on the same side) would decide every row, and is
+    /// refused.
     pub fn parse(spec: &str) -> Result<Band, String> {
         let bad = || format!("{spec}: expected METRIC:LO..HI, e.g. cosine:0.3..0.9, with LO <= HI");
         let (metric, range) = spec.split_once(':').ok_or_else(bad)?;
@@ -33,18 +40,29 @@ impl Band {
         if metric.trim().is_empty() || lo.is_nan() || hi.is_nan() || lo > hi {
             return Err(bad());
         }
+        if lo == hi && lo.is_infinite() {
+            return Err(format!(
+                "{spec}: the band {lo}..{hi} is empty, so it would decide every row without the judge; give a finite end (e.g. -inf..0.9), or -inf..inf to decide nothing"
+            ));
+        }
+        let metric = metric.trim().to_string();
         Ok(Band {
-            metric: metric.trim().to_string(),
+            direction: Direction::of(&metric),
+            metric,
             lo,
             hi,
         })
     }
 
     /// What the fingerprint records: `[lo, hi]` for a cosine band, as
-    /// before other metrics were allowed (so those runs still resume).
+    /// before other metrics were allowed (so those runs still resume); a
+    /// lower-is-better band says so (its verdicts differ from what earlier
+    /// versions decided).
     pub(crate) fn fingerprint(&self) -> Value {
         if self.metric == "cosine" {
             json!([self.lo, self.hi])
+        } else if self.direction.lower_is_better() {
+            json!({"metric": self.metric, "range": [self.lo, self.hi], "lower_is_better": true})
         } else {
             json!({"metric": self.metric, "range": [self.lo, self.hi]})
         }
@@ -60,20 +78,26 @@ impl Tier for Band {
         source::band(&self.metric)
     }
 
-    /// Below LO false, above HI true; inside the band (or NaN) passed on.
+    /// Below LO false, above HI true (the other way round where lower is
+    /// better); inside the band (or NaN) passed on.
     fn decide(&self, value: f32) -> Option<(bool, String)> {
         if !(value < self.lo || value > self.hi) {
             return None;
         }
-        let side = value > self.hi;
+        let above = value > self.hi;
         let why = format!(
-            "{} {value:.3} is {} the band {}..{}",
+            "{} {value:.3} is {} the band {}..{}{}",
             self.metric,
-            if side { "above" } else { "below" },
+            if above { "above" } else { "below" },
             self.lo,
-            self.hi
+            self.hi,
+            if self.direction.lower_is_better() {
+                " (lower is better)"
+            } else {
+                ""
+            }
         );
-        Some((side, why))
+        Some((above != self.direction.lower_is_better(), why))
     }
 
     fn fingerprint(&self) -> Value {
@@ -108,5 +132,19 @@ mod tests {
             Band::parse("cosine:-inf..0.9").unwrap().lo,
             f32::NEG_INFINITY
         );
+        assert!(Band::parse("cosine:inf..inf").is_err());
+        assert!(Band::parse("cosine:-inf..-inf").is_err());
+        assert!(Band::parse("cosine:-inf..inf").is_ok());
+    }
+
+    /// Over a lower-is-better score the sides swap.
+    #[test]
+    fn a_lower_is_better_band_decides_the_other_way() {
+        let b = Band::parse("nli_contradiction:0.2..0.7").unwrap();
+        assert_eq!(b.decide(0.9).map(|d| d.0), Some(false));
+        assert_eq!(b.decide(0.1).map(|d| d.0), Some(true));
+        assert_eq!(b.decide(0.5), None);
+        let c = Band::parse("nli_equivalence:0.2..0.7").unwrap();
+        assert_eq!(c.decide(0.9).map(|d| d.0), Some(true));
     }
 }

@@ -268,3 +268,155 @@ fn summary_and_report_agree_on_every_figure() {
     let token_f1 = named(&metrics(&["--threshold", "token_f1=0.0"]), "token_f1").unwrap();
     assert_eq!(token_f1["result"]["pass_rate"], 1.0);
 }
+
+/// `nli_contradiction` is lower-is-better (the metric registry says so): a
+/// rise in it is "worse" and trips `--fail-on-regression`; a fall is
+/// "better" and passes it. Token F1 beside it keeps higher-is-better.
+#[test]
+fn a_rise_in_contradiction_is_a_regression() {
+    let d = tempfile::tempdir().unwrap();
+    let n = 40;
+    let ids: Vec<i64> = (0..n).collect();
+    let run = |name: &str, contradiction: f32, f1: f32| {
+        let path = d.path().join(name);
+        write_parquet(
+            &path,
+            vec![
+                ("id", int_ids(&ids)),
+                ("token_f1", f32s_col(&vec![Some(f1); n as usize])),
+                (
+                    "nli_contradiction",
+                    f32s_col(
+                        &(0..n)
+                            .map(|i| Some(contradiction + i as f32 * 0.001))
+                            .collect::<Vec<_>>(),
+                    ),
+                ),
+                ("status", s(&vec!["ok"; n as usize])),
+                ("error", strs(&vec![None; n as usize])),
+            ],
+        );
+        path
+    };
+    let calm = run("calm.parquet", 0.1, 0.5);
+    let contradicting = run("contradicting.parquet", 0.8, 0.6);
+    let json = d.path().join("r.json");
+    let report = |cur: &Path, base: &Path| {
+        refscore(&[
+            "report",
+            p(cur),
+            "--baseline",
+            p(base),
+            "--fail-on-regression",
+            "nli_contradiction=0.05,token_f1=0.05",
+            "--json",
+            p(&json),
+        ])
+    };
+    let verdicts = || -> Vec<(String, String)> {
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        r["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["name"].as_str().unwrap().to_string(),
+                    m["change"]["verdict"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    // Contradiction rose 0.7: worse, and the gate fails (exit 1).
+    let err = fails(&report(&contradicting, &calm), 1);
+    assert!(
+        err.contains("nli_contradiction") && err.contains("regression"),
+        "{err}"
+    );
+    assert!(!err.contains("token_f1"), "token F1 rose: {err}");
+    let got = verdicts();
+    assert!(
+        got.contains(&("nli_contradiction".into(), "worse".into())),
+        "{got:?}"
+    );
+    assert!(
+        got.contains(&("token_f1".into(), "better".into())),
+        "{got:?}"
+    );
+    // The other way round: contradiction fell, better; token F1 fell, the
+    // only regression.
+    let err = fails(&report(&calm, &contradicting), 1);
+    assert!(
+        err.contains("token_f1") && !err.contains("nli_contradiction"),
+        "{err}"
+    );
+    let got = verdicts();
+    assert!(
+        got.contains(&("nli_contradiction".into(), "better".into())),
+        "{got:?}"
+    );
+}
+
+/// `--gold`'s stand-in figures read a lower-is-better score the right way
+/// round: labels true exactly where the contradiction is low separate
+/// perfectly (AUC 1, not 0), and the best cut-off says so.
+#[test]
+fn contradiction_stands_in_the_right_way_round() {
+    let d = tempfile::tempdir().unwrap();
+    let n = 20usize;
+    let contradiction: Vec<Option<f32>> = (0..n).map(|i| Some(i as f32 / 20.0)).collect();
+    let human: Vec<Option<bool>> = (0..n).map(|i| Some(i < 10)).collect();
+    let path = d.path().join("labelled.parquet");
+    write_parquet(
+        &path,
+        vec![
+            ("id", int_ids(&(0..n as i64).collect::<Vec<_>>())),
+            ("nli_contradiction", f32s_col(&contradiction)),
+            (
+                "meaning_match",
+                Arc::new(arrow::array::BooleanArray::from(human.clone())),
+            ),
+            ("meaning_match_source", s(&vec!["judge"; n])),
+            (
+                "human",
+                Arc::new(arrow::array::BooleanArray::from(human.clone())),
+            ),
+            ("status", s(&vec!["ok"; n])),
+            ("error", strs(&vec![None; n])),
+        ],
+    );
+    let json = d.path().join("r.json");
+    ok(&refscore(&[
+        "report",
+        p(&path),
+        "--gold",
+        "meaning_match=human",
+        "--json",
+        p(&json),
+    ]));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let figures = r["calibration"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["metric"] == "meaning_match")
+        .unwrap();
+    let stand_in = figures["stand_ins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["metric"] == "nli_contradiction")
+        .unwrap();
+    assert_eq!(stand_in["separation"]["auc"], 1.0, "{stand_in}");
+    assert_eq!(
+        stand_in["separation"]["best_threshold"]["agreement"], 1.0,
+        "{stand_in}"
+    );
+    let cut = stand_in["separation"]["best_threshold"]["value"]
+        .as_f64()
+        .unwrap();
+    assert!((0.45..0.5).contains(&cut), "{stand_in}");
+    assert_eq!(stand_in["lower_is_better"], true, "{stand_in}");
+}

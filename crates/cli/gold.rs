@@ -101,7 +101,7 @@ pub(crate) fn summarise(
 
 /// Adds `states` and the figures computed from them to the summary.
 pub(crate) fn insert(summary: &mut Summary, states: &[GoldState]) {
-    let figures: Vec<Calibration> = states.iter().map(GoldState::calibration).collect();
+    let figures: Vec<Calibration> = states.iter().map(gold::calibration).collect();
     summary.extra.insert(
         CALIBRATION.into(),
         serde_json::to_value(figures).expect("figures serialise"),
@@ -222,8 +222,13 @@ pub(crate) fn lines(summary: &Summary) -> String {
                 .iter()
                 .map(|s| {
                     format!(
-                        "{} AUC {} (cut-off {}: {})",
+                        "{}{} AUC {} (cut-off {}: {})",
                         s["metric"].as_str().unwrap_or("?"),
+                        if s["lower_is_better"] == true {
+                            " (lower is better)"
+                        } else {
+                            ""
+                        },
                         num(&s["separation"]["auc"]),
                         num(&s["separation"]["best_threshold"]["value"]),
                         pct(&s["separation"]["best_threshold"]["agreement"])

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use rayon::prelude::*;
+use refscore_core::metric::Direction;
 use refscore_core::Error;
 use refscore_stats::{bin_centre, Histogram as ValueHistogram, Tally};
 
@@ -14,10 +15,18 @@ use crate::pass::{Agg, Ctx, SliceSource};
 use crate::texts::{self, Wanted};
 use crate::{signed, Options};
 
-fn verdict(lo: Option<f64>, hi: Option<f64>) -> &'static str {
+/// "worse", "better" or "no clear change" for a change of `metric` whose
+/// interval is `lo..hi`: a rise is better where higher is better, worse
+/// where lower is (the metric registry's [`Direction`]).
+fn verdict(metric: &str, lo: Option<f64>, hi: Option<f64>) -> &'static str {
+    let (rise, fall) = if Direction::of(metric).lower_is_better() {
+        ("worse", "better")
+    } else {
+        ("better", "worse")
+    };
     match (lo, hi) {
-        (_, Some(h)) if h < 0.0 => "worse",
-        (Some(l), _) if l > 0.0 => "better",
+        (_, Some(h)) if h < 0.0 => fall,
+        (Some(l), _) if l > 0.0 => rise,
         _ => "no clear change",
     }
 }
@@ -202,7 +211,7 @@ pub(crate) fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Resul
             let p = &agg.paired[k];
             let ci = intervals.get(&(k, None)).copied().flatten();
             let (lo, hi) = (ci.map(|c| c.0), ci.map(|c| c.1));
-            let v = verdict(lo, hi);
+            let v = verdict(name, lo, hi);
             let pr =
                 |passed: u64| (t.is_some() && p.pairs > 0).then(|| passed as f64 / p.pairs as f64);
             Change {
@@ -260,7 +269,7 @@ pub(crate) fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Resul
                                 diff: p.mean_diff(),
                                 ci_low: lo,
                                 ci_high: hi,
-                                verdict: verdict(lo, hi),
+                                verdict: verdict(&ctx.metrics[k], lo, hi),
                                 pass_to_fail: p.pass_to_fail,
                                 fail_to_pass: p.fail_to_pass,
                             }
@@ -420,7 +429,7 @@ fn compare_corrected(
     let diff = now.0 - then.0;
     let half = Z95 * (now.1 * now.1 + then.1 * then.1).sqrt();
     let (lo, hi) = (diff - half, diff + half);
-    change.verdict = verdict(Some(lo), Some(hi));
+    change.verdict = verdict(&m.name, Some(lo), Some(hi));
     change.line = format!(
         "{} (corrected for the judge's error)",
         line(&m.name, Some(diff), Some(lo), Some(hi), change.verdict)
@@ -443,14 +452,26 @@ fn gate_results(o: &Options, metrics: &[MetricReport]) -> Vec<GateResult> {
         {
             let Some(c) = &m.change else { continue };
             let high = c.corrected.as_ref().map(|k| k.ci_high).or(c.ci_high);
-            let failed = high.is_some_and(|h| h < -g.delta);
-            let line = if failed {
-                format!(
+            let low = c.corrected.as_ref().map(|k| k.ci_low).or(c.ci_low);
+            // A regression is a change the wrong way: down where higher is
+            // better, up where lower is.
+            let lower_is_better = Direction::of(&m.name).lower_is_better();
+            let failed = if lower_is_better {
+                low.is_some_and(|l| l > g.delta)
+            } else {
+                high.is_some_and(|h| h < -g.delta)
+            };
+            let line = match (failed, lower_is_better) {
+                (true, false) => format!(
                     "{}: regression: the interval lies wholly below −{}",
                     c.line, g.delta
-                )
-            } else {
-                format!("{}: within −{}", c.line, g.delta)
+                ),
+                (true, true) => format!(
+                    "{}: regression: the interval lies wholly above +{} (lower is better)",
+                    c.line, g.delta
+                ),
+                (false, false) => format!("{}: within −{}", c.line, g.delta),
+                (false, true) => format!("{}: within +{} (lower is better)", c.line, g.delta),
             };
             out.push(GateResult {
                 metric: m.name.clone(),

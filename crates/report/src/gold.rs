@@ -6,7 +6,7 @@
 
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::{DataType, Float32Type, Float64Type, Schema};
-use refscore_core::metric::{Group, Kind, BUILTIN};
+use refscore_core::metric::{Direction, Group, Kind, BUILTIN};
 use refscore_core::Error;
 use refscore_read::Table;
 use refscore_stats::gold::{Calibration, GoldState, LabelKind};
@@ -312,15 +312,15 @@ pub fn gather_with_disagreements(
                         .iter()
                         .map(|&k| value(batch.column(k), i))
                         .collect();
-                    let tier = c.source.and_then(|k| {
+                    let source = c.source.and_then(|k| {
                         let s = batch.column(k);
-                        (!s.is_null(i))
-                            .then(|| string_at(s, i))
-                            .flatten()
-                            .filter(|s| refscore_core::schema::source::is_tier(s))
-                            .map(String::from)
+                        (!s.is_null(i)).then(|| string_at(s, i)).flatten()
                     });
-                    (p, stand_ins, tier)
+                    let tier = source
+                        .filter(|s| refscore_core::schema::source::is_tier(s))
+                        .map(String::from);
+                    let by_rule = source == Some(refscore_core::schema::source::RULE);
+                    (p, stand_ins, tier, by_rule)
                 });
             }
         }
@@ -359,11 +359,13 @@ pub fn figures(
             )));
         }
     }
-    Ok(states
-        .iter()
-        .map(GoldState::calibration)
-        .zip(disagreeing)
-        .collect())
+    Ok(states.iter().map(calibration).zip(disagreeing).collect())
+}
+
+/// A state's figures, each stand-in read in its direction (the metric
+/// registry's): what `score`'s summary and `report` both show.
+pub fn calibration(state: &GoldState) -> Calibration {
+    state.calibration_with(|name| Direction::of(name).lower_is_better())
 }
 
 /// A string column's value `i`, whatever its string encoding.

@@ -48,6 +48,11 @@ pub struct LabelledRow {
     /// one did and the result says which (older results say `band`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tier: Option<String>,
+    /// Whether a rule (the exact-match or empty-output rule) decided the
+    /// value: such a row never reaches a tier in a run, so a band is neither
+    /// fitted nor measured on it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub by_rule: bool,
 }
 
 /// A metric's labelled rows and unlabelled sums; see the module text.
@@ -184,8 +189,13 @@ fn tier_agreements(rows: &[LabelledRow]) -> Vec<TierAgreement> {
 pub struct StandIn {
     /// The stand-in metric.
     pub metric: String,
-    /// Its AUC and best cut-off against the labels.
+    /// Its AUC and best cut-off against the labels (for a lower-is-better
+    /// score: the chance a label-true row scores *below* a label-false one,
+    /// and the cut-off at or below which a row reads as true).
     pub separation: ScoreSeparation,
+    /// Whether the score is lower-is-better (`nli_contradiction`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub lower_is_better: bool,
 }
 
 /// The run-wide figure as the judge gives it and as corrected by the labels.
@@ -232,11 +242,11 @@ impl GoldState {
         &mut self,
         gold: Option<f64>,
         value: Option<f64>,
-        labelled: impl FnOnce() -> (Option<f64>, Vec<Option<f64>>, Option<String>),
+        labelled: impl FnOnce() -> (Option<f64>, Vec<Option<f64>>, Option<String>, bool),
     ) {
         match (gold, value.filter(|v| v.is_finite())) {
             (Some(gold), Some(value)) => {
-                let (p, stand_ins, tier) = labelled();
+                let (p, stand_ins, tier, by_rule) = labelled();
                 self.rows.push(LabelledRow {
                     gold,
                     value,
@@ -244,6 +254,7 @@ impl GoldState {
                     stand_ins,
                     by_band: tier.is_some(),
                     tier,
+                    by_rule,
                 });
             }
             (Some(_), None) => self.labels_without_value += 1,
@@ -317,8 +328,17 @@ impl GoldState {
         s
     }
 
-    /// Every figure the labels allow; see [`Calibration`].
+    /// Every figure the labels allow; see [`Calibration`]. Every stand-in
+    /// is read as higher-is-better; [`GoldState::calibration_with`] says
+    /// which are not.
     pub fn calibration(&self) -> Calibration {
+        self.calibration_with(|_| false)
+    }
+
+    /// [`GoldState::calibration`], with the stand-ins for which
+    /// `lower_is_better` holds read the other way round (the metric
+    /// registry knows which; this crate does not depend on it).
+    pub fn calibration_with(&self, lower_is_better: impl Fn(&str) -> bool) -> Calibration {
         let gold_true: Vec<bool> = self.rows.iter().map(|r| r.gold >= 0.5).collect();
         let values: Vec<f64> = self.rows.iter().map(|r| r.value).collect();
         let mut c = Calibration {
@@ -353,18 +373,26 @@ impl GoldState {
                 c.probability = score_separation(&p, &g);
                 c.probability_calibration = probability_calibration(&p, &g);
                 for (k, name) in self.stand_ins.iter().enumerate() {
+                    let lower = lower_is_better(name);
+                    // A lower-is-better score is read negated, its cut-off
+                    // negated back.
+                    let sign = if lower { -1.0 } else { 1.0 };
                     let (s, g): (Vec<f64>, Vec<bool>) = self
                         .rows
                         .iter()
                         .filter_map(|r| {
-                            Some((r.stand_ins.get(k).copied().flatten()?, r.gold >= 0.5))
+                            Some((sign * r.stand_ins.get(k).copied().flatten()?, r.gold >= 0.5))
                         })
                         .filter(|(v, _)| v.is_finite())
                         .unzip();
-                    if let Some(separation) = score_separation(&s, &g) {
+                    if let Some(mut separation) = score_separation(&s, &g) {
+                        if let Some(t) = separation.best_threshold.as_mut() {
+                            t.value *= sign;
+                        }
                         c.stand_ins.push(StandIn {
                             metric: name.clone(),
                             separation,
+                            lower_is_better: lower,
                         });
                     }
                 }
@@ -437,7 +465,7 @@ mod tests {
         for i in 0..labels {
             let gold = (i < label_true) as u8 as f64;
             let value = (i < judged_true) as u8 as f64;
-            g.add(Some(gold), Some(value), || (None, Vec::new(), None));
+            g.add(Some(gold), Some(value), || (None, Vec::new(), None, false));
         }
         for i in 0..1000 {
             g.add(None, Some((i < 550) as u8 as f64), || unreachable!());

@@ -435,7 +435,16 @@ fn a_chain_fitted_on_half_the_labelled_set_runs_on_the_other_half() {
         .iter()
         .map(|c| f32s(&b, c))
         .collect();
-    let mut open: Vec<bool> = labels.iter().map(Option::is_some).collect();
+    // The rows the rules decide never reach a tier.
+    let rule: Vec<bool> = texts(&b, "meaning_match_source")
+        .iter()
+        .map(|s| s.as_deref() == Some("rule"))
+        .collect();
+    let mut open: Vec<bool> = labels
+        .iter()
+        .zip(&rule)
+        .map(|(l, rule)| l.is_some() && !rule)
+        .collect();
     for (t, tier) in tiers.iter().enumerate() {
         let pairs: Vec<(f64, bool)> = (0..b.num_rows())
             .filter(|&i| open[i])
@@ -733,4 +742,229 @@ fn a_band_over_contradiction_decides_high_contradiction_false() {
     let (verdicts, _) = run_with("nli_contradiction:2..3");
     assert!(verdicts.iter().all(|v| *v == Some(true)), "{verdicts:?}");
     assert!(server.requests().is_empty());
+}
+
+/// Reference "alpha beta gamma delta" and: 20 outputs that are the same
+/// answer (the exact-match rule decides them, token F1 1, labelled true), 8
+/// near misses (token F1 8/9, half labelled true) and 8 unrelated outputs
+/// (token F1 0, labelled false).
+fn rule_heavy_input(path: &Path) {
+    let mut rows: Vec<(String, String, String, bool)> = Vec::new();
+    let reference = "alpha beta gamma delta".to_string();
+    for i in 0..20 {
+        rows.push((
+            format!("same{i}"),
+            reference.clone(),
+            "Alpha beta gamma delta.".into(),
+            true,
+        ));
+    }
+    for i in 0..8 {
+        rows.push((
+            format!("near{i}"),
+            reference.clone(),
+            format!("alpha beta gamma delta kappa{i}"),
+            i % 2 == 0,
+        ));
+    }
+    for i in 0..8 {
+        rows.push((
+            format!("far{i}"),
+            reference.clone(),
+            format!("zeta eta theta iota{i}"),
+            false,
+        ));
+    }
+    labelled_input(path, &rows.iter().collect::<Vec<_>>());
+}
+
+/// The rows the exact-match and empty-output rules decide never reach a
+/// tier in a run, so `calibrate-band` fits and measures the band on the
+/// other labelled rows only: each side's labelled rows and errors are
+/// exactly those of the rows the run would hand the band, and within
+/// --max-error; the volume counts only those rows too.
+#[test]
+fn calibrate_band_leaves_out_the_rows_the_rules_decide() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.parquet");
+    rule_heavy_input(&input);
+    let out = dir.path().join("o.parquet");
+    let server = yes_judge();
+    ok(&score(
+        &input,
+        &out,
+        &[
+            "--metrics",
+            "token_f1,meaning_match",
+            "--judge-url",
+            &server.url,
+            "--judge-model",
+            "scripted",
+            "--judge-reasons",
+            "never",
+            "--gold",
+            "meaning_match=human",
+        ],
+    ));
+    let b = read_parquet(&out);
+    let source = texts(&b, "meaning_match_source");
+    assert_eq!(
+        source
+            .iter()
+            .filter(|s| s.as_deref() == Some("rule"))
+            .count(),
+        20
+    );
+    let json = dir.path().join("band.json");
+    ok(&refscore(&[
+        "calibrate-band",
+        out.to_str().unwrap(),
+        "--by",
+        "token_f1",
+        "--max-error",
+        "0.2",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let (lo, hi) = (cut_off(&r["lo"]), cut_off(&r["hi"]));
+    let (labels, f1) = (bools(&b, "human"), f32s(&b, "token_f1"));
+    let handed: Vec<usize> = (0..b.num_rows())
+        .filter(|&i| source[i].as_deref() != Some("rule"))
+        .collect();
+    for (side, decided) in [("below", false), ("above", true)] {
+        let rows: Vec<usize> = handed
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let v = f64::from(f1[i].unwrap());
+                if decided {
+                    v > hi
+                } else {
+                    v < lo
+                }
+            })
+            .collect();
+        let errors = rows.iter().filter(|&&i| labels[i] != Some(decided)).count();
+        assert_eq!(r[side]["labels"], rows.len() as u64, "{side}: {r}");
+        assert_eq!(r[side]["errors"], errors as u64, "{side}: {r}");
+        assert!(errors as f64 <= 0.2 * rows.len() as f64, "{side}: {r}");
+    }
+    assert_eq!(r["rows"], handed.len() as u64, "{r}");
+    // The chain's first tier reaches the same rows.
+    ok(&refscore(&[
+        "calibrate-band",
+        out.to_str().unwrap(),
+        "--by",
+        "token_f1,token_f1",
+        "--max-error",
+        "0.2",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["tiers"][0]["labels_reaching"], handed.len() as u64, "{r}");
+    assert_eq!(r["rows"], handed.len() as u64, "{r}");
+}
+
+/// Labels only on rows the rules decide: no labelled row reaches the band,
+/// and `calibrate-band` says that (not "the labels are all false"); a fit
+/// on two labelled rows warns that there are too few, with the count.
+#[test]
+fn calibrate_band_says_when_labels_are_missing_or_too_few() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = yes_judge();
+    let scored = |rows: &[(String, String, String, bool)], labelled: &[bool], name: &str| {
+        let input = dir.path().join(format!("{name}.in.parquet"));
+        labelled_input(&input, &rows.iter().collect::<Vec<_>>());
+        // Unlabel the rows `labelled` leaves out.
+        let b = read_parquet(&input);
+        let human: arrow::array::ArrayRef = std::sync::Arc::new(arrow::array::BooleanArray::from(
+            bools(&b, "human")
+                .iter()
+                .zip(labelled)
+                .map(|(l, keep)| if *keep { *l } else { None })
+                .collect::<Vec<_>>(),
+        ));
+        write_parquet(
+            &input,
+            vec![
+                ("id", b.column_by_name("id").unwrap().clone()),
+                ("reference", b.column_by_name("reference").unwrap().clone()),
+                ("output", b.column_by_name("output").unwrap().clone()),
+                ("human", human),
+            ],
+        );
+        let out = dir.path().join(format!("{name}.parquet"));
+        ok(&score(
+            &input,
+            &out,
+            &[
+                "--metrics",
+                "token_f1,meaning_match",
+                "--judge-url",
+                &server.url,
+                "--judge-model",
+                "scripted",
+                "--judge-reasons",
+                "never",
+                "--gold",
+                "meaning_match=human",
+            ],
+        ));
+        out
+    };
+    let reference = "alpha beta gamma delta".to_string();
+    let mut rows: Vec<(String, String, String, bool)> = (0..4)
+        .map(|i| {
+            (
+                format!("same{i}"),
+                reference.clone(),
+                reference.clone(),
+                true,
+            )
+        })
+        .collect();
+    rows.extend((0..6).map(|i| {
+        (
+            format!("other{i}"),
+            reference.clone(),
+            format!("zeta eta theta iota{i}"),
+            i % 2 == 0,
+        )
+    }));
+    // Only the rule's rows labelled.
+    let out = scored(
+        &rows,
+        &(0..10).map(|i| i < 4).collect::<Vec<_>>(),
+        "rules_only",
+    );
+    let err = fails(
+        &refscore(&["calibrate-band", out.to_str().unwrap(), "--by", "token_f1"]),
+        78,
+    );
+    assert!(
+        !err.contains("all false") && !err.contains("all true"),
+        "{err}"
+    );
+    assert!(
+        err.contains("4 labelled rows") && err.contains("rules"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    // Two labelled rows the band would see (one of each kind).
+    let out = scored(
+        &rows,
+        &(0..10).map(|i| i == 4 || i == 5).collect::<Vec<_>>(),
+        "two",
+    );
+    let done = refscore(&["calibrate-band", out.to_str().unwrap(), "--by", "token_f1"]);
+    ok(&done);
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(
+        err.contains("warning") && err.contains("too few") && err.contains("2 labelled rows"),
+        "{err}"
+    );
 }

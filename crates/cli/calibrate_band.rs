@@ -31,6 +31,7 @@ pub fn run(args: CalibrateBandArgs) -> Result<(), Error> {
     };
     let (json, text) = if args.by.len() == 1 {
         let report = calibrate(&table, &request)?;
+        warn(&report.warnings);
         let text = if args.quiet {
             format!("--judge-band {}\n", report.judge_band)
         } else {
@@ -39,6 +40,7 @@ pub fn run(args: CalibrateBandArgs) -> Result<(), Error> {
         (serde_json::to_string_pretty(&report), text)
     } else {
         let report = calibrate_chain(&table, &request, &args.by)?;
+        warn(&report.warnings);
         let text = if args.quiet {
             flags(&report) + "\n"
         } else {
@@ -52,6 +54,24 @@ pub fn run(args: CalibrateBandArgs) -> Result<(), Error> {
             .map_err(|e| Error::io(format!("{}: cannot write: {e}", path.display())))?;
     }
     crate::print_out(&text)
+}
+
+/// Says on stderr what makes a fit's figures weak (too few labels), quiet
+/// or not: the flags on stdout stay the only thing a script reads.
+fn warn(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("refscore: warning: {w}");
+    }
+}
+
+/// What each side of a band decides, below LO then above HI: false then
+/// true, the other way round where lower is better.
+fn decided(lower_is_better: bool) -> (&'static str, &'static str) {
+    if lower_is_better {
+        ("true", "false")
+    } else {
+        ("false", "true")
+    }
 }
 
 /// The chain's `--judge-band` flags, in order, on one line.
@@ -82,20 +102,9 @@ fn chain_lines(r: &ChainReport) -> String {
             out += &format!("  open: decides nothing ({why})\n");
             continue;
         }
-        out += &side_line(
-            "  below",
-            t.fit.lo as f32,
-            "false",
-            &t.fit.below,
-            r.max_error,
-        );
-        out += &side_line(
-            "  above",
-            t.fit.hi as f32,
-            "true",
-            &t.fit.above,
-            r.max_error,
-        );
+        let (below, above) = decided(t.lower_is_better);
+        out += &side_line("  below", t.fit.lo as f32, below, &t.fit.below, r.max_error);
+        out += &side_line("  above", t.fit.hi as f32, above, &t.fit.above, r.max_error);
         if t.labels_compared > 0 {
             out += &added_line(
                 "  ",
@@ -164,8 +173,9 @@ fn side_line(
 fn lines(r: &BandReport) -> String {
     let f = &r.fit;
     let mut out = format!("--judge-band {}\n", r.judge_band);
-    out += &side_line("below", f.lo as f32, "false", &f.below, f.max_error);
-    out += &side_line("above", f.hi as f32, "true", &f.above, f.max_error);
+    let (below, above) = decided(r.lower_is_better);
+    out += &side_line("below", f.lo as f32, below, &f.below, f.max_error);
+    out += &side_line("above", f.hi as f32, above, &f.above, f.max_error);
     out += &format!(
         "rows still judged: {} ({} of {} with a {} value); judge calls saved at this result's volume: {}\n",
         pct(Some(r.share_judged)),

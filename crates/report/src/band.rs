@@ -5,10 +5,12 @@
 
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{DataType, Float32Type};
+use refscore_core::metric::Direction;
 use refscore_core::Error;
 use refscore_read::Table;
 use refscore_stats::band::{fit_band, BandFit};
-use refscore_stats::gold::{GoldState, LabelKind};
+use refscore_stats::gold::{GoldState, LabelKind, LabelledRow};
+use refscore_stats::ppi::MIN_LABELS;
 use serde::Serialize;
 
 use crate::gold::{self, GoldColumn};
@@ -37,9 +39,19 @@ pub struct BandReport {
     pub gold_column: String,
     /// The `--judge-band` value to use.
     pub judge_band: String,
-    /// The fit and each side's measured error.
+    /// The fit and each side's measured error (`below` and `above` are
+    /// the sides' places; where lower is better, below LO decides true and
+    /// above HI false).
     #[serde(flatten)]
     pub fit: BandFit,
+    /// Whether `by` is lower-is-better, which swaps what the sides decide.
+    pub lower_is_better: bool,
+    /// Labelled rows the band was fitted on: those the rules leave, with a
+    /// value of `by`.
+    pub labels_reaching: u64,
+    /// What makes the figures weak (too few labelled rows), in words.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// Rows of the result with a value of `by` (those a band can decide).
     pub rows: u64,
     /// Of them, rows inside the band: still judged.
@@ -126,38 +138,117 @@ pub(crate) fn labelled(
     Ok(state)
 }
 
-/// Fits the band on `table`'s labelled rows and measures it on all rows.
+/// The labelled rows a tier can be handed in a run: those no rule decided
+/// (the exact-match and empty-output rules settle theirs before any tier).
+pub(crate) fn reach_tiers(row: &LabelledRow) -> bool {
+    !row.by_rule
+}
+
+/// Refuses a fit that no labelled row reaches, saying why (rather than
+/// letting the fit call the missing labels "all false").
+pub(crate) fn some_reach(
+    state: &GoldState,
+    k: usize,
+    by: &str,
+    spec: &str,
+    column: &str,
+) -> Result<(), Error> {
+    if state
+        .rows
+        .iter()
+        .any(|row| reach_tiers(row) && row.stand_ins[k].is_some())
+    {
+        return Ok(());
+    }
+    let by_rule = state.rows.iter().filter(|row| row.by_rule).count();
+    Err(Error::config(format!(
+        "{spec}: column '{column}': none of the {} labelled rows reaches the band ({by_rule} decided by the rules, {} without a {by} value): label rows the rules leave to the tiers and the judge",
+        state.rows.len(),
+        state.rows.len() - by_rule
+    )))
+}
+
+/// The warning for a band fitted on `n` labelled rows, if that is too few
+/// for its measured error to mean much.
+pub(crate) fn too_few(by: &str, n: usize) -> Option<String> {
+    (n < MIN_LABELS as usize).then(|| {
+        format!(
+            "the band on {by} is fitted on {n} labelled rows: too few (at least {MIN_LABELS} are needed for its error to mean much); label more rows"
+        )
+    })
+}
+
+/// [`fit_band`] in the direction of the score: for a lower-is-better one
+/// the band is fitted on the negated scores and turned back, so that below
+/// LO decides true and above HI false (as the run's tier decides), with
+/// `below` and `above` still the sides' places. Cut-offs are f32, as the
+/// run compares.
+pub(crate) fn fit_directed(
+    pairs: &[(f64, bool)],
+    max_error: f64,
+    lower_is_better: bool,
+) -> Result<BandFit, String> {
+    if pairs.is_empty() {
+        return Err("no labelled row reaches it".into());
+    }
+    let mut fit = if lower_is_better {
+        let negated: Vec<(f64, bool)> = pairs.iter().map(|&(s, g)| (-s, g)).collect();
+        let f = fit_band(&negated, max_error)?;
+        BandFit {
+            lo: -f.hi,
+            hi: -f.lo,
+            below: f.above,
+            above: f.below,
+            max_error: f.max_error,
+        }
+    } else {
+        fit_band(pairs, max_error)?
+    };
+    fit.lo = fit.lo as f32 as f64;
+    fit.hi = fit.hi as f32 as f64;
+    Ok(fit)
+}
+
+/// The verdict a band decides for a score `s` outside it.
+pub(crate) fn decides_true(fit: &BandFit, s: f64, lower_is_better: bool) -> bool {
+    if lower_is_better {
+        s < fit.lo
+    } else {
+        s > fit.hi
+    }
+}
+
+/// Fits the band on the labelled rows a run would hand it (those the rules
+/// leave) and measures it on all the rows it would see.
 pub fn calibrate(table: &Table, r: &BandRequest) -> Result<BandReport, Error> {
     let spec = table.spec();
     let (column, g) = label_columns(table, r)?;
     let k = stand_in(&g, &r.by, spec)?;
     let state = labelled(table, &column, &g, r)?;
-    if state.rows.is_empty() {
-        return Err(Error::config(format!(
-            "{spec}: column '{column}' holds no labels on rows with a {} value",
-            r.metric
-        )));
-    }
+    some_reach(&state, k, &r.by, spec, &column)?;
+    let lower = Direction::of(&r.by).lower_is_better();
     let pairs: Vec<(f64, bool)> = state
         .rows
         .iter()
+        .filter(|row| reach_tiers(row))
         .filter_map(|row| Some((row.stand_ins[k]?, row.gold >= 0.5)))
         .collect();
-    let mut fit = fit_band(&pairs, r.max_error)
+    let fit = fit_directed(&pairs, r.max_error, lower)
         .map_err(|e| Error::bad_input(format!("{spec}: --gold {}={column}: {e}", r.metric)))?;
-    // The run compares in f32: the figures below are for the band it reads.
-    fit.lo = fit.lo as f32 as f64;
-    fit.hi = fit.hi as f32 as f64;
     let outside = |s: f64| s < fit.lo || s > fit.hi;
     // The error added, on the labelled rows the judge itself answered.
     let (mut compared, mut band_errors, mut judge_errors) = (0u64, 0u64, 0u64);
-    for row in state.rows.iter().filter(|row| !row.by_band) {
+    for row in state
+        .rows
+        .iter()
+        .filter(|row| !row.by_band && reach_tiers(row))
+    {
         let Some(s) = row.stand_ins[k].filter(|s| outside(*s)) else {
             continue;
         };
         compared += 1;
         let gold = row.gold >= 0.5;
-        band_errors += ((s > fit.hi) != gold) as u64;
+        band_errors += (decides_true(&fit, s, lower) != gold) as u64;
         judge_errors += ((row.value >= 0.5) != gold) as u64;
     }
     let judges = panel_verdict_columns(table, &r.metric);
@@ -189,6 +280,9 @@ pub fn calibrate(table: &Table, r: &BandRequest) -> Result<BandReport, Error> {
         error_added: (compared > 0)
             .then(|| (band_errors as f64 - judge_errors as f64) / compared as f64),
         fit,
+        lower_is_better: lower,
+        labels_reaching: pairs.len() as u64,
+        warnings: too_few(&r.by, pairs.len()).into_iter().collect(),
     })
 }
 
@@ -217,7 +311,8 @@ pub(crate) fn panel_verdict_columns(table: &Table, metric: &str) -> Vec<String> 
 
 /// What a chain of fitted bands does to a whole result (one band is a chain
 /// of one): each row is decided by the first tier whose score lies outside
-/// its band; a row with no score at all is not counted.
+/// its band; a row with no score at all, or one a rule decided (it never
+/// reaches a tier), is not counted.
 pub(crate) struct Volume {
     /// Rows with a value of at least one tier's score.
     pub rows: u64,
@@ -280,7 +375,15 @@ pub(crate) fn volume(
                     .count() as u64,
             }
         };
+        let by_rule = |i: usize| {
+            source.is_some()
+                && gold::string_at(batch.column(bys.len()), i)
+                    == Some(refscore_core::schema::source::RULE)
+        };
         for i in 0..batch.num_rows() {
+            if by_rule(i) {
+                continue;
+            }
             let score = |k: usize| {
                 let c = values[k];
                 (c.is_valid(i) && c.value(i).is_finite()).then(|| c.value(i) as f64)

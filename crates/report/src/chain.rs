@@ -1,14 +1,15 @@
 //! `refscore calibrate-band --by A,B,...`: a chain of bands fitted from a
 //! result's labelled rows, one tier per score in the order given. Each tier
-//! is fitted on the labelled rows the tiers before it leave (as the run
-//! would hand them on), so that the rows it decides disagree with their
-//! labels at most `--max-error` on each side; then the chain is measured on
-//! the whole result: each tier's share, the calls it saves, the rows left
-//! to the judge.
+//! is fitted on the labelled rows the rules and the tiers before it leave
+//! (as the run would hand them on), so that the rows it decides disagree
+//! with their labels at most `--max-error` on each side; then the chain is
+//! measured on the whole result: each tier's share, the calls it saves, the
+//! rows left to the judge.
 
+use refscore_core::metric::Direction;
 use refscore_core::Error;
 use refscore_read::Table;
-use refscore_stats::band::{fit_band, BandFit, Side};
+use refscore_stats::band::{BandFit, Side};
 use serde::Serialize;
 
 use crate::band::{self, BandRequest};
@@ -23,6 +24,8 @@ pub struct TierFit {
     /// The fit, measured on the labelled rows that reach this tier.
     #[serde(flatten)]
     pub fit: BandFit,
+    /// Whether its score is lower-is-better (below LO decides true).
+    pub lower_is_better: bool,
     /// Why the tier decides nothing, where no band could be fitted on the
     /// rows left to it (e.g. their labels are all of one kind).
     pub open_because: Option<String>,
@@ -65,6 +68,10 @@ pub struct ChainReport {
     pub share_judged: f64,
     /// Judge calls the chain saves at this result's volume.
     pub calls_saved: u64,
+    /// What makes the figures weak (a tier fitted on too few labelled
+    /// rows), in words.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Fits one band per score of `bys`, in order (see the module's text).
@@ -80,10 +87,14 @@ pub fn calibrate_chain(
         .map(|by| band::stand_in(&g, by, spec))
         .collect::<Result<_, _>>()?;
     let state = band::labelled(table, &column, &g, r)?;
-    // The labelled rows still in play: those no earlier tier decided.
-    let mut open: Vec<bool> = vec![true; state.rows.len()];
+    band::some_reach(&state, ks[0], &bys[0], spec, &column)?;
+    // The labelled rows still in play: those no rule and no earlier tier
+    // decided.
+    let mut open: Vec<bool> = state.rows.iter().map(band::reach_tiers).collect();
     let mut tiers = Vec::with_capacity(bys.len());
+    let mut warnings = Vec::new();
     for (t, (by, &k)) in bys.iter().zip(&ks).enumerate() {
+        let lower = Direction::of(by).lower_is_better();
         let pairs: Vec<(f64, bool)> = state
             .rows
             .iter()
@@ -91,7 +102,8 @@ pub fn calibrate_chain(
             .filter(|(_, open)| **open)
             .filter_map(|(row, _)| Some((row.stand_ins[k]?, row.gold >= 0.5)))
             .collect();
-        let (mut fit, open_because) = match fit_band(&pairs, r.max_error) {
+        warnings.extend(band::too_few(by, pairs.len()));
+        let (fit, open_because) = match band::fit_directed(&pairs, r.max_error, lower) {
             Ok(fit) => (fit, None),
             // The first tier fails as a single band does; a later one is
             // left open, deciding nothing, and says why.
@@ -103,8 +115,6 @@ pub fn calibrate_chain(
             }
             Err(e) => (open_band(r.max_error), Some(e)),
         };
-        fit.lo = fit.lo as f32 as f64;
-        fit.hi = fit.hi as f32 as f64;
         let outside = |s: f64| s < fit.lo || s > fit.hi;
         let (mut compared, mut band_errors, mut judge_errors) = (0u64, 0u64, 0u64);
         for (row, open) in state.rows.iter().zip(open.iter_mut()) {
@@ -117,7 +127,7 @@ pub fn calibrate_chain(
             }
             compared += 1;
             let gold = row.gold >= 0.5;
-            band_errors += u64::from((s > fit.hi) != gold);
+            band_errors += u64::from(band::decides_true(&fit, s, lower) != gold);
             judge_errors += u64::from((row.value >= 0.5) != gold);
         }
         tiers.push(TierFit {
@@ -125,6 +135,7 @@ pub fn calibrate_chain(
             judge_band: format!("{by}:{}..{}", band::shown(fit.lo), band::shown(fit.hi)),
             labels_reaching: pairs.len() as u64,
             fit,
+            lower_is_better: lower,
             open_because,
             rows_decided: 0,
             share: 0.0,
@@ -162,6 +173,7 @@ pub fn calibrate_chain(
         share_judged: share(v.left),
         calls_saved: v.saved.iter().sum(),
         tiers,
+        warnings,
     })
 }
 

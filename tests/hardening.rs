@@ -414,3 +414,40 @@ fn a_long_answer_repeated_through_a_dictionary_is_not_expanded() {
         "peak RSS {rss} bytes: the value was expanded per row"
     );
 }
+
+#[test]
+fn a_first_file_without_the_id_column_does_not_decide_for_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    // The first file (in path order) has no id; the second has real ids,
+    // which used to become row numbers without a word.
+    write_parquet(
+        &data.join("a.parquet"),
+        vec![("reference", s(&["Paris"])), ("output", s(&["paris"]))],
+    );
+    two_rows(&data, "b.parquet");
+    let out = dir.path().join("o.parquet");
+    let err = fails(&score(&data, &out, &["--metrics", "lexical"]), 65);
+    assert!(
+        err.contains("a.parquet") && err.contains("b.parquet") && err.contains("id column"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(!out.exists());
+    // The same for the optional question column.
+    std::fs::remove_file(data.join("b.parquet")).unwrap();
+    write_parquet(
+        &data.join("b.parquet"),
+        vec![
+            ("question", s(&["Capital?"])),
+            ("reference", s(&["Paris"])),
+            ("output", s(&["paris"])),
+        ],
+    );
+    let err = fails(&score(&data, &out, &["--metrics", "lexical"]), 65);
+    assert!(
+        err.contains("input column") && err.contains("'question'"),
+        "{err}"
+    );
+}

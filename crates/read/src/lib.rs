@@ -181,6 +181,7 @@ impl Dataset {
         let first = &files_meta[0];
         let mut layout = Layout::new(&first.schema, options, &first.path)?;
         for file in &files_meta[1..] {
+            mapping::check_optional_roles(&layout.columns, &options.mapping, &first.path, file)?;
             check_unique(&layout.columns, options, &file.schema, &file.path)?;
         }
         let columns = layout.columns.clone();

@@ -233,6 +233,55 @@ pub(crate) fn resolve(
     })
 }
 
+/// The column `role` would find in `schema` by its default name or one
+/// alias (not a name the user gave), without any check: a later file's
+/// optional role that the first file lacks is found with it.
+pub(crate) fn found_by_name(
+    mapping: &ColumnMapping,
+    schema: &Schema,
+    role: Role,
+) -> Option<String> {
+    if let Some(given) = mapping.get(role) {
+        return schema
+            .field_with_name(given)
+            .ok()
+            .map(|_| given.to_string());
+    }
+    let aliases = ALIASES.iter().find(|(r, _)| *r == role)?.1;
+    aliases
+        .iter()
+        .find(|a| schema.field_with_name(a).is_ok() && mapping_names(mapping).all(|g| g != **a))
+        .map(|a| a.to_string())
+}
+
+/// Refuses a later file that has a column for an optional role (id,
+/// input) that the first file lacks: the role is resolved on the first
+/// file, so every row's id would silently become its row number (and
+/// `report --baseline` would pair unrelated rows), or the questions would
+/// be dropped.
+pub(crate) fn check_optional_roles(
+    columns: &ResolvedColumns,
+    mapping: &ColumnMapping,
+    first: &Path,
+    file: &InputFile,
+) -> Result<(), Error> {
+    for role in [Role::Id, Role::Input] {
+        if columns.name(role).is_some() {
+            continue;
+        }
+        if let Some(name) = found_by_name(mapping, &file.schema, role) {
+            return Err(Error::bad_input(format!(
+                "{}: has no {} column, but {} has one ('{name}'); files must agree on their \
+                 columns (give every file the column, or score the files apart)",
+                first.display(),
+                role.name(),
+                file.path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn mapping_names(mapping: &ColumnMapping) -> impl Iterator<Item = &str> {
     [
         &mapping.id,

@@ -451,3 +451,22 @@ fn a_first_file_without_the_id_column_does_not_decide_for_all() {
         "{err}"
     );
 }
+
+#[test]
+fn an_iceberg_folder_is_refused_naming_the_iceberg_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let ice = dir.path().join("ice");
+    std::fs::create_dir_all(ice.join("metadata")).unwrap();
+    std::fs::create_dir_all(ice.join("data")).unwrap();
+    std::fs::write(ice.join("metadata/v1.metadata.json"), "{}").unwrap();
+    two_rows(&ice.join("data"), "a.parquet");
+    let out = dir.path().join("o.parquet");
+    for spec in [ice.clone(), ice.join("data")] {
+        let err = fails(&score(&spec, &out, &["--metrics", "lexical"]), 78);
+        assert!(
+            err.contains("Iceberg table") && err.contains("iceberg_scan('TABLE')"),
+            "{err}"
+        );
+        assert!(!err.contains("delta_scan"), "{err}");
+    }
+}

@@ -105,7 +105,7 @@ fn table_refusal(spec: &str, dir: &Path, format: &str) -> Error {
          versions deleted or replaced; refscore does not read table formats yet \
          and never reads a table's files as loose Parquet: export the table's \
          current version to Parquet (e.g. DuckDB: COPY (SELECT * FROM \
-         delta_scan('TABLE')) TO 'night.parquet') and score that"
+         iceberg_scan('TABLE')) TO 'night.parquet') and score that"
     ))
 }
 

@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::TryStreamExt;
+use object_store::multipart::MultipartStore;
 use object_store::path::Path as StorePath;
-use object_store::{ObjectStore, ObjectStoreExt, ObjectStoreScheme, RetryConfig};
+use object_store::{GetOptions, ObjectStore, ObjectStoreExt, ObjectStoreScheme, RetryConfig};
 use refscore_core::Error;
 use url::Url;
 
@@ -92,14 +93,19 @@ pub use object_store::path::Path as Key;
 pub use upload::Upload;
 
 /// One object store and the key prefix a URL names in it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Store {
     /// The client, configured from the environment.
     pub store: Arc<dyn ObjectStore>,
+    /// The same client's multipart calls, where the store has them: an
+    /// upload whose id is known can be aborted by a later run.
+    pub multipart: Option<Arc<dyn MultipartStore>>,
     /// `scheme://bucket` (credentials removed), to name objects in messages.
     pub root: String,
     /// The URL's own root, credentials and all, for the Delta engine.
     pub base: Url,
+    /// Which kind of store: what a write check can ask of it differs.
+    pub scheme: ObjectStoreScheme,
 }
 
 /// One object to read: its store, key and what identifies its content.
@@ -113,6 +119,23 @@ pub struct ObjectFile {
     pub size: u64,
     /// The store's ETag or version id: a changed object gets a new one.
     pub version: Option<String>,
+    /// The ETag the listing or HEAD gave: every read sends it as
+    /// `If-Match`, so an object replaced during the run fails the read
+    /// instead of mixing two versions' bytes.
+    pub e_tag: Option<String>,
+    /// The version id a versioned bucket gave: reads ask for that version
+    /// where the store gave no ETag.
+    pub version_id: Option<String>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The root only: the base URL may carry credentials.
+        f.debug_struct("Store")
+            .field("root", &self.root)
+            .field("scheme", &self.scheme)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Store {
@@ -133,7 +156,12 @@ impl Store {
             retry_timeout: Duration::from_secs(180),
             ..RetryConfig::default()
         };
-        let built: Result<Arc<dyn ObjectStore>, object_store::Error> = match scheme {
+        type Clients = (Arc<dyn ObjectStore>, Option<Arc<dyn MultipartStore>>);
+        fn both<T: ObjectStore + MultipartStore>(store: T) -> Clients {
+            let store = Arc::new(store);
+            (Arc::clone(&store) as _, Some(store as _))
+        }
+        let built: Result<Clients, object_store::Error> = match scheme {
             ObjectStoreScheme::AmazonS3 => {
                 let mut builder = object_store::aws::AmazonS3Builder::from_env()
                     .with_url(url)
@@ -146,14 +174,14 @@ impl Store {
                 if endpoint.starts_with("http://") {
                     builder = builder.with_allow_http(true);
                 }
-                builder.build().map(|s| Arc::new(s) as _)
+                builder.build().map(both)
             }
             ObjectStoreScheme::GoogleCloudStorage => {
                 object_store::gcp::GoogleCloudStorageBuilder::from_env()
                     .with_url(url)
                     .with_retry(retry)
                     .build()
-                    .map(|s| Arc::new(s) as _)
+                    .map(both)
             }
             ObjectStoreScheme::MicrosoftAzure => {
                 let mut builder = object_store::azure::MicrosoftAzureBuilder::from_env()
@@ -162,7 +190,7 @@ impl Store {
                 if std::env::var("AZURE_STORAGE_USE_EMULATOR").is_ok_and(|v| v == "true") {
                     builder = builder.with_allow_http(true);
                 }
-                builder.build().map(|s| Arc::new(s) as _)
+                builder.build().map(both)
             }
             ObjectStoreScheme::Http => {
                 let mut root = parsed.clone();
@@ -176,7 +204,7 @@ impl Store {
                             .with_allow_http(parsed.scheme() == "http"),
                     )
                     .build()
-                    .map(|s| Arc::new(s) as _)
+                    .map(|s| (Arc::new(s) as _, None))
             }
             _ => {
                 return Err(Error::usage(format!(
@@ -185,7 +213,7 @@ impl Store {
                 )))
             }
         };
-        let store = built.map_err(|e| {
+        let (store, multipart) = built.map_err(|e| {
             Error::config(format!(
                 "{shown}: cannot set up the object store: {}",
                 one_reason(&e)
@@ -195,7 +223,16 @@ impl Store {
         base.set_path("");
         base.set_query(None);
         let root = redact(base.as_str()).trim_end_matches('/').to_string();
-        Ok((Store { store, root, base }, key))
+        Ok((
+            Store {
+                store,
+                multipart,
+                root,
+                base,
+                scheme,
+            },
+            key,
+        ))
     }
 
     /// The URL of `key` as messages show it.
@@ -225,21 +262,65 @@ impl Store {
         Ok(out)
     }
 
+    /// The objects below `prefix` as far as the store's first page of a
+    /// listing goes (about 1,000): enough to tell whether a folder exists
+    /// (a table's `_delta_log/`) without listing a large one whole.
+    pub fn first_page(&self, prefix: &StorePath) -> Result<Vec<ObjectFile>, Error> {
+        let mut listing = self.store.list(Some(prefix));
+        let mut out = Vec::new();
+        block_on(async {
+            while let Some(meta) = futures::StreamExt::next(&mut listing).await {
+                out.push(self.object(meta?));
+                if out.len() >= 1000 {
+                    break;
+                }
+            }
+            Ok::<_, object_store::Error>(())
+        })
+        .map_err(|e| store_error(&self.shown(prefix), &e))?;
+        Ok(out)
+    }
+
     fn object(&self, meta: object_store::ObjectMeta) -> ObjectFile {
         ObjectFile {
             store: Arc::clone(&self.store),
             key: meta.location,
             size: meta.size,
-            version: meta.version.or(meta.e_tag),
+            version: meta.version.clone().or(meta.e_tag.clone()),
+            e_tag: meta.e_tag,
+            version_id: meta.version,
         }
     }
 }
 
 impl ObjectFile {
-    /// The bytes of each range, fetched together (object_store merges
-    /// nearby ranges and runs the requests side by side).
+    /// The bytes of each range, fetched together (nearby ranges merged, the
+    /// requests run side by side), all of the version first seen: pinned by
+    /// its ETag (`If-Match`: a replaced object fails with
+    /// [`object_store::Error::Precondition`], which [`store_error`] words),
+    /// else by its version id.
     pub fn ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>, object_store::Error> {
-        block_on(self.store.get_ranges(&self.key, ranges))
+        if self.e_tag.is_none() && self.version_id.is_none() {
+            return block_on(self.store.get_ranges(&self.key, ranges));
+        }
+        let fetch = |range: Range<u64>| async move {
+            // The ETag where there is one: asking for a version id needs
+            // a permission (s3:GetObjectVersion) plain reads do not.
+            let options = match &self.e_tag {
+                Some(tag) => GetOptions::new().with_if_match(Some(tag.clone())),
+                None => GetOptions::new().with_version(self.version_id.clone()),
+            };
+            self.store
+                .get_opts(&self.key, options.with_range(Some(range)))
+                .await?
+                .bytes()
+                .await
+        };
+        block_on(object_store::coalesce_ranges(
+            ranges,
+            fetch,
+            object_store::OBJECT_STORE_COALESCE_DEFAULT,
+        ))
     }
 }
 
@@ -254,6 +335,10 @@ pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
 pub fn store_error(shown: &str, e: &object_store::Error) -> Error {
     let why = one_reason(e);
     match e {
+        object_store::Error::Precondition { .. } => Error::io(format!(
+            "{shown}: the object was replaced while this run read it (its ETag changed); \
+             run again to read the new version whole"
+        )),
         _ if matches!(e, object_store::Error::NotFound { .. })
             || why.contains("404 Not Found")
             || why.contains("NoSuchBucket") =>

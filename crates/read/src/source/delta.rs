@@ -92,6 +92,8 @@ pub(super) fn list_store(
             key,
             size: file.size,
             version: None,
+            e_tag: None,
+            version_id: None,
         };
         out.push(Found {
             shown: PathBuf::from(store.shown(&object.key)),

@@ -137,6 +137,15 @@ fn run_other(
                     }
                     Ok(())
                 }
+                score::Outcome::AlreadyPublished(_) => {
+                    if let (Some(p), false) = (&s.publish, s.quiet) {
+                        eprintln!(
+                            "refscore: {} is already this run's finished result; nothing to do",
+                            p.shown()
+                        );
+                    }
+                    Ok(())
+                }
                 score::Outcome::AlreadyComplete => {
                     if !s.quiet {
                         eprintln!(

@@ -59,6 +59,7 @@ pub fn score_parquet(flags: &[String]) -> Result<String, Error> {
         Outcome::Scored(summary) => {
             Ok(serde_json::to_string(&summary).expect("summary serialises"))
         }
+        Outcome::AlreadyPublished(summary) => Ok(summary),
         Outcome::AlreadyComplete | Outcome::Published => {
             let path = refscore_write::summary_path(&settings.output);
             std::fs::read_to_string(&path)

@@ -21,6 +21,9 @@ pub enum Outcome {
     Scored(Summary),
     /// `--resume` found the output already complete.
     AlreadyComplete,
+    /// `--resume` found the store's result to be this run's, finished
+    /// elsewhere (its footer and summary say so); the summary's text.
+    AlreadyPublished(String),
     /// `--resume` found the output complete here and uploaded it to its
     /// store, where a cut-short upload had left it missing.
     Published,
@@ -58,6 +61,31 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     let gold = refscore_report::gold::resolve(&schema, &settings.gold, &settings.input)?;
     crate::gold::check_input(&dataset, &gold, &settings.judge_metrics)?;
     let spec = pipeline.job_spec(&dataset)?;
+    if let (Some(publish), true, false) = (&settings.publish, settings.resume, settings.overwrite) {
+        // Nothing of this run here (a fresh container, another machine):
+        // a result in the store is this run's finished one or not ours.
+        let identity = refscore_job::identity(&dataset, &spec);
+        if !identity.held_here {
+            if let Some(stored) = publish.stored()? {
+                if stored.is_run(&identity.hash, &identity.run_id) {
+                    return Ok(Outcome::AlreadyPublished(
+                        stored.summary.unwrap_or_default(),
+                    ));
+                }
+                return Err(Error::config(format!(
+                    "{}: the output exists and is not this run's finished result, and \
+                     --resume found nothing of this run to finish in {}; pass --overwrite to \
+                     replace it",
+                    publish.shown(),
+                    settings
+                        .output
+                        .parent()
+                        .unwrap_or(settings.output.as_path())
+                        .display()
+                )));
+            }
+        }
+    }
     let prepared = Job::prepare_discarding(&dataset, spec.clone(), |old| {
         cancel_discarded_batches(old, &pipeline, settings);
     })?;

@@ -283,13 +283,15 @@ def test_a_refused_secret_is_77_and_the_secret_never_shows(tmp_path):
 
 
 class Proxy(LocalServer):
-    """Forwards to the store, with two faults: it drops the connection of the
+    """Forwards to the store, with faults: it drops the connection of the
     first `resets` ranged reads halfway through their bodies (a reset
-    mid-read), and with `hold_parts` it holds every multipart part upload
+    mid-read); with `hold_parts` it holds every multipart part upload
     until `release` is set (a run can be killed while its upload is under
-    way)."""
+    way); with `deny_writes` it refuses every write as read-only
+    credentials are refused; `before(method, path, headers)` runs before
+    each request is forwarded (to change the store under a run)."""
 
-    def __init__(self, upstream, resets=0, hold_parts=False):
+    def __init__(self, upstream, resets=0, hold_parts=False, deny_writes=False, before=None):
         host, port = upstream.removeprefix("http://").split(":")
         self.state = {"left": resets, "dropped": 0}
         self.parts_seen = threading.Event()
@@ -306,6 +308,15 @@ class Proxy(LocalServer):
                 if hold_parts and self.command == "PUT" and "partNumber=" in self.path:
                     proxy.parts_seen.set()
                     proxy.release.wait(60)
+                if deny_writes and self.command in ("PUT", "POST", "DELETE"):
+                    self.send_response(403)
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", str(len(DENIED)))
+                    self.end_headers()
+                    self.wfile.write(DENIED)
+                    return
+                if before is not None:
+                    before(self.command, self.path, dict(self.headers.items()))
                 conn = http.client.HTTPConnection(host, int(port), timeout=60)
                 conn.request(self.command, self.path, body=body, headers=dict(self.headers.items()))
                 resp = conn.getresponse()
@@ -419,6 +430,185 @@ def test_kill_9_during_the_upload_leaves_nothing_at_the_key_and_resume_finishes(
     assert table.num_rows == n
     assert table.equals(pq.read_table(tmp_path / "run" / "big.parquet"))
     assert client.head_object(Bucket=BUCKET, Key="scores/big.parquet.summary.json")
+
+
+def delta_storage(endpoint):
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing-secret",
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
+    }
+
+
+def test_resume_with_nothing_to_resume_never_replaces_another_runs_result(s3, tmp_path):
+    endpoint, client = s3
+    env = store_env(endpoint)
+    key = "resume-fresh/night.parquet"
+    url = f"s3://{BUCKET}/{key}"
+    base = ["score", str(EXAMPLE), "-o", url]
+    r = run([*base, "--metrics", "lexical", "--run-dir", str(tmp_path / "a")], env)
+    assert r.returncode == 0, r.stderr
+    tag = client.head_object(Bucket=BUCKET, Key=key)["ETag"]
+    # Another run (other metrics) in a fresh container: nothing of it to
+    # resume there, so the result in the store is refused as without --resume.
+    fresh = tmp_path / "b"
+    r = run([*base, "--metrics", "exact_match", "--resume", "--run-dir", str(fresh)], env)
+    assert r.returncode == 78 and "--overwrite" in r.stderr and one_line(r), r.stderr
+    assert client.head_object(Bucket=BUCKET, Key=key)["ETag"] == tag
+    assert not (fresh / "night.parquet").exists()
+    # The same run elsewhere: the store holds its finished result; no work.
+    fresh = tmp_path / "c"
+    r = run([*base, "--metrics", "lexical", "--resume", "--run-dir", str(fresh)], env)
+    assert r.returncode == 0, r.stderr
+    assert "nothing to do" in r.stderr and url in r.stderr, r.stderr
+    assert client.head_object(Bucket=BUCKET, Key=key)["ETag"] == tag
+    assert not (fresh / "night.parquet").exists()
+    # --overwrite still replaces it.
+    r = run([*base, "--metrics", "exact_match", "--resume", "--overwrite",
+             "--run-dir", str(tmp_path / "d")], env)
+    assert r.returncode == 0, r.stderr
+    assert client.head_object(Bucket=BUCKET, Key=key)["ETag"] != tag
+
+
+def test_an_object_replaced_during_the_run_fails_instead_of_mixing_versions(s3, tmp_path):
+    endpoint, client = s3
+    n, group = 24_000, 6_000
+    ids = list(range(n))
+
+    def version(letter):
+        # Same lengths, no dictionary, no compression, no statistics: both
+        # versions lay their pages at the same offsets, so the old footer
+        # reads the new bytes without a decode error.
+        path = tmp_path / f"{letter}.parquet"
+        table = pa.table({"id": ids, "reference": [f"{i:0120d}" for i in ids],
+                          "output": [f"{letter * 8}{i:0112d}" for i in ids]})
+        pq.write_table(table, path, row_group_size=group, use_dictionary=False,
+                       compression="none", write_statistics=False)
+        return path
+
+    old, new = version("a"), version("b")
+    assert old.stat().st_size == new.stat().st_size
+    key = "replaced/night.parquet"
+    client.upload_file(str(old), BUCKET, key)
+    size = old.stat().st_size
+    seen = {"data": 0}
+
+    def before(method, path, headers):
+        # After the footer (the tail of the object) and the first row
+        # group, the object is replaced.
+        rng = headers.get("Range") or headers.get("range")
+        if method != "GET" or not rng or key not in path:
+            return
+        start = int(rng.removeprefix("bytes=").split("-")[0])
+        if 4 <= start < size - 64 * 1024:
+            seen["data"] += 1
+            if seen["data"] == 2:
+                client.upload_file(str(new), BUCKET, key)
+
+    proxy = Proxy(endpoint, before=before)
+    try:
+        out = tmp_path / "o.parquet"
+        r = run(["score", f"s3://{BUCKET}/{key}", "-o", str(out), "--metrics", "exact_match",
+                 "--keep", "output"], store_env(proxy.url))
+    finally:
+        proxy.shutdown()
+    assert seen["data"] >= 2, seen
+    mixed = "" if not out.exists() else str(pq.read_table(out).column("output")[n - 1])
+    assert r.returncode == 74, (r.returncode, r.stderr, mixed[:20])
+    assert "replaced while" in r.stderr and one_line(r), r.stderr
+    assert not out.exists()
+
+
+def test_a_missing_or_read_only_output_bucket_is_found_before_any_work(s3, tmp_path):
+    endpoint, _ = s3
+    run_dir = tmp_path / "run"
+    r = run(["score", str(EXAMPLE), "-o", "s3://no-such-output-bucket/night.parquet",
+             "--metrics", "lexical", "--run-dir", str(run_dir)], store_env(endpoint))
+    assert r.returncode == 66, r.stderr
+    assert "s3://no-such-output-bucket/night.parquet" in r.stderr and one_line(r), r.stderr
+    assert not (run_dir / "night.parquet").exists()
+    proxy = Proxy(endpoint, deny_writes=True)
+    try:
+        r = run(["score", str(EXAMPLE), "-o", f"s3://{BUCKET}/read-only/night.parquet",
+                 "--metrics", "lexical", "--run-dir", str(run_dir), "--store-retries", "0"],
+                store_env(proxy.url, AWS_SECRET_ACCESS_KEY="hunter2-very-secret"))
+    finally:
+        proxy.shutdown()
+    assert r.returncode == 77, r.stderr
+    assert one_line(r) and "hunter2" not in r.stderr, r.stderr
+    assert not (run_dir / "night.parquet").exists()
+
+
+def test_a_tables_folders_on_the_store_are_refused_as_they_are_locally(s3, tmp_path):
+    endpoint, client = s3
+    env = store_env(endpoint)
+    storage = delta_storage(endpoint)
+    table = f"s3://{BUCKET}/loose/night"
+    ids = list(range(40))
+    write_deltalake(table, pa.table({"id": ids, "reference": [f"a{i}" for i in ids],
+                                     "output": [f"a{i}" for i in ids], "part": [i % 2 for i in ids]}),
+                    partition_by=["part"], storage_options=storage)
+    DeltaTable(table, storage_options=storage).delete("id < 30")
+    out = tmp_path / "o.parquet"
+    for spec in (f"{table}/part=0/", f"{table}/part=0", f"{table}/part=0/*.parquet"):
+        r = run(["score", spec, "-o", str(out), "--metrics", "exact_match"], env)
+        assert r.returncode == 78, (spec, r.returncode, r.stderr)
+        assert "Delta Lake table" in r.stderr and f"({table})" in r.stderr and one_line(r), r.stderr
+    # The table itself reads at its version: 10 rows, not the 40 its files hold.
+    r = run(["score", table, "-o", str(out), "--metrics", "exact_match"], env)
+    assert r.returncode == 0, r.stderr
+    assert pq.read_metadata(out).num_rows == 10
+    # An Iceberg table: its folder, its data folder and a glob are refused.
+    for name in ("a", "b"):
+        client.upload_file(str(EXAMPLE), BUCKET, f"ice/night/data/{name}.parquet")
+    client.put_object(Bucket=BUCKET, Key="ice/night/metadata/v1.metadata.json", Body=b"{}")
+    for spec in ("ice/night/", "ice/", "ice/night/data/", "ice/night/data/*.parquet"):
+        r = run(["score", f"s3://{BUCKET}/{spec}", "-o", str(tmp_path / "x.parquet")], env)
+        assert r.returncode == 78, (spec, r.returncode, r.stderr)
+        assert "Iceberg table" in r.stderr and "iceberg_scan" in r.stderr and one_line(r), r.stderr
+    # A plain folder with a metadata folder of its own is read as before.
+    client.upload_file(str(EXAMPLE), BUCKET, "plain/night/a.parquet")
+    client.put_object(Bucket=BUCKET, Key="plain/night/metadata/run.metadata.json", Body=b"{}")
+    r = run(["inspect", f"s3://{BUCKET}/plain/night/"], env)
+    assert r.returncode == 0 and "files: 1" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_multipart_upload_killed_midway_is_aborted_by_the_next_run(s3, tmp_path):
+    endpoint, client = s3
+    n = 60_000
+    ids = list(range(n))
+    text = [os.urandom(80).hex() for _ in ids]
+    src = tmp_path / "big.parquet"
+    pq.write_table(pa.table({"id": ids, "reference": text, "output": text[1:] + text[:1]}), src)
+    key = "scores/aborted.parquet"
+
+    def uploads():
+        listed = client.list_multipart_uploads(Bucket=BUCKET).get("Uploads", [])
+        return [u["UploadId"] for u in listed if u["Key"] == key]
+
+    args = ["score", str(src), "-o", f"s3://{BUCKET}/{key}", "--metrics", "exact_match",
+            "--keep", "reference,output", "--run-dir", str(tmp_path / "run")]
+    proxy = Proxy(endpoint, hold_parts=True)
+    try:
+        proc = subprocess.Popen([BIN, *args], env=store_env(proxy.url),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        assert proxy.parts_seen.wait(120), "the upload never started"
+        proc.kill()
+        proc.wait(30)
+    finally:
+        proxy.release.set()
+        proxy.shutdown()
+    left = uploads()
+    assert len(left) == 1, left  # its parts are billed until it is aborted
+    r = run([*args, "--resume"], store_env(endpoint))
+    assert r.returncode == 0, r.stderr
+    assert uploads() == [], "the killed run's upload is still open"
+    assert pq.read_metadata(tmp_path / "run" / "aborted.parquet").num_rows == n
+    assert client.head_object(Bucket=BUCKET, Key=key)
+    assert not list((tmp_path / "run").glob(".*multipart-upload"))
 
 
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="

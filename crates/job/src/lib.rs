@@ -68,6 +68,33 @@ pub fn batch_dir_in(run_folder: &std::path::Path) -> PathBuf {
 /// later `--resume` can tell a finished run from another one.
 pub const RUN_KEY: &str = refscore_core::schema::footer::RUN;
 
+/// What identifies a job's result before any work is done, so a caller can
+/// compare it with a result kept elsewhere (an object store's copy, which
+/// `--resume` must not replace when it is another run's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The fingerprint hash a finished result's footer records ([`RUN_KEY`]).
+    pub hash: String,
+    /// The run id its summary records (the fingerprint without the shard).
+    pub run_id: String,
+    /// Whether this machine holds something of the job to resume: its run
+    /// folder or its finished local result.
+    pub held_here: bool,
+}
+
+/// The [`Identity`] of the job `spec` describes over `dataset`.
+pub fn identity(dataset: &Dataset, spec: &JobSpec) -> Identity {
+    let fingerprint = rundir::fingerprint(dataset, spec);
+    let hash = rundir::hash(&fingerprint);
+    let mut whole = fingerprint;
+    whole["shard"] = serde_json::Value::Null;
+    Identity {
+        hash,
+        run_id: rundir::hash(&whole),
+        held_here: rundir::path_for(&spec.output).exists() || spec.output.exists(),
+    }
+}
+
 /// What the caller decides about a job.
 #[derive(Debug, Clone)]
 pub struct JobSpec {
@@ -145,10 +172,7 @@ impl Job {
         rundir::check_output(&spec.output, dataset)?;
         let units = shard_units(&dataset.units(), spec.shard);
         let fingerprint = rundir::fingerprint(dataset, &spec);
-        let hash = rundir::hash(&fingerprint);
-        let mut whole = fingerprint.clone();
-        whole["shard"] = serde_json::Value::Null;
-        let run_id = rundir::hash(&whole);
+        let Identity { hash, run_id, .. } = identity(dataset, &spec);
         let dir_path = rundir::path_for(&spec.output);
         let existing = dir_path.exists();
         let dir = if existing {

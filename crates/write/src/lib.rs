@@ -28,7 +28,7 @@ use parquet::file::writer::SerializedFileWriter;
 use refscore_core::{Error, RowBatch, ScoreColumns};
 use serde::{Deserialize, Serialize};
 
-pub use publish::Publish;
+pub use publish::{Publish, StoredResult};
 pub use summary::{
     MetricState, MetricSummary, Summary, SummaryBuilder, SummaryState, MEDIAN_RESOLUTION,
 };

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use refscore_core::Error;
-use refscore_store::{StoreOptions, Upload};
+use refscore_store::{store_error, ObjectFile, StoreOptions, Upload};
 
 use crate::summary_path;
 
@@ -62,7 +62,8 @@ impl Publish {
 
     /// Refuses, before any work, a destination that holds an object unless
     /// `--overwrite` or `--resume` says what to do with it; also finds
-    /// refused credentials and an unreachable store then.
+    /// refused credentials, an unreachable store and a bucket that does
+    /// not exist or may not be written then.
     pub fn check(&self, overwrite: bool, resume: bool) -> Result<(), Error> {
         if self.result.existing()?.is_some() && !overwrite && !resume {
             return Err(Error::config(format!(
@@ -71,13 +72,42 @@ impl Publish {
                 self.shown()
             )));
         }
-        Ok(())
+        // A multipart upload of this output killed midway: its parts are
+        // billed until it is aborted.
+        self.result.abort_left_over(&upload_record(&self.local));
+        self.summary
+            .abort_left_over(&upload_record(&summary_path(&self.local)));
+        self.result.check_writable()
+    }
+
+    /// What the store holds at the result's key, if anything: the run hash
+    /// its footer records and the run id its summary records, so `--resume`
+    /// on a machine that holds nothing of the run can tell this run's
+    /// finished result from another run's, which it must not replace.
+    pub fn stored(&self) -> Result<Option<StoredResult>, Error> {
+        let Some(result) = self.result.existing()? else {
+            return Ok(None);
+        };
+        let hash = footer_value(&result, self.shown(), refscore_core::schema::footer::RUN)?;
+        let summary = match self.summary.existing()? {
+            Some(summary) if summary.size > 0 && summary.size < (16 << 20) => {
+                let text = summary
+                    .ranges(&[0..summary.size])
+                    .map_err(|e| store_error(self.summary_shown(), &e))?
+                    .remove(0);
+                String::from_utf8(text.to_vec()).ok()
+            }
+            _ => None,
+        };
+        Ok(Some(StoredResult { hash, summary }))
     }
 
     /// Uploads the finished local result, then its summary.
     pub fn publish(&self) -> Result<(), Error> {
-        self.result.put_file(&self.local)?;
-        self.summary.put_file(&summary_path(&self.local))
+        self.result
+            .put_file(&self.local, &upload_record(&self.local))?;
+        let summary = summary_path(&self.local);
+        self.summary.put_file(&summary, &upload_record(&summary))
     }
 
     /// Uploads the local result where the store lacks it or holds another
@@ -94,4 +124,70 @@ impl Publish {
         self.publish()?;
         Ok(true)
     }
+}
+
+/// Where the id of a multipart upload of `local` is kept while it is under
+/// way (`.<name>.multipart-upload` beside it), for the next run to abort
+/// one that a killed run left.
+fn upload_record(local: &Path) -> PathBuf {
+    let name = local
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    local.with_file_name(format!(".{name}.multipart-upload"))
+}
+
+/// A result object found at the destination (see [`Publish::stored`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredResult {
+    /// The run hash its Parquet footer records, if it is a refscore result.
+    pub hash: Option<String>,
+    /// Its summary's text, if the summary is there.
+    pub summary: Option<String>,
+}
+
+impl StoredResult {
+    /// Whether it is the finished result of the run with this fingerprint
+    /// hash and run id: the result and its summary both say so.
+    pub fn is_run(&self, hash: &str, run_id: &str) -> bool {
+        let summary_run_id = self
+            .summary
+            .as_deref()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+            .and_then(|v| v.get("run_id")?.as_str().map(str::to_string));
+        self.hash.as_deref() == Some(hash) && summary_run_id.as_deref() == Some(run_id)
+    }
+}
+
+/// The value of `key` in the footer metadata of the Parquet object
+/// `object`, read with two ranged requests; `None` where the object is no
+/// Parquet file or lacks the key.
+fn footer_value(object: &ObjectFile, shown: &str, key: &str) -> Result<Option<String>, Error> {
+    let size = object.size;
+    if size < 12 {
+        return Ok(None);
+    }
+    let fetch = |range| {
+        object
+            .ranges(&[range])
+            .map(|mut got| got.remove(0))
+            .map_err(|e| store_error(shown, &e))
+    };
+    let tail = fetch(size - 8..size)?;
+    if tail.len() != 8 || &tail[4..] != b"PAR1" {
+        return Ok(None);
+    }
+    let len = u64::from(u32::from_le_bytes(tail[..4].try_into().expect("4 bytes")));
+    if len + 12 > size {
+        return Ok(None);
+    }
+    let footer = fetch(size - 8 - len..size - 8)?;
+    let Ok(meta) = parquet::file::metadata::ParquetMetaDataReader::decode_metadata(&footer) else {
+        return Ok(None);
+    };
+    Ok(meta
+        .file_metadata()
+        .key_value_metadata()
+        .and_then(|kv| kv.iter().find(|k| k.key == key))
+        .and_then(|k| k.value.clone()))
 }

@@ -612,3 +612,49 @@ fn calibrate_band_fits_a_band_on_nli_equivalence() {
     assert!(inside * 4 < all, "{band}");
     eprintln!("calibrate-band --by nli_equivalence: {printed}");
 }
+
+/// A copy of the tiny model `name` in `dir`, for a test to change one of
+/// its files.
+fn model_copy(name: &str, dir: &Path) -> PathBuf {
+    let to = dir.join(name);
+    std::fs::create_dir_all(&to).unwrap();
+    for entry in std::fs::read_dir(tiny_model(name)).unwrap() {
+        let from = entry.unwrap().path();
+        std::fs::copy(&from, to.join(from.file_name().unwrap())).unwrap();
+    }
+    to
+}
+
+/// Rewrites the JSON file `file` of the model folder `model` with `edit`.
+fn edit_json(model: &Path, file: &str, edit: impl FnOnce(&mut Value)) {
+    let path = model.join(file);
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut v);
+    std::fs::write(&path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+#[test]
+fn an_id2label_naming_one_index_twice_is_refused() {
+    // transformers reads id2label's keys with int(): "1" and "01" are one
+    // index, named twice, and index 2 is named by no key. A config error
+    // (78) naming the index, not a panic (70).
+    let dir = tempfile::tempdir().unwrap();
+    let model = model_copy("tiny-cross-roberta-nli", dir.path());
+    edit_json(&model, "config.json", |c| {
+        c["id2label"] =
+            serde_json::json!({"0": "contradiction", "1": "entailment", "01": "neutral"});
+    });
+    let input = input(dir.path(), "tiny-cross-roberta-nli");
+    let out = dir.path().join("o.parquet");
+    let err = fails(
+        &score(
+            &input,
+            &out,
+            &["--cross-model", model.to_str().unwrap(), "--metrics", "nli"],
+        ),
+        78,
+    );
+    assert!(err.contains("id2label names index 1 twice"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(!out.exists());
+}

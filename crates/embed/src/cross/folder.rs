@@ -203,20 +203,29 @@ impl CrossFolder {
 }
 
 /// The label names by index: `id2label`, else `LABEL_k` for `num_labels`
-/// (transformers' defaults: two labels).
+/// (transformers' defaults: two labels). Keys are read as transformers
+/// reads them (`int(key)`), so two spellings of one index ("0" and "00")
+/// are one index named twice: refused, since which name it has is unknown.
 fn labels(c: &ClassifierConfig) -> Result<Vec<String>, String> {
     match &c.id2label {
         Some(map) if !map.is_empty() => {
-            let mut labels = vec![None; map.len()];
+            let mut labels: Vec<Option<(&str, &str)>> = vec![None; map.len()];
             for (k, v) in map {
                 let i: usize = k.parse().ok().filter(|&i| i < map.len()).ok_or_else(|| {
                     format!("id2label key '{k}' is not an index below {}", map.len())
                 })?;
-                labels[i] = Some(v.clone());
+                if let Some((first, _)) = labels[i] {
+                    return Err(format!(
+                        "id2label names index {i} twice ('{first}' and '{k}'); each of the {} labels needs its own index",
+                        map.len()
+                    ));
+                }
+                labels[i] = Some((k, v));
             }
+            // n distinct indices below n: every index is named.
             Ok(labels
                 .into_iter()
-                .map(|l| l.expect("every index set"))
+                .map(|l| l.map_or_else(String::new, |(_, v)| v.to_string()))
                 .collect())
         }
         _ => Ok((0..c.num_labels.unwrap_or(2))
@@ -328,5 +337,10 @@ mod tests {
         let c: ClassifierConfig =
             serde_json::from_str(r#"{"id2label": {"0": "a", "2": "b"}}"#).unwrap();
         assert!(labels(&c).is_err());
+        // One index spelt twice is one index named twice, not a panic.
+        let c: ClassifierConfig =
+            serde_json::from_str(r#"{"id2label": {"0": "a", "00": "b"}}"#).unwrap();
+        let err = labels(&c).unwrap_err();
+        assert!(err.contains("index 0 twice"), "{err}");
     }
 }

@@ -658,3 +658,27 @@ fn an_id2label_naming_one_index_twice_is_refused() {
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     assert!(!out.exists());
 }
+
+#[test]
+fn score_help_names_every_cross_encoder_family() {
+    // The families come from the code's own list of heads, so a family
+    // added there and not to the help fails here.
+    let help = ok(&refscore(&["score", "--help"]));
+    // The --cross-model paragraph, up to the next option.
+    let at = help
+        .find("--cross-model <")
+        .expect("--cross-model in the help");
+    let mut lines = help[at..].lines();
+    let first = lines.next().unwrap();
+    let paragraph = std::iter::once(first)
+        .chain(lines.take_while(|l| !l.trim_start().starts_with('-')))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let paragraph = paragraph.split_whitespace().collect::<Vec<_>>().join(" ");
+    for (model_type, family) in refscore_embed::CROSS_FAMILIES {
+        assert!(
+            paragraph.contains(family),
+            "score --help's --cross-model omits {family} (model_type '{model_type}'): {paragraph}"
+        );
+    }
+}

@@ -418,8 +418,8 @@ pub struct ScoreArgs {
 
     /// Cross-encoder for the `cross` metrics, reading reference and output together: a
     /// *ForSequenceClassification folder or ORG/NAME (BERT, RoBERTa, XLM-R, DistilBERT,
-    /// DeBERTa v1/v2/v3 or ModernBERT), scored as sentence-transformers' CrossEncoder scores
-    /// it. A one-output model (STS, relevance) gives cross_score; an NLI model gives
+    /// DeBERTa v1/v2/v3, ModernBERT, GTE or NomicBERT), scored as sentence-transformers'
+    /// CrossEncoder scores it. A one-output model (STS, relevance) gives cross_score; an NLI model gives
     /// nli_precision, nli_recall, nli_equivalence (two-way entailment) and nli_contradiction.
     /// Runs on --device with --precision, like --model
     #[arg(long, value_name = "PATH|ORG/NAME")]

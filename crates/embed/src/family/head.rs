@@ -235,6 +235,22 @@ impl ClassifierHead {
     }
 }
 
+/// Each `model_type` with a head and the family name `--cross-model`'s help
+/// gives it, so that a test can check the help names every family the code
+/// accepts (a family added here and missing from the help fails it).
+pub const CROSS_FAMILIES: &[(&str, &str)] = &[
+    ("bert", "BERT"),
+    ("deberta", "DeBERTa"),
+    ("deberta-v2", "DeBERTa"),
+    ("distilbert", "DistilBERT"),
+    ("gte", "GTE"),
+    ("modernbert", "ModernBERT"),
+    ("new", "GTE"),
+    ("nomic_bert", "NomicBERT"),
+    ("roberta", "RoBERTa"),
+    ("xlm-roberta", "XLM-R"),
+];
+
 /// The `model_type`s with a head, for messages.
 pub(crate) const SUPPORTED: &[&str] = &[
     "bert",
@@ -252,6 +268,12 @@ pub(crate) const SUPPORTED: &[&str] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_family_with_a_head_has_a_name_for_the_help() {
+        let named: Vec<&str> = CROSS_FAMILIES.iter().map(|(t, _)| *t).collect();
+        assert_eq!(named, SUPPORTED);
+    }
 
     #[test]
     fn activations_are_transformers_functions() {

@@ -28,6 +28,7 @@ mod testing;
 mod transformer;
 
 pub(crate) use head::{ClassifierHead, SUPPORTED as HEAD_FAMILIES};
+pub use head::CROSS_FAMILIES;
 
 type Result<T> = candle_core::Result<T>;
 

@@ -682,3 +682,93 @@ fn score_help_names_every_cross_encoder_family() {
         );
     }
 }
+
+/// `cross_score` of the tiny-cross-bert fixture's rows with `model`.
+fn cross_scores(dir: &Path, model: &Path, name: &str) -> Vec<Option<f32>> {
+    let input = input(dir, "tiny-cross-bert");
+    let out = dir.join(format!("{name}.parquet"));
+    ok(&score(
+        &input,
+        &out,
+        &[
+            "--cross-model",
+            model.to_str().unwrap(),
+            "--metrics",
+            "cross",
+        ],
+    ));
+    f32s(&read_parquet(&out), "cross_score")
+}
+
+#[test]
+fn a_tokenizer_class_without_token_types_gives_every_token_type_zero() {
+    // transformers' tokenizer returns token_type_ids only where its class's
+    // model_input_names (or tokenizer_config.json's) name them; without
+    // them the model embeds every token as type 0, and so must refscore.
+    // The reference: the same BERT cross-encoder whose tokenizer.json pair
+    // template gives every token type 0, which is what CrossEncoder.predict
+    // runs when the tokenizer sends no token types.
+    let dir = tempfile::tempdir().unwrap();
+    let variant = |name: &str, file: &str, edit: &dyn Fn(&mut Value)| -> Vec<Option<f32>> {
+        let d = dir.path().join(name);
+        let model = model_copy("tiny-cross-bert", &d);
+        edit_json(&model, file, |v| edit(v));
+        cross_scores(&d, &model, name)
+    };
+    let original = cross_scores(
+        dir.path(),
+        Path::new(&tiny_model("tiny-cross-bert")),
+        "bert",
+    );
+    let zero_types = variant("zero", "tokenizer.json", &|t| {
+        for piece in t["post_processor"]["pair"].as_array_mut().unwrap() {
+            for part in piece.as_object_mut().unwrap().values_mut() {
+                part["type_id"] = 0.into();
+            }
+        }
+    });
+    let distilbert = variant("distilbert", "tokenizer_config.json", &|c| {
+        c["tokenizer_class"] = "DistilBertTokenizer".into();
+    });
+    let fast = variant("fast", "tokenizer_config.json", &|c| {
+        c["tokenizer_class"] = "DistilBertTokenizerFast".into();
+    });
+    let unlisted = variant("unlisted", "tokenizer_config.json", &|c| {
+        c["model_input_names"] = serde_json::json!(["input_ids", "attention_mask"]);
+    });
+    let listed = variant("listed", "tokenizer_config.json", &|c| {
+        c["tokenizer_class"] = "DistilBertTokenizer".into();
+        c["model_input_names"] =
+            serde_json::json!(["input_ids", "token_type_ids", "attention_mask"]);
+    });
+    let close = |a: &[Option<f32>], b: &[Option<f32>]| {
+        a.len() == b.len()
+            && a.iter().zip(b).all(|(x, y)| match (x, y) {
+                (Some(x), Some(y)) => (x - y).abs() < 1e-6,
+                (None, None) => true,
+                _ => false,
+            })
+    };
+    // The fixture's pairs are long enough for the token types to matter.
+    assert!(
+        !close(&original, &zero_types),
+        "{original:?} {zero_types:?}"
+    );
+    assert!(
+        close(&distilbert, &zero_types),
+        "DistilBertTokenizer: {distilbert:?} vs {zero_types:?}"
+    );
+    assert!(
+        close(&fast, &zero_types),
+        "DistilBertTokenizerFast: {fast:?}"
+    );
+    assert!(
+        close(&unlisted, &zero_types),
+        "model_input_names without token_type_ids: {unlisted:?}"
+    );
+    // model_input_names, where the file has them, win over the class.
+    assert!(
+        close(&listed, &original),
+        "listed token_type_ids: {listed:?}"
+    );
+}

@@ -51,7 +51,7 @@ impl NliEntailment {
         encoder: Arc<CrossEncoder>,
     ) -> Result<NliEntailment, Error> {
         let labels = NliEntailment::labels(folder, nli_labels)?;
-        let fingerprint = json!({
+        let mut fingerprint = json!({
             "model_sha256": folder.files.content_sha256()?,
             "architecture": folder.architecture,
             "labels": folder.labels,
@@ -59,6 +59,9 @@ impl NliEntailment {
             "max_length": folder.files.max_seq_length,
             "precision": options.precision.name(),
         });
+        if folder.drops_token_types() {
+            fingerprint["token_types"] = json!(false);
+        }
         Ok(NliEntailment {
             encoder,
             labels,

@@ -67,6 +67,13 @@ pub struct CrossFolder {
     pub activation: ScoreActivation,
     /// Where the activation came from, for the summary.
     pub activation_from: &'static str,
+    /// Whether the tokenizer gives the model token types (a pair's second
+    /// text as type 1), as transformers decides from the tokenizer's
+    /// `model_input_names`: false for a class without `token_type_ids`
+    /// (DistilBERT's, RoBERTa's...), whose every token is type 0.
+    pub token_types: bool,
+    /// `config.json`'s `type_vocab_size`: the token types the model embeds.
+    type_vocab_size: usize,
 }
 
 #[derive(Deserialize, Default)]
@@ -77,6 +84,7 @@ struct ClassifierConfig {
     num_labels: Option<usize>,
     id2label: Option<std::collections::BTreeMap<String, String>>,
     problem_type: Option<String>,
+    type_vocab_size: Option<usize>,
     sentence_transformers: Option<serde_json::Value>,
     sbert_ce_default_activation_function: Option<String>,
 }
@@ -192,14 +200,58 @@ impl CrossFolder {
                 "a static embedding table has no classification head".into(),
             ));
         }
+        let token_types = gives_token_types(dir, files.tokenizer_class.as_deref())?;
         Ok(CrossFolder {
             files,
             architecture,
             labels,
             activation,
             activation_from,
+            token_types,
+            type_vocab_size: c.type_vocab_size.unwrap_or(0),
         })
     }
+
+    /// Whether the tokenizer's want of token types changes the scores: the
+    /// model embeds a second token type. The fingerprint and the pair store
+    /// name it only then, so that earlier runs of every other model still
+    /// resume and reuse their scores.
+    pub(crate) fn drops_token_types(&self) -> bool {
+        !self.token_types && self.type_vocab_size > 1
+    }
+}
+
+/// Tokenizer classes (and their `Fast` twins) whose `model_input_names`
+/// lack `token_type_ids` in transformers: they send the model no token
+/// types. Every other class has transformers' default, which has them.
+const NO_TOKEN_TYPES: &[&str] = &[
+    "BartTokenizer",
+    "BigBirdTokenizer",
+    "CamembertTokenizer",
+    "DistilBertTokenizer",
+    "GPT2Tokenizer",
+    "LlamaTokenizer",
+    "LongformerTokenizer",
+    "MPNetTokenizer",
+    "RobertaTokenizer",
+    "T5Tokenizer",
+    "XLMRobertaTokenizer",
+];
+
+/// Whether transformers' tokenizer for `dir` returns `token_type_ids`:
+/// where `tokenizer_config.json` lists `model_input_names`, whether they
+/// name them (the list overrides the class's); else whether the
+/// `tokenizer_class` keeps transformers' default list, which names them.
+fn gives_token_types(dir: &Path, class: Option<&str>) -> Result<bool, Error> {
+    let path = dir.join("tokenizer_config.json");
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| Error::config(format!("{}: {e}", path.display())))?;
+        if let Some(names) = v.get("model_input_names").and_then(|n| n.as_array()) {
+            return Ok(names.iter().any(|n| n == "token_type_ids"));
+        }
+    }
+    Ok(class.is_none_or(|c| !NO_TOKEN_TYPES.contains(&c.strip_suffix("Fast").unwrap_or(c))))
 }
 
 /// The label names by index: `id2label`, else `LABEL_k` for `num_labels`
@@ -324,6 +376,28 @@ mod tests {
             r#"{"sentence_transformers": {"activation_fn": "torch.nn.modules.activation.ReLU"}}"#;
         let err = read(relu, "{}", 1).unwrap_err();
         assert!(err.contains("ReLU"), "{err}");
+    }
+
+    #[test]
+    fn token_types_follow_the_tokenizers_input_names() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(gives_token_types(dir.path(), None).unwrap());
+        assert!(gives_token_types(dir.path(), Some("BertTokenizer")).unwrap());
+        assert!(!gives_token_types(dir.path(), Some("DistilBertTokenizerFast")).unwrap());
+        assert!(!gives_token_types(dir.path(), Some("XLMRobertaTokenizer")).unwrap());
+        let config = dir.path().join("tokenizer_config.json");
+        std::fs::write(
+            &config,
+            r#"{"model_input_names": ["input_ids", "token_type_ids"]}"#,
+        )
+        .unwrap();
+        assert!(gives_token_types(dir.path(), Some("DistilBertTokenizer")).unwrap());
+        std::fs::write(
+            &config,
+            r#"{"model_input_names": ["input_ids", "attention_mask"]}"#,
+        )
+        .unwrap();
+        assert!(!gives_token_types(dir.path(), Some("BertTokenizer")).unwrap());
     }
 
     #[test]

@@ -101,7 +101,7 @@ impl CrossEncoder {
     pub fn load(folder: CrossFolder, options: &CrossOptions) -> Result<CrossEncoder, Error> {
         let files = &folder.files;
         let max_len = files.max_seq_length;
-        let tokenizer = PairTokenizer::new(files, max_len)?;
+        let tokenizer = PairTokenizer::new(files, max_len, folder.token_types)?;
         let encoder = Encoder::load(files, &options.device, options.precision)?;
         let weights = files.dir.join("model.safetensors");
         // SAFETY: as for the encoder's weights: mapped read-only, never

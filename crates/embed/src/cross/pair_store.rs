@@ -43,6 +43,9 @@ impl PairStore {
             )
             .as_bytes(),
         );
+        if folder.drops_token_types() {
+            h.update(b";token_types=false");
+        }
         let key = format!("pairs-{}", &hex(&h.finalize())[..32]);
         Ok(PairStore {
             entries: Entries::open(root, &key, "pair")?,

@@ -27,17 +27,29 @@ pub(crate) struct PairTokenizer {
     pieces: Tokenizer,
     /// The pair's truncation and template.
     pairs: Tokenizer,
+    /// Whether the model is given the template's token types; without
+    /// them every token is type 0 ([`super::CrossFolder::token_types`]).
+    token_types: bool,
 }
 
 impl PairTokenizer {
-    /// The folder's tokenizer, truncating pairs at `max_len` tokens.
-    pub(crate) fn new(files: &ModelFiles, max_len: usize) -> Result<PairTokenizer, Error> {
+    /// The folder's tokenizer, truncating pairs at `max_len` tokens, giving
+    /// the model the template's token types where `token_types` says.
+    pub(crate) fn new(
+        files: &ModelFiles,
+        max_len: usize,
+        token_types: bool,
+    ) -> Result<PairTokenizer, Error> {
         let pairs = load_tokenizer(files, max_len)?;
         let mut pieces = pairs.clone();
         pieces
             .with_truncation(None)
             .map_err(|e| Error::config(format!("{}: {e}", files.dir.display())))?;
-        Ok(PairTokenizer { pieces, pairs })
+        Ok(PairTokenizer {
+            pieces,
+            pairs,
+            token_types,
+        })
     }
 
     /// Tokenises (`first`, `second`) as the tokenizer's pair template says.
@@ -57,11 +69,11 @@ impl PairTokenizer {
             .map(|&m| m as usize)
             .sum();
         let truncated = pair.len() - specials < lengths.0 + lengths.1;
-        let second = pair
-            .get_type_ids()
-            .iter()
-            .position(|&t| t == 1)
-            .unwrap_or(pair.len());
+        let second = match self.token_types {
+            true => pair.get_type_ids().iter().position(|&t| t == 1),
+            false => None,
+        }
+        .unwrap_or(pair.len());
         Ok(EncodedPair {
             ids: pair.get_ids().to_vec(),
             second,

@@ -210,19 +210,20 @@ impl CrossPlan {
     /// model's files, how its outputs are read, the metrics.
     pub fn fingerprint(&self, options: &CrossOptions) -> Result<(String, Value), Error> {
         let f = &self.folder;
-        Ok((
-            "cross".into(),
-            json!({
-                "model_sha256": f.files.content_sha256()?,
-                "architecture": f.architecture,
-                "labels": f.labels,
-                "activation": f.activation.name(),
-                "max_length": f.files.max_seq_length,
-                "nli_labels": self.nli.map(|n| json!([n.entailment, n.contradiction])),
-                "precision": options.precision.name(),
-                "metrics": self.metrics.iter().map(|m| m.name.clone()).collect::<Vec<_>>(),
-            }),
-        ))
+        let mut v = json!({
+            "model_sha256": f.files.content_sha256()?,
+            "architecture": f.architecture,
+            "labels": f.labels,
+            "activation": f.activation.name(),
+            "max_length": f.files.max_seq_length,
+            "nli_labels": self.nli.map(|n| json!([n.entailment, n.contradiction])),
+            "precision": options.precision.name(),
+            "metrics": self.metrics.iter().map(|m| m.name.clone()).collect::<Vec<_>>(),
+        });
+        if f.drops_token_types() {
+            v["token_types"] = json!(false);
+        }
+        Ok(("cross".into(), v))
     }
 
     /// Loads the model: the stage.

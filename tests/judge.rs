@@ -414,6 +414,64 @@ fn permanent_failures_become_explicit_row_errors_and_the_run_goes_on() {
 }
 
 #[test]
+fn a_judge_that_rejects_every_request_fails_the_run() {
+    // The probe passes; every question is refused with a 400 (a context
+    // limit, a model a gateway does not serve). A retry would fail the
+    // same way, so the run is not one to resume (75): it is a failed run
+    // (78), with everything else written, unless --max-judge-failures
+    // accepts that many rows.
+    let server = start(|_, _| {
+        Reply::Status(
+            400,
+            vec![],
+            r#"{"error":{"message":"model 'scripted' is not served here"}}"#.into(),
+        )
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(
+        dir.path(),
+        &[
+            ("Q?", Some("Paris"), Some("Lyon")),
+            ("Q?", Some("red"), Some("blue")),
+            ("Q?", Some("one"), Some("two")),
+        ],
+    );
+    let out = dir.path().join("o.parquet");
+    let args = judge_args(&server.url, "meaning_match,token_f1");
+    let err = fails(&score(&inp, &out, &args), 78);
+    assert!(
+        err.contains("3 rows lack judge metrics") && err.contains("HTTP 400"),
+        "{err}"
+    );
+    assert!(err.contains("not served here"), "the first reason: {err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert_eq!(server.requests().len(), 3, "no retry of a rejection");
+    let b = read_parquet(&out);
+    assert_eq!(b.num_rows(), 3, "the output is written either way");
+    assert!(f32s(&b, "token_f1").iter().all(|v| v.is_some()));
+    assert_eq!(summary(&out)["judge"]["rows_failed"], 3);
+
+    // Up to --max-judge-failures rows are accepted; one more fails.
+    let mut two = args.clone();
+    two.extend(["--max-judge-failures", "2"]);
+    fails(&score(&inp, &dir.path().join("two.parquet"), &two), 78);
+    // Not --quiet: the warning that stands in for the failure is printed.
+    let three_out = dir.path().join("three.parquet");
+    let mut three = vec![
+        "score",
+        inp.to_str().unwrap(),
+        "-o",
+        three_out.to_str().unwrap(),
+    ];
+    three.extend(args.iter().copied());
+    three.extend(["--max-judge-failures", "3"]);
+    let o = refscore(&three);
+    ok(&o);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("warning: 3 rows"), "{stderr}");
+}
+
+#[test]
 fn structured_output_falls_back_to_json_mode_then_plain_text() {
     let server = start(
         |req, _| match req.body["response_format"]["type"].as_str() {

@@ -393,8 +393,10 @@ pub struct ScoreArgs {
     #[arg(long, value_name = "K/N")]
     pub shard: Option<String>,
 
-    /// Rows allowed to lack judge metrics because the judge failed, before the run
-    /// exits 75 (the output is written either way) [default: 0]
+    /// Rows allowed to lack judge metrics because the judge failed: N down (more exits 75,
+    /// for --resume) and N rejected or answered unusably (more exits 78) [default: 0 down;
+    /// rejected or unusable: any number short of every judged row]. The output is written
+    /// either way
     #[arg(long, value_name = "N")]
     pub max_judge_failures: Option<u64>,
 

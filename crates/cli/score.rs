@@ -149,7 +149,8 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     }
     let text = serde_json::to_string_pretty(&summary).expect("summary serialises");
     write_atomically(&summary_path(&settings.output), &text)?;
-    let lacking = finished.retryable_rows > settings.max_judge_failures;
+    let allowed = settings.max_judge_failures;
+    let lacking = finished.retryable_rows > allowed;
     job.close(lacking)?;
     // Only a result with nothing left to do goes to the store; one that
     // lacks judge metrics goes up when --resume completes it.
@@ -164,6 +165,32 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
             finished.retry_reason.as_deref().unwrap_or("unknown"),
             settings.output.display()
         )));
+    }
+    // Rows whose judge failed for good (a rejection, an unusable answer):
+    // a retry would fail the same way, so --resume does not ask again, but
+    // a judge that answered no row usably, or spoiled more rows than
+    // --max-judge-failures accepts, makes a failed run, not one that exits
+    // 0 with a warning.
+    if let Some(r) = stages.judge().map(|stage| stage.report()) {
+        let for_good = r.rows_failed_for_good;
+        let failed_run = if settings.judge_failures_limited {
+            for_good > allowed
+        } else {
+            for_good > 0 && for_good >= r.rows_judged
+        };
+        if failed_run {
+            let which = if settings.judge_failures_limited {
+                format!("more than --max-judge-failures {allowed} accepts")
+            } else {
+                "every row it was asked about".to_string()
+            };
+            return Err(Error::config(format!(
+                "{for_good} {} judge metrics because the judge rejected the request or answered unusably, {which} (first failure: {}); a retry would fail the same way: check the judge's model, key and context limit; {} holds everything else",
+                if for_good == 1 { "row lacks" } else { "rows lack" },
+                r.first_failure_for_good.as_deref().unwrap_or("unknown"),
+                settings.output.display()
+            )));
+        }
     }
     if let (Some(stage), false) = (stages.judge(), settings.quiet) {
         let r = stage.report();

@@ -62,6 +62,10 @@ pub struct Settings {
     pub shard: Option<refscore_job::Shard>,
     /// `--max-judge-failures`.
     pub max_judge_failures: u64,
+    /// Whether `--max-judge-failures` was given: without it, rows whose
+    /// judge failed for good fail the run only when they are every row
+    /// the judge was asked about (a judge that rejects every request).
+    pub judge_failures_limited: bool,
     /// `REFSCORE_COMMIT_SECONDS`: how often progress is committed (a test
     /// and benchmark knob; the job reads the text).
     pub commit_seconds: Option<String>,
@@ -280,6 +284,7 @@ impl Settings {
             resume: args.resume,
             shard,
             max_judge_failures: args.max_judge_failures.unwrap_or(0),
+            judge_failures_limited: args.max_judge_failures.is_some(),
             judge,
             judge_where: args.judge_where.take(),
             judge_metrics,

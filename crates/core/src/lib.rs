@@ -380,7 +380,8 @@ impl ErrorClass {
             ErrorClass::Config => {
                 "bad configuration (ambiguous columns, output exists, output is an input, an \
                  interrupted run is left (use --resume or --overwrite), --resume with changed \
-                 inputs or settings, judge refused the key or model, a device this build or \
+                 inputs or settings, judge refused the key or model (at the start, or every \
+                 request of the run), a device this build or \
                  machine cannot serve, bad config file)"
             }
         }

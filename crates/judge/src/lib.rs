@@ -165,6 +165,14 @@ pub struct JudgeReport {
     /// Rows where at least one requested judge metric was left null because
     /// the judge failed (the run finished, but incompletely).
     pub rows_failed: u64,
+    /// Of them, rows whose judge failed for good (it rejected the request or
+    /// answered unusably; not the endpoint failing, which a later try may
+    /// fix, nor a tied jury), and the first such row's error: more of them
+    /// than the run accepts fail it (`--max-judge-failures`).
+    #[serde(skip)]
+    pub rows_failed_for_good: u64,
+    #[serde(skip)]
+    pub first_failure_for_good: Option<String>,
     /// Answers replayed from the paid-answers journal (counted as judge
     /// answers, their tokens included in the totals below).
     pub replayed: u64,

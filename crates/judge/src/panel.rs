@@ -123,6 +123,10 @@ pub struct JudgePanel {
     fleiss: Vec<refscore_stats::agreement::FleissTally>,
     rows_judged: u64,
     rows_failed: u64,
+    /// Rows whose final value the judges failed for good, and the first
+    /// one's error ([`crate::JudgeReport::rows_failed_for_good`]).
+    rows_failed_for_good: u64,
+    first_failure_for_good: Option<String>,
     /// The judges answer verdicts only and the panel asks each failing
     /// value's reason once, of the judge that decided it
     /// (`--judge-reasons failures`).
@@ -225,6 +229,8 @@ impl JudgePanel {
                 .collect(),
             rows_judged: 0,
             rows_failed: 0,
+            rows_failed_for_good: 0,
+            first_failure_for_good: None,
             asks_reasons,
         })
     }
@@ -360,6 +366,8 @@ impl JudgePanel {
         }
         total.rows_judged = self.rows_judged;
         total.rows_failed = self.rows_failed;
+        total.rows_failed_for_good = self.rows_failed_for_good;
+        total.first_failure_for_good = self.first_failure_for_good.clone();
         total
     }
 
@@ -886,6 +894,11 @@ impl Stage for JudgePanel {
         }
         let (failed, retryable, reason) = fin.failures();
         self.rows_failed += failed;
+        let (for_good, first) = fin.failures_for_good();
+        self.rows_failed_for_good += for_good;
+        if self.first_failure_for_good.is_none() {
+            self.first_failure_for_good = first;
+        }
         self.rows_judged += fin.judged.iter().filter(|j| **j).count() as u64;
         let mut out = self.columns(batch.len(), fin, &each, &decider);
         out.retryable_rows = retryable;

@@ -169,6 +169,23 @@ impl Decided {
         (failed, count, reason)
     }
 
+    /// Rows a judge was asked about whose judge failed for good: a
+    /// rejection or an unusable answer ([`fail`]'s errors), not the
+    /// endpoint failing (which a later try may fix) nor a tied jury (where
+    /// every judge answered); and the first such row's error.
+    pub(crate) fn failures_for_good(&self) -> (u64, Option<String>) {
+        let mut rows = self
+            .errors
+            .iter()
+            .zip(self.transient.iter().zip(&self.judged))
+            .filter_map(|(e, (t, judged))| {
+                e.as_deref()
+                    .filter(|e| !*t && *judged && e.contains(JUDGE_FAILED))
+            });
+        let first = rows.next().map(String::from);
+        (u64::from(first.is_some()) + rows.count() as u64, first)
+    }
+
     pub(crate) fn new(metrics: usize, rows: usize) -> Decided {
         Decided {
             verdicts: vec![vec![None; rows]; metrics],
@@ -585,6 +602,11 @@ impl JudgeStage {
             self.last_retry_reason,
         ) = d.failures();
         self.report.rows_failed += self.last_rows_failed;
+        let (for_good, first) = d.failures_for_good();
+        self.report.rows_failed_for_good += for_good;
+        if self.report.first_failure_for_good.is_none() {
+            self.report.first_failure_for_good = first;
+        }
         Ok(d)
     }
 
@@ -685,9 +707,13 @@ pub(crate) fn add_usage(total: &mut Usage, u: Usage) {
     total.latency_ms += u.latency_ms;
 }
 
+/// What every error of a judge's failure says after the metric's name, so
+/// that such rows can be told from a tied jury's.
+const JUDGE_FAILED: &str = ": judge failed: ";
+
 fn fail(slot: &mut Option<String>, report: &mut JudgeReport, metric: &str, why: &str) {
     report.failures += 1;
-    let msg = format!("{metric}: judge failed: {why}");
+    let msg = format!("{metric}{JUDGE_FAILED}{why}");
     match slot {
         Some(s) => {
             s.push_str("; ");

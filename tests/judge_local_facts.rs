@@ -343,3 +343,41 @@ fn local_fact_settings_that_cannot_work_are_refused_first() {
     assert!(err.contains("--fact-check-threshold 2"), "{err}");
     assert!(!out.exists());
 }
+
+/// `--facts sentences` splits where a sentence ends, not after an
+/// abbreviation, a decimal's point or a list item's number: each answer
+/// here has two facts (the summary counts them, with the output's).
+#[test]
+fn sentences_do_not_end_at_abbreviations_decimals_or_list_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let answers = [
+        "Mr. Smith met Dr. Jones 3.5 km from the border. They talked, e.g. about rain.",
+        "Prof. Lee, Ph.D., wrote it in 1999. It sold 2.5 million copies!",
+        "The recipe:\n1. Boil the water.",
+        "It costs $3.50 vs. $4.00 at St. Mary's. Buy it.",
+    ];
+    let path = dir.path().join("in.parquet");
+    write_parquet(
+        &path,
+        vec![
+            ("reference", s(&answers)),
+            ("output", s(&["Something else entirely."; 4])),
+        ],
+    );
+    let (header, _) = fixture();
+    let threshold = header["threshold"].as_f64().unwrap().to_string();
+    let out = dir.path().join("o.parquet");
+    let mut flags = nli_flags(&threshold);
+    flags.extend(["--facts".to_string(), "sentences".to_string()]);
+    ok(&run(&path, &out, &flags));
+    let b = read_parquet(&out);
+    let counts = b.column_by_name("fact_counts").unwrap().as_struct().clone();
+    let n_ref = counts
+        .column_by_name("reference")
+        .unwrap()
+        .as_primitive::<UInt32Type>()
+        .clone();
+    for (i, a) in answers.iter().enumerate() {
+        assert_eq!(n_ref.value(i), 2, "{a:?}");
+    }
+}

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use refscore_core::entailment::Entailment;
 use serde_json::{json, Value};
-use unicode_segmentation::UnicodeSegmentation;
 
 /// Where the fact ratio's facts come from (`--facts`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -17,8 +16,7 @@ pub enum FactSource {
     /// distinct answer).
     #[default]
     Judge,
-    /// Each answer's sentences are its facts (Unicode sentence
-    /// boundaries); no call.
+    /// Each answer's sentences are its facts ([`sentences`]); no call.
     Sentences,
 }
 
@@ -66,10 +64,15 @@ impl std::fmt::Debug for NliFactCheck {
 /// `--fact-check-threshold`'s default: a fact holds at even odds.
 pub const DEFAULT_FACT_CHECK_THRESHOLD: f32 = 0.5;
 
-/// An answer's sentences (UAX #29 boundaries), trimmed, blank ones dropped.
+/// An answer's sentences, trimmed, blank ones dropped: Wikimedia's
+/// sentencex segmenter with its English rules, which know abbreviations
+/// ("Mr.", "Dr.", "e.g.", "vs."), initials, decimals and numbered list
+/// items, and end a sentence at other scripts' full stops too ("。").
+/// (UAX #29's boundaries, used before, split after "Mr." before a capital
+/// and after a list item's "1.".)
 pub fn sentences(answer: &str) -> Vec<String> {
-    answer
-        .unicode_sentences()
+    sentencex::segment("en", answer)
+        .into_iter()
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(String::from)
@@ -94,8 +97,8 @@ pub(crate) fn fingerprint(facts: FactSource, check: Option<&NliFactCheck>) -> Op
 mod tests {
     use super::*;
 
-    /// Sentence boundaries are Unicode's: abbreviations and decimals are
-    /// not boundaries, other scripts' full stops are.
+    /// Abbreviations, decimals and list numbers are not boundaries, other
+    /// scripts' full stops are.
     #[test]
     fn an_answers_sentences_are_its_facts() {
         assert_eq!(
@@ -112,5 +115,23 @@ mod tests {
         );
         assert!(sentences("   ").is_empty());
         assert_eq!(sentences("no full stop"), ["no full stop"]);
+        assert_eq!(
+            sentences("Mr. Smith met Dr. Jones. They spoke, e.g. about the St. Mary's fund vs. the Jan. 2020 one."),
+            [
+                "Mr. Smith met Dr. Jones.",
+                "They spoke, e.g. about the St. Mary's fund vs. the Jan. 2020 one."
+            ]
+        );
+        assert_eq!(
+            sentences("Prof. Lee, Ph.D., wrote it in 1999. It sold 2.5 million copies!"),
+            [
+                "Prof. Lee, Ph.D., wrote it in 1999.",
+                "It sold 2.5 million copies!"
+            ]
+        );
+        assert_eq!(
+            sentences("Steps:\n1. Boil water.\n2. Add 3.5 g of salt."),
+            ["Steps:", "1. Boil water.", "2. Add 3.5 g of salt."]
+        );
     }
 }

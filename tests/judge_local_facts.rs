@@ -344,6 +344,56 @@ fn local_fact_settings_that_cannot_work_are_refused_first() {
     assert!(!out.exists());
 }
 
+/// A fact ratio with no judge at all says so in the summary: no judge
+/// templates or output format (nothing was asked), and the NLI model that
+/// checked the facts by name, with its threshold.
+#[test]
+fn a_judge_less_summary_names_the_nli_model_and_no_judge_template() {
+    let (header, rows) = fixture();
+    let threshold = header["threshold"].as_f64().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(dir.path(), &rows);
+    let out = dir.path().join("o.parquet");
+    let mut flags = nli_flags(&threshold);
+    flags.extend(["--facts".to_string(), "sentences".to_string()]);
+    ok(&run(&inp, &out, &flags));
+    let j = &summary(&out)["judge"];
+    for key in ["templates", "response_format", "reasons"] {
+        assert!(j.get(key).is_none(), "a judge-less summary has {key}: {j}");
+    }
+    let nli = &j["fact_check"];
+    assert_eq!(nli["model"], tiny_model("tiny-cross-roberta-nli"), "{j}");
+    assert_eq!(nli["architecture"], "RobertaForSequenceClassification");
+    assert_eq!(nli["entailment_label"], "entailment");
+    assert!(
+        (nli["threshold"].as_f64().unwrap() - header["threshold"].as_f64().unwrap()).abs() < 1e-6
+    );
+
+    // With a judge that extracts, the judge's part stays and the model is
+    // named beside it.
+    let server = start(|req, _| {
+        let text = req.user().strip_prefix("Text:\n").unwrap_or("").to_string();
+        chat(&serde_json::json!({ "facts": [text] }).to_string())
+    });
+    let judged = dir.path().join("judged.parquet");
+    let mut flags = nli_flags(&threshold);
+    flags.extend(
+        ["--judge-url", &server.url, "--judge-model", "scripted"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    ok(&run(&inp, &judged, &flags));
+    let j = &summary(&judged)["judge"];
+    assert!(
+        j["templates"].as_array().is_some_and(|t| !t.is_empty()),
+        "{j}"
+    );
+    assert_eq!(
+        j["fact_check"]["model"],
+        tiny_model("tiny-cross-roberta-nli")
+    );
+}
+
 /// `--facts sentences` splits where a sentence ends, not after an
 /// abbreviation, a decimal's point or a list item's number: each answer
 /// here has two facts (the summary counts them, with the output's).

@@ -409,7 +409,12 @@ fn nli_fact_check(
     let folder = CrossFolder::find(spec, &e.lookup)?;
     let labels = e.nli_labels.as_deref();
     // The labels are checked before any weights load.
-    NliEntailment::labels(&folder, labels)?;
+    let entailment = NliEntailment::labels(&folder, labels)?.entailment;
+    let described = serde_json::json!({
+        "model": spec,
+        "architecture": folder.architecture,
+        "entailment_label": folder.labels[entailment],
+    });
     let (model, shared) = match cross {
         Some((plan, options)) => {
             let weights = plan.load_model(options)?;
@@ -425,6 +430,7 @@ fn nli_fact_check(
         fingerprint: model.fingerprint().clone(),
         model: std::sync::Arc::new(model),
         threshold,
+        described,
     };
     Ok((Some(check), shared))
 }

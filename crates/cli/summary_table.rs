@@ -48,7 +48,10 @@ pub fn table(summary: &Summary) -> String {
         }
     }
     if let Some(j) = summary.extra.get("judge") {
-        out.push_str(&judge_line(j));
+        // A wholly local fact ratio asked no judge: no judge line.
+        if j["judge_asked"] != false {
+            out.push_str(&judge_line(j));
+        }
         out.push_str(&tiers_line(j));
         out.push_str(&local_facts_line(j));
     }
@@ -105,8 +108,16 @@ fn local_facts_line(j: &serde_json::Value) -> String {
     if split + checked == 0 {
         return String::new();
     }
+    let model = match j["fact_check"]["model"].as_str() {
+        Some(m) => format!(" ({m})"),
+        None => String::new(),
+    };
+    let cut = match n("fact_checks_nli_truncated") {
+        0 => String::new(),
+        c => format!(", {c} of them cut at its token limit"),
+    };
     format!(
-        "fact ratio on this machine: {split} answers split into sentences, {checked} facts checked by the NLI model; {} judge calls saved\n",
+        "fact ratio on this machine: {split} answers split into sentences, {checked} facts checked by the NLI model{model}{cut}; {} judge calls saved\n",
         split + checked
     )
 }

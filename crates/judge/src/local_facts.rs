@@ -50,6 +50,10 @@ pub struct NliFactCheck {
     /// What changes the model's answers (its files and labels), for the
     /// run's fingerprint.
     pub fingerprint: Value,
+    /// What the summary says of the model, so that a reader knows which
+    /// one checked the facts: `--cross-model` as given, its architecture
+    /// and entailment label.
+    pub described: Value,
 }
 
 impl std::fmt::Debug for NliFactCheck {

@@ -38,6 +38,19 @@ impl JudgeStage {
         self.options().tiers.values(earlier)
     }
 
+    /// Whether the run's judge metrics need no judge at all: a fact ratio
+    /// alone, its facts the answers' sentences, checked by the local NLI
+    /// model.
+    fn asks_no_judge(&self) -> bool {
+        let o = self.options();
+        o.facts == crate::FactSource::Sentences
+            && o.fact_check.is_some()
+            && self
+                .metrics()
+                .iter()
+                .all(|m| matches!(m, crate::metric::JudgeMetric::FactRatio))
+    }
+
     /// The summary's judge entry for report `r` (this stage's, or a
     /// panel's totals).
     pub(crate) fn summary_of(
@@ -53,6 +66,22 @@ impl JudgeStage {
         let defined = self.defined();
         if !defined.is_empty() {
             v["defined_metrics"] = json!(defined);
+        }
+        let o = self.options();
+        if let Some(check) = &o.fact_check {
+            let mut described = check.described.clone();
+            described["threshold"] = json!(check.threshold);
+            v["fact_check"] = described;
+        }
+        if self.asks_no_judge() {
+            // Nothing went to a judge: no template, output format or
+            // reasons setting was used, and none is reported.
+            if let Some(m) = v.as_object_mut() {
+                for key in ["templates", "response_format", "reasons"] {
+                    m.remove(key);
+                }
+            }
+            v["judge_asked"] = json!(false);
         }
         Some(("judge", v))
     }

@@ -394,6 +394,50 @@ fn a_judge_less_summary_names_the_nli_model_and_no_judge_template() {
     );
 }
 
+/// A fact past the NLI model's token limit is cut from the premise it is
+/// checked against: the checks so cut are counted, and the run warns.
+#[test]
+fn fact_checks_cut_at_the_model_limit_are_counted_and_warned() {
+    let dir = tempfile::tempdir().unwrap();
+    // The tiny model reads 64 tokens a pair: the last sentence of this
+    // reference is past them.
+    let filler = "The river runs through the old town and past the market square. ".repeat(8);
+    let reference = format!("{filler}The bridge was built in 1890.");
+    let path = dir.path().join("long.parquet");
+    write_parquet(
+        &path,
+        vec![
+            ("reference", s(&[reference.as_str(), "Cats sleep a lot."])),
+            (
+                "output",
+                s(&["The bridge was built in 1890.", "Cats sleep a lot."]),
+            ),
+        ],
+    );
+    let (header, _) = fixture();
+    let threshold = header["threshold"].as_f64().unwrap().to_string();
+    let out = dir.path().join("o.parquet");
+    // Not --quiet: the warning is printed.
+    let mut args = vec!["score", path.to_str().unwrap(), "-o", out.to_str().unwrap()];
+    let flags = nli_flags(&threshold);
+    args.extend(flags.iter().map(String::as_str));
+    args.extend(["--facts", "sentences"]);
+    let o = refscore(&args);
+    ok(&o);
+    let j = &summary(&out)["judge"];
+    let cut = j["fact_checks_nli_truncated"].as_u64().expect("counted");
+    let all = j["fact_checks_nli"].as_u64().unwrap();
+    // The output's one fact against the long reference, and each of the
+    // reference's nine facts against the short output: the first only is
+    // cut (the hypothesis, a fact, fits; the premise is cut).
+    assert!(cut >= 1 && cut < all, "{cut} of {all}: {j}");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains(&format!("{cut} of {all} fact checks")) && stderr.contains("token limit"),
+        "{stderr}"
+    );
+}
+
 /// `--facts sentences` splits where a sentence ends, not after an
 /// abbreviation, a decimal's point or a list item's number: each answer
 /// here has two facts (the summary counts them, with the output's).

@@ -207,6 +207,12 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
                 r.replies_with_logprobs + r.replies_without_logprobs
             );
         }
+        if r.fact_checks_nli_truncated > 0 {
+            eprintln!(
+                "refscore: warning: {} of {} fact checks by the NLI model (--fact-check nli) cut the answer at the model's token limit: a fact stated past the cut counts as unsupported",
+                r.fact_checks_nli_truncated, r.fact_checks_nli
+            );
+        }
         if r.rows_failed > finished.retryable_rows {
             eprintln!(
                 "refscore: warning: {} rows got judge answers that could not be used (see their error column); a retry would fail the same way",

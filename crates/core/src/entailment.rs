@@ -5,10 +5,21 @@
 
 use crate::Error;
 
+/// One pair's answer: P(entailment), and whether the model's token limit
+/// cut the pair (a hypothesis stated past the cut of a long premise reads
+/// as unsupported, so such checks are counted and reported).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Entailed {
+    /// The probability that the premise entails the hypothesis.
+    pub p: f32,
+    /// Whether truncation at the model's limit cut either text.
+    pub truncated: bool,
+}
+
 /// P(entailment) of (premise, hypothesis) pairs, from a model on this
 /// machine.
 pub trait Entailment: Send + Sync {
-    /// The probability that each pair's premise entails its hypothesis, in
-    /// the pairs' order.
-    fn entailment(&self, pairs: &[(&str, &str)]) -> Result<Vec<f32>, Error>;
+    /// Each pair's P(entailment) and whether it was cut, in the pairs'
+    /// order.
+    fn entailment(&self, pairs: &[(&str, &str)]) -> Result<Vec<Entailed>, Error>;
 }

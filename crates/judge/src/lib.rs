@@ -204,6 +204,9 @@ pub struct JudgeReport {
     /// Fact checks the local NLI model decided (`--fact-check nli`): the
     /// judge questions not asked.
     pub fact_checks_nli: u64,
+    /// Of them, checks the model's token limit cut (a long answer as the
+    /// premise): a fact stated past the cut counts as unsupported.
+    pub fact_checks_nli_truncated: u64,
     /// Template hashes in use.
     pub templates: Vec<String>,
     /// `--judge-batch`: how the answers came.

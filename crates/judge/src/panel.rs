@@ -363,6 +363,7 @@ impl JudgePanel {
             total.fact_checks += r.fact_checks;
             total.facts_from_sentences += r.facts_from_sentences;
             total.fact_checks_nli += r.fact_checks_nli;
+            total.fact_checks_nli_truncated += r.fact_checks_nli_truncated;
         }
         total.rows_judged = self.rows_judged;
         total.rows_failed = self.rows_failed;

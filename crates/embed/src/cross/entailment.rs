@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use refscore_core::entailment::Entailment;
+use refscore_core::entailment::{Entailed, Entailment};
 use refscore_core::Error;
 use serde_json::{json, Value};
 
@@ -76,13 +76,16 @@ impl NliEntailment {
 }
 
 impl Entailment for NliEntailment {
-    fn entailment(&self, pairs: &[(&str, &str)]) -> Result<Vec<f32>, Error> {
+    fn entailment(&self, pairs: &[(&str, &str)]) -> Result<Vec<Entailed>, Error> {
         let mut report = CrossReport::default();
         Ok(self
             .encoder
             .predict(pairs, true, &mut report)?
             .into_iter()
-            .map(|p| p.values[self.labels.entailment])
+            .map(|p| Entailed {
+                p: p.values[self.labels.entailment],
+                truncated: p.truncated,
+            })
             .collect())
     }
 }

@@ -179,9 +179,12 @@ impl JudgeStage {
         match check.model.entailment(&asked) {
             Ok(p) => p
                 .into_iter()
-                .map(|p| {
+                .map(|e| {
+                    // A fact past the cut of a long premise reads as
+                    // unsupported: counted, for the summary and a warning.
+                    self.report.fact_checks_nli_truncated += u64::from(e.truncated);
                     Ok((
-                        json!({"holds": p >= check.threshold}),
+                        json!({"holds": e.p >= check.threshold}),
                         Usage::default(),
                         NO_FORMAT,
                     ))

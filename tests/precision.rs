@@ -327,9 +327,19 @@ fn unknown_precision_is_a_usage_error() {
         vec![("reference", s(&["Paris"])), ("output", s(&["Paris"]))],
     );
     let out = dir.path().join("out.parquet");
+    let err = fails(&score(&input, &out, &["--precision", "fp64"]), 64);
+    assert!(
+        err.contains("--precision fp64: expected fp32, bf16, int8 or fp16"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    // fp16 is a GPU format: refused on the CPU before any work, with the
+    // formats the CPU has.
     let err = fails(&score(&input, &out, &["--precision", "fp16"]), 64);
     assert!(
-        err.contains("--precision fp16: expected fp32, bf16 or int8"),
+        err.contains(
+            "--precision fp16: runs on a GPU only (--device cuda); on the CPU use bf16 or int8"
+        ),
         "{err}"
     );
     assert!(!out.exists());

@@ -445,9 +445,12 @@ pub struct ScoreArgs {
     /// scale per output), u8 activations (a scale per row), exact integer sums; max |Δ|
     /// 2.2e-2, p99 1.4e-2 (other families: docs/performance.md). Faster only on CPUs with AVX512-BF16 /
     /// AVX512-VNNI; elsewhere a portable path gives the same numbers, more slowly (see
-    /// docs/performance.md). Recorded in the summary and the result file's footer
+    /// docs/performance.md). On a GPU (--device cuda) bf16 and fp16 run the BERT-shaped
+    /// families' layers in that format end to end (tensor-core products; layer norm and
+    /// softmax sum in f32) and the other families' linear maps; fp16 is GPU-only, int8
+    /// CPU-only. Recorded in the summary and the result file's footer
     /// [default: fp32]
-    #[arg(long, value_name = "fp32|bf16|int8")]
+    #[arg(long, value_name = "fp32|bf16|int8|fp16")]
     pub precision: Option<String>,
 
     /// Weight BERTScore tokens by IDF over the input's references (reads the reference

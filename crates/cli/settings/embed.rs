@@ -89,13 +89,15 @@ pub(super) fn resolve(args: &mut ScoreArgs, origin: &Origin) -> Result<EmbedSett
         .parsed(args.precision.take(), "precision", parse_precision)?
         .unwrap_or_default();
     let model_dir = env_text(MODEL_DIR_ENV);
+    let device = origin
+        .parsed(args.device.take(), "device", |d| {
+            refscore_embed::device_ordinal(d).map(|_| d.to_string())
+        })?
+        .unwrap_or_else(|| "cpu".into());
+    check_precision_on(precision, &device, origin)?;
     Ok(EmbedSettings {
         model: args.model.take(),
-        device: origin
-            .parsed(args.device.take(), "device", |d| {
-                refscore_embed::device_ordinal(d).map(|_| d.to_string())
-            })?
-            .unwrap_or_else(|| "cpu".into()),
+        device,
         precision,
         idf: args.idf,
         rescale: rescale(args.rescale_baseline.take(), origin)?,
@@ -180,5 +182,25 @@ fn rescale(value: Option<String>, origin: &Origin) -> Result<Option<Rescale>, Er
 /// A `--precision` value.
 fn parse_precision(name: &str) -> Result<refscore_embed::Precision, String> {
     refscore_embed::Precision::from_name(name.trim())
-        .ok_or_else(|| format!("{name}: expected fp32, bf16 or int8"))
+        .ok_or_else(|| format!("{name}: expected fp32, bf16, int8 or fp16"))
+}
+
+/// Refuses, before any work, a precision the named device cannot run:
+/// fp16 on the CPU, int8 on a GPU (`auto` is settled when the model loads).
+fn check_precision_on(
+    precision: refscore_embed::Precision,
+    device: &str,
+    origin: &Origin,
+) -> Result<(), Error> {
+    use refscore_embed::Precision;
+    let why = match precision {
+        Precision::Fp16 if device == "cpu" => {
+            "runs on a GPU only (--device cuda); on the CPU use bf16 or int8"
+        }
+        Precision::Int8 if device.starts_with("cuda") => {
+            "runs on the CPU only; on a GPU use bf16 or fp16"
+        }
+        _ => return Ok(()),
+    };
+    Err(origin.bad("precision", precision.name(), why))
 }

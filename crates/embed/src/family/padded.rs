@@ -87,26 +87,33 @@ pub(super) fn linear(vb: VarBuilder, inp: usize, out: usize, bias: bool) -> Resu
 
 /// One of a layer's linear maps in the run's `--precision`: Candle's own
 /// product in fp32 (the reference numbers, unchanged), the bf16 or int8
-/// products of [`crate::precision`] otherwise, the bias added in f32.
-/// Exists so that every padded family runs its per-token products in the
-/// precision asked for through one type, as the BERT-shaped body does.
+/// products of [`crate::precision`] on the CPU, a half-precision product
+/// (tensor cores, f32 accumulation) on an accelerator; the bias added in
+/// f32. Exists so that every padded family runs its per-token products in
+/// the precision asked for through one type, as the BERT-shaped body does.
 pub(super) enum Dense {
     Fp32(Affine),
     Reduced {
         weight: Projection,
         bias: Option<Tensor>,
     },
+    /// On an accelerator: the map with its weight and bias in a half
+    /// format (the bias folded into the product, as in fp32); the input is
+    /// rounded to it at the product and the output widened back to f32.
+    Half(Affine),
 }
 
 impl Dense {
     /// `linear` (loaded, stacked or scaled as the family needs) prepared
-    /// for `precision`; a reduced precision needs the CPU.
+    /// for `precision` on the device it lives on.
     pub(super) fn new(linear: Linear, precision: Precision) -> Result<Dense> {
         if precision == Precision::Fp32 {
             return Ok(Dense::Fp32(Affine::new(linear)?));
         }
-        if !linear.weight().device().is_cpu() {
-            candle_core::bail!("--precision {} runs on the CPU only", precision.name());
+        let device = linear.weight().device().clone();
+        let dtype = precision.device_dtype(&device)?;
+        if !device.is_cpu() {
+            return Ok(Dense::Half(Affine::new(in_dtype(&linear, dtype)?)?));
         }
         Ok(Dense::Reduced {
             weight: Projection::new(linear.weight(), precision)?,
@@ -131,6 +138,9 @@ impl Module for Dense {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         match self {
             Dense::Fp32(linear) => linear.forward(x),
+            Dense::Half(linear) => linear
+                .forward(&x.to_dtype(linear.linear().weight().dtype())?)?
+                .to_dtype(x.dtype()),
             Dense::Reduced { weight, bias } => {
                 let mut dims = x.dims().to_vec();
                 let inp = dims.pop().unwrap_or(1);
@@ -145,6 +155,14 @@ impl Module for Dense {
             }
         }
     }
+}
+
+/// `linear` with its weight and bias in `dtype`.
+pub(super) fn in_dtype(linear: &Linear, dtype: candle_core::DType) -> Result<Linear> {
+    Ok(Linear::new(
+        linear.weight().to_dtype(dtype)?,
+        linear.bias().map(|b| b.to_dtype(dtype)).transpose()?,
+    ))
 }
 
 /// A gated feed-forward's middle: act(one half of `x`'s last dimension) ·

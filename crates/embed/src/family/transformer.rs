@@ -7,8 +7,10 @@
 //! into the query weights at load time; on CPU (f32) each layer is four
 //! matrix products with everything between them fused into three one-pass
 //! kernels ([`super::ops`]), sequences packed with no padding. Other devices
-//! run the same function as plain Candle ops on padded batches. The parity
-//! tests hold it to the reference libraries within 1e-4.
+//! run the same function as plain Candle ops on padded batches, the layers
+//! in f32 or, with `--precision bf16|fp16`, in that half format end to end
+//! (the embeddings stay f32; see [`crate::precision`]). The parity tests
+//! hold fp32 to the reference libraries within 1e-4.
 
 use candle_core::{DType, Module, Tensor};
 use candle_nn::{Embedding, Linear, VarBuilder};
@@ -150,6 +152,15 @@ impl LayerNorm {
         })
     }
 
+    /// This norm with its scale and shift in `dtype`.
+    fn in_dtype(self, dtype: DType) -> Result<LayerNorm> {
+        Ok(LayerNorm {
+            weight: self.weight.to_dtype(dtype)?,
+            bias: self.bias.to_dtype(dtype)?,
+            eps: self.eps,
+        })
+    }
+
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         candle_nn::ops::layer_norm(&x.contiguous()?, &self.weight, &self.bias, self.eps)
     }
@@ -230,13 +241,18 @@ impl Layer {
         let b = Tensor::cat(&[(bias(&q) * scale)?, bias(&k), bias(&v)], 0)?;
         let exact_gelu = c.exact_gelu()?;
         let eps = c.layer_norm_eps;
+        // f32 on the CPU (its reduced precisions are the host products
+        // below); the half format asked for on an accelerator.
+        let dtype = precision.device_dtype(vb.device())?;
+        let affine = |l: Linear| Affine::new(padded::in_dtype(&l, dtype)?);
+        let norm = |vb, size| LayerNorm::load(vb, size, eps)?.in_dtype(dtype);
         let mut layer = Layer {
-            qkv: Affine::new(Linear::new(w, Some(b)))?,
-            attn_out: Affine::new(linear(vb.pp(names.attn_out), h, h)?)?,
-            attn_norm: LayerNorm::load(vb.pp(names.attn_norm), h, eps)?,
-            ff_in: Affine::new(linear(vb.pp(names.ff_in), h, c.intermediate_size)?)?,
-            ff_out: Affine::new(linear(vb.pp(names.ff_out), c.intermediate_size, h)?)?,
-            ff_norm: LayerNorm::load(vb.pp(names.ff_norm), h, eps)?,
+            qkv: affine(Linear::new(w, Some(b)))?,
+            attn_out: affine(linear(vb.pp(names.attn_out), h, h)?)?,
+            attn_norm: norm(vb.pp(names.attn_norm), h)?,
+            ff_in: affine(linear(vb.pp(names.ff_in), h, c.intermediate_size)?)?,
+            ff_out: affine(linear(vb.pp(names.ff_out), c.intermediate_size, h)?)?,
+            ff_norm: norm(vb.pp(names.ff_norm), h)?,
             heads,
             head_dim,
             exact_gelu,
@@ -294,15 +310,16 @@ impl Layer {
         Ok(out)
     }
 
-    /// `x`: `[b*t, hidden]`, contiguous. `mask`: additive, broadcast to
-    /// `[b, heads, t, t]` (padding, plus the relative bias where a family
-    /// has one).
-    fn forward(&self, x: &Tensor, b: usize, t: usize, mask: Option<&Tensor>) -> Result<Tensor> {
+    /// The padded form: `x` holds the batch's real tokens packed
+    /// (`[Σ lengths, hidden]`); only attention sees them padded to
+    /// `[b, t]` (`rows` moves them), so no product, norm or activation is
+    /// spent on padding. `mask`: additive, broadcast to `[b, heads, t, t]`
+    /// (padding, plus the relative bias where a family has one).
+    fn forward(&self, x: &Tensor, rows: &Rows, mask: Option<&Tensor>) -> Result<Tensor> {
         let h = self.heads * self.head_dim;
-        let qkv = self
-            .qkv
-            .forward(x)?
-            .reshape((b, t, 3, self.heads, self.head_dim))?;
+        let qkv = rows.pad(&self.qkv.forward(x)?)?; // [b, t, 3·hidden]
+        let (b, t, _) = qkv.dims3()?;
+        let qkv = qkv.reshape((b, t, 3, self.heads, self.head_dim))?;
         let qkv = qkv.permute((2, 0, 3, 1, 4))?; // [3, b, heads, t, dim]
         let q = qkv.get(0)?.contiguous()?;
         let k = qkv.get(1)?.contiguous()?;
@@ -312,7 +329,7 @@ impl Layer {
             scores = scores.broadcast_add(mask)?;
         }
         let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-        let ctx = probs.matmul(&v)?.transpose(1, 2)?.reshape((b * t, h))?;
+        let ctx = rows.unpad(&probs.matmul(&v)?.transpose(1, 2)?.reshape((b * t, h))?)?;
         let attn = self
             .attn_norm
             .forward(&(self.attn_out.forward(&ctx)? + x)?)?;
@@ -474,11 +491,15 @@ pub(super) struct Transformer {
     heads: usize,
     /// Tokens a sequence may have (positions past the first one).
     max_tokens: usize,
+    /// The number format of the layers on the padded path (f32, or a
+    /// half format on an accelerator).
+    dtype: DType,
 }
 
 impl Transformer {
     /// Loads the weights; the matrix products of the packed CPU path run
-    /// in `precision` (anything but f32 needs that path).
+    /// in `precision` (on the CPU anything but f32 needs that path), the
+    /// padded path's layers on an accelerator in its half format.
     pub(super) fn load(
         vb: VarBuilder,
         c: &Config,
@@ -506,8 +527,9 @@ impl Transformer {
             max_tokens: c
                 .max_position_embeddings
                 .saturating_sub(layout.first_position),
+            dtype: precision.device_dtype(vb.device())?,
         };
-        if precision != Precision::Fp32 && !model.packs() {
+        if precision != Precision::Fp32 && vb.device().is_cpu() && !model.packs() {
             candle_core::bail!(
                 "--precision {} runs on the CPU only, with an exact-GELU model",
                 precision.name()
@@ -609,9 +631,12 @@ impl EncoderModel for Transformer {
     ) -> Result<Vec<Tensor>> {
         let (b, t) = ids.dims2()?;
         self.check(t, taps)?;
-        let x = self.embeddings.padded(ids, lengths, second, self.hidden)?;
+        let x = self
+            .embeddings
+            .padded(ids, lengths, second, self.hidden)?
+            .to_dtype(self.dtype)?;
         let device = ids.device();
-        let dtype = x.dtype();
+        let dtype = self.dtype;
         let mut mask = if lengths.iter().all(|&l| l == t) {
             None
         } else {
@@ -636,12 +661,10 @@ impl EncoderModel for Transformer {
         }
         let mask = mask.map(|m| spread_mask(m, b, self.heads, t)).transpose()?;
         let rows = Rows::new(lengths, t, device)?;
+        let x = rows.unpad(&x)?;
         tapped(x, taps, &self.layers, |layer, x| {
-            layer.forward(x, b, t, mask.as_ref())
-        })?
-        .iter()
-        .map(|tap| rows.unpad(tap))
-        .collect()
+            layer.forward(x, &rows, mask.as_ref())
+        })
     }
 }
 

@@ -26,7 +26,7 @@ the helpers of scripts/bench/cross.sh (CPU) and of scripts/bench/gpu.sh's step
                                    cls pooling, the same labels, the tokenizer of
                                    tests/fixtures/models/tiny-cross-modernbert-nli
   head N IN OUT         the first N rows of a Parquet file
-  predict MODEL IN OUT [--device D] [--batch-size B]
+  predict MODEL IN OUT [--device D] [--batch-size B] [--dtype fp32|fp16|bf16]
                         what a user runs today: sentence-transformers'
                         CrossEncoder(MODEL).predict on (reference, output) and
                         (output, reference), apply_softmax=True, and refscore's
@@ -101,7 +101,7 @@ def head(n: str, src: str, dst: str) -> None:
     pq.write_table(pq.read_table(src).slice(0, int(n)), dst)
 
 
-def predict(model_dir: str, src: str, dst: str, device: str, batch_size: int) -> None:
+def predict(model_dir: str, src: str, dst: str, device: str, batch_size: int, dtype: str = "fp32") -> None:
     if device == "cpu" and os.environ.get("THREADS"):
         import torch
 
@@ -115,11 +115,16 @@ def predict(model_dir: str, src: str, dst: str, device: str, batch_size: int) ->
     refs, outs = table.column("reference").to_pylist(), table.column("output").to_pylist()
     t0 = time.perf_counter()
     model = CrossEncoder(model_dir, device=device)
+    if dtype != "fp32":
+        import torch
+
+        model.model.to({"fp16": torch.float16, "bf16": torch.bfloat16}[dtype])
     forward = model.predict(list(zip(refs, outs)), batch_size=batch_size, apply_softmax=True)
     backward = model.predict(list(zip(outs, refs)), batch_size=batch_size, apply_softmax=True)
     seconds = time.perf_counter() - t0
     label = {name.lower(): int(i) for i, name in model.config.id2label.items()}
     entail, contra = label["entailment"], label["contradiction"]
+    forward, backward = np.asarray(forward, np.float32), np.asarray(backward, np.float32)
     precision, recall = forward[:, entail], backward[:, entail]
     pq.write_table(pa.table({
         "id": table.column("id"),
@@ -129,7 +134,8 @@ def predict(model_dir: str, src: str, dst: str, device: str, batch_size: int) ->
         "nli_contradiction": pa.array(np.maximum(forward[:, contra], backward[:, contra]), pa.float32()),
     }), dst)
     print(json.dumps({"rows": table.num_rows, "seconds": seconds, "rows_per_second": table.num_rows / seconds,
-                      "pairs_per_second": 2 * table.num_rows / seconds, "batch_size": batch_size}))
+                      "pairs_per_second": 2 * table.num_rows / seconds, "batch_size": batch_size,
+                      "dtype": dtype}))
 
 
 def main(argv: list) -> int:
@@ -140,7 +146,8 @@ def main(argv: list) -> int:
         head(*args)
     elif cmd == "predict" and len(args) >= 3:
         opts = dict(zip(args[3::2], args[4::2]))
-        predict(*args[:3], opts.get("--device", "cuda"), int(opts.get("--batch-size", 32)))
+        predict(*args[:3], opts.get("--device", "cuda"), int(opts.get("--batch-size", 32)),
+                opts.get("--dtype", "fp32"))
     else:
         print(__doc__, file=sys.stderr)
         return 64

@@ -206,6 +206,33 @@ def compare(a: str, b: str, tol: str, case: str = "") -> int:
     return 0 if ok else 1
 
 
+def deviation(a: str, b: str, case: str) -> int:
+    """Prints the p99 and largest |a - b| of every float column both files hold (a reduced
+    precision's result against fp32's, row for row): the figures docs/performance.md states."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ta, tb = pq.read_table(a), pq.read_table(b)
+    if ta.column("id").to_pylist() != tb.column("id").to_pylist():
+        print(f"deviation: {a} and {b} hold different rows", file=sys.stderr)
+        return 1
+    p99, worst = {}, {}
+    for field in ta.schema:
+        if not pa.types.is_floating(field.type) or field.name not in tb.column_names:
+            continue
+        xs = np.array([np.nan if v is None else v for v in ta.column(field.name).to_pylist()], dtype=float)
+        ys = np.array([np.nan if v is None else v for v in tb.column(field.name).to_pylist()], dtype=float)
+        d = np.abs(xs - ys)
+        d = d[~np.isnan(d)]
+        if d.size:
+            p99[field.name] = float(np.quantile(d, 0.99))
+            worst[field.name] = float(d.max())
+    print(json.dumps({"kind": "deviation", "case": case, "rows": ta.num_rows, "p99_abs_diff": p99,
+                      "max_abs_diff_all": worst}))
+    return 0
+
+
 def record(kind: str, source: str, monitor_path: str, engine: str, model: str, set_name: str) -> None:
     """Prints one JSON line per result of a timed run, for gpu.sh's results file."""
     gpu = {}
@@ -256,6 +283,16 @@ def table(path: str) -> None:
             worst = max(r.get("max_abs_diff", {}).values(), default=float("nan"))
             state = "ok" if r.get("ok") else "FAILED " + r.get("error", "")
             print(f"  {r.get('case', '?'):<44} {r.get('rows', 0):>5} rows  {worst:.2e}  {state}")
+    devs = [r for r in records if r.get("kind") == "deviation"]
+    if devs:
+        print("deviation from fp32 (p99 / max |diff|; cosine, BERTScore F1, the largest column):")
+        for r in devs:
+            p99, mx = r.get("p99_abs_diff", {}), r.get("max_abs_diff_all", {})
+            cols = [c for c in ("cosine", "bertscore_f1") if c in mx] or sorted(mx, key=mx.get)[-1:]
+            text = "  ".join(f"{c} {p99[c]:.1e}/{mx[c]:.1e}" for c in cols)
+            big = max(mx, key=mx.get) if mx else None
+            print(f"  {r.get('case', '?'):<44} {r.get('rows', 0):>6} rows  {text}"
+                  + (f"  (largest: {big} {mx[big]:.1e})" if big and big not in cols else ""))
     runs = [r for r in records if r.get("kind") == "run"]
     if runs:
         print(f"{'engine':<40} {'model':<7} {'set':<13} {'rows/s':>9} {'tokens/s':>10} "
@@ -290,6 +327,8 @@ def main(argv: list) -> int:
         fixture(*args)
     elif cmd == "compare" and len(args) in (3, 4):
         return compare(*args)
+    elif cmd == "deviation" and len(args) == 3:
+        return deviation(*args)
     elif cmd == "record" and len(args) == 6 and args[0] in ("refscore", "cross", "python", "encoder"):
         record(*args)
     elif cmd == "table" and len(args) == 1:

@@ -55,7 +55,13 @@
 #                               made (a run cut short keeps what it did), the log to
 #                               $OUT/gpu.log, and the table to the output.
 #
-# Environment: ROWS (default 20000), BIG_ROWS (default 200000), TOL (default 1e-4),
+# Environment: PRECISIONS (speed: the --precision values the new binary runs each
+# set in, default fp32; each reduced one's p99 and largest deviation from fp32 on
+# every row are recorded), PARITY_PRECISIONS (parity: also run every case on the GPU
+# in these precisions and record its deviation from the CPU's fp32; default none),
+# ENCODER_DTYPES (python: the bare encoder's types, default fp32,bf16), CROSS_PRECISIONS
+# (cross: refscore's --precision values, default fp32), CROSS_DTYPES (cross:
+# CrossEncoder.predict's types, default fp32), ROWS (default 20000), BIG_ROWS (default 200000), TOL (default 1e-4),
 # SPEED_RUNS (default: minilm and mpnet each on nightly, distinct and nightly-big, as
 # "minilm:nightly ..."), PYTHON_RUNS (default "minilm:nightly minilm:distinct
 # mpnet:nightly"), ENCODER_MODELS (default "minilm mpnet"; empty: none),
@@ -200,7 +206,11 @@ parity_case() {
   local dir="$work/parity/$name" err
   mkdir -p "$dir"
   python3 scripts/bench/gpu.py fixture "$fixture" "$dir/in.parquet"
-  for d in "$device" cpu; do
+  local sides="$device cpu"
+  # A reduced precision's case (NAME@PRECISION): the device side alone, held
+  # against the fp32 case's CPU result (the CPU has no fp16).
+  [ "${DEVIATION:-0}" = 1 ] && sides="$device"
+  for d in $sides; do
     if ! "$bin" score "$dir/in.parquet" -o "$dir/$d.parquet" --overwrite --quiet \
       --device "$d" "$@" 2>"$dir/$d.err"; then
       err="$(tail -n 1 "$dir/$d.err" | cut -c1-300)"
@@ -209,6 +219,10 @@ parity_case() {
       return 0
     fi
   done
+  if [ "${DEVIATION:-0}" = 1 ]; then
+    python3 scripts/bench/gpu.py deviation "$dir/$device.parquet" "$work/parity/${name%@*}/cpu.parquet" "$name" || true
+    return 0
+  fi
   python3 scripts/bench/gpu.py compare "$dir/$device.parquet" "$dir/cpu.parquet" "$tol" "$name" || true
 }
 
@@ -237,6 +251,11 @@ parity() {
     echo "$name-layer$layer-idf $fixture $emb $m --layer $layer --idf" >>"$cases"
   done
   parity_cases "$device" "$cases"
+  for precision in ${PARITY_PRECISIONS:-}; do
+    log "1b. deviation: $device at $precision against cpu fp32"
+    sed "s/\$/ --precision $precision/; s/^\([^ ]*\)/\1@$precision/" "$cases" >"$cases.$precision"
+    parity_cases "$device" "$cases.$precision" deviation
+  done
   # A static model has no GPU path: the flag must be refused, not ignored.
   local code=0
   "$bin" score "$work/parity/minilm/in.parquet" -o "$work/static.parquet" --overwrite --quiet \
@@ -245,11 +264,15 @@ parity() {
   note "static model with --device $device: exit $code: $(tail -n 1 "$work/static.err" | cut -c1-200)"
 }
 
-# Runs the parity cases of a file, a line each: name, fixture, flags.
+# Runs the parity cases of a file, a line each: name, fixture, flags; with a
+# third argument `deviation`, each case's device side alone against its fp32
+# case's CPU result (see parity_case).
 parity_cases() {
   local device=$1
+  DEVIATION=0
+  [ "${3:-}" = deviation ] && DEVIATION=1
   export -f parity_case log
-  export work bin tol device
+  export work bin tol device DEVIATION
   # Four cases at a time: each is small, and the CPU side has cores to spare.
   xargs -P 4 -L 1 bash -c 'parity_case "$1" "$2" "$device" "${@:3}"' _ <"$2" >>"$results"
 }
@@ -270,18 +293,26 @@ speed() {
         ;;
       *) file="$work/sets/$set.parquet" ;;
     esac
-    for engine in ${base:+base} new; do
-      local exe="$bin" label="refscore fp32"
-      [ "$engine" = base ] && exe="$base" label="refscore fp32 (base)"
+    for engine in ${base:+base} $(for p in ${PRECISIONS:-fp32}; do echo "new:$p"; done); do
+      local exe="$bin" precision="${engine#new:}" name="new"
+      [ "$precision" = fp32 ] || name="new-$precision"
+      [ "$engine" = base ] && exe="$base" precision=fp32 name=base
+      local label="refscore $precision"
+      [ "$engine" = base ] && label="refscore fp32 (base)"
       log "$label $model $set"
       python3 scripts/bench/gpu.py monitor "$work/monitor.json" -- \
-        "$exe" score "$file" -o "$work/$model-$set-$engine.parquet" --overwrite --quiet \
-        --metrics embedding --model "$work/$model" --device "$device" || {
+        "$exe" score "$file" -o "$work/$model-$set-$name.parquet" --overwrite --quiet \
+        --metrics embedding --model "$work/$model" --device "$device" --precision "$precision" || {
         note "$label $model $set on $device failed"
         continue
       }
-      python3 scripts/bench/gpu.py record refscore "$work/$model-$set-$engine.parquet.summary.json" \
+      python3 scripts/bench/gpu.py record refscore "$work/$model-$set-$name.parquet.summary.json" \
         "$work/monitor.json" "$label" "$model" "$set" >>"$results"
+      # A reduced precision's deviation from fp32, on every row of the set.
+      if [ "$precision" != fp32 ] && [ -f "$work/$model-$set-new.parquet" ]; then
+        python3 scripts/bench/gpu.py deviation "$work/$model-$set-$name.parquet" \
+          "$work/$model-$set-new.parquet" "$precision against fp32: $model $set" >>"$results" || true
+      fi
     done
     # The change timed must not change a number.
     if [ -n "$base" ] && [ -f "$work/$model-$set-base.parquet" ] && [ -f "$work/$model-$set-new.parquet" ]; then
@@ -309,36 +340,50 @@ cross() {
   for model in ${CROSS_MODELS-minilm deberta}; do
     if [ "$model" = minilm ]; then m="$work/minilm"; else m=tests/fixtures/models/tiny-cross-deberta-v3-nli; fi
     python3 scripts/bench/cross.py make "$model" "$m" "$work/cross-$model" || { note "cross $model not made"; continue; }
-    for engine in ${base:+base} new; do
-      local exe="$bin" label="refscore fp32" result="$work/cross-$model.parquet"
-      [ "$engine" = base ] && exe="$base" label="refscore fp32 (base)" result="$work/cross-$model-base.parquet"
+    for engine in ${base:+base} $(for p in ${CROSS_PRECISIONS:-fp32}; do echo "new:$p"; done); do
+      local exe="$bin" precision="${engine#new:}" result="$work/cross-$model.parquet"
+      [ "$precision" = fp32 ] || result="$work/cross-$model-$precision.parquet"
+      [ "$engine" = base ] && exe="$base" precision=fp32 result="$work/cross-$model-base.parquet"
+      local label="refscore $precision"
+      [ "$engine" = base ] && label="refscore fp32 (base)"
       log "$label cross $model"
       python3 scripts/bench/gpu.py monitor "$work/monitor.json" -- \
         "$exe" score "$work/cross-in.parquet" -o "$result" --overwrite --quiet \
-        --metrics nli --cross-model "$work/cross-$model" --device "$device" || {
+        --metrics nli --cross-model "$work/cross-$model" --device "$device" --precision "$precision" || {
         note "$label cross $model on $device failed"
         continue
       }
       python3 scripts/bench/gpu.py record cross "$result.summary.json" \
         "$work/monitor.json" "$label" "$model" "distinct-$rows" >>"$results"
+      if [ "$precision" != fp32 ] && [ -f "$work/cross-$model.parquet" ]; then
+        python3 scripts/bench/gpu.py deviation "$result" "$work/cross-$model.parquet" \
+          "$precision against fp32: cross $model" >>"$results" || true
+      fi
     done
     if [ -n "$base" ] && [ -f "$work/cross-$model-base.parquet" ] && [ -f "$work/cross-$model.parquet" ]; then
       python3 scripts/bench/gpu.py compare "$work/cross-$model.parquet" "$work/cross-$model-base.parquet" \
         1e-5 "base against new: cross $model" >>"$results" || true
     fi
     for batch in ${CROSS_BATCHES-32 256}; do
-      log "sentence-transformers CrossEncoder $model, batch $batch"
-      python3 scripts/bench/gpu.py monitor "$work/monitor.json" -- \
-        python3 scripts/bench/cross.py predict "$work/cross-$model" "$work/cross-in.parquet" \
-        "$work/cross-$model-st$batch.parquet" --device "$device" --batch-size "$batch" \
-        >"$work/cross-$model-st$batch.json" || {
-        note "CrossEncoder $model batch $batch failed"
-        continue
-      }
-      python3 scripts/bench/gpu.py record python "$work/cross-$model-st$batch.json" "$work/monitor.json" \
-        "CrossEncoder.predict, batch $batch" "$model" "distinct-$rows" >>"$results"
-      python3 scripts/bench/gpu.py compare "$work/cross-$model.parquet" "$work/cross-$model-st$batch.parquet" \
-        "$tol" "cross $model: refscore against CrossEncoder, batch $batch" >>"$results" || true
+      for dtype in ${CROSS_DTYPES:-fp32}; do
+        local st="$work/cross-$model-st$batch-$dtype"
+        log "sentence-transformers CrossEncoder $model, batch $batch, $dtype"
+        python3 scripts/bench/gpu.py monitor "$work/monitor.json" -- \
+          python3 scripts/bench/cross.py predict "$work/cross-$model" "$work/cross-in.parquet" \
+          "$st.parquet" --device "$device" --batch-size "$batch" --dtype "$dtype" >"$st.json" || {
+          note "CrossEncoder $model batch $batch $dtype failed"
+          continue
+        }
+        python3 scripts/bench/gpu.py record python "$st.json" "$work/monitor.json" \
+          "CrossEncoder.predict $dtype, batch $batch" "$model" "distinct-$rows" >>"$results"
+        if [ "$dtype" = fp32 ]; then
+          python3 scripts/bench/gpu.py compare "$work/cross-$model.parquet" "$st.parquet" \
+            "$tol" "cross $model: refscore against CrossEncoder, batch $batch" >>"$results" || true
+        else
+          python3 scripts/bench/gpu.py deviation "$st.parquet" "$work/cross-$model.parquet" \
+            "CrossEncoder $dtype against refscore fp32: cross $model" >>"$results" || true
+        fi
+      done
     done
   done
   [ -z "${CROSS_NIGHTLY_ROWS:-}" ] || cross_night "$device" "$CROSS_NIGHTLY_ROWS"
@@ -395,7 +440,7 @@ python_engines() {
   fi
   for model in ${ENCODER_MODELS-minilm mpnet}; do
     python3 scripts/bench/python.py "$work/sets/distinct.parquet" --encoder-only --model "$work/$model" \
-      --device "$device" --threads "$(nproc)" --dtype fp32,bf16 --encoder-batch-size 32,256 \
+      --device "$device" --threads "$(nproc)" --dtype "${ENCODER_DTYPES:-fp32,bf16}" --encoder-batch-size 32,256 \
       >"$work/$model-encoder.jsonl" || { note "encoder-only $model failed"; continue; }
     python3 scripts/bench/gpu.py record encoder "$work/$model-encoder.jsonl" - - "$model" distinct >>"$results"
   done

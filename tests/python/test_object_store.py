@@ -17,6 +17,7 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 import boto3
@@ -288,10 +289,13 @@ class Proxy(LocalServer):
     mid-read); with `hold_parts` it holds every multipart part upload
     until `release` is set (a run can be killed while its upload is under
     way); with `deny_writes` it refuses every write as read-only
-    credentials are refused; `before(method, path, headers)` runs before
+    credentials are refused; with `list_only_under` it refuses listings of
+    other prefixes (credentials scoped to one folder); `before(method,
+    path, headers)` runs before
     each request is forwarded (to change the store under a run)."""
 
-    def __init__(self, upstream, resets=0, hold_parts=False, deny_writes=False, before=None):
+    def __init__(self, upstream, resets=0, hold_parts=False, deny_writes=False, before=None,
+                 list_only_under=None):
         host, port = upstream.removeprefix("http://").split(":")
         self.state = {"left": resets, "dropped": 0}
         self.parts_seen = threading.Event()
@@ -308,7 +312,10 @@ class Proxy(LocalServer):
                 if hold_parts and self.command == "PUT" and "partNumber=" in self.path:
                     proxy.parts_seen.set()
                     proxy.release.wait(60)
-                if deny_writes and self.command in ("PUT", "POST", "DELETE"):
+                listing = self.command == "GET" and "list-type=2" in self.path
+                prefix = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query).get("prefix", [""])[0]
+                outside = list_only_under is not None and not prefix.startswith(list_only_under)
+                if (deny_writes and self.command in ("PUT", "POST", "DELETE")) or (listing and outside):
                     self.send_response(403)
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(DENIED)))
@@ -569,6 +576,15 @@ def test_a_tables_folders_on_the_store_are_refused_as_they_are_locally(s3, tmp_p
         r = run(["score", f"s3://{BUCKET}/{spec}", "-o", str(tmp_path / "x.parquet")], env)
         assert r.returncode == 78, (spec, r.returncode, r.stderr)
         assert "Iceberg table" in r.stderr and "iceberg_scan" in r.stderr and one_line(r), r.stderr
+    # Credentials that may list only the input's folder cannot look above
+    # it: that is no table found, and the folder is read as before.
+    client.upload_file(str(EXAMPLE), BUCKET, "scoped/night/a.parquet")
+    proxy = Proxy(endpoint, list_only_under="scoped/night/")
+    try:
+        r = run(["inspect", f"s3://{BUCKET}/scoped/night/"], store_env(proxy.url))
+    finally:
+        proxy.shutdown()
+    assert r.returncode == 0 and "files: 1" in r.stdout, r.stdout + r.stderr
     # A plain folder with a metadata folder of its own is read as before.
     client.upload_file(str(EXAMPLE), BUCKET, "plain/night/a.parquet")
     client.put_object(Bucket=BUCKET, Key="plain/night/metadata/run.metadata.json", Body=b"{}")

@@ -395,8 +395,8 @@ pub struct ScoreArgs {
 
     /// Rows allowed to lack judge metrics because the judge failed: N down (more exits 75,
     /// for --resume) and N rejected or answered unusably (more exits 78) [default: 0 down;
-    /// rejected or unusable: any number short of every judged row]. The output is written
-    /// either way
+    /// rejected or unusable: any number while some judged value came back usable]. The
+    /// output is written either way
     #[arg(long, value_name = "N")]
     pub max_judge_failures: Option<u64>,
 

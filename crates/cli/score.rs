@@ -168,7 +168,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     }
     // Rows whose judge failed for good (a rejection, an unusable answer):
     // a retry would fail the same way, so --resume does not ask again, but
-    // a judge that answered no row usably, or spoiled more rows than
+    // a judge that answered no value usably, or spoiled more rows than
     // --max-judge-failures accepts, makes a failed run, not one that exits
     // 0 with a warning.
     if let Some(r) = stages.judge().map(|stage| stage.report()) {
@@ -176,13 +176,13 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         let failed_run = if settings.judge_failures_limited {
             for_good > allowed
         } else {
-            for_good > 0 && for_good >= r.rows_judged
+            for_good > 0 && r.values_answered == 0
         };
         if failed_run {
             let which = if settings.judge_failures_limited {
                 format!("more than --max-judge-failures {allowed} accepts")
             } else {
-                "every row it was asked about".to_string()
+                "and no value it was asked for came back usable".to_string()
             };
             return Err(Error::config(format!(
                 "{for_good} {} judge metrics because the judge rejected the request or answered unusably, {which} (first failure: {}); a retry would fail the same way: check the judge's model, key and context limit; {} holds everything else",

@@ -168,11 +168,17 @@ pub struct JudgeReport {
     /// Of them, rows whose judge failed for good (it rejected the request or
     /// answered unusably; not the endpoint failing, which a later try may
     /// fix, nor a tied jury), and the first such row's error: more of them
-    /// than the run accepts fail it (`--max-judge-failures`).
+    /// than `--max-judge-failures` accepts, or any where no value came back
+    /// usable ([`JudgeReport::values_answered`]), fail the run.
     #[serde(skip)]
     pub rows_failed_for_good: u64,
     #[serde(skip)]
     pub first_failure_for_good: Option<String>,
+    /// Metric values a judge answered usably (now, from the cache or the
+    /// journal, or through the local NLI model's fact checks): none with
+    /// rows failed for good is a judge that rejected every request.
+    #[serde(skip)]
+    pub values_answered: u64,
     /// Answers replayed from the paid-answers journal (counted as judge
     /// answers, their tokens included in the totals below).
     pub replayed: u64,

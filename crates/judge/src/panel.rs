@@ -127,6 +127,8 @@ pub struct JudgePanel {
     /// one's error ([`crate::JudgeReport::rows_failed_for_good`]).
     rows_failed_for_good: u64,
     first_failure_for_good: Option<String>,
+    /// Final values a judge answered usably.
+    values_answered: u64,
     /// The judges answer verdicts only and the panel asks each failing
     /// value's reason once, of the judge that decided it
     /// (`--judge-reasons failures`).
@@ -231,6 +233,7 @@ impl JudgePanel {
             rows_failed: 0,
             rows_failed_for_good: 0,
             first_failure_for_good: None,
+            values_answered: 0,
             asks_reasons,
         })
     }
@@ -369,6 +372,7 @@ impl JudgePanel {
         total.rows_failed = self.rows_failed;
         total.rows_failed_for_good = self.rows_failed_for_good;
         total.first_failure_for_good = self.first_failure_for_good.clone();
+        total.values_answered = self.values_answered;
         total
     }
 
@@ -897,6 +901,7 @@ impl Stage for JudgePanel {
         self.rows_failed += failed;
         let (for_good, first) = fin.failures_for_good();
         self.rows_failed_for_good += for_good;
+        self.values_answered += fin.values_answered();
         if self.first_failure_for_good.is_none() {
             self.first_failure_for_good = first;
         }

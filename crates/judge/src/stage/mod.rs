@@ -186,6 +186,21 @@ impl Decided {
         (u64::from(first.is_some()) + rows.count() as u64, first)
     }
 
+    /// Metric values a judge answered usably (or the local NLI model
+    /// decided), not a rule or a tier.
+    pub(crate) fn values_answered(&self) -> u64 {
+        self.verdicts
+            .iter()
+            .flatten()
+            .filter(|v| {
+                matches!(
+                    v,
+                    Some((_, Source::Judge | Source::Cache | Source::Nli))
+                )
+            })
+            .count() as u64
+    }
+
     pub(crate) fn new(metrics: usize, rows: usize) -> Decided {
         Decided {
             verdicts: vec![vec![None; rows]; metrics],
@@ -604,6 +619,7 @@ impl JudgeStage {
         self.report.rows_failed += self.last_rows_failed;
         let (for_good, first) = d.failures_for_good();
         self.report.rows_failed_for_good += for_good;
+        self.report.values_answered += d.values_answered();
         if self.report.first_failure_for_good.is_none() {
             self.report.first_failure_for_good = first;
         }

@@ -968,3 +968,106 @@ fn calibrate_band_says_when_labels_are_missing_or_too_few() {
         "{err}"
     );
 }
+
+/// `calibrate-band --by nli_contradiction` fits the band the way the run
+/// reads it (lower is better): labels true exactly where the contradiction
+/// is low give a band whose lower side decides true and upper side false,
+/// each without error, and the printed band decides them so in a run.
+#[test]
+fn calibrate_band_fits_contradiction_the_other_way_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = labelled_set();
+    let rows: Vec<_> = set.iter().take(60).collect();
+    let server = yes_judge();
+    let model = cross_model();
+    let scored = |input: &Path, out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "--metrics",
+            "nli_contradiction,meaning_match",
+            "--cross-model",
+            &model,
+            "--judge-url",
+            &server.url,
+            "--judge-model",
+            "scripted",
+            "--judge-reasons",
+            "never",
+            "--overwrite",
+        ];
+        args.extend_from_slice(extra);
+        ok(&score(input, out, &args));
+        read_parquet(out)
+    };
+    let first = dir.path().join("first.parquet");
+    labelled_input(&first, &rows);
+    let b = scored(&first, &dir.path().join("first.result.parquet"), &[]);
+    let contradiction: Vec<f32> = f32s(&b, "nli_contradiction")
+        .iter()
+        .map(|v| v.unwrap())
+        .collect();
+    let mut sorted = contradiction.clone();
+    sorted.sort_by(f32::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    assert!(sorted[0] < median, "the scores vary: {sorted:?}");
+    // Labelled true exactly where the contradiction is below the median.
+    let relabelled: Vec<(String, String, String, bool)> = rows
+        .iter()
+        .zip(&contradiction)
+        .map(|(r, &c)| (r.0.clone(), r.1.clone(), r.2.clone(), c < median))
+        .collect();
+    let input = dir.path().join("labelled.parquet");
+    labelled_input(&input, &relabelled.iter().collect::<Vec<_>>());
+    let out = dir.path().join("labelled.result.parquet");
+    let b = scored(&input, &out, &["--gold", "meaning_match=human"]);
+    let json = dir.path().join("band.json");
+    let printed = ok(&refscore(&[
+        "calibrate-band",
+        out.to_str().unwrap(),
+        "--by",
+        "nli_contradiction",
+        "--max-error",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
+        "--quiet",
+    ]));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["lower_is_better"], true, "{r}");
+    let (lo, hi) = (cut_off(&r["lo"]), cut_off(&r["hi"]));
+    let (labels, source) = (bools(&b, "human"), texts(&b, "meaning_match_source"));
+    let values = f32s(&b, "nli_contradiction");
+    let handed: Vec<usize> = (0..b.num_rows())
+        .filter(|&i| source[i].as_deref() != Some("rule"))
+        .collect();
+    for (side, decided) in [("below", true), ("above", false)] {
+        let on: Vec<usize> = handed
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let v = f64::from(values[i].unwrap());
+                if decided {
+                    v < lo
+                } else {
+                    v > hi
+                }
+            })
+            .collect();
+        assert!(!on.is_empty(), "{side} decides some rows: {r}");
+        assert_eq!(r[side]["labels"], on.len() as u64, "{side}: {r}");
+        assert_eq!(r[side]["errors"], 0, "{side}: {r}");
+        assert!(on.iter().all(|&i| labels[i] == Some(decided)), "{side}");
+    }
+    // The printed band, run, decides those rows as their labels say.
+    let flags: Vec<&str> = printed.split_whitespace().collect();
+    let b = scored(&input, &out, &flags);
+    let (verdicts, source) = (
+        bools(&b, "meaning_match"),
+        texts(&b, "meaning_match_source"),
+    );
+    for i in 0..b.num_rows() {
+        if source[i].as_deref() == Some("band:nli_contradiction") {
+            assert_eq!(verdicts[i], labels[i], "row {i}");
+        }
+    }
+}

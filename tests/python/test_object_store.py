@@ -283,6 +283,35 @@ def test_a_refused_secret_is_77_and_the_secret_never_shows(tmp_path):
         server.shutdown()
 
 
+def test_access_carried_in_an_http_url_is_refused_saying_what_is_read(tmp_path):
+    seen = []
+
+    class Handler(QuietHandler):
+        def answer(self):
+            seen.append((self.command, self.path, self.headers.get("Authorization")))
+            self.send_response(403)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_HEAD = answer
+
+    server = LocalServer(Handler)
+    host = server.url.removeprefix("http://")
+    try:
+        for url in (f"http://user:pa55word@{host}/x.parquet", f"http://{host}/x.parquet?sig=t0ken",
+                    f"https://user:pa55word@{host}/night/"):
+            for command in (["inspect", url], ["score", url, "-o", str(tmp_path / "o.parquet")]):
+                r = run(command, store_env(server.url))
+                assert r.returncode == 77, (url, r.stderr)
+                assert one_line(r) and "user:password@ or a signed query string" in r.stderr, r.stderr
+                assert "pa55word" not in r.stderr + r.stdout and "t0ken" not in r.stderr, r.stderr
+                assert "AWS_" not in r.stderr, r.stderr
+    finally:
+        server.shutdown()
+    assert seen == [], seen  # nothing sent without the access it needs
+    assert list(tmp_path.iterdir()) == []
+
+
 class Proxy(LocalServer):
     """Forwards to the store, with faults: it drops the connection of the
     first `resets` ranged reads halfway through their bodies (a reset

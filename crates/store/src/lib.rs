@@ -193,6 +193,19 @@ impl Store {
                 builder.build().map(both)
             }
             ObjectStoreScheme::Http => {
+                // The client sends neither a URL's user:password nor its
+                // query: say so, not "check AWS_*" after a 403.
+                if !parsed.username().is_empty()
+                    || parsed.password().is_some()
+                    || parsed.query().is_some()
+                {
+                    return Err(Error::denied(format!(
+                        "{shown}: refscore does not send access carried in an http(s) URL \
+                         (user:password@ or a signed query string); it reads http(s) URLs \
+                         open to anyone, and private objects through their store's own URL \
+                         (s3://, gs://, az://) with credentials in the environment"
+                    )));
+                }
                 let mut root = parsed.clone();
                 root.set_path("");
                 root.set_query(None);

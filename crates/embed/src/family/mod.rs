@@ -27,8 +27,8 @@ mod rotary;
 mod testing;
 mod transformer;
 
-pub(crate) use head::{ClassifierHead, SUPPORTED as HEAD_FAMILIES};
 pub use head::CROSS_FAMILIES;
+pub(crate) use head::{ClassifierHead, SUPPORTED as HEAD_FAMILIES};
 
 type Result<T> = candle_core::Result<T>;
 

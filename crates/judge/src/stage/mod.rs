@@ -192,12 +192,7 @@ impl Decided {
         self.verdicts
             .iter()
             .flatten()
-            .filter(|v| {
-                matches!(
-                    v,
-                    Some((_, Source::Judge | Source::Cache | Source::Nli))
-                )
-            })
+            .filter(|v| matches!(v, Some((_, Source::Judge | Source::Cache | Source::Nli))))
             .count() as u64
     }
 

@@ -434,6 +434,21 @@ def test_a_result_goes_to_the_store_whole_with_its_summary(s3, tmp_path):
     assert r.returncode == 78 and "--run-dir" in r.stderr, r.stderr
 
 
+def kill_during_upload(endpoint, args):
+    """Runs refscore ARGS through a proxy that holds the upload's parts, and
+    kills it (kill -9) once the first part has reached the proxy."""
+    proxy = Proxy(endpoint, hold_parts=True)
+    try:
+        proc = subprocess.Popen([BIN, *args], env=store_env(proxy.url),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        assert proxy.parts_seen.wait(120), "the upload never started"
+        proc.kill()
+        proc.wait(30)
+    finally:
+        proxy.release.set()
+        proxy.shutdown()
+
+
 def test_kill_9_during_the_upload_leaves_nothing_at_the_key_and_resume_finishes(s3, tmp_path):
     endpoint, client = s3
     # A result of about 20 MB (hex text does not compress), so it goes up in parts.
@@ -445,16 +460,7 @@ def test_kill_9_during_the_upload_leaves_nothing_at_the_key_and_resume_finishes(
     url = f"s3://{BUCKET}/scores/big.parquet"
     args = ["score", str(src), "-o", url, "--metrics", "exact_match", "--keep", "reference,output",
             "--run-dir", str(tmp_path / "run")]
-    proxy = Proxy(endpoint, hold_parts=True)
-    try:
-        proc = subprocess.Popen([BIN, *args], env=store_env(proxy.url),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        assert proxy.parts_seen.wait(120), "the upload never started"
-        proc.kill()
-        proc.wait(30)
-    finally:
-        proxy.release.set()
-        proxy.shutdown()
+    kill_during_upload(endpoint, args)
     listed = client.list_objects_v2(Bucket=BUCKET, Prefix="scores/big")
     assert listed.get("KeyCount", 0) == 0, listed
     r = run([*args, "--resume"], store_env(endpoint))
@@ -636,16 +642,7 @@ def test_a_multipart_upload_killed_midway_is_aborted_by_the_next_run(s3, tmp_pat
 
     args = ["score", str(src), "-o", f"s3://{BUCKET}/{key}", "--metrics", "exact_match",
             "--keep", "reference,output", "--run-dir", str(tmp_path / "run")]
-    proxy = Proxy(endpoint, hold_parts=True)
-    try:
-        proc = subprocess.Popen([BIN, *args], env=store_env(proxy.url),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        assert proxy.parts_seen.wait(120), "the upload never started"
-        proc.kill()
-        proc.wait(30)
-    finally:
-        proxy.release.set()
-        proxy.shutdown()
+    kill_during_upload(endpoint, args)
     left = uploads()
     assert len(left) == 1, left  # its parts are billed until it is aborted
     r = run([*args, "--resume"], store_env(endpoint))

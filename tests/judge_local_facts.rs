@@ -68,6 +68,14 @@ fn nli_flags(threshold: &str) -> Vec<String> {
     .collect()
 }
 
+/// [`nli_flags`] with the answers' sentences as their facts: the wholly
+/// local fact ratio, no judge.
+fn sentence_flags(threshold: &str) -> Vec<String> {
+    let mut flags = nli_flags(threshold);
+    flags.extend(["--facts".to_string(), "sentences".to_string()]);
+    flags
+}
+
 fn run(input: &Path, out: &Path, flags: &[String]) -> std::process::Output {
     score(
         input,
@@ -118,8 +126,7 @@ fn a_wholly_local_fact_ratio_needs_no_judge_and_matches_cross_encoder() {
     let dir = tempfile::tempdir().unwrap();
     let inp = input(dir.path(), &rows);
     let out = dir.path().join("o.parquet");
-    let mut flags = nli_flags(&threshold);
-    flags.extend(["--facts".to_string(), "sentences".to_string()]);
+    let flags = sentence_flags(&threshold);
     ok(&run(&inp, &out, &flags));
     assert_fixture_values(&out, &rows);
     let b = read_parquet(&out);
@@ -161,9 +168,8 @@ fn the_nli_metrics_and_the_fact_check_share_the_model() {
     let dir = tempfile::tempdir().unwrap();
     let inp = input(dir.path(), &rows);
     let both = dir.path().join("both.parquet");
-    let mut flags = nli_flags(&threshold);
+    let mut flags = sentence_flags(&threshold);
     flags[1] = "fact_similarity,nli".to_string();
-    flags.extend(["--facts".to_string(), "sentences".to_string()]);
     ok(&run(&inp, &both, &flags));
     assert_fixture_values(&both, &rows);
     let alone = dir.path().join("alone.parquet");
@@ -354,8 +360,7 @@ fn a_judge_less_summary_names_the_nli_model_and_no_judge_template() {
     let dir = tempfile::tempdir().unwrap();
     let inp = input(dir.path(), &rows);
     let out = dir.path().join("o.parquet");
-    let mut flags = nli_flags(&threshold);
-    flags.extend(["--facts".to_string(), "sentences".to_string()]);
+    let flags = sentence_flags(&threshold);
     ok(&run(&inp, &out, &flags));
     let j = &summary(&out)["judge"];
     for key in ["templates", "response_format", "reasons"] {
@@ -461,8 +466,7 @@ fn sentences_do_not_end_at_abbreviations_decimals_or_list_numbers() {
     let (header, _) = fixture();
     let threshold = header["threshold"].as_f64().unwrap().to_string();
     let out = dir.path().join("o.parquet");
-    let mut flags = nli_flags(&threshold);
-    flags.extend(["--facts".to_string(), "sentences".to_string()]);
+    let flags = sentence_flags(&threshold);
     ok(&run(&path, &out, &flags));
     let b = read_parquet(&out);
     let counts = b.column_by_name("fact_counts").unwrap().as_struct().clone();

@@ -76,6 +76,16 @@ fn run(server: &Server, input: &Path, out: &Path, extra: &[&str]) -> std::proces
     )
 }
 
+/// Writes `text` to the config file `config`, runs with it and returns the
+/// error of its refusal (exit 78: a config file's mistake).
+fn config_refused(server: &Server, input: &Path, out: &Path, config: &Path, text: &str) -> String {
+    std::fs::write(config, text).unwrap();
+    fails(
+        &run(server, input, out, &["--config", config.to_str().unwrap()]),
+        78,
+    )
+}
+
 /// [`run`] without --quiet: the printed summary table comes back.
 fn run_loud(server: &Server, input: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
     let mut args = vec![
@@ -244,15 +254,12 @@ fn config_file_tiers_are_the_same_chain() {
         .iter()
         .all(|s| s.as_deref() == Some("band:nli_equivalence")));
     // A bad tier in the file names its line (exit 78).
-    std::fs::write(
-        dir.path().join("bad.toml"),
+    let err = config_refused(
+        &server,
+        &input,
+        &out,
+        &dir.path().join("bad.toml"),
         "[[judge.tier]]\nband = \"token_f1:0.8..0.3\"\n",
-    )
-    .unwrap();
-    let bad = dir.path().join("bad.toml");
-    let err = fails(
-        &run(&server, &input, &out, &["--config", bad.to_str().unwrap()]),
-        78,
     );
     assert!(
         err.contains("bad.toml") && err.contains("token_f1:0.8..0.3"),
@@ -672,21 +679,13 @@ fn a_bad_second_tier_names_its_own_line() {
     let dir = tempfile::tempdir().unwrap();
     let input = input(dir.path());
     let out = dir.path().join("o.parquet");
-    let config = dir.path().join("refscore.toml");
-    std::fs::write(
-        &config,
-        "[[judge.tier]]\nband = \"token_f1:0.3..0.8\"\n\n[[judge.tier]]\nband = \"nli_equivalence:0.8..0.1\"\n",
-    )
-    .unwrap();
     let server = yes_judge();
-    let err = fails(
-        &run(
-            &server,
-            &input,
-            &out,
-            &["--config", config.to_str().unwrap()],
-        ),
-        78,
+    let err = config_refused(
+        &server,
+        &input,
+        &out,
+        &dir.path().join("refscore.toml"),
+        "[[judge.tier]]\nband = \"token_f1:0.3..0.8\"\n\n[[judge.tier]]\nband = \"nli_equivalence:0.8..0.1\"\n",
     );
     assert!(
         err.contains("refscore.toml:5:") && err.contains("nli_equivalence:0.8..0.1"),

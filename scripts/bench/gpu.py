@@ -245,7 +245,7 @@ def record(kind: str, source: str, monitor_path: str, engine: str, model: str, s
         s = json.load(open(source))
         e = s["embedding"]
         keep = ("tokens", "padded_tokens", "texts_embedded", "tokenize_seconds", "forward_seconds",
-                "tokens_per_second")
+                "forward_launch_seconds", "forward_wait_seconds", "tokens_per_second")
         print(json.dumps({**base, "rows": s["rows"], "seconds": s["seconds"],
                           "rows_per_second": s["rows_per_second"], "peak_rss_bytes": s.get("peak_rss_bytes"),
                           **{k: e.get(k) for k in keep}, **gpu}))
@@ -296,15 +296,19 @@ def table(path: str) -> None:
     runs = [r for r in records if r.get("kind") == "run"]
     if runs:
         print(f"{'engine':<40} {'model':<7} {'set':<13} {'rows/s':>9} {'tokens/s':>10} "
-              f"{'GPU util':>8} {'busy':>5} {'GPU MiB':>8}")
+              f"{'GPU util':>8} {'busy':>5} {'GPU MiB':>8} {'pad':>5} {'fwd s':>6} {'wait s':>6}")
         for r in runs:
             def num(key, fmt):
                 v = r.get(key)
                 return format(v, fmt) if isinstance(v, (int, float)) else "-"
+            # Padded tokens per real one: the work padding adds.
+            pad = (format(r["padded_tokens"] / r["tokens"], ".2f")
+                   if r.get("padded_tokens") and r.get("tokens") else "-")
             print(f"{r.get('engine', '?'):<40} {r.get('model', ''):<7} {r.get('set', ''):<13} "
                   f"{num('rows_per_second', '.0f'):>9} {num('tokens_per_second', '.0f'):>10} "
                   f"{num('gpu_util_mean', '.0f'):>8} {num('gpu_busy_share', '.2f'):>5} "
-                  f"{num('gpu_mem_peak_mib', '.0f'):>8}")
+                  f"{num('gpu_mem_peak_mib', '.0f'):>8} {pad:>5} {num('forward_seconds', '.2f'):>6} "
+                  f"{num('forward_wait_seconds', '.2f'):>6}")
     for r in records:
         if r.get("kind") == "note":
             print(f"note: {r['text']}")

@@ -50,6 +50,18 @@ const MAX_BATCH_TEXTS: usize = 64;
 const GPU_BATCH_TOKENS: usize = 32 * 1024;
 const GPU_MAX_BATCH_TEXTS: usize = 512;
 
+/// Tokens a scoring batch hands the encoder at once on the CPU
+/// ([`crate::text_model::TextModel::chunk_tokens`]).
+const CPU_CHUNK_TOKENS: usize = 64 * 1024;
+
+/// Forward batches' worth of tokens a scoring batch hands a GPU encoder at
+/// once. Texts are sorted by length within it, so the more batches it
+/// spans, the closer the lengths within each padded batch: at 64 Ki tokens
+/// (two GPU batches) the 100k-row nightly set ran 1.66 padded tokens per
+/// real one on an H100 (docs/performance.md#gpu). The cost is host memory:
+/// the chunk's f32 token states (768 MiB for MiniLM at 32 Ki-token batches).
+const GPU_CHUNK_BATCHES: usize = 16;
+
 /// How sequences sorted longest first are cut into forward batches on one
 /// encoder: by a token budget, with no padding where the model packs, and
 /// by the longest sequence times the count where it pads.
@@ -83,6 +95,46 @@ impl BatchPlan {
                 .clamp(1, self.max_texts)
                 .min(lengths.count())
         }
+    }
+}
+
+/// One batch queued on the encoder's device ([`Encoder::launch`]), not yet
+/// read back ([`Encoder::read`]).
+pub(crate) struct Launched {
+    /// Each sequence's length, in the batch's order.
+    lengths: Vec<usize>,
+    /// How many taps were asked for.
+    taps: usize,
+    /// Each tap's packed states on the device; empty when every sequence
+    /// is.
+    states: Vec<Tensor>,
+}
+
+/// A batch's token states read back to the host ([`Encoder::read`]): each
+/// tap's `[Σ lengths, hidden]` rows, sequence after sequence.
+pub(crate) struct HostStates {
+    lengths: Vec<usize>,
+    /// Where each sequence's first row is.
+    starts: Vec<usize>,
+    hidden: usize,
+    flat: Vec<Vec<f32>>,
+}
+
+impl HostStates {
+    /// How many sequences the batch held.
+    pub(crate) fn len(&self) -> usize {
+        self.lengths.len()
+    }
+
+    /// How many taps were read.
+    pub(crate) fn taps(&self) -> usize {
+        self.flat.len()
+    }
+
+    /// Sequence `k`'s states at tap `tap` (`len × hidden`, row-major).
+    pub(crate) fn get(&self, k: usize, tap: usize) -> &[f32] {
+        let h = self.hidden;
+        &self.flat[tap][self.starts[k] * h..(self.starts[k] + self.lengths[k]) * h]
     }
 }
 
@@ -140,45 +192,90 @@ impl Encoder {
         }
     }
 
+    /// Most tokens a scoring batch hands this encoder at once (see
+    /// [`GPU_CHUNK_BATCHES`]).
+    pub(crate) fn chunk_tokens(&self, batch_tokens: usize, max_len: usize) -> usize {
+        if self.device.is_cpu() {
+            CPU_CHUNK_TOKENS
+        } else {
+            let plan = self.batch_plan(batch_tokens, max_len);
+            (GPU_CHUNK_BATCHES * plan.budget).max(CPU_CHUNK_TOKENS)
+        }
+    }
+
     /// Number of layers (the deepest tap).
     pub(crate) fn layers(&self) -> usize {
         self.model.layers()
     }
 
-    /// Runs one batch (packed, or padded to its longest text) and returns,
-    /// per sequence, its token states (`len × hidden`, row-major, padding
-    /// removed) at each of `taps` (ascending layers, 0 = embeddings).
-    /// `second`: for pairs of texts, where each sequence's second text
-    /// starts (see [`EncoderModel::forward_packed`]).
-    pub(crate) fn forward(
+    /// Queues one batch's forward pass (packed, or padded to its longest
+    /// text) over `taps` (ascending layers, 0 = embeddings; `second`: for
+    /// pairs of texts, where each sequence's second text starts, see
+    /// [`EncoderModel::forward_packed`]) and returns without waiting for it
+    /// where the device runs asynchronously (CUDA): the host can prepare
+    /// and queue the next batch, or finish the previous one, while the
+    /// device computes. [`Encoder::read`] waits for and fetches the states.
+    pub(crate) fn launch(
         &self,
         seqs: &[&[u32]],
         second: Option<&[usize]>,
         taps: &[usize],
-    ) -> Result<Vec<Vec<Vec<f32>>>, Error> {
-        let b = seqs.len();
-        if b == 0 || seqs.iter().all(|s| s.is_empty()) {
-            return Ok(vec![vec![Vec::new(); taps.len()]; b]);
+    ) -> Result<Launched, Error> {
+        let lengths: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
+        if lengths.iter().all(|&l| l == 0) {
+            return Ok(Launched {
+                lengths,
+                taps: taps.len(),
+                states: Vec::new(),
+            });
         }
-        let flat: Vec<Vec<f32>> = self
-            .forward_on_device(seqs, second, taps)?
-            .iter()
-            .map(|o| o.flatten_all().and_then(|o| o.to_vec1()))
-            .collect::<Result<_, _>>()
-            .map_err(internal("reading encoder output"))?;
-        let h = self.hidden;
-        let mut start = 0;
-        Ok(seqs
-            .iter()
-            .map(|s| {
-                let rows = start * h..(start + s.len()) * h;
-                start += s.len();
-                flat.iter().map(|f| f[rows.clone()].to_vec()).collect()
-            })
-            .collect())
+        let states = self.queue(seqs, second, taps)?;
+        Ok(Launched {
+            lengths,
+            taps: taps.len(),
+            states,
+        })
     }
 
-    /// Runs one batch as [`Encoder::forward`] does, but leaves each tap's
+    /// Waits for a launched batch and copies its states to the host. States
+    /// kept in a half format on the device travel in it (half the bytes)
+    /// and are widened here: the same f32 values as widening on the device.
+    pub(crate) fn read(&self, launched: Launched) -> Result<HostStates, Error> {
+        let Launched {
+            lengths,
+            taps,
+            states,
+        } = launched;
+        let flat: Vec<Vec<f32>> = if states.is_empty() {
+            vec![Vec::new(); taps]
+        } else {
+            states
+                .iter()
+                .map(|o| {
+                    let o = o.flatten_all()?;
+                    match o.dtype() {
+                        DType::F32 => o.to_vec1(),
+                        _ => o.to_device(&Device::Cpu)?.to_dtype(DType::F32)?.to_vec1(),
+                    }
+                })
+                .collect::<Result<_, _>>()
+                .map_err(internal("reading encoder output"))?
+        };
+        let mut starts = Vec::with_capacity(lengths.len());
+        let mut start = 0;
+        for &len in &lengths {
+            starts.push(start);
+            start += len;
+        }
+        Ok(HostStates {
+            lengths,
+            starts,
+            hidden: self.hidden,
+            flat,
+        })
+    }
+
+    /// Runs one batch as [`Encoder::launch`] does, but leaves each tap's
     /// `[Σ lengths, hidden]` f32 states (sequence after sequence, padding
     /// removed) on the device: a caller that reads a few rows of them (a
     /// cross-encoder's head reads one per pair) then copies only those to
@@ -189,13 +286,28 @@ impl Encoder {
         second: Option<&[usize]>,
         taps: &[usize],
     ) -> Result<Vec<Tensor>, Error> {
+        self.queue(seqs, second, taps)?
+            .iter()
+            .map(|o| o.to_dtype(DType::F32))
+            .collect::<Result<_, _>>()
+            .map_err(internal("reading encoder output"))
+    }
+
+    /// The forward pass of one batch, queued: each tap's
+    /// `[Σ lengths, hidden]` states in the dtype the body ran in.
+    fn queue(
+        &self,
+        seqs: &[&[u32]],
+        second: Option<&[usize]>,
+        taps: &[usize],
+    ) -> Result<Vec<Tensor>, Error> {
         let b = seqs.len();
         let t = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
         let lengths: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
-        let out = if self.model.packs() {
+        if self.model.packs() {
             self.model
                 .forward_packed(&seqs.concat(), &lengths, second, taps)
-                .map_err(internal("encoder forward"))?
+                .map_err(internal("encoder forward"))
         } else {
             let mut ids = vec![self.pad_id; b * t];
             for (k, s) in seqs.iter().enumerate() {
@@ -204,12 +316,8 @@ impl Encoder {
             let ids = Tensor::from_vec(ids, (b, t), &self.device).map_err(internal("input ids"))?;
             self.model
                 .forward_padded(&ids, &lengths, second, taps)
-                .map_err(internal("encoder forward"))?
-        };
-        out.iter()
-            .map(|o| o.to_dtype(DType::F32))
-            .collect::<Result<_, _>>()
-            .map_err(internal("reading encoder output"))
+                .map_err(internal("encoder forward"))
+        }
     }
 }
 
@@ -239,7 +347,14 @@ pub fn parse_device(spec: &str) -> Result<Device, Error> {
     let ordinal = device_ordinal(spec).map_err(|e| Error::usage(format!("--device {e}")))?;
     match (spec, ordinal) {
         ("auto", _) => Ok(if candle_core::utils::cuda_is_available() {
-            Device::new_cuda(0).unwrap_or(Device::Cpu)
+            match Device::new_cuda(0) {
+                Ok(device) => {
+                    keep_freed_memory(&device)
+                        .map_err(|e| Error::config(format!("--device auto: {e}")))?;
+                    device
+                }
+                Err(_) => Device::Cpu,
+            }
         } else {
             Device::Cpu
         }),
@@ -250,7 +365,49 @@ pub fn parse_device(spec: &str) -> Result<Device, Error> {
                     "--device {spec}: this build has no CUDA support (rebuild with `--features cuda`) or no GPU is visible"
                 )));
             }
-            Device::new_cuda(ordinal).map_err(|e| Error::config(format!("--device {spec}: {e}")))
+            let device = Device::new_cuda(ordinal)
+                .map_err(|e| Error::config(format!("--device {spec}: {e}")))?;
+            keep_freed_memory(&device)
+                .map_err(|e| Error::config(format!("--device {spec}: {e}")))?;
+            Ok(device)
         }
     }
+}
+
+/// Tells the CUDA driver to keep memory freed by the run in its pool rather
+/// than hand it back to the system at every synchronisation. Candle
+/// allocates each tensor from the device's default pool, whose release
+/// threshold is 0: every batch read back (a synchronisation) returned the
+/// batch's activations to the system, and the next batch mapped them again.
+/// PyTorch keeps freed blocks in its own cache for the same reason.
+#[cfg(feature = "cuda")]
+fn keep_freed_memory(device: &Device) -> candle_core::Result<()> {
+    use candle_core::cuda_backend::cudarc::driver::{result, sys};
+    use candle_core::cuda_backend::WrapErr;
+    let stream = device.as_cuda_device()?.cuda_stream();
+    let context = stream.context();
+    if !context.has_async_alloc() {
+        // Plain allocations: no pool to configure.
+        return Ok(());
+    }
+    context.bind_to_thread().w()?;
+    let mut threshold = u64::MAX;
+    // SAFETY: the device is the context's own; the release threshold is a
+    // u64 attribute, and `threshold` outlives the call.
+    unsafe {
+        let pool = result::device::get_default_mem_pool(context.cu_device()).w()?;
+        result::mem_pool::set_attribute(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            (&mut threshold as *mut u64).cast(),
+        )
+        .w()?;
+    }
+    Ok(())
+}
+
+/// Without CUDA compiled in there is no device pool.
+#[cfg(not(feature = "cuda"))]
+fn keep_freed_memory(_: &Device) -> candle_core::Result<()> {
+    Ok(())
 }

@@ -183,8 +183,15 @@ pub struct EmbedReport {
     /// pass): each distinct text once, and a long text only up to a prefix
     /// that surely fills the truncation limit.
     pub tokenized_bytes: u64,
-    /// Time in the forward pass.
+    /// Time in the forward pass: [`EmbedReport::forward_launch`] plus
+    /// [`EmbedReport::forward_wait`].
     pub forward: Duration,
+    /// Time the host spent queuing forward passes (on the CPU, where a pass
+    /// is computed as it is queued, nearly all of `forward`).
+    pub forward_launch: Duration,
+    /// Time the host waited for forward passes to finish and their states
+    /// to arrive (on a GPU: where the device, not the host, sets the pace).
+    pub forward_wait: Duration,
     /// Time tokenising.
     pub tokenize: Duration,
     /// Texts read from the persistent cache (`--embed-cache`).
@@ -437,7 +444,7 @@ impl EmbeddingStage {
 
         // Walk the rows in chunks bounded by the tokens still to embed, so
         // the token vectors held at once stay bounded.
-        let chunk_budget = 64 * 1024;
+        let chunk_budget = self.model.chunk_tokens();
         let mut scores: Vec<Option<PairScores>> = vec![None; n];
         let mut chunk_start = 0;
         let mut pending: Vec<usize> = Vec::new();
@@ -568,6 +575,8 @@ impl refscore_core::Stage for EmbeddingStage {
             "padded_tokens": r.padded_tokens,
             "tokenize_seconds": r.tokenize.as_secs_f64(),
             "forward_seconds": forward,
+            "forward_launch_seconds": r.forward_launch.as_secs_f64(),
+            "forward_wait_seconds": r.forward_wait.as_secs_f64(),
             "tokens_per_second": if forward > 0.0 { r.tokens as f64 / forward } else { 0.0 },
             "embed_cache": self.store_dir().map(|d| serde_json::json!({
                 "dir": d.display().to_string(),

@@ -29,6 +29,13 @@ pub(crate) trait TextModel: Send + Sync {
         report: &mut EmbedReport,
     ) -> Result<(), Error>;
 
+    /// Most tokens a scoring batch hands [`TextModel::embed`] at once: the
+    /// token vectors held at a time stay bounded by it, and the texts are
+    /// sorted by length within it. 64 Ki unless the model says otherwise.
+    fn chunk_tokens(&self) -> usize {
+        64 * 1024
+    }
+
     /// BERTScore's greedy matching of an output `c` against a reference
     /// `r`: each token's best cosine in the other text.
     fn best_matches(&self, c: &Embedded, r: &Embedded) -> (Vec<f32>, Vec<f32>);

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 use refscore_core::Error;
 use tokenizers::Tokenizer;
 
-use crate::encoder::{self, Encoder};
+use crate::encoder::{self, Encoder, HostStates, Launched};
 use crate::math::{Embedded, PromptSpan};
 use crate::model::{AfterPooling, ModelFiles, Pooling};
 use crate::sentence_head::SentenceHead;
@@ -164,6 +164,59 @@ impl TransformerModel {
     }
 }
 
+impl TransformerModel {
+    /// Pools a batch read back from the encoder into its texts'
+    /// [`Embedded`] (in parallel), filling `out`.
+    fn pool(
+        &self,
+        group: Vec<usize>,
+        tokens: Vec<Tokens>,
+        states: HostStates,
+        out: &mut [Option<Arc<Embedded>>],
+        report: &mut EmbedReport,
+    ) {
+        let hidden = self.encoder.hidden;
+        let pooling = self.pooling;
+        let span = self.prompt_span;
+        let head = &self.head;
+        // Where each text's sequences sit in the batch: its model input,
+        // then BERTScore's own where it has one.
+        let mut work = Vec::with_capacity(group.len());
+        let mut seq = 0;
+        for (k, t) in group.into_iter().zip(tokens) {
+            report.texts_truncated += u64::from(t.truncated);
+            report.tokens += t.len() as u64;
+            let own = t.score.is_some().then_some(seq + 1);
+            work.push((k, t, seq, own));
+            seq += 1 + usize::from(own.is_some());
+        }
+        debug_assert_eq!(seq, states.len(), "one state per sequence");
+        let last_tap = states.taps() - 1;
+        let built: Vec<(usize, Embedded)> = work
+            .into_par_iter()
+            .map(|(k, t, main, own)| {
+                // The last layer pooled; BERTScore's layer (the first
+                // tap) from its own sequence, or from the same one when
+                // it is another layer.
+                let last = states.get(main, last_tap).to_vec();
+                let scored = match own {
+                    Some(own) => Some(states.get(own, 0).to_vec()),
+                    None => (last_tap > 0).then(|| states.get(main, 0).to_vec()),
+                };
+                let ids = t.score.unwrap_or(t.ids);
+                (
+                    k,
+                    Embedded::from_states(ids, last, scored, hidden, pooling, span, Some(head)),
+                )
+            })
+            .collect();
+        for (k, e) in built {
+            report.texts_embedded += 1;
+            out[k] = Some(Arc::new(e));
+        }
+    }
+}
+
 impl TextModel for TransformerModel {
     fn tokenize(&self, texts: &[&str]) -> Result<(Vec<Tokens>, u64), Error> {
         let (mut tokens, mut bytes) = self.bounds.encode(&self.tokenizer, texts)?;
@@ -181,6 +234,11 @@ impl TextModel for TransformerModel {
     }
 
     /// Runs the texts sorted by length, grouped into token-budget batches.
+    /// Each batch is queued on the device before the previous one is read
+    /// back and pooled, so on a GPU the host's reading and pooling overlap
+    /// the next batch's forward pass instead of leaving the GPU idle (on
+    /// the CPU a batch is computed as it is queued: the same work in the
+    /// same order).
     fn embed(
         &mut self,
         which: &[usize],
@@ -193,69 +251,63 @@ impl TextModel for TransformerModel {
         let plan = self.encoder.batch_plan(self.batch_tokens, self.max_len);
         let packs = self.encoder.packs();
         let mut start = 0;
-        while start < order.len() {
-            let len_of = |k: usize| ids[k].as_ref().map_or(0, Tokens::len);
-            let count = plan.next(order[start..].iter().map(|&k| len_of(k)));
-            let group = &order[start..start + count];
-            // Each text's model input, then BERTScore's own where it has one.
-            let seqs: Vec<&[u32]> = group
-                .iter()
-                .flat_map(|&k| {
-                    let t = ids[k].as_ref();
-                    let main = t.map_or(&[][..], |t| t.ids.as_slice());
-                    std::iter::once(main).chain(t.and_then(|t| t.score.as_deref()))
-                })
-                .collect();
-            let t0 = Instant::now();
-            let states = self.encoder.forward(&seqs, None, &self.taps)?;
-            report.forward += t0.elapsed();
-            report.padded_tokens += if packs {
-                seqs.iter().map(|s| s.len() as u64).sum()
+        // The batch queued last (its texts, their tokens, its states on
+        // the device), and the one read back before it, still to pool.
+        let mut queued: Option<(Vec<usize>, Vec<Tokens>, Launched)> = None;
+        let mut read: Option<(Vec<usize>, Vec<Tokens>, HostStates)> = None;
+        loop {
+            let next = if start < order.len() {
+                let len_of = |k: usize| ids[k].as_ref().map_or(0, Tokens::len);
+                let count = plan.next(order[start..].iter().map(|&k| len_of(k)));
+                let group: Vec<usize> = order[start..start + count].to_vec();
+                start += count;
+                let tokens: Vec<Tokens> = group
+                    .iter()
+                    .map(|&k| ids[k].take().unwrap_or_default())
+                    .collect();
+                // Each text's model input, then BERTScore's own where it has one.
+                let seqs: Vec<&[u32]> = tokens
+                    .iter()
+                    .flat_map(|t| std::iter::once(t.ids.as_slice()).chain(t.score.as_deref()))
+                    .collect();
+                let t0 = Instant::now();
+                let launched = self.encoder.launch(&seqs, None, &self.taps)?;
+                report.forward_launch += t0.elapsed();
+                report.forward += t0.elapsed();
+                report.padded_tokens += if packs {
+                    seqs.iter().map(|s| s.len() as u64).sum()
+                } else {
+                    (seqs.iter().map(|s| s.len()).max().unwrap_or(0) * seqs.len()) as u64
+                };
+                Some((group, tokens, launched))
             } else {
-                (seqs.iter().map(|s| s.len()).max().unwrap_or(0) * seqs.len()) as u64
+                None
             };
-            let hidden = self.encoder.hidden;
-            let pooling = self.pooling;
-            let span = self.prompt_span;
-            let head = &self.head;
-            let mut states = states.into_iter();
-            let mut work = Vec::with_capacity(group.len());
-            for &k in group {
-                let t = ids[k].take().unwrap_or_default();
-                report.texts_truncated += u64::from(t.truncated);
-                report.tokens += t.len() as u64;
-                let main = states.next().expect("one state per sequence");
-                let own = t
-                    .score
-                    .is_some()
-                    .then(|| states.next().expect("BERTScore's sequence"));
-                work.push((k, t, main, own));
+            // The host's part of the batch read last, while the device
+            // runs the one just queued.
+            if let Some((group, tokens, states)) = read.take() {
+                self.pool(group, tokens, states, out, report);
             }
-            let built: Vec<(usize, Embedded)> = work
-                .into_par_iter()
-                .map(|(k, t, mut main, own)| {
-                    // The last layer pooled; BERTScore's layer (the first
-                    // tap) from its own sequence, or from the same one when
-                    // it is another layer.
-                    let last = main.pop().expect("one state per tap");
-                    let scored = match own {
-                        Some(mut own) => Some(own.swap_remove(0)),
-                        None => main.pop(),
-                    };
-                    let ids = t.score.unwrap_or(t.ids);
-                    (
-                        k,
-                        Embedded::from_states(ids, last, scored, hidden, pooling, span, Some(head)),
-                    )
-                })
-                .collect();
-            for (k, e) in built {
-                report.texts_embedded += 1;
-                out[k] = Some(Arc::new(e));
+            // The batch queued before this one, read back (on a GPU this
+            // waits for the one just queued too: one stream).
+            if let Some((group, tokens, launched)) = queued.take() {
+                let t0 = Instant::now();
+                let states = self.encoder.read(launched)?;
+                report.forward_wait += t0.elapsed();
+                report.forward += t0.elapsed();
+                read = Some((group, tokens, states));
             }
-            start += count;
+            match next {
+                Some(batch) => queued = Some(batch),
+                None if read.is_none() => break,
+                None => {}
+            }
         }
         Ok(())
+    }
+
+    fn chunk_tokens(&self) -> usize {
+        self.encoder.chunk_tokens(self.batch_tokens, self.max_len)
     }
 
     /// The token states are one contiguous matrix already: no copy.

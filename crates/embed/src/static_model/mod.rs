@@ -215,6 +215,7 @@ impl TextModel for StaticModel {
             out[k] = Some(Arc::new(e));
         }
         report.forward += t0.elapsed();
+        report.forward_launch += t0.elapsed();
         Ok(())
     }
 

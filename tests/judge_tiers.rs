@@ -1070,3 +1070,124 @@ fn calibrate_band_fits_contradiction_the_other_way_round() {
         }
     }
 }
+
+/// `calibrate-band --confidence`: each side decides only where the upper
+/// Clopper-Pearson bound of its error is within --max-error. Reference
+/// "alpha beta gamma delta" and 40 near misses (token F1 8/9) labelled
+/// true, 20 half-right answers (token F1 0.5) half of them true, 10
+/// unrelated answers (token F1 0) labelled false. At 10% and 90%: the upper
+/// side's 40 rows without error bound it at 1 − 0.1^(1/40) = 5.6% and it
+/// decides them; the lower side's 10 rows are fewer than the 22 a side
+/// needs at zero errors (1 − 0.1^(1/22) ≤ 10%), so it stays open and says
+/// it needs 84 more labels: 22 on that side at its share of 10 in 70, 154
+/// in all. Today's fit (no --confidence) decides those 10 rows.
+#[test]
+fn calibrate_band_with_a_confidence_decides_only_where_the_bound_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = "alpha beta gamma delta".to_string();
+    let mut rows: Vec<(String, String, String, bool)> = Vec::new();
+    for i in 0..40 {
+        let output = format!("alpha beta gamma delta kappa{i}");
+        rows.push((format!("near{i}"), reference.clone(), output, true));
+    }
+    for i in 0..20 {
+        let output = format!("alpha beta theta iota{i}");
+        rows.push((format!("half{i}"), reference.clone(), output, i % 2 == 0));
+    }
+    for i in 0..10 {
+        let output = format!("zeta eta theta iota{i}");
+        rows.push((format!("far{i}"), reference.clone(), output, false));
+    }
+    let input = dir.path().join("in.parquet");
+    labelled_input(&input, &rows.iter().collect::<Vec<_>>());
+    let out = dir.path().join("o.parquet");
+    let server = yes_judge();
+    ok(&score(
+        &input,
+        &out,
+        &[
+            "--metrics",
+            "token_f1,meaning_match",
+            "--judge-url",
+            &server.url,
+            "--judge-model",
+            "scripted",
+            "--judge-reasons",
+            "never",
+            "--gold",
+            "meaning_match=human",
+        ],
+    ));
+    let json = dir.path().join("band.json");
+    let calibrate = |extra: &[&str]| {
+        let mut args = vec![
+            "calibrate-band",
+            out.to_str().unwrap(),
+            "--by",
+            "token_f1",
+            "--max-error",
+            "0.1",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let printed = ok(&refscore(&args));
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        (printed, r)
+    };
+    let (printed, r) = calibrate(&["--confidence", "0.9"]);
+    assert_eq!(r["confidence"], 0.9, "{r}");
+    let above = &r["above"];
+    assert_eq!(
+        (&above["labels"], &above["errors"]),
+        (&40.into(), &0.into()),
+        "{r}"
+    );
+    let g = &above["guarantee"];
+    assert_eq!(g["held"], true, "{r}");
+    // 1 − 0.1^(1/40) (scipy.stats.beta.ppf(0.9, 1, 40)).
+    let high = g["error_high"].as_f64().unwrap();
+    assert!((high - 0.05594).abs() < 1e-4, "{r}");
+    let (lo, hi) = (cut_off(&r["lo"]), cut_off(&r["hi"]));
+    assert!(hi > 0.5 && hi < 8.0 / 9.0, "{r}");
+    assert_eq!(lo, f64::NEG_INFINITY, "{r}");
+    let g = &r["below"]["guarantee"];
+    assert_eq!(g["held"], false, "{r}");
+    let need = &g["labels_needed"];
+    assert_eq!(need["basis"], "observed_error", "{r}");
+    assert_eq!(
+        (&need["side_labels"], &need["more_labels"]),
+        (&22.into(), &84.into()),
+        "{r}"
+    );
+    assert!(
+        printed.contains("guarantee held")
+            && printed.contains("guarantee not met")
+            && printed.contains("needs 84 more labels (at the observed error 0.0%"),
+        "{printed}"
+    );
+    // The band it prints decides only the upper side.
+    assert!(
+        printed.starts_with("--judge-band token_f1:-inf.."),
+        "{printed}"
+    );
+    // Today's fit, at the point estimate, decides the 10 unrelated rows.
+    let (printed, r) = calibrate(&[]);
+    assert_eq!(r["confidence"], serde_json::Value::Null, "{r}");
+    assert_eq!(r["below"]["labels"], 10, "{r}");
+    assert!(r["below"].get("guarantee").is_none(), "{r}");
+    assert!(!printed.contains("guarantee"), "{printed}");
+    // A confidence outside (0, 1), or one asked to bound an error of 0,
+    // is a usage error naming the flag.
+    for (flags, named) in [
+        (["--confidence", "1", "--max-error", "0.1"], "--confidence"),
+        (["--confidence", "0.9", "--max-error", "0"], "--max-error"),
+    ] {
+        let mut args = vec!["calibrate-band", out.to_str().unwrap(), "--by", "token_f1"];
+        args.extend_from_slice(&flags);
+        let err = fails(&refscore(&args), 64);
+        assert!(err.contains(named), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    }
+}

@@ -200,6 +200,13 @@ pub struct CalibrateBandArgs {
     #[arg(long, value_name = "SHARE", default_value_t = 0.02)]
     pub max_error: f64,
 
+    /// Hold each side's upper Clopper-Pearson bound of its error, at this confidence
+    /// (1 - delta, e.g. 0.9), to --max-error rather than its observed error: a side
+    /// decides only where the labels show, with that confidence, that its error is
+    /// within it, and says how many more labels it needs where they cannot
+    #[arg(long, value_name = "C")]
+    pub confidence: Option<f64>,
+
     /// The column holding the human labels [default: the one `score --gold` recorded]
     #[arg(long, value_name = "COLUMN")]
     pub gold: Option<String>,

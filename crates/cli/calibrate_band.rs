@@ -17,6 +17,19 @@ pub fn run(args: CalibrateBandArgs) -> Result<(), Error> {
             args.max_error
         )));
     }
+    if let Some(c) = args.confidence {
+        if !(c > 0.0 && c < 1.0) {
+            return Err(Error::usage(format!(
+                "--confidence {c}: expected a probability between 0 and 1 (not included), e.g. 0.9"
+            )));
+        }
+        if args.max_error == 0.0 {
+            return Err(Error::usage(
+                "--max-error 0 with --confidence: no number of labels bounds an error at 0; ask for a share above 0, e.g. 0.05"
+                    .to_string(),
+            ));
+        }
+    }
     if let Some(by) = args.by.iter().find(|b| b.trim().is_empty()) {
         return Err(Error::usage(format!(
             "--by '{by}': expected score names separated by commas, e.g. cosine,nli_equivalence"
@@ -28,6 +41,7 @@ pub fn run(args: CalibrateBandArgs) -> Result<(), Error> {
         by: args.by[0].clone(),
         gold: args.gold,
         max_error: args.max_error,
+        confidence: args.confidence,
     };
     let (json, text) = if args.by.len() == 1 {
         let report = calibrate(&table, &request)?;
@@ -143,7 +157,9 @@ fn added_line(
 }
 
 /// One side of a band in words: its cut-off, the labelled rows it decides
-/// and their error with its interval.
+/// and their error with its interval; at a confidence, the Clopper-Pearson
+/// bounds, whether the guarantee held and, for an open side, the labels it
+/// needs.
 fn side_line(
     name: &str,
     at: f32,
@@ -151,21 +167,56 @@ fn side_line(
     s: &refscore_stats::band::Side,
     max_error: f64,
 ) -> String {
-    if s.labels == 0 {
-        format!(
-            "{name}: open (no cut-off keeps the error within {}): decides nothing\n",
+    let asked = pct(Some(max_error));
+    let Some(g) = &s.guarantee else {
+        return if s.labels == 0 {
+            format!("{name}: open (no cut-off keeps the error within {asked}): decides nothing\n")
+        } else {
+            format!(
+                "{name} {at}: {} labelled rows decided {decided}, {} labelled otherwise: error {} [{}, {}] (asked at most {asked})\n",
+                s.labels,
+                s.errors,
+                pct(s.error),
+                pct(s.error_low),
+                pct(s.error_high),
+            )
+        };
+    };
+    let c = pct(Some(g.confidence));
+    if !g.held {
+        let mut out = format!(
+            "{name}: open (no cut-off's {c} upper bound of its error is within {asked}): decides nothing; guarantee not met\n"
+        );
+        if let Some(need) = &g.labels_needed {
+            out += &format!("{name}: {}\n", needed_words(need, max_error));
+        }
+        return out;
+    }
+    format!(
+        "{name} {at}: {} labelled rows decided {decided}, {} labelled otherwise: error {}, Clopper-Pearson [{}, {}] (each end {c} one-sided); upper bound within {asked}: guarantee held\n",
+        s.labels,
+        s.errors,
+        pct(s.error),
+        pct(g.error_low),
+        pct(g.error_high),
+    )
+}
+
+/// How many labels an open side needs, in words, saying what the count
+/// assumes.
+fn needed_words(need: &refscore_stats::band::LabelsNeeded, max_error: f64) -> String {
+    match (need.more_labels, need.error, need.at) {
+        (Some(more), Some(error), Some(at)) => format!(
+            "needs {more} more labels (at the observed error {} of the cut at {}, which would then decide {} labelled rows)",
+            pct(Some(error)),
+            at as f32,
+            need.side_labels
+        ),
+        _ => format!(
+            "needs at least {} labelled rows on this side, none of them wrong (a lower bound at zero errors: no cut's observed error is below {})",
+            need.side_labels,
             pct(Some(max_error))
-        )
-    } else {
-        format!(
-            "{name} {at}: {} labelled rows decided {decided}, {} labelled otherwise: error {} [{}, {}] (asked at most {})\n",
-            s.labels,
-            s.errors,
-            pct(s.error),
-            pct(s.error_low),
-            pct(s.error_high),
-            pct(Some(max_error))
-        )
+        ),
     }
 }
 

@@ -8,7 +8,7 @@ use arrow::datatypes::{DataType, Float32Type};
 use refscore_core::metric::Direction;
 use refscore_core::Error;
 use refscore_read::Table;
-use refscore_stats::band::{fit_band, BandFit};
+use refscore_stats::band::{fit_band_at, BandFit};
 use refscore_stats::gold::{GoldState, LabelKind, LabelledRow};
 use refscore_stats::ppi::MIN_LABELS;
 use serde::Serialize;
@@ -26,6 +26,9 @@ pub struct BandRequest {
     pub gold: Option<String>,
     /// Largest error allowed on each side.
     pub max_error: f64,
+    /// The confidence each side's upper Clopper-Pearson bound is held to
+    /// `max_error` at (`--confidence`); None: today's point-estimate fit.
+    pub confidence: Option<f64>,
 }
 
 /// A fitted band and its effect on the result it was fitted on.
@@ -178,14 +181,14 @@ pub(crate) fn too_few(by: &str, n: usize) -> Option<String> {
     })
 }
 
-/// [`fit_band`] in the direction of the score: for a lower-is-better one
-/// the band is fitted on the negated scores and turned back, so that below
-/// LO decides true and above HI false (as the run's tier decides), with
-/// `below` and `above` still the sides' places. Cut-offs are f32, as the
-/// run compares.
+/// [`fit_band_at`] in the direction of the score: for a lower-is-better
+/// one the band is fitted on the negated scores and turned back, so that
+/// below LO decides true and above HI false (as the run's tier decides),
+/// with `below` and `above` still the sides' places. Cut-offs are f32, as
+/// the run compares.
 pub(crate) fn fit_directed(
     pairs: &[(f64, bool)],
-    max_error: f64,
+    r: &BandRequest,
     lower_is_better: bool,
 ) -> Result<BandFit, String> {
     if pairs.is_empty() {
@@ -193,16 +196,16 @@ pub(crate) fn fit_directed(
     }
     let mut fit = if lower_is_better {
         let negated: Vec<(f64, bool)> = pairs.iter().map(|&(s, g)| (-s, g)).collect();
-        let f = fit_band(&negated, max_error)?;
+        let f = fit_band_at(&negated, r.max_error, r.confidence)?;
         BandFit {
             lo: -f.hi,
             hi: -f.lo,
             below: f.above,
             above: f.below,
-            max_error: f.max_error,
+            ..f
         }
     } else {
-        fit_band(pairs, max_error)?
+        fit_band_at(pairs, r.max_error, r.confidence)?
     };
     fit.lo = fit.lo as f32 as f64;
     fit.hi = fit.hi as f32 as f64;
@@ -233,7 +236,7 @@ pub fn calibrate(table: &Table, r: &BandRequest) -> Result<BandReport, Error> {
         .filter(|row| reach_tiers(row))
         .filter_map(|row| Some((row.stand_ins[k]?, row.gold >= 0.5)))
         .collect();
-    let fit = fit_directed(&pairs, r.max_error, lower)
+    let fit = fit_directed(&pairs, r, lower)
         .map_err(|e| Error::bad_input(format!("{spec}: --gold {}={column}: {e}", r.metric)))?;
     let outside = |s: f64| s < fit.lo || s > fit.hi;
     // The error added, on the labelled rows the judge itself answered.

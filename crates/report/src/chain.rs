@@ -9,7 +9,7 @@
 use refscore_core::metric::Direction;
 use refscore_core::Error;
 use refscore_read::Table;
-use refscore_stats::band::{BandFit, Side};
+use refscore_stats::band::{zero_error_labels, BandFit, Basis, Guarantee, LabelsNeeded};
 use serde::Serialize;
 
 use crate::band::{self, BandRequest};
@@ -56,6 +56,9 @@ pub struct ChainReport {
     pub gold_column: String,
     /// The error asked for on each side of each tier.
     pub max_error: f64,
+    /// The confidence each side's upper bound is held at (null: fitted at
+    /// the point estimate).
+    pub confidence: Option<f64>,
     /// The `--judge-band` values, in the order the run must try them.
     pub judge_bands: Vec<String>,
     /// The tiers, in order.
@@ -103,7 +106,7 @@ pub fn calibrate_chain(
             .filter_map(|(row, _)| Some((row.stand_ins[k]?, row.gold >= 0.5)))
             .collect();
         warnings.extend(band::too_few(by, pairs.len()));
-        let (fit, open_because) = match band::fit_directed(&pairs, r.max_error, lower) {
+        let (fit, open_because) = match band::fit_directed(&pairs, r, lower) {
             Ok(fit) => (fit, None),
             // The first tier fails as a single band does; a later one is
             // left open, deciding nothing, and says why.
@@ -113,7 +116,7 @@ pub fn calibrate_chain(
                     r.metric
                 )))
             }
-            Err(e) => (open_band(r.max_error), Some(e)),
+            Err(e) => (open_band(r), Some(e)),
         };
         let outside = |s: f64| s < fit.lo || s > fit.hi;
         let (mut compared, mut band_errors, mut judge_errors) = (0u64, 0u64, 0u64);
@@ -167,6 +170,7 @@ pub fn calibrate_chain(
         metric: r.metric.clone(),
         gold_column: column,
         max_error: r.max_error,
+        confidence: r.confidence,
         judge_bands: tiers.iter().map(|t| t.judge_band.clone()).collect(),
         rows: v.rows,
         rows_left: v.left,
@@ -177,20 +181,29 @@ pub fn calibrate_chain(
     })
 }
 
-/// A band that decides nothing (both sides open).
-fn open_band(max_error: f64) -> BandFit {
-    let none = Side {
-        labels: 0,
-        errors: 0,
-        error: None,
+/// A band that decides nothing (both sides open): no labelled row reaches
+/// it, so at a confidence neither side holds.
+fn open_band(r: &BandRequest) -> BandFit {
+    let mut none = refscore_stats::band::side(0, 0);
+    none.guarantee = r.confidence.map(|confidence| Guarantee {
+        confidence,
         error_low: None,
         error_high: None,
-    };
+        held: false,
+        labels_needed: Some(LabelsNeeded {
+            basis: Basis::ZeroErrors,
+            error: None,
+            side_labels: zero_error_labels(r.max_error, confidence),
+            more_labels: None,
+            at: None,
+        }),
+    });
     BandFit {
         lo: f64::NEG_INFINITY,
         hi: f64::INFINITY,
         below: none,
         above: none,
-        max_error,
+        max_error: r.max_error,
+        confidence: r.confidence,
     }
 }

@@ -4,6 +4,7 @@
 //! side, so the judge is asked only where the stand-in cannot be trusted.
 
 use serde::Serialize;
+use statrs::distribution::{Beta, ContinuousCDF};
 
 use crate::ppi::Z95;
 
@@ -20,6 +21,69 @@ pub struct Side {
     pub error_low: Option<f64>,
     /// Upper end of that interval.
     pub error_high: Option<f64>,
+    /// With a confidence (`calibrate-band --confidence`): the side's
+    /// Clopper-Pearson bounds and whether its guarantee held; absent for
+    /// today's point-estimate fit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guarantee: Option<Guarantee>,
+}
+
+/// What a side fitted at a confidence promises: its error's exact binomial
+/// (Clopper-Pearson) bounds on the labelled rows it decides, whether the
+/// upper one is within the error asked, and, for a side left open, how many
+/// labels would let it decide.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Guarantee {
+    /// C = 1 − δ: each bound holds with this probability.
+    pub confidence: f64,
+    /// One-sided lower Clopper-Pearson bound of the error at `confidence`
+    /// (null when the side decides no labelled row).
+    pub error_low: Option<f64>,
+    /// One-sided upper bound at `confidence`: what is held to the error
+    /// asked. Together the two ends are a 1 − 2δ two-sided interval
+    /// (statsmodels' `proportion_confint(alpha=2δ, method="beta")`).
+    pub error_high: Option<f64>,
+    /// Whether the side decides rows with `error_high` at most the error
+    /// asked (false: the side is open).
+    pub held: bool,
+    /// For an open side: the labels it would need.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub labels_needed: Option<LabelsNeeded>,
+}
+
+/// How many labels an open side would need before a cut's upper bound can
+/// fall within the error asked.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LabelsNeeded {
+    /// What the count assumes.
+    pub basis: Basis,
+    /// The observed error it assumes the new labels keep (`observed_error`
+    /// only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<f64>,
+    /// Labelled rows the side would have to decide.
+    pub side_labels: u64,
+    /// More labelled rows in all, at the share of the labelled rows the cut
+    /// decides now (`observed_error` only: at zero errors the share is
+    /// unknown).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub more_labels: Option<u64>,
+    /// The cut the count is for (`observed_error` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<f64>,
+}
+
+/// What a [`LabelsNeeded`] count assumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// The new labels keep the error observed at the cut that needs the
+    /// fewest of them.
+    ObservedError,
+    /// No cut's observed error is below the error asked, so more labels at
+    /// these rates would not help: the count is the fewest labelled rows a
+    /// side with no error at all needs, a lower bound.
+    ZeroErrors,
 }
 
 /// A band fitted on labelled rows.
@@ -39,6 +103,9 @@ pub struct BandFit {
     pub above: Side,
     /// The error asked for on each side.
     pub max_error: f64,
+    /// The confidence each side's upper bound is held at (null: the sides
+    /// were fitted at the point estimate, with no guarantee).
+    pub confidence: Option<f64>,
 }
 
 /// A cut-off in JSON: the number, or `"inf"` / `"-inf"` for an open side
@@ -75,19 +142,200 @@ pub fn side(labels: u64, errors: u64) -> Side {
         error: (labels > 0).then(|| errors as f64 / labels as f64),
         error_low: interval.map(|i| i.0),
         error_high: interval.map(|i| i.1),
+        guarantee: None,
     }
+}
+
+/// The Clopper-Pearson (exact binomial) bounds of a share of `k` in `n`,
+/// each one-sided at `confidence`: (lower, upper), the ends of statsmodels'
+/// `proportion_confint(k, n, alpha=2(1-confidence), method="beta")`. The
+/// inverse regularized incomplete beta is statrs'. `k` may be fractional
+/// (labels needed at an observed rate); None without rows.
+pub fn clopper_pearson(k: f64, n: f64, confidence: f64) -> Option<(f64, f64)> {
+    if n <= 0.0 || !(0.0..=n).contains(&k) {
+        return None;
+    }
+    let quantile = |a: f64, b: f64, p: f64| {
+        Beta::new(a, b)
+            .expect("positive shapes")
+            .inverse_cdf(p)
+            .clamp(0.0, 1.0)
+    };
+    let low = if k == 0.0 {
+        0.0
+    } else {
+        quantile(k, n - k + 1.0, 1.0 - confidence)
+    };
+    let high = if k == n {
+        1.0
+    } else {
+        quantile(k + 1.0, n - k, confidence)
+    };
+    Some((low, high))
+}
+
+/// The fewest labelled rows a side must decide, all rightly, for its upper
+/// bound at `confidence` to be within `max_error` (> 0): no cut deciding
+/// fewer can hold, so a confident scan starts there.
+pub fn zero_error_labels(max_error: f64, confidence: f64) -> u64 {
+    // 1 − δ^(1/n) ≤ E  ⇔  n ≥ ln δ / ln(1 − E); checked against the bound
+    // itself so that rounding cannot put the start one row off.
+    let mut n = ((1.0 - confidence).ln() / (1.0 - max_error).ln())
+        .ceil()
+        .max(1.0) as u64;
+    let high = |n: u64| clopper_pearson(0.0, n as f64, confidence).map_or(1.0, |b| b.1);
+    while n > 1 && high(n - 1) <= max_error {
+        n -= 1;
+    }
+    while high(n) > max_error {
+        n += 1;
+    }
+    n
+}
+
+/// One candidate cut of a side, in scan order: the cut, the labelled rows
+/// it decides and how many of them are labelled otherwise.
+type Cut = (f64, u64, u64);
+
+/// The cut a side takes from its candidates, ordered from the most
+/// conservative outward. At the point estimate (no confidence): the last
+/// whose error is within `max_error`. At a confidence: a fixed-sequence
+/// test, starting at the first cut deciding enough rows that it could hold
+/// at all ([`zero_error_labels`]) and stopping at the first whose upper
+/// Clopper-Pearson bound exceeds `max_error`; the last cut before the stop
+/// is taken. Stopping (rather than going on to a wider cut that happens to
+/// pass) is what keeps the chance that the chosen cut's true error exceeds
+/// `max_error` at most δ despite the many cuts tried.
+fn scan(cuts: &[Cut], max_error: f64, confidence: Option<f64>) -> Option<Cut> {
+    let mut chosen = None;
+    let start = confidence.map_or(0, |c| zero_error_labels(max_error, c));
+    for &(at, rows, errors) in cuts {
+        match confidence {
+            None if (errors as f64) <= max_error * rows as f64 => chosen = Some((at, rows, errors)),
+            None => {}
+            Some(_) if rows < start => {}
+            Some(c) => {
+                let high = clopper_pearson(errors as f64, rows as f64, c).map_or(1.0, |b| b.1);
+                if high > max_error {
+                    break;
+                }
+                chosen = Some((at, rows, errors));
+            }
+        }
+    }
+    chosen
+}
+
+/// The labels an open side would need, out of `labels` labelled rows in
+/// all: at the observed error of the candidate cut that needs the fewest
+/// more labelled rows (keeping the share of rows it decides), or, where no
+/// cut's observed error is below `max_error`, the zero-error lower bound.
+fn labels_needed(cuts: &[Cut], labels: u64, max_error: f64, confidence: f64) -> LabelsNeeded {
+    let mut best: Option<LabelsNeeded> = None;
+    for &(at, rows, errors) in cuts {
+        let p = errors as f64 / rows as f64;
+        if p >= max_error {
+            continue;
+        }
+        let holds = |n: u64| {
+            clopper_pearson(p * n as f64, n as f64, confidence).is_some_and(|b| b.1 <= max_error)
+        };
+        // The bound falls as n grows at a fixed rate: doubling to the first
+        // n that holds (no side is labelled beyond a million rows; the
+        // beta's inverse slows at shapes far past that), then halving.
+        const CAP: u64 = 1 << 20;
+        let mut hi = rows.max(1);
+        while !holds(hi) && hi < CAP {
+            hi *= 2;
+        }
+        if !holds(hi) {
+            continue;
+        }
+        let mut lo = rows.max(hi / 2);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if holds(mid) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        // Rows this cut already decides but that a scan stopped before
+        // need no more labels; the sequence, not the count, blocks them.
+        if lo <= rows {
+            continue;
+        }
+        let total = (lo as f64 * labels as f64 / rows as f64).ceil() as u64;
+        let more = total.saturating_sub(labels);
+        if best.is_none_or(|b| b.more_labels.is_some_and(|m| more < m)) {
+            best = Some(LabelsNeeded {
+                basis: Basis::ObservedError,
+                error: Some(p),
+                side_labels: lo,
+                more_labels: Some(more),
+                at: Some(at),
+            });
+        }
+    }
+    best.unwrap_or(LabelsNeeded {
+        basis: Basis::ZeroErrors,
+        error: None,
+        side_labels: zero_error_labels(max_error, confidence),
+        more_labels: None,
+        at: None,
+    })
+}
+
+/// A side as [`scan`] chose it (`None`: open), with its guarantee where
+/// fitted at a confidence.
+fn fitted_side(
+    chosen: Option<Cut>,
+    cuts: &[Cut],
+    labels: u64,
+    max_error: f64,
+    confidence: Option<f64>,
+) -> Side {
+    let (rows, errors) = chosen.map_or((0, 0), |c| (c.1, c.2));
+    let mut s = side(rows, errors);
+    s.guarantee = confidence.map(|c| {
+        let bounds = clopper_pearson(errors as f64, rows as f64, c);
+        Guarantee {
+            confidence: c,
+            error_low: bounds.map(|b| b.0),
+            error_high: bounds.map(|b| b.1),
+            held: chosen.is_some(),
+            labels_needed: chosen
+                .is_none()
+                .then(|| labels_needed(cuts, labels, max_error, c)),
+        }
+    });
+    s
+}
+
+/// Today's point-estimate fit: [`fit_band_at`] with no confidence.
+pub fn fit_band(pairs: &[(f64, bool)], max_error: f64) -> Result<BandFit, String> {
+    fit_band_at(pairs, max_error, None)
 }
 
 /// Fits the band on `(stand-in value, label)` pairs: HI as low as it can be
 /// with the rows above it labelled false at most `max_error` of the time,
 /// then LO as high as it can be, up to HI, with the rows below it labelled
-/// true at most `max_error` of the time. Cut-offs lie half-way between
-/// neighbouring labelled values, as f32 values (the run compares its f32
-/// scores with an f32 band): each separates its neighbours under the run's
-/// rule (above: value > HI; below: value < LO), so the rows a side counts
-/// are exactly those the run decides. Fails without labels of both kinds: a
-/// side whose error cannot be measured cannot be fitted.
-pub fn fit_band(pairs: &[(f64, bool)], max_error: f64) -> Result<BandFit, String> {
+/// true at most `max_error` of the time. Without a confidence "at most" is
+/// the observed share; with one it is the upper Clopper-Pearson bound at
+/// that confidence, cuts tried from the most conservative outward and the
+/// scan stopped at the first that fails (see [`scan`]), so that each side's
+/// true error exceeds `max_error` with probability at most 1 − confidence.
+/// Cut-offs lie half-way between neighbouring labelled values, as f32
+/// values (the run compares its f32 scores with an f32 band): each
+/// separates its neighbours under the run's rule (above: value > HI; below:
+/// value < LO), so the rows a side counts are exactly those the run
+/// decides. Fails without labels of both kinds: a side whose error cannot be
+/// measured cannot be fitted.
+pub fn fit_band_at(
+    pairs: &[(f64, bool)],
+    max_error: f64,
+    confidence: Option<f64>,
+) -> Result<BandFit, String> {
     let trues = pairs.iter().filter(|p| p.1).count();
     if trues == 0 || trues == pairs.len() {
         return Err(format!(
@@ -103,6 +351,7 @@ pub fn fit_band(pairs: &[(f64, bool)], max_error: f64) -> Result<BandFit, String
         .filter(|p| p.0.is_finite())
         .collect();
     sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let labels = sorted.len() as u64;
     // Groups of equal values: (value, rows, labelled true).
     let mut groups: Vec<(f32, u64, u64)> = Vec::new();
     for (v, g) in &sorted {
@@ -120,19 +369,21 @@ pub fn fit_band(pairs: &[(f64, bool)], max_error: f64) -> Result<BandFit, String
     let upper = |j: usize| middle(j).clamp(groups[j - 1].0, groups[j].0.next_down()) as f64;
     // A lower cut between groups j-1 and j: g[j-1] < LO <= g[j].
     let lower = |j: usize| middle(j).clamp(groups[j - 1].0.next_up(), groups[j].0) as f64;
-    // HI: the smallest cut j (rows of groups j.. above) within the error.
-    let (mut hi, mut above) = (f64::INFINITY, side(0, 0));
+    // HI's candidates, from the top down: cut j puts groups j.. above.
+    let mut above_cuts = Vec::with_capacity(n);
     let (mut rows, mut falses) = (0u64, 0u64);
     for j in (0..n).rev() {
         rows += groups[j].1;
         falses += groups[j].1 - groups[j].2;
-        if (falses as f64) <= max_error * rows as f64 {
-            hi = if j == 0 { f64::NEG_INFINITY } else { upper(j) };
-            above = side(rows, falses);
-        }
+        let at = if j == 0 { f64::NEG_INFINITY } else { upper(j) };
+        above_cuts.push((at, rows, falses));
     }
-    // LO: the largest cut up to HI (rows of groups ..j below) within the error.
-    let (mut lo, mut below) = (f64::NEG_INFINITY, side(0, 0));
+    let chosen = scan(&above_cuts, max_error, confidence);
+    let mut hi = chosen.map_or(f64::INFINITY, |c| c.0);
+    let above = fitted_side(chosen, &above_cuts, labels, max_error, confidence);
+    // LO's candidates, from the bottom up to HI: cut j+1 puts groups ..=j
+    // below.
+    let mut below_cuts = Vec::with_capacity(n);
     let (mut rows, mut trues) = (0u64, 0u64);
     for (j, group) in groups.iter().enumerate() {
         rows += group.1;
@@ -145,11 +396,11 @@ pub fn fit_band(pairs: &[(f64, bool)], max_error: f64) -> Result<BandFit, String
         if at > hi {
             break;
         }
-        if (trues as f64) <= max_error * rows as f64 {
-            lo = at;
-            below = side(rows, trues);
-        }
+        below_cuts.push((at, rows, trues));
     }
+    let chosen = scan(&below_cuts, max_error, confidence);
+    let mut lo = chosen.map_or(f64::NEG_INFINITY, |c| c.0);
+    let below = fitted_side(chosen, &below_cuts, labels, max_error, confidence);
     if hi == f64::NEG_INFINITY {
         // Everything above: the f32 just below every labelled value (for
         // 0, -1e-45: a value of 0 is above it, as the fit counted).
@@ -164,6 +415,7 @@ pub fn fit_band(pairs: &[(f64, bool)], max_error: f64) -> Result<BandFit, String
         below,
         above,
         max_error,
+        confidence,
     })
 }
 
@@ -273,5 +525,89 @@ mod tests {
         let (lo, hi) = wilson(3, 40).unwrap();
         assert!((lo - 0.025836025774588184).abs() < 1e-12, "{lo}");
         assert!((hi - 0.1986423352431055).abs() < 1e-12, "{hi}");
+    }
+
+    #[test]
+    fn clopper_pearson_matches_statsmodels() {
+        // Figures from statsmodels 0.15.0 (scipy 1.17.1), run once:
+        //   from statsmodels.stats.proportion import proportion_confint
+        //   proportion_confint(k, n, alpha=2*(1-c), method='beta')
+        // (each end a one-sided bound at c; the upper one also equals
+        // scipy.stats.beta.ppf(c, k+1, n-k)).
+        let cases = [
+            (0, 10, 0.9, 0.0, 0.2056717652757185),
+            (10, 10, 0.9, 0.7943282347242815, 1.0),
+            (3, 40, 0.9, 0.027870242852176794, 0.15944931303445956),
+            (0, 200, 0.95, 0.0, 0.014867039231272054),
+            (7, 150, 0.9, 0.026150650529541495, 0.0772253552037913),
+            (1, 1, 0.8, 0.19999999999999996, 1.0),
+            (45, 50, 0.99, 0.7584473562535243, 0.9736902057417738),
+            (12, 400, 0.9, 0.01965179425447922, 0.044132093562876486),
+        ];
+        for (k, n, c, low, high) in cases {
+            let (l, h) = clopper_pearson(k as f64, n as f64, c).unwrap();
+            assert!(
+                (l - low).abs() < 1e-9,
+                "{k}/{n} at {c}: low {l}, want {low}"
+            );
+            assert!(
+                (h - high).abs() < 1e-9,
+                "{k}/{n} at {c}: high {h}, want {high}"
+            );
+        }
+        assert_eq!(clopper_pearson(0.0, 0.0, 0.9), None);
+    }
+
+    #[test]
+    fn a_confident_scan_starts_where_zero_errors_could_hold() {
+        // 1 − 0.1^(1/n) ≤ 0.05 first at n = 45 (ln 0.1 / ln 0.95 = 44.9).
+        assert_eq!(zero_error_labels(0.05, 0.9), 45);
+        assert_eq!(zero_error_labels(0.02, 0.9), 114);
+    }
+
+    #[test]
+    fn a_confident_side_stops_at_the_first_cut_that_fails() {
+        // From the top: 60 rows labelled true, then 20 false, then 200 true.
+        // Each widening past the false rows has an observed error under 10%
+        // but the scan stopped at the first cut whose bound exceeds it.
+        let mut pairs: Vec<(f64, bool)> = (0..60).map(|i| (0.9 + i as f64 * 1e-3, true)).collect();
+        pairs.extend((0..20).map(|i| (0.8 + i as f64 * 1e-3, false)));
+        pairs.extend((0..200).map(|i| (0.5 + i as f64 * 1e-3, true)));
+        pairs.extend((0..50).map(|i| (0.1 + i as f64 * 1e-3, false)));
+        let point = fit_band(&pairs, 0.1).unwrap();
+        assert!(point.hi < 0.8, "{point:?}");
+        let sure = fit_band_at(&pairs, 0.1, Some(0.9)).unwrap();
+        assert!(sure.hi > 0.81 && sure.hi < 0.9, "{sure:?}");
+        let g = sure.above.guarantee.unwrap();
+        assert!(g.held && g.error_high.unwrap() <= 0.1, "{g:?}");
+        // 62 rows, 2 false: bound 8.4%; with a third false row it is 10.3%
+        // (scipy.stats.beta.ppf(0.9, 4, 60)), and the scan stops.
+        assert_eq!((sure.above.labels, sure.above.errors), (62, 2));
+    }
+
+    #[test]
+    fn an_open_side_says_how_many_labels_it_needs() {
+        // 30 rows at the top, all true: too few for a 5% bound at 90% (45
+        // needed), at zero observed error, so 15 more on that side; the
+        // side decides 30 of 130 labelled rows, so 195 in all, 65 more.
+        let mut pairs: Vec<(f64, bool)> = (0..30).map(|i| (0.9 + i as f64 * 1e-3, true)).collect();
+        pairs.extend((0..100).map(|i| (0.1 + i as f64 * 1e-3, i % 2 == 0)));
+        let b = fit_band_at(&pairs, 0.05, Some(0.9)).unwrap();
+        assert_eq!(b.hi, f64::INFINITY);
+        let g = b.above.guarantee.unwrap();
+        assert!(!g.held);
+        let need = g.labels_needed.unwrap();
+        assert_eq!(need.basis, Basis::ObservedError);
+        assert_eq!(
+            (need.error, need.side_labels, need.more_labels),
+            (Some(0.0), 45, Some(65))
+        );
+        // Below, every cut's observed error is 50%: no count at that rate
+        // helps, and the zero-error lower bound is given.
+        let need = b.below.guarantee.unwrap().labels_needed.unwrap();
+        assert_eq!(need.basis, Basis::ZeroErrors);
+        assert_eq!((need.side_labels, need.more_labels), (45, None));
+        // Without a confidence, no guarantee is claimed.
+        assert_eq!(fit_band(&pairs, 0.05).unwrap().above.guarantee, None);
     }
 }

@@ -10,6 +10,7 @@ use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStr
 use crate::family::{self, EncoderModel};
 use crate::model::ModelFiles;
 use crate::precision::Precision;
+use crate::readback::{Readback, Ready};
 
 fn internal(context: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
     move |e| Error::internal(format!("{context}: {e}"))
@@ -105,9 +106,11 @@ pub(crate) struct Launched {
     lengths: Vec<usize>,
     /// How many taps were asked for.
     taps: usize,
-    /// Each tap's packed states on the device; empty when every sequence
-    /// is.
+    /// Each tap's packed f32 states on the device; empty when every
+    /// sequence is.
     states: Vec<Tensor>,
+    /// Where in the device's queue the states are complete.
+    ready: Option<Ready>,
 }
 
 /// A batch's token states read back to the host ([`Encoder::read`]): each
@@ -144,6 +147,7 @@ pub(crate) struct Encoder {
     device: Device,
     pub(crate) hidden: usize,
     pad_id: u32,
+    readback: Readback,
 }
 
 impl Encoder {
@@ -164,6 +168,7 @@ impl Encoder {
         Ok(Encoder {
             hidden: model.hidden(),
             model,
+            readback: Readback::new(device).map_err(internal("the device's copy stream"))?,
             device: device.clone(),
             pad_id: files.pad_token_id,
         })
@@ -227,39 +232,38 @@ impl Encoder {
                 lengths,
                 taps: taps.len(),
                 states: Vec::new(),
+                ready: None,
             });
         }
-        let states = self.queue(seqs, second, taps)?;
+        let states = self.forward_on_device(seqs, second, taps)?;
+        let ready = self
+            .readback
+            .mark()
+            .map_err(internal("queuing encoder output"))?;
         Ok(Launched {
             lengths,
             taps: taps.len(),
             states,
+            ready: Some(ready),
         })
     }
 
-    /// Waits for a launched batch and copies its states to the host. States
-    /// kept in a half format on the device travel in it (half the bytes)
-    /// and are widened here: the same f32 values as widening on the device.
+    /// Waits for a launched batch and copies its states to the host; on a
+    /// GPU, batches launched after it run on meanwhile ([`Readback`]).
     pub(crate) fn read(&self, launched: Launched) -> Result<HostStates, Error> {
         let Launched {
             lengths,
             taps,
             states,
+            ready,
         } = launched;
-        let flat: Vec<Vec<f32>> = if states.is_empty() {
-            vec![Vec::new(); taps]
-        } else {
-            states
+        let flat: Vec<Vec<f32>> = match ready {
+            None => vec![Vec::new(); taps],
+            Some(ready) => states
                 .iter()
-                .map(|o| {
-                    let o = o.flatten_all()?;
-                    match o.dtype() {
-                        DType::F32 => o.to_vec1(),
-                        _ => o.to_device(&Device::Cpu)?.to_dtype(DType::F32)?.to_vec1(),
-                    }
-                })
+                .map(|o| self.readback.to_host(&ready, o))
                 .collect::<Result<_, _>>()
-                .map_err(internal("reading encoder output"))?
+                .map_err(internal("reading encoder output"))?,
         };
         let mut starts = Vec::with_capacity(lengths.len());
         let mut start = 0;
@@ -288,7 +292,7 @@ impl Encoder {
     ) -> Result<Vec<Tensor>, Error> {
         self.queue(seqs, second, taps)?
             .iter()
-            .map(|o| o.to_dtype(DType::F32))
+            .map(|o| o.to_dtype(DType::F32)?.contiguous())
             .collect::<Result<_, _>>()
             .map_err(internal("reading encoder output"))
     }

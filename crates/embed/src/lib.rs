@@ -36,6 +36,7 @@ mod model;
 mod outputs;
 mod precision;
 mod prepare;
+mod readback;
 mod sentence_head;
 mod static_model;
 mod store;

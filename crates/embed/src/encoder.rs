@@ -10,7 +10,6 @@ use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStr
 use crate::family::{self, EncoderModel};
 use crate::model::ModelFiles;
 use crate::precision::Precision;
-use crate::readback::{Readback, Ready};
 
 fn internal(context: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
     move |e| Error::internal(format!("{context}: {e}"))
@@ -109,8 +108,6 @@ pub(crate) struct Launched {
     /// Each tap's packed f32 states on the device; empty when every
     /// sequence is.
     states: Vec<Tensor>,
-    /// Where in the device's queue the states are complete.
-    ready: Option<Ready>,
 }
 
 /// A batch's token states read back to the host ([`Encoder::read`]): each
@@ -147,7 +144,6 @@ pub(crate) struct Encoder {
     device: Device,
     pub(crate) hidden: usize,
     pad_id: u32,
-    readback: Readback,
 }
 
 impl Encoder {
@@ -168,7 +164,6 @@ impl Encoder {
         Ok(Encoder {
             hidden: model.hidden(),
             model,
-            readback: Readback::new(device).map_err(internal("the device's copy stream"))?,
             device: device.clone(),
             pad_id: files.pad_token_id,
         })
@@ -232,38 +227,34 @@ impl Encoder {
                 lengths,
                 taps: taps.len(),
                 states: Vec::new(),
-                ready: None,
             });
         }
+        // Widened to f32 on the device: Candle's widening on the host runs
+        // on one thread and cost more than the bytes it saves (measured on
+        // an H100, docs/performance.md#gpu).
         let states = self.forward_on_device(seqs, second, taps)?;
-        let ready = self
-            .readback
-            .mark()
-            .map_err(internal("queuing encoder output"))?;
         Ok(Launched {
             lengths,
             taps: taps.len(),
             states,
-            ready: Some(ready),
         })
     }
 
-    /// Waits for a launched batch and copies its states to the host; on a
-    /// GPU, batches launched after it run on meanwhile ([`Readback`]).
+    /// Waits for a launched batch and copies its states to the host.
     pub(crate) fn read(&self, launched: Launched) -> Result<HostStates, Error> {
         let Launched {
             lengths,
             taps,
             states,
-            ready,
         } = launched;
-        let flat: Vec<Vec<f32>> = match ready {
-            None => vec![Vec::new(); taps],
-            Some(ready) => states
+        let flat: Vec<Vec<f32>> = if states.is_empty() {
+            vec![Vec::new(); taps]
+        } else {
+            states
                 .iter()
-                .map(|o| self.readback.to_host(&ready, o))
+                .map(|o| o.flatten_all()?.to_vec1())
                 .collect::<Result<_, _>>()
-                .map_err(internal("reading encoder output"))?,
+                .map_err(internal("reading encoder output"))?
         };
         let mut starts = Vec::with_capacity(lengths.len());
         let mut start = 0;
@@ -292,7 +283,7 @@ impl Encoder {
     ) -> Result<Vec<Tensor>, Error> {
         self.queue(seqs, second, taps)?
             .iter()
-            .map(|o| o.to_dtype(DType::F32)?.contiguous())
+            .map(|o| o.to_dtype(DType::F32))
             .collect::<Result<_, _>>()
             .map_err(internal("reading encoder output"))
     }

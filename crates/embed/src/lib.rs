@@ -36,7 +36,6 @@ mod model;
 mod outputs;
 mod precision;
 mod prepare;
-mod readback;
 mod sentence_head;
 mod static_model;
 mod store;

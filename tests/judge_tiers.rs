@@ -777,21 +777,13 @@ fn rule_heavy_input(path: &Path) {
     labelled_input(path, &rows.iter().collect::<Vec<_>>());
 }
 
-/// The rows the exact-match and empty-output rules decide never reach a
-/// tier in a run, so `calibrate-band` fits and measures the band on the
-/// other labelled rows only: each side's labelled rows and errors are
-/// exactly those of the rows the run would hand the band, and within
-/// --max-error; the volume counts only those rows too.
-#[test]
-fn calibrate_band_leaves_out_the_rows_the_rules_decide() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("in.parquet");
-    rule_heavy_input(&input);
-    let out = dir.path().join("o.parquet");
-    let server = yes_judge();
+/// Scores token F1 and Meaning Match (asked of `server`) with the labels
+/// of column `human` as `--gold`: the labelled result `calibrate-band`
+/// reads.
+fn score_labelled(server: &Server, input: &Path, out: &Path) {
     ok(&score(
-        &input,
-        &out,
+        input,
+        out,
         &[
             "--metrics",
             "token_f1,meaning_match",
@@ -805,6 +797,21 @@ fn calibrate_band_leaves_out_the_rows_the_rules_decide() {
             "meaning_match=human",
         ],
     ));
+}
+
+/// The rows the exact-match and empty-output rules decide never reach a
+/// tier in a run, so `calibrate-band` fits and measures the band on the
+/// other labelled rows only: each side's labelled rows and errors are
+/// exactly those of the rows the run would hand the band, and within
+/// --max-error; the volume counts only those rows too.
+#[test]
+fn calibrate_band_leaves_out_the_rows_the_rules_decide() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.parquet");
+    rule_heavy_input(&input);
+    let out = dir.path().join("o.parquet");
+    let server = yes_judge();
+    score_labelled(&server, &input, &out);
     let b = read_parquet(&out);
     let source = texts(&b, "meaning_match_source");
     assert_eq!(
@@ -897,22 +904,7 @@ fn calibrate_band_says_when_labels_are_missing_or_too_few() {
             ],
         );
         let out = dir.path().join(format!("{name}.parquet"));
-        ok(&score(
-            &input,
-            &out,
-            &[
-                "--metrics",
-                "token_f1,meaning_match",
-                "--judge-url",
-                &server.url,
-                "--judge-model",
-                "scripted",
-                "--judge-reasons",
-                "never",
-                "--gold",
-                "meaning_match=human",
-            ],
-        ));
+        score_labelled(&server, &input, &out);
         out
     };
     let reference = "alpha beta gamma delta".to_string();
@@ -1102,22 +1094,7 @@ fn calibrate_band_with_a_confidence_decides_only_where_the_bound_holds() {
     labelled_input(&input, &rows.iter().collect::<Vec<_>>());
     let out = dir.path().join("o.parquet");
     let server = yes_judge();
-    ok(&score(
-        &input,
-        &out,
-        &[
-            "--metrics",
-            "token_f1,meaning_match",
-            "--judge-url",
-            &server.url,
-            "--judge-model",
-            "scripted",
-            "--judge-reasons",
-            "never",
-            "--gold",
-            "meaning_match=human",
-        ],
-    ));
+    score_labelled(&server, &input, &out);
     let json = dir.path().join("band.json");
     let calibrate = |extra: &[&str]| {
         let mut args = vec![
@@ -1144,6 +1121,11 @@ fn calibrate_band_with_a_confidence_decides_only_where_the_bound_holds() {
         (&40.into(), &0.into()),
         "{r}"
     );
+    // It decides 40 of the 70 labelled rows the band is fitted on.
+    assert!(
+        (above["share"].as_f64().unwrap() - 40.0 / 70.0).abs() < 1e-12,
+        "{r}"
+    );
     let g = &above["guarantee"];
     assert_eq!(g["held"], true, "{r}");
     // 1 − 0.1^(1/40) (scipy.stats.beta.ppf(0.9, 1, 40)).
@@ -1162,7 +1144,8 @@ fn calibrate_band_with_a_confidence_decides_only_where_the_bound_holds() {
         "{r}"
     );
     assert!(
-        printed.contains("guarantee held")
+        printed.contains("40 labelled rows (57.1% of those fitted on) decided true")
+            && printed.contains("guarantee held")
             && printed.contains("guarantee not met")
             && printed.contains("needs 84 more labels (at the observed error 0.0%"),
         "{printed}"

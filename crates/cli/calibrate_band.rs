@@ -193,8 +193,9 @@ fn side_line(
         return out;
     }
     format!(
-        "{name} {at}: {} labelled rows decided {decided}, {} labelled otherwise: error {}, Clopper-Pearson [{}, {}] (each end {c} one-sided); upper bound within {asked}: guarantee held\n",
+        "{name} {at}: {} labelled rows ({} of those fitted on) decided {decided}, {} labelled otherwise: error {}, Clopper-Pearson [{}, {}] (each end {c} one-sided); upper bound within {asked}: guarantee held\n",
         s.labels,
+        pct(s.share),
         s.errors,
         pct(s.error),
         pct(g.error_low),

@@ -21,6 +21,10 @@ pub struct Side {
     pub error_low: Option<f64>,
     /// Upper end of that interval.
     pub error_high: Option<f64>,
+    /// labels / the labelled rows the band was fitted on: the share of them
+    /// this side decides (absent where the side was not fitted here).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<f64>,
     /// With a confidence (`calibrate-band --confidence`): the side's
     /// Clopper-Pearson bounds and whether its guarantee held; absent for
     /// today's point-estimate fit.
@@ -142,6 +146,7 @@ pub fn side(labels: u64, errors: u64) -> Side {
         error: (labels > 0).then(|| errors as f64 / labels as f64),
         error_low: interval.map(|i| i.0),
         error_high: interval.map(|i| i.1),
+        share: None,
         guarantee: None,
     }
 }
@@ -297,6 +302,7 @@ fn fitted_side(
 ) -> Side {
     let (rows, errors) = chosen.map_or((0, 0), |c| (c.1, c.2));
     let mut s = side(rows, errors);
+    s.share = (labels > 0).then(|| rows as f64 / labels as f64);
     s.guarantee = confidence.map(|c| {
         let bounds = clopper_pearson(errors as f64, rows as f64, c);
         Guarantee {

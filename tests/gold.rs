@@ -141,6 +141,21 @@ fn the_summary_holds_the_judges_agreement_and_corrected_rate() {
     // Every tenth row (8 of the 40 labelled) disagrees.
     assert_eq!(c["verdict"]["agreement"], (tn + tp) as f64 / 40.0);
     assert_eq!(tn + tp, 32);
+    // TPR 21/24 and TNR 11/16 with their one-sided 90% lower bounds:
+    // statsmodels 0.15.0 proportion_confint(21, 24, alpha=0.2,
+    // method='beta')[0] and the same of 11 in 16. Both rest on fewer than
+    // 150 labels, which the printed lines say.
+    assert_eq!((tp, fn_, tn, fp), (21, 3, 11, 5));
+    let v = &c["verdict"];
+    let close = |k: &str, want: f64| (v[k].as_f64().unwrap() - want).abs() < 1e-9;
+    assert!(close("sensitivity_low", 0.7424618231614926), "{v}");
+    assert!(close("specificity_low", 0.4964900596647858), "{v}");
+    assert!(
+        printed.contains(
+            "TPR 87.5% (lower 90% bound 74.2%, 24 label-true rows), TNR 68.8% (lower bound 49.6%, 16 label-false rows)"
+        ) && printed.contains("warning: TPR rests on 24 labels and TNR on 16: below 150 per rate"),
+        "{printed}"
+    );
     let k = &c["corrected"];
     let raw = (0..ROWS).filter(|i| judge_verdict(*i)).count() as f64 / ROWS as f64;
     assert!((k["raw"].as_f64().unwrap() - raw).abs() < 1e-12, "{k}");

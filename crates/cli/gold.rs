@@ -136,6 +136,37 @@ pub(crate) fn merge(into: &mut Vec<GoldState>, theirs: Vec<GoldState>) -> Result
     Ok(())
 }
 
+/// A verdict judge's TPR and TNR with their lower Clopper-Pearson bounds,
+/// and a warning where either rests on fewer labels than a gate on it
+/// should (150 per rate).
+fn rates(v: &Value) -> String {
+    use refscore_stats::agreement::{MIN_RATE_LABELS, RATE_CONFIDENCE};
+    let c = &v["confusion"];
+    let count = |a: &str, b: &str| c[a].as_u64().unwrap_or(0) + c[b].as_u64().unwrap_or(0);
+    let (trues, falses) = (
+        count("true_positive", "false_negative"),
+        count("true_negative", "false_positive"),
+    );
+    let pct = |v: &Value| {
+        v.as_f64()
+            .map_or("-".into(), |x| format!("{:.1}%", x * 100.0))
+    };
+    let mut out = format!(
+        "  TPR {} (lower {:.0}% bound {}, {trues} label-true rows), TNR {} (lower bound {}, {falses} label-false rows)\n",
+        pct(&v["sensitivity"]),
+        RATE_CONFIDENCE * 100.0,
+        pct(&v["sensitivity_low"]),
+        pct(&v["specificity"]),
+        pct(&v["specificity_low"]),
+    );
+    if trues.min(falses) < MIN_RATE_LABELS {
+        out += &format!(
+            "  warning: TPR rests on {trues} labels and TNR on {falses}: below {MIN_RATE_LABELS} per rate their bounds are too loose to gate a judge on; label more rows\n"
+        );
+    }
+    out
+}
+
 /// The summary table's lines for the labelled metrics.
 pub(crate) fn lines(summary: &Summary) -> String {
     let Some(figures) = summary.extra.get(CALIBRATION).and_then(Value::as_array) else {
@@ -187,6 +218,9 @@ pub(crate) fn lines(summary: &Summary) -> String {
         }
         out += &line;
         out.push('\n');
+        if v.is_object() {
+            out += &rates(v);
+        }
         let k = &c["corrected"];
         if k.is_object() {
             let what = if v.is_object() { "pass rate" } else { "mean" };

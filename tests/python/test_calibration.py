@@ -29,6 +29,7 @@ from sklearn.metrics import (
     roc_auc_score,
 )
 from statsmodels.stats.inter_rater import cohens_kappa
+from statsmodels.stats.proportion import proportion_confint
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("REFSCORE_BIN", str(ROOT / "target" / "release" / "refscore"))
@@ -123,6 +124,9 @@ def test_verdict_agreement_matches_scikit_learn_and_statsmodels(figures):
     close(k["kappa_high"], sm.kappa_upp, TOL_INTERVAL)
     close(k["sensitivity"], tp / (tp + fn))
     close(k["specificity"], tn / (tn + fp))
+    # The rates' one-sided 90% lower Clopper-Pearson bounds (--gold's TPR and TNR).
+    close(k["sensitivity_low"], proportion_confint(tp, tp + fn, alpha=0.2, method="beta")[0], 1e-9)
+    close(k["specificity_low"], proportion_confint(tn, tn + fp, alpha=0.2, method="beta")[0], 1e-9)
 
 
 def test_probability_calibration_matches_scikit_learn(figures):
@@ -231,8 +235,6 @@ def test_labels_off_the_scale_and_labels_missing(tmp_path):
 
 
 def test_calibrate_band_fits_the_narrowest_band_within_the_error(tmp_path):
-    from statsmodels.stats.proportion import proportion_confint
-
     table = make_result(tmp_path / "r.parquet")
     out = tmp_path / "band.json"
     p = subprocess.run([BIN, "calibrate-band", str(tmp_path / "r.parquet"), "--metric", "meaning_match",

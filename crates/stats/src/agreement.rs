@@ -75,7 +75,24 @@ pub struct VerdictAgreement {
     pub sensitivity: Option<f64>,
     /// Share of label-false rows the verdict calls false.
     pub specificity: Option<f64>,
+    /// The one-sided lower Clopper-Pearson bound of `sensitivity` (the
+    /// judge's TPR) at [`RATE_CONFIDENCE`]: what a team can count on, where
+    /// the raw share flatters a judge measured on few labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sensitivity_low: Option<f64>,
+    /// The same bound of `specificity` (the judge's TNR).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub specificity_low: Option<f64>,
 }
+
+/// The confidence of the TPR and TNR lower bounds (`--gold` has no flag for
+/// it): 1 − δ = 0.9, as calibrated-judge toolkits report them.
+pub const RATE_CONFIDENCE: f64 = 0.9;
+
+/// Labels per rate below which its bound is too loose to gate a judge on
+/// (calibrated-judge toolkits ask for at least 150 label-true and 150
+/// label-false rows).
+pub const MIN_RATE_LABELS: u64 = 150;
 
 /// Agreement, kappa and the confusion matrix of verdicts against labels;
 /// `None` without rows.
@@ -148,6 +165,9 @@ pub fn verdict_agreement(confusion: Confusion) -> Option<VerdictAgreement> {
         no_interval = one_class;
     }
     let ratio = |a: u64, b: u64| (a + b > 0).then(|| a as f64 / (a + b) as f64);
+    let lower_bound = |a: u64, b: u64| {
+        crate::band::clopper_pearson(a as f64, (a + b) as f64, RATE_CONFIDENCE).map(|i| i.0)
+    };
     Some(VerdictAgreement {
         n,
         agreement: observed,
@@ -158,6 +178,8 @@ pub fn verdict_agreement(confusion: Confusion) -> Option<VerdictAgreement> {
         confusion: c,
         sensitivity: ratio(c.true_positive, c.false_negative),
         specificity: ratio(c.true_negative, c.false_positive),
+        sensitivity_low: lower_bound(c.true_positive, c.false_negative),
+        specificity_low: lower_bound(c.true_negative, c.false_positive),
     })
 }
 
@@ -496,6 +518,11 @@ mod tests {
         // statsmodels' cohens_kappa([[20, 5], [10, 15]]).kappa_low / kappa_upp.
         assert!((a.kappa_low.unwrap() - 0.151092290476661).abs() < 1e-9);
         assert!((a.kappa_high.unwrap() - 0.6489077095233389).abs() < 1e-9);
+        // The rates' one-sided 90% lower bounds: statsmodels 0.15.0
+        // proportion_confint(15, 25, alpha=0.2, method='beta')[0] and the
+        // same of 20 in 25.
+        assert!((a.sensitivity_low.unwrap() - 0.45228266814263246).abs() < 1e-9);
+        assert!((a.specificity_low.unwrap() - 0.6603411322747451).abs() < 1e-9);
     }
 
     #[test]

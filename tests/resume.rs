@@ -340,22 +340,35 @@ fn kill_9_of_a_judge_run_then_resume_gives_the_same_output_without_paying_twice(
     );
 }
 
-#[test]
-fn resume_is_refused_when_options_or_inputs_change_and_leftovers_are_reported() {
+/// A run of `extra` over 300,000 generated rows (`seed`), killed ever later
+/// until it leaves committed progress behind: the folder, input and output.
+fn interrupted_run(seed: u64, extra: &[&str]) -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.parquet");
-    generate(&input, 300_000, 10_000, 3, 8);
-    let (i, o) = (input.to_str().unwrap(), dir.path().join("o.parquet"));
-    let o_s = o.to_str().unwrap();
-    let args = score_args(i, o_s, &["--metrics", "lexical"]);
-    // Interrupt until a run leaves committed progress.
+    generate(&input, 300_000, 10_000, seed, 8);
+    let output = dir.path().join("o.parquet");
+    let args = score_args(input.to_str().unwrap(), output.to_str().unwrap(), extra);
+    let committed = || {
+        let folder = run_dir(&output);
+        folder.exists() && listing(&folder).iter().any(|n| n.starts_with("part-"))
+    };
     let mut after = Duration::from_millis(60);
-    while !run_dir(&o).exists() || o.exists() {
-        let _ = std::fs::remove_file(&o);
+    while !committed() || output.exists() {
+        // A run killed before its first commit leaves a folder to discard.
+        let _ = std::fs::remove_dir_all(run_dir(&output));
+        let _ = std::fs::remove_file(&output);
         kill_after(&args, &[FAST_COMMITS], after);
         after += Duration::from_millis(20);
         assert!(after < Duration::from_secs(10), "could not interrupt a run");
     }
+    (dir, input, output)
+}
+
+#[test]
+fn resume_is_refused_when_options_or_inputs_change_and_leftovers_are_reported() {
+    let (_dir, input, o) = interrupted_run(3, &["--metrics", "lexical"]);
+    let (i, o_s) = (input.to_str().unwrap(), o.to_str().unwrap());
+    let args = score_args(i, o_s, &["--metrics", "lexical"]);
     // Without --resume: reported, not reused, not deleted.
     let err = fails(&run(&args, &[]), 78);
     assert!(err.contains("use --resume, or --overwrite"), "{err}");
@@ -364,7 +377,7 @@ fn resume_is_refused_when_options_or_inputs_change_and_leftovers_are_reported() 
     let mut changed = score_args(i, o_s, &["--metrics", "token_f1", "--resume"]);
     let err = fails(&run(&changed, &[]), 78);
     assert!(
-        err.contains("--resume refused") && err.contains("lexical"),
+        err.contains("--resume refused") && err.contains("--metrics differs"),
         "{err}"
     );
     changed = score_args(
@@ -394,6 +407,101 @@ fn resume_is_refused_when_options_or_inputs_change_and_leftovers_are_reported() 
     assert!(!run_dir(&o).exists());
     // --resume of a finished run: nothing to do, exit 0.
     ok(&run(&resume, &[]));
+}
+
+/// What the release before run record format 2 wrote as the record of
+/// `--metrics exact_match,token_f1` over `inputs` of [`generate`]'s columns
+/// (as a run folder of that binary holds it), with `lexical` as its lexical
+/// selection: each lexical metric flagged by its position in the registry,
+/// every built-in metric's default threshold.
+fn format_1_record(inputs: &serde_json::Value, lexical: &str) -> serde_json::Value {
+    let thresholds = [
+        ("bertscore_f1", 0.8),
+        ("bertscore_precision", 0.8),
+        ("bertscore_recall", 0.8),
+        ("contains_match", 1.0),
+        ("contains_match_norm", 1.0),
+        ("cosine", 0.7),
+        ("cross_score", 0.5),
+        ("exact_match", 1.0),
+        ("exact_match_norm", 1.0),
+        ("fact_similarity", 0.5),
+        ("meaning_match", 1.0),
+        ("nli_contradiction", 0.5),
+        ("nli_equivalence", 0.5),
+        ("nli_precision", 0.5),
+        ("nli_recall", 0.5),
+        ("similarity", 0.7),
+        ("token_f1", 0.5),
+    ];
+    serde_json::json!({
+        "inputs": inputs,
+        "shard": null,
+        "thresholds": thresholds,
+        "settings": {
+            "batch_size": 32768,
+            "columns": ["id", "question", "reference", "output"],
+            "keep": [],
+            "lexical": lexical,
+        },
+    })
+}
+
+#[test]
+fn a_run_interrupted_before_an_upgrade_resumes_when_its_settings_are_equal() {
+    let chosen = ["exact_match", "token_f1"];
+    let extra = ["--metrics", "exact_match,token_f1"];
+    let (dir, input, o) = interrupted_run(5, &extra);
+    let (i, o_s) = (input.to_str().unwrap(), o.to_str().unwrap());
+    let args = score_args(i, o_s, &extra);
+    // The record names the chosen metrics, and no other metric refscore
+    // has: one added to it later changes nothing of this run.
+    let manifest_path = run_dir(&o).join("run.json");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    let record = &manifest["fingerprint"];
+    assert_eq!(record["metrics"], serde_json::json!(chosen));
+    let text = record.to_string();
+    for m in refscore_core::metric::BUILTIN.iter() {
+        let quoted = format!("\"{}\"", m.name);
+        assert!(
+            chosen.contains(&m.name.as_str()) || !text.contains(&quoted),
+            "the record names {}, which the run does not compute: {text}",
+            m.name
+        );
+    }
+    // The same run as the release before recorded it.
+    let write_format_1 = |lexical: &str| {
+        let mut m = manifest.clone();
+        m["fingerprint"] = format_1_record(&record["inputs"], lexical);
+        std::fs::write(&manifest_path, m.to_string()).unwrap();
+    };
+    let mut resume = args.clone();
+    resume.push("--resume");
+    // Flags of a registry this version does not know: refused in one line.
+    write_format_1("Selection([true, false, false, false, true, false])");
+    let err = fails(&run(&resume, &[]), 78);
+    assert!(
+        err.contains("recorded by an older refscore") && err.trim().lines().count() == 1,
+        "{err}"
+    );
+    write_format_1("Selection([true, false, false, false, true])");
+    // Another selection is another run.
+    let other = score_args(i, o_s, &["--metrics", "token_f1", "--resume"]);
+    let err = fails(&run(&other, &[]), 78);
+    assert!(
+        err.contains("--metrics differs (exact_match,token_f1 then, token_f1 now)"),
+        "{err}"
+    );
+    // The same settings resume it, keeping its committed rows (a threshold
+    // of a metric the run does not compute is none of its settings).
+    let mut same = resume.clone();
+    same.extend(["--threshold", "cosine=0.9"]);
+    ok(&run(&same, &[FAST_COMMITS]));
+    assert!(summary(&o)["rows_resumed"].as_u64().unwrap() > 0);
+    let clean = dir.path().join("clean.parquet");
+    ok(&run(&score_args(i, clean.to_str().unwrap(), &extra), &[]));
+    assert_same_results(&clean, &o, &[]);
 }
 
 /// Three files of several row groups each.

@@ -123,6 +123,7 @@ impl<'s> Pipeline<'s> {
             overwrite: s.overwrite,
             resume: s.resume,
             shard: s.shard,
+            metrics: (s.metrics.metrics.iter()).map(|m| m.name.clone()).collect(),
             settings: self.fingerprint(dataset)?,
             thresholds: s.thresholds.clone(),
             footer: self.footer(),
@@ -130,13 +131,12 @@ impl<'s> Pipeline<'s> {
         })
     }
 
-    /// Everything that changes a result value: the run's own settings here,
-    /// each stage's from its options.
+    /// Everything beside the chosen metrics (the job's record names them)
+    /// that changes a result value: the run's own settings here, each
+    /// stage's from its options.
     fn fingerprint(&self, dataset: &Dataset) -> Result<BTreeMap<String, Value>, Error> {
         let s = self.settings;
         let mut f = BTreeMap::new();
-        let (key, lexical) = refscore_lexical::fingerprint(&s.metrics.metrics);
-        f.insert(key, json!(lexical));
         let cols = dataset.columns();
         f.insert(
             "columns".into(),
@@ -150,7 +150,11 @@ impl<'s> Pipeline<'s> {
         }
         f.insert("batch_size".into(), json!(s.batch_size));
         if let Some((files, options)) = &self.embedding {
-            f.extend(options.fingerprint(files, &s.embed.device)?);
+            // Its `embedding` entry flags the built-ins by position: the
+            // record names the metrics instead, so a metric added to
+            // refscore changes nothing of a run without it.
+            let entries = options.fingerprint(files, &s.embed.device)?;
+            f.extend(entries.into_iter().filter(|(k, _)| k != "embedding"));
         }
         if let Some((plan, options)) = &self.cross {
             let (key, value) = plan.fingerprint(options)?;

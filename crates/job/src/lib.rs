@@ -21,6 +21,7 @@
 pub mod fit;
 mod passes;
 mod plan;
+mod record;
 mod rundir;
 
 use std::collections::BTreeMap;
@@ -107,10 +108,16 @@ pub struct JobSpec {
     pub resume: bool,
     /// `--shard K/N`.
     pub shard: Option<Shard>,
+    /// The chosen metrics by name, in output order. The run record names
+    /// them (rather than flagging each built-in by position), so a metric
+    /// added to refscore later changes nothing of a run that does not
+    /// choose it, and an upgrade between a crash and `--resume` is harmless.
+    pub metrics: Vec<String>,
     /// Every setting that can change a result value, by name (model files
     /// and judge prompt versions included). A resumed run must match.
     pub settings: BTreeMap<String, serde_json::Value>,
-    /// Summary pass thresholds.
+    /// Summary pass thresholds (the run record keeps those of `metrics`:
+    /// the others change nothing).
     pub thresholds: Vec<(String, f64)>,
     /// Footer metadata of the result file beyond the run hash, so a reader
     /// of the file alone can tell how it was made (e.g. `refscore.precision`).

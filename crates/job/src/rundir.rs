@@ -10,6 +10,7 @@ use refscore_write::{parent_dir, read_part, summary_path, sync_dir, PartInfo};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
+use crate::record::{self, Unreadable};
 use crate::{JobSpec, RUN_KEY};
 
 const MANIFEST: &str = "run.json";
@@ -115,7 +116,9 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// Everything that identifies a job's results.
+/// Everything that identifies a job's results, as a versioned record
+/// ([`record::FORMAT`]) naming the chosen metrics: nothing in it depends
+/// on the metrics refscore has built in beyond those the run chose.
 pub(crate) fn fingerprint(dataset: &Dataset, spec: &JobSpec) -> Value {
     let inputs: Vec<Value> = dataset
         .files()
@@ -134,10 +137,16 @@ pub(crate) fn fingerprint(dataset: &Dataset, spec: &JobSpec) -> Value {
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
+    // A threshold of a metric the run does not compute changes nothing.
+    let thresholds: Vec<&(String, f64)> = (spec.thresholds.iter())
+        .filter(|(name, _)| spec.metrics.contains(name))
+        .collect();
     let mut out = json!({
+        "format": record::FORMAT,
         "inputs": inputs,
         "shard": spec.shard.map(|s| s.to_string()),
-        "thresholds": spec.thresholds,
+        "metrics": spec.metrics,
+        "thresholds": thresholds,
         "settings": settings,
     });
     // Only where the input is a Delta table: runs of plain files keep the
@@ -282,6 +291,16 @@ impl RunDir {
                     manifest_path.display()
                 ))
             })?;
+        let then = record::upgrade(&then).map_err(|why| {
+            let by = match why {
+                Unreadable::Older => "an older refscore, in a form this version cannot read".into(),
+                Unreadable::Newer(n) => format!("a newer refscore (run record format {n})"),
+            };
+            refuse(format!(
+                "{}: the interrupted run was recorded by {by}; finish it with that version, or use --overwrite to start again",
+                manifest_path.display()
+            ))
+        })?;
         if let Some(why) = difference(&then, now) {
             return Err(refuse(format!(
                 "{why} since the interrupted run; use --overwrite to start again"
@@ -440,6 +459,19 @@ fn difference(then: &Value, now: &Value) -> Option<String> {
             defined(now).as_ref(),
         ));
     }
+    if then["metrics"] != now["metrics"] {
+        let names = |v: &Value| {
+            let names: Vec<String> = (v["metrics"].as_array().into_iter().flatten())
+                .map(show)
+                .collect();
+            names.join(",")
+        };
+        return Some(format!(
+            "--metrics differs ({} then, {} now)",
+            names(then),
+            names(now)
+        ));
+    }
     if then["thresholds"] != now["thresholds"] {
         return Some("the --threshold settings differ".into());
     }
@@ -467,4 +499,76 @@ fn difference(then: &Value, now: &Value) -> Option<String> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, RecordBatch, StringArray};
+    use refscore_core::metric::BUILTIN;
+
+    use super::*;
+
+    fn dataset(dir: &Path) -> Dataset {
+        let path = dir.join("in.parquet");
+        let text = Arc::new(StringArray::from(vec!["Paris"])) as ArrayRef;
+        let batch =
+            RecordBatch::try_from_iter([("reference", text.clone()), ("output", text)]).unwrap();
+        let file = File::create(&path).unwrap();
+        let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        Dataset::open(path.to_str().unwrap(), &Default::default()).unwrap()
+    }
+
+    /// A run of `metrics` as the CLI describes it: every built-in's default
+    /// threshold (what the registry holds), `extra` over them.
+    fn spec(dir: &Path, metrics: &[&str], extra: &[(&str, f64)]) -> JobSpec {
+        let mut thresholds: std::collections::BTreeMap<String, f64> = (BUILTIN.iter())
+            .map(|m| (m.name.clone(), m.default_threshold))
+            .collect();
+        thresholds.extend(extra.iter().map(|(n, t)| (n.to_string(), *t)));
+        let thresholds = thresholds.into_iter().collect();
+        JobSpec {
+            output: dir.join("out.parquet"),
+            overwrite: false,
+            resume: true,
+            shard: None,
+            metrics: metrics.iter().map(|m| m.to_string()).collect(),
+            settings: [("batch_size".to_string(), json!(64))].into(),
+            thresholds,
+            footer: Vec::new(),
+            commit_intervals: crate::commit_intervals(None),
+        }
+    }
+
+    #[test]
+    fn a_builtin_metric_added_to_refscore_keeps_the_record_of_a_run_without_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dataset(dir.path());
+        let chosen = ["exact_match", "token_f1"];
+        let today = fingerprint(&d, &spec(dir.path(), &chosen, &[]));
+        // The next refscore has one more built-in metric, whose default
+        // threshold the CLI passes with the others'.
+        let new = ("rouge_l", 0.5);
+        let later = fingerprint(&d, &spec(dir.path(), &chosen, &[new]));
+        assert_eq!(today, later);
+        assert_eq!(hash(&today), hash(&later));
+        assert_eq!(today["format"], json!(record::FORMAT));
+        assert_eq!(today["metrics"], json!(chosen));
+        // A threshold of a metric the run does not compute changes nothing
+        // either; one of a chosen metric, and choosing the new metric, do.
+        let unused = fingerprint(&d, &spec(dir.path(), &chosen, &[("cosine", 0.9)]));
+        assert_eq!(hash(&today), hash(&unused));
+        let used = fingerprint(&d, &spec(dir.path(), &chosen, &[("token_f1", 0.9)]));
+        assert_ne!(hash(&today), hash(&used));
+        let with_new = ["exact_match", "token_f1", "rouge_l"];
+        let chooses = fingerprint(&d, &spec(dir.path(), &with_new, &[new]));
+        assert_ne!(hash(&today), hash(&chooses));
+        assert_eq!(
+            difference(&today, &chooses).unwrap(),
+            "--metrics differs (exact_match,token_f1 then, exact_match,token_f1,rouge_l now)"
+        );
+    }
 }

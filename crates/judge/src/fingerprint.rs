@@ -3,19 +3,22 @@
 //! only the run it was started as. Beside [`crate::JudgeStage`]'s summary,
 //! but on the options: a run is checked before any stage is built.
 
-use refscore_core::metric::Group;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use crate::batch::BatchMode;
+use crate::metric::JudgeMetric;
+use crate::prompts;
 use crate::{Api, JudgeOptions};
 
 impl JudgeOptions {
     /// The judge's fingerprint entries for a run in `batch` mode (none:
-    /// online). The keys and texts are those earlier versions stored, so
+    /// online). The chosen metrics are in the run record by name (not
+    /// here); the prompt versions are keyed by the chosen metrics' names,
+    /// so a built-in metric added later changes nothing of a run without
+    /// it. The other keys and texts are those earlier versions stored, so
     /// their interrupted runs still resume.
     pub fn fingerprint(&self, batch: Option<&BatchMode>) -> Vec<(String, Value)> {
         let mut f = vec![
-            ("judge".into(), json!(self.metrics.flags(Group::Judge))),
             // The URL as shown (credentials redacted): the fingerprint is stored.
             (
                 "judge_endpoint".into(),
@@ -23,7 +26,7 @@ impl JudgeOptions {
                        "band": self.tiers.fingerprint(), "where": self.where_column,
                        "reasons": self.reasons.name(), "threshold": self.threshold}),
             ),
-            ("judge_templates".into(), json!(crate::template_versions())),
+            ("judge_templates".into(), self.chosen_template_versions()),
         ];
         // The protocol changes every request; only when not OpenAI's, so
         // runs started before it was a choice still resume.
@@ -45,5 +48,51 @@ impl JudgeOptions {
             f.push(("judge_metrics".into(), json!(defined)));
         }
         f
+    }
+
+    /// The prompt versions of the chosen built-in judge metrics, by name
+    /// (the fact ratio's two, extraction and check, joined by a comma;
+    /// defined metrics keep theirs in `judge_metrics`).
+    fn chosen_template_versions(&self) -> Value {
+        let versions: Map<String, Value> = crate::metric::builtin()
+            .iter()
+            .filter(|m| self.metrics.contains(m.metric()))
+            .map(|m| {
+                let version = match m {
+                    JudgeMetric::Rubric(r) => r.template.hash(),
+                    JudgeMetric::FactRatio => format!(
+                        "{},{}",
+                        prompts::FACT_EXTRACT.hash(),
+                        prompts::FACT_CHECK.hash()
+                    ),
+                };
+                (m.name().to_string(), json!(version))
+            })
+            .collect();
+        Value::Object(versions)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    #[test]
+    fn prompt_versions_are_keyed_by_the_chosen_builtin_metrics_alone() {
+        let names = ["meaning_match", "fact_similarity"];
+        let options = crate::stage::tests::options("http://127.0.0.1:9", &names, None);
+        let f: BTreeMap<String, _> = options.fingerprint(None).into_iter().collect();
+        // Nothing flags the built-ins by position: a metric added to refscore
+        // would change every run's record.
+        assert!(!f.contains_key("judge"), "{f:?}");
+        // Every built-in template's version, in registry order: the list the
+        // first run record format kept (crates/job/src/record.rs maps it).
+        let v = crate::template_versions();
+        assert_eq!(
+            f["judge_templates"],
+            json!({"meaning_match": v[0], "fact_similarity": format!("{},{}", v[2], v[3])})
+        );
     }
 }

@@ -281,19 +281,6 @@ pub fn score_batch(batch: &RowBatch, sel: Selection) -> ScoreColumns {
     out
 }
 
-/// The lexical stage's entry in a run's fingerprint: which lexical metrics
-/// it computes, as the text earlier versions stored (one flag per lexical
-/// metric of the registry), so their interrupted runs still resume.
-pub fn fingerprint(metrics: &MetricSet) -> (String, String) {
-    let flags: Vec<String> = (metrics.flags(metric::Group::Lexical).iter())
-        .map(bool::to_string)
-        .collect();
-    (
-        "lexical".into(),
-        format!("Selection([{}])", flags.join(", ")),
-    )
-}
-
 /// The lexical metrics as a pipeline stage: the selected ones, per batch.
 #[derive(Debug, Clone, Copy)]
 pub struct LexicalStage(pub Selection);

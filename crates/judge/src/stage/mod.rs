@@ -735,7 +735,7 @@ fn fail(slot: &mut Option<String>, report: &mut JudgeReport, metric: &str, why: 
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 #[cfg(test)]
 mod defined_tests;

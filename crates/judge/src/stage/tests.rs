@@ -31,7 +31,8 @@ pub(super) fn batch() -> RowBatch {
     }
 }
 
-pub(super) fn options(url: &str, names: &[&str], cache: Option<PathBuf>) -> JudgeOptions {
+/// Options for a judge at `url` asking for the built-in metrics `names`.
+pub(crate) fn options(url: &str, names: &[&str], cache: Option<PathBuf>) -> JudgeOptions {
     let mut metrics = refscore_core::metric::MetricSet::new();
     for name in names {
         metrics.insert(&refscore_core::metric::find(name).expect("a metric"));

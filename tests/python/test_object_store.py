@@ -584,6 +584,34 @@ def test_a_missing_or_read_only_output_bucket_is_found_before_any_work(s3, tmp_p
     assert not (run_dir / "night.parquet").exists()
 
 
+def test_a_delta_table_with_deletion_vectors_reads_on_the_store_as_locally(s3, tmp_path):
+    # The table of test_delta_tables' deletion-vector test, its vectors in
+    # their own file, uploaded: the store's reads apply them as local ones.
+    from test_delta_tables import delete_rows, expected_rows, ids_at, live_adds, result_rows
+    from test_delta_tables import rows as delta_rows
+    from deltalake import WriterProperties
+
+    endpoint, client = s3
+    local = tmp_path / "night"
+    write_deltalake(str(local), delta_rows(0, 40), writer_properties=WriterProperties(max_row_group_size=16))
+    (only,) = live_adds(local, 0)
+    delete_rows(local, 1, {only: [0, 16, 17, 39]}, stored=True)
+    for f in local.rglob("*"):
+        if f.is_file():
+            client.upload_file(str(f), BUCKET, f"dv/night/{f.relative_to(local)}")
+    gone = ids_at(local, only, [0, 16, 17, 39])
+    before = expected_rows(DeltaTable(str(local), version=0))
+    env = store_env(endpoint)
+    for version, want in [(None, [r for r in before if r["id"] not in gone]), (0, before)]:
+        out = tmp_path / f"v{version}.parquet"
+        pick = [] if version is None else ["--table-version", str(version)]
+        r = run(["score", f"s3://{BUCKET}/dv/night", "-o", str(out), "--metrics", "exact_match",
+                 "--keep", "reference,output,day", *pick], env)
+        assert r.returncode == 0, r.stderr
+        assert result_rows(out) == want, version
+    assert len(want) == 40 and len(gone) == 4
+
+
 def test_a_tables_folders_on_the_store_are_refused_as_they_are_locally(s3, tmp_path):
     endpoint, client = s3
     env = store_env(endpoint)

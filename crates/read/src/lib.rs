@@ -104,6 +104,9 @@ pub struct InputFile {
     origin: Origin,
     /// A Delta table file's partition columns (after its own in `schema`).
     partition: Vec<(arrow::datatypes::FieldRef, ArrayRef)>,
+    /// A Delta table file: its table's columns and deletion vector. Its
+    /// `rows` and `row_groups` then count the rows the vector leaves.
+    delta: Option<source::DeltaFile>,
 }
 
 impl InputFile {
@@ -126,6 +129,15 @@ impl InputFile {
         }
         self.rows = rows;
         self.row_groups = row_groups;
+        if let Some(delta) = &self.delta {
+            let mut start = 0;
+            for rows in self.row_groups.iter_mut() {
+                let physical = *rows;
+                *rows = delta.live(start, physical);
+                start += physical;
+            }
+            self.rows = self.row_groups.iter().sum();
+        }
         Ok(self)
     }
 

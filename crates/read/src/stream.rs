@@ -17,6 +17,11 @@ pub(crate) fn read_dictionary_text_as_dictionary(
     keep: &[String],
 ) -> Result<(), Error> {
     use parquet::basic::Encoding;
+    if file.delta.is_some() {
+        // A table's file reads through the kernel's plan, which wants the
+        // table's types (a dictionary hint is not one).
+        return Ok(());
+    }
     let metadata = file.meta.metadata().clone();
     let all_dictionary = |name: &str| {
         metadata.row_groups().iter().all(|rg| {

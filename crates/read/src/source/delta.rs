@@ -1,21 +1,29 @@
 //! Delta Lake tables: the files a version holds, as delta-rs's kernel
 //! replays the table's log (commits, checkpoints, removes), with each
 //! file's partition values as columns. refscore then reads those files
-//! like any other; files a later version removed are never read.
+//! row group by row group like any other (so units, shards and resume work
+//! on tables as on files), through the kernel's own read plan: columns by
+//! their logical names (column mapping `name` and `id`), a column a file
+//! predates as nulls (schema evolution), and without the rows the file's
+//! deletion vector removes. Files a later version removed are never read.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, StringArray};
-use arrow::datatypes::{DataType, Field, FieldRef};
+use arrow::array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use delta_kernel::engine::arrow_conversion::TryFromKernel;
+use delta_kernel::engine::arrow_utils::{fixup_parquet_read, parquet_read_plan, ReorderIndex};
 use delta_kernel::history_manager::{latest_version_as_of, HistoryCommitType};
-use delta_kernel::scan::state::ScanFile;
+use delta_kernel::scan::state::{DvInfo, ScanFile};
+use delta_kernel::schema::{StructField, StructType};
 use delta_kernel::snapshot::Snapshot;
 use delta_kernel_default_engine::executor::tokio::TokioMultiThreadExecutor;
 use delta_kernel_default_engine::DefaultEngine;
 use object_store::path::Path as StorePath;
 use object_store::ObjectStore;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, RowSelection, RowSelector};
+use parquet::arrow::ProjectionMask;
 use refscore_core::Error;
 use url::Url;
 
@@ -58,6 +66,7 @@ pub(super) fn list_local(spec: &str, options: &SourceOptions) -> Result<Listing,
             shown: path,
             origin: Origin::Local,
             partition: file.partition,
+            delta: Some(file.read),
         });
     }
     Ok(Listing {
@@ -99,6 +108,7 @@ pub(super) fn list_store(
             shown: PathBuf::from(store.shown(&object.key)),
             origin: Origin::Object(object),
             partition: file.partition,
+            delta: Some(file.read),
         });
     }
     Ok(Listing {
@@ -112,14 +122,153 @@ struct ActiveFile {
     url: Url,
     size: u64,
     partition: Vec<(FieldRef, ArrayRef)>,
+    read: DeltaFile,
 }
 
-/// What the kernel reports for one file, before partition values are typed.
+/// What the kernel reports for one file, before partition values are typed
+/// and its deletion vector is loaded.
 struct Listed {
     path: String,
     size: i64,
-    deletion_vector: bool,
+    dv: DvInfo,
     partition_values: std::collections::HashMap<String, String>,
+}
+
+/// A table version's data columns (not its partition columns) as every file
+/// of it is read: by their logical names and the table's types, whatever
+/// the file stores them as. It exists so that files written before a
+/// rename, a new column or a type widening read as the table says.
+#[derive(Debug)]
+pub(crate) struct TableColumns {
+    /// The columns as Arrow fields, logical names, in the table's order.
+    pub(crate) arrow: SchemaRef,
+    /// The same columns as the kernel names them (the read's target).
+    logical: Vec<StructField>,
+    /// How each is stored: its physical name and, in column mapping mode
+    /// `id`, its Parquet field id (what the kernel matches a file's columns by).
+    physical: Vec<StructField>,
+}
+
+/// How one file of a Delta table is read: it exists to carry what the log
+/// says about the file beyond its bytes (its table's columns, the rows its
+/// deletion vector removes) from listing to reading.
+#[derive(Debug, Clone)]
+pub(crate) struct DeltaFile {
+    /// The columns of the table's version, shared by all its files.
+    pub(crate) columns: Arc<TableColumns>,
+    /// Row indexes (within the file, ascending) that its deletion vector
+    /// removes; `None`: it has none.
+    pub(crate) deleted: Option<Arc<[u64]>>,
+}
+
+impl DeltaFile {
+    /// Rows of `start..start + rows` (a row group's, within the file) that
+    /// the deletion vector leaves.
+    pub(crate) fn live(&self, start: u64, rows: u64) -> u64 {
+        let Some(deleted) = self.deleted.as_deref() else {
+            return rows;
+        };
+        let lo = deleted.partition_point(|&r| r < start);
+        let hi = deleted.partition_point(|&r| r < start + rows);
+        rows - (hi - lo) as u64
+    }
+
+    /// The rows a read of `row_groups` (in read order; `None`: all) takes:
+    /// those the deletion vector leaves, and of them those `asked` selects
+    /// (it counts the rows left, as `rows` and `row_groups` do).
+    pub(crate) fn selection(
+        &self,
+        meta: &ArrowReaderMetadata,
+        row_groups: Option<&[usize]>,
+        asked: Option<RowSelection>,
+    ) -> Option<RowSelection> {
+        let Some(deleted) = self.deleted.as_deref() else {
+            return asked;
+        };
+        let groups = meta.metadata().row_groups();
+        let mut starts = Vec::with_capacity(groups.len());
+        let mut at = 0u64;
+        for g in groups {
+            starts.push(at);
+            at += g.num_rows().max(0) as u64;
+        }
+        let all: Vec<usize> = (0..groups.len()).collect();
+        let mut selectors = Vec::new();
+        for &g in row_groups.unwrap_or(&all) {
+            let (start, rows) = (starts[g], groups[g].num_rows().max(0) as u64);
+            let end = start + rows;
+            let mut at = start;
+            let from = deleted.partition_point(|&r| r < start);
+            for &r in deleted[from..].iter().take_while(|&&r| r < end) {
+                if r > at {
+                    selectors.push(RowSelector::select((r - at) as usize));
+                }
+                selectors.push(RowSelector::skip(1));
+                at = r + 1;
+            }
+            if end > at {
+                selectors.push(RowSelector::select((end - at) as usize));
+            }
+        }
+        let kept = RowSelection::from(selectors);
+        Some(match asked {
+            Some(asked) => kept.and_then(&asked),
+            None => kept,
+        })
+    }
+
+    /// What to read of the file for the data columns `names` (logical
+    /// names, in that order): the kernel's projection of the file, and its
+    /// fix-up of each batch (columns matched by field id or physical name,
+    /// one the file lacks as nulls, widened types cast, logical names).
+    /// `Err` is the kernel's reason, for a one-line message.
+    pub(crate) fn read_plan(
+        &self,
+        meta: &ArrowReaderMetadata,
+        names: &[&str],
+    ) -> Result<(ProjectionMask, Option<Fixup>), String> {
+        let columns = &self.columns;
+        let mut physical = Vec::with_capacity(names.len());
+        let mut logical = Vec::with_capacity(names.len());
+        for name in names {
+            let i = columns
+                .logical
+                .iter()
+                .position(|f| f.name() == name)
+                .ok_or_else(|| format!("column '{name}' is not one of the table's"))?;
+            physical.push(columns.physical[i].clone());
+            logical.push(columns.logical[i].clone());
+        }
+        if names.is_empty() {
+            return Ok((
+                ProjectionMask::none(meta.parquet_schema().num_columns()),
+                None,
+            ));
+        }
+        let requested = Arc::new(StructType::try_new(physical).map_err(|e| e.to_string())?);
+        let (reorder, mask) = parquet_read_plan(&requested, meta).map_err(|e| e.to_string())?;
+        let target = Arc::new(StructType::try_new(logical).map_err(|e| e.to_string())?);
+        Ok((
+            mask.unwrap_or_else(ProjectionMask::all),
+            Some(Fixup { reorder, target }),
+        ))
+    }
+}
+
+/// The kernel's fix-up of the batches read from one file: see
+/// [`DeltaFile::read_plan`].
+pub(crate) struct Fixup {
+    reorder: Vec<ReorderIndex>,
+    target: delta_kernel::schema::SchemaRef,
+}
+
+impl Fixup {
+    /// A batch as read from the file, as the table's columns.
+    pub(crate) fn apply(&self, batch: RecordBatch) -> Result<RecordBatch, String> {
+        let data = fixup_parquet_read(batch, &self.reorder, None, None, Some(&self.target))
+            .map_err(|e| e.to_string())?;
+        Ok(data.into())
+    }
 }
 
 /// The table's version read and its active files, in the log's order.
@@ -173,26 +322,43 @@ fn active_files(
         }
     };
     let version = snapshot.version();
+    let config = snapshot.table_configuration();
+    let mode = config.column_mapping_mode();
+    let partition_names = config.logical_partition_columns().to_vec();
     let scan = Arc::clone(&snapshot).scan_builder().build().map_err(fail)?;
     let logical = scan.logical_schema();
     let physical = scan.physical_schema();
-    // Columns the files hold under other names (column mapping) would be
-    // read wrongly or not at all by name.
-    for field in physical.fields() {
-        if logical.field(field.name()).is_none() {
-            return Err(Error::config(format!(
-                "{shown}: the table uses column mapping (delta.columnMapping.mode), which \
-                 refscore does not read yet; column '{}' is stored under another name",
-                field.name()
-            )));
+    let arrow_field = |f: &StructField| {
+        Field::try_from_kernel(f)
+            .map(|a| a.with_metadata(std::collections::HashMap::<String, String>::new()))
+            .map_err(|e| Error::bad_input(format!("{shown}: column '{}': {e}", f.name())))
+    };
+    let mut partition_fields: Vec<(FieldRef, String)> = Vec::new();
+    let (mut data_logical, mut data_physical, mut data_arrow) =
+        (Vec::new(), Vec::new(), Vec::new());
+    for field in logical.fields() {
+        // The log keys partition values, and the files name columns, by
+        // physical name (the logical one without column mapping).
+        let stored = field.physical_name(mode);
+        if partition_names.iter().any(|p| p == field.name()) {
+            partition_fields.push((Arc::new(arrow_field(field)?), stored.to_string()));
+            continue;
         }
+        let stored = physical.field(stored).ok_or_else(|| {
+            Error::bad_input(format!(
+                "{shown}: the table's column '{}' has no stored form in its schema",
+                field.name()
+            ))
+        })?;
+        data_arrow.push(arrow_field(field)?);
+        data_logical.push(field.clone());
+        data_physical.push(stored.clone());
     }
-    let partition_fields: Vec<FieldRef> = logical
-        .fields()
-        .filter(|f| physical.field(f.name()).is_none())
-        .map(|f| Field::try_from_kernel(f).map(Arc::new))
-        .collect::<Result<_, _>>()
-        .map_err(|e| Error::bad_input(format!("{shown}: a partition column's type: {e}")))?;
+    let columns = Arc::new(TableColumns {
+        arrow: Arc::new(Schema::new(data_arrow)),
+        logical: data_logical,
+        physical: data_physical,
+    });
     let mut listed: Vec<Listed> = Vec::new();
     for metadata in scan.scan_metadata(&engine).map_err(fail)? {
         let metadata = metadata.map_err(fail)?;
@@ -201,12 +367,13 @@ fn active_files(
                 out.push(Listed {
                     path: file.path,
                     size: file.size,
-                    deletion_vector: file.dv_info.has_vector(),
+                    dv: file.dv_info,
                     partition_values: file.partition_values,
                 })
             })
             .map_err(fail)?;
     }
+    let table_root = snapshot.table_root();
     let mut out = Vec::with_capacity(listed.len());
     for file in listed {
         let file_url = url.join(&file.path).map_err(|e| {
@@ -215,24 +382,36 @@ fn active_files(
                 file.path
             ))
         })?;
-        if file.deletion_vector {
-            return Err(Error::config(format!(
-                "{shown}: version {version} has deletion vectors (table feature \
-                 deletionVectors; {} has one), which refscore does not apply yet; \
-                 rewrite the table without them (OPTIMIZE ... or REORG TABLE ... APPLY (PURGE)) \
-                 or export the version to Parquet",
-                file.path
-            )));
-        }
+        // The kernel reads the vector (inline in the log, or from its file
+        // beside the table's data) and gives the rows it deletes, in order.
+        let deleted = file
+            .dv
+            .get_row_indexes(&engine, table_root)
+            .map_err(|e| {
+                let line = e.to_string();
+                let line = line.lines().next().unwrap_or("");
+                Error::bad_input(format!(
+                    "{shown}: the deletion vector of {} cannot be read: {line}",
+                    file.path
+                ))
+            })?
+            .map(|mut rows| {
+                rows.sort_unstable();
+                Arc::from(rows)
+            });
         let mut partition = Vec::with_capacity(partition_fields.len());
-        for field in &partition_fields {
-            let text = file.partition_values.get(field.name()).cloned();
+        for (field, stored) in &partition_fields {
+            let text = file.partition_values.get(stored).cloned();
             partition.push((Arc::clone(field), typed(&shown, field, text)?));
         }
         out.push(ActiveFile {
             url: file_url,
             size: file.size.max(0) as u64,
             partition,
+            read: DeltaFile {
+                columns: Arc::clone(&columns),
+                deleted,
+            },
         });
     }
     Ok((version, out))

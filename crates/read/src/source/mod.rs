@@ -15,6 +15,7 @@ use arrow::array::ArrayRef;
 use arrow::datatypes::{Field, FieldRef, Schema, SchemaRef};
 use refscore_core::Error;
 
+pub(crate) use delta::{DeltaFile, Fixup};
 pub(crate) use refscore_store::ObjectFile;
 pub use refscore_store::{is_url, redact, StoreOptions};
 pub(crate) use rows::{open_rows, Failure, ReadPlan, RowReader, Rows};
@@ -51,6 +52,8 @@ pub(crate) struct Found {
     /// A Delta file's partition values: columns the file does not hold,
     /// one value for all its rows (a 1-row array each).
     pub(crate) partition: Vec<(FieldRef, ArrayRef)>,
+    /// A Delta file: how the table's columns and its deletion vector read.
+    pub(crate) delta: Option<DeltaFile>,
 }
 
 /// What a spec names: its files, in read order, and the table version read
@@ -76,6 +79,7 @@ pub(crate) fn list(spec: &str, options: &SourceOptions) -> Result<Listing, Error
                     shown: p,
                     origin: Origin::Local,
                     partition: Vec::new(),
+                    delta: None,
                 })
                 .collect(),
             table_version: None,
@@ -120,9 +124,15 @@ pub(crate) fn open(found: Found) -> Result<InputFile, Error> {
         meta: footer.meta,
         origin: found.origin,
         partition: found.partition,
+        delta: found.delta,
     }
     .with_counts()?;
-    file.schema = file.full_schema(file.meta.schema());
+    // A Delta file reads as its table's columns, whatever it stores.
+    let own = match &file.delta {
+        Some(delta) => Arc::clone(&delta.columns.arrow),
+        None => Arc::clone(file.meta.schema()),
+    };
+    file.schema = file.full_schema(&own);
     Ok(file)
 }
 

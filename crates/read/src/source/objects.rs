@@ -17,6 +17,7 @@ pub(super) fn listing(spec: &str, options: &SourceOptions) -> Result<Listing, Er
         shown: PathBuf::from(store.shown(&o.key)),
         origin: Origin::Object(o),
         partition: Vec::new(),
+        delta: None,
     };
     let key_text = key.as_ref().to_string();
     let files: Vec<Found> = if let Some(glob_at) = key_text.find(['*', '?', '[']) {

@@ -12,7 +12,7 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::ProjectionMask;
 use refscore_core::Error;
 
-use super::{remote, Origin};
+use super::{remote, Fixup, Origin};
 use crate::{files, quiet_panic, InputFile};
 
 /// What a read takes from a file: which columns (by root index) and which
@@ -62,6 +62,8 @@ pub(crate) struct Rows {
 pub(crate) struct RowReader {
     inner: Inner,
     constants: Vec<(FieldRef, ArrayRef)>,
+    /// A Delta file's batches become its table's columns.
+    fixup: Option<Fixup>,
 }
 
 enum Inner {
@@ -70,7 +72,9 @@ enum Inner {
 }
 
 /// Opens a reader of the columns `names` (projected columns come in the
-/// file's order, then partition columns in the order asked) of `rows`.
+/// file's order, a Delta file's in the order asked, then partition columns
+/// in the order asked) of `rows`. A Delta file's `rows` count the rows its
+/// deletion vector leaves, and those are all that is read.
 pub(crate) fn open_rows(
     file: &InputFile,
     names: &[&str],
@@ -79,10 +83,13 @@ pub(crate) fn open_rows(
 ) -> Result<RowReader, Error> {
     let shown = file.path.display().to_string();
     let mut roots = Vec::new();
+    let mut data = Vec::new();
     let mut constants = Vec::new();
     for name in names {
         if let Some((field, value)) = file.partition.iter().find(|(f, _)| f.name() == name) {
             constants.push((Arc::clone(field), Arc::clone(value)));
+        } else if file.delta.is_some() {
+            data.push(*name);
         } else {
             roots.push(
                 file.meta
@@ -92,10 +99,24 @@ pub(crate) fn open_rows(
             );
         }
     }
+    let (mask, fixup, selection) = match &file.delta {
+        None => (
+            ProjectionMask::roots(file.meta.parquet_schema(), roots),
+            None,
+            rows.selection,
+        ),
+        Some(delta) => {
+            let (mask, fixup) = delta
+                .read_plan(&file.meta, &data)
+                .map_err(|e| Error::bad_input(format!("{shown}: {e}")))?;
+            let selection = delta.selection(&file.meta, rows.row_groups.as_deref(), rows.selection);
+            (mask, fixup, selection)
+        }
+    };
     let plan = ReadPlan {
-        mask: ProjectionMask::roots(file.meta.parquet_schema(), roots),
+        mask,
         row_groups: rows.row_groups,
-        selection: rows.selection,
+        selection,
         batch_size,
     };
     let inner = match &file.origin {
@@ -115,7 +136,11 @@ pub(crate) fn open_rows(
             object, &shown, &file.meta, plan,
         )?),
     };
-    Ok(RowReader { inner, constants })
+    Ok(RowReader {
+        inner,
+        constants,
+        fixup,
+    })
 }
 
 impl RowReader {
@@ -129,7 +154,13 @@ impl RowReader {
             Inner::Object(reader) => reader.next_batch(),
         });
         let batch = match next {
-            Ok(Some(Ok(batch))) => batch,
+            Ok(Some(Ok(batch))) => match &self.fixup {
+                None => batch,
+                Some(fixup) => match fixup.apply(batch) {
+                    Ok(batch) => batch,
+                    Err(e) => return Some(Err(Failure::Decode(e))),
+                },
+            },
             Ok(other) => return other,
             Err(panic) => {
                 return Some(Err(Failure::Decode(format!(

@@ -675,7 +675,7 @@ fn score_help_names_every_cross_encoder_family() {
         .collect::<Vec<_>>()
         .join(" ");
     let paragraph = paragraph.split_whitespace().collect::<Vec<_>>().join(" ");
-    for (model_type, family) in refscore_embed::CROSS_FAMILIES {
+    for (model_type, family) in refscore_embed::cross_families() {
         assert!(
             paragraph.contains(family),
             "score --help's --cross-model omits {family} (model_type '{model_type}'): {paragraph}"

@@ -62,7 +62,7 @@ pub use cross::{
     CrossStage, NliEntailment, NliLabels, NliScores, PairPrediction, ScoreActivation,
 };
 pub use encoder::{device_ordinal, parse_device};
-pub use family::CROSS_FAMILIES;
+pub use family::cross_families;
 pub use idf::Idf;
 pub use kernels::{kernel_path, use_kernels, KernelPath};
 pub use math::{bertscore, cosine, Embedded, PromptSpan};

@@ -197,10 +197,11 @@ impl Bounds {
 /// every later word carries.
 /// Whether bert_score encodes with GPT-2's tokenizer class or a subclass
 /// (it checks `isinstance(tokenizer, (GPT2Tokenizer, RobertaTokenizer))`):
-/// by `tokenizer_config.json`'s class when it names one, else by family.
-/// DeBERTa v1's tokenizer subclassed GPT-2's in the transformers releases
-/// bert_score's baselines were measured with (4.6 to 4.20). Qwen's and
-/// ModernBERT's byte-level tokenizers never did: no prefix space for them.
+/// by `tokenizer_config.json`'s class when it names one, else by family
+/// ([`crate::family::Family::gpt2_tokenizer`]: DeBERTa v1's tokenizer
+/// subclassed GPT-2's in the transformers releases bert_score's baselines
+/// were measured with, 4.6 to 4.20). Qwen's and ModernBERT's byte-level
+/// tokenizers never did: no prefix space for them.
 pub(crate) fn gpt2_class(tokenizer_class: Option<&str>, family: &str) -> bool {
     match tokenizer_class.map(|c| c.strip_suffix("Fast").unwrap_or(c)) {
         Some(class) => matches!(
@@ -211,7 +212,7 @@ pub(crate) fn gpt2_class(tokenizer_class: Option<&str>, family: &str) -> bool {
                 | "BartTokenizer"
                 | "LongformerTokenizer"
         ),
-        None => matches!(family, "roberta" | "deberta"),
+        None => crate::family::find(family).is_some_and(|f| f.gpt2_tokenizer),
     }
 }
 

@@ -95,17 +95,6 @@ struct StCrossConfig {
     activation_fn: Option<String>,
 }
 
-/// Decoder families: their sequence classifiers read the last token, with
-/// padding rules of their own; refscore has no such head.
-const DECODERS: &[&str] = &[
-    "qwen3",
-    "gemma3_text",
-    "gemma3",
-    "llama",
-    "mistral",
-    "qwen2",
-];
-
 impl CrossFolder {
     /// `--cross-model`: a folder, or a Hugging Face id from the local cache
     /// (downloaded only when `lookup` allows it), read and checked.
@@ -153,16 +142,17 @@ impl CrossFolder {
                 "{architecture} is {what}; --cross-model takes a *ForSequenceClassification checkpoint"
             )));
         }
-        if DECODERS.contains(&model_type.as_str()) {
+        let heads = crate::family::with_heads();
+        if crate::family::is_decoder(&model_type) {
             return Err(refuse(format!(
                 "{architecture} is a decoder's classifier (model_type '{model_type}'); refscore runs encoder cross-encoders only ({})",
-                crate::family::HEAD_FAMILIES.join(", ")
+                heads.join(", ")
             )));
         }
-        if !crate::family::HEAD_FAMILIES.contains(&model_type.as_str()) {
+        if !heads.contains(&model_type.as_str()) {
             return Err(refuse(format!(
                 "model_type '{model_type}' has no sequence-classification head in refscore (it has: {})",
-                crate::family::HEAD_FAMILIES.join(", ")
+                heads.join(", ")
             )));
         }
         if let Some(p) = c.problem_type.as_deref() {

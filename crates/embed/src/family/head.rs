@@ -63,6 +63,28 @@ struct HeadConfig {
     norm_eps: Option<f64>,
 }
 
+/// How a family's `*ForSequenceClassification` puts its head together
+/// (the dense layer, its nonlinearity, the output layer), named after the
+/// transformers class each shape follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeadShape {
+    /// BertPooler (tanh) then `classifier`, the pooler under the first of
+    /// these prefixes whose weights the checkpoint holds. GTE's and
+    /// NomicBERT's classifiers are BERT's (transformers' classes subclass
+    /// it; new-impl's and nomic-ai's own code has the same pooler).
+    BertPooler(&'static [&'static str]),
+    /// RobertaClassificationHead: dense, tanh, out_proj.
+    RobertaHead,
+    /// DistilBERT's pre_classifier, ReLU, classifier.
+    PreClassifier,
+    /// DeBERTa's ContextPooler (its `pooler_hidden_act`, GELU by default),
+    /// then `classifier`.
+    ContextPooler,
+    /// ModernBertPredictionHead (dense, its activation, a norm), then
+    /// `classifier`, on the pooled state.
+    ModernBert,
+}
+
 /// Which of the last layer's token states a head reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum HeadPooling {
@@ -93,6 +115,15 @@ impl ClassifierHead {
         weights: VarBuilder,
         labels: usize,
     ) -> Result<ClassifierHead> {
+        let Some(shape) = super::find(model_type)
+            .and_then(|f| f.head)
+            .map(|h| h.shape)
+        else {
+            return Err(format!(
+                "refscore has no sequence-classification head for model_type '{model_type}' yet (it has: {})",
+                super::with_heads().join(", ")
+            ));
+        };
         let c: HeadConfig =
             serde_json::from_str(config).map_err(|e| format!("config.json: {e}"))?;
         let h = c.hidden_size;
@@ -104,17 +135,8 @@ impl ClassifierHead {
         let mut norm = None;
         // (dense, its nonlinearity, output layer), as each architecture's
         // *ForSequenceClassification names and orders them.
-        let (dense, nonlinearity, out) = match model_type {
-            // BertPooler (tanh) then `classifier`; GTE's and NomicBERT's
-            // classifiers are BERT's (transformers' classes subclass it,
-            // and new-impl's and nomic-ai's own code has the same pooler),
-            // their pooler under whichever prefix holds the encoder.
-            "bert" | "gte" | "new" | "nomic_bert" => {
-                let prefixes: &[&str] = match model_type {
-                    "bert" => &["bert"],
-                    "gte" | "new" => &["gte", "new"],
-                    _ => &["nomic_bert", "bert"],
-                };
+        let (dense, nonlinearity, out) = match shape {
+            HeadShape::BertPooler(prefixes) => {
                 let pooler = prefixes
                     .iter()
                     .map(|p| format!("{p}.pooler.dense"))
@@ -126,21 +148,17 @@ impl ClassifierHead {
                     linear("classifier", h, labels)?,
                 )
             }
-            // RobertaClassificationHead: dense, tanh, out_proj.
-            "roberta" | "xlm-roberta" => (
+            HeadShape::RobertaHead => (
                 linear("classifier.dense", h, h)?,
                 Nonlinearity::Tanh,
                 linear("classifier.out_proj", h, labels)?,
             ),
-            // pre_classifier, ReLU, classifier.
-            "distilbert" => (
+            HeadShape::PreClassifier => (
                 linear("pre_classifier", h, h)?,
                 Nonlinearity::Relu,
                 linear("classifier", h, labels)?,
             ),
-            // ContextPooler (its `pooler_hidden_act`, GELU by default),
-            // then `classifier`.
-            "deberta" | "deberta-v2" => {
+            HeadShape::ContextPooler => {
                 let width = c.pooler_hidden_size.unwrap_or(h);
                 let act = c.pooler_hidden_act.as_deref().unwrap_or("gelu");
                 (
@@ -149,16 +167,12 @@ impl ClassifierHead {
                     linear("classifier", width, labels)?,
                 )
             }
-            // ModernBertPredictionHead (dense, its activation, a norm),
-            // then `classifier`, on the pooled state.
-            "modernbert" => {
+            HeadShape::ModernBert => {
                 pooling = match c.classifier_pooling.as_deref().unwrap_or("cls") {
                     "cls" => HeadPooling::First,
                     "mean" => HeadPooling::Mean,
                     other => {
-                        return Err(format!(
-                            "classifier_pooling '{other}' is not cls or mean"
-                        ))
+                        return Err(format!("classifier_pooling '{other}' is not cls or mean"))
                     }
                 };
                 let dense = if c.classifier_bias {
@@ -168,21 +182,24 @@ impl ClassifierHead {
                         .map_err(|e| format!("the classification head's head.dense: {e}"))?
                 };
                 let eps = c.norm_eps.unwrap_or(1e-5);
-                let missing = |e: candle_core::Error| format!("the classification head's head.norm: {e}");
+                let missing =
+                    |e: candle_core::Error| format!("the classification head's head.norm: {e}");
                 let weight = weights.get(h, "head.norm.weight").map_err(missing)?;
                 norm = Some(if c.norm_bias {
-                    LayerNorm::new(weight, weights.get(h, "head.norm.bias").map_err(missing)?, eps)
+                    LayerNorm::new(
+                        weight,
+                        weights.get(h, "head.norm.bias").map_err(missing)?,
+                        eps,
+                    )
                 } else {
                     LayerNorm::new_no_bias(weight, eps)
                 });
                 let act = c.classifier_activation.as_deref().unwrap_or("gelu");
-                (dense, Nonlinearity::named(act)?, linear("classifier", h, labels)?)
-            }
-            other => {
-                return Err(format!(
-                    "refscore has no sequence-classification head for model_type '{other}' yet (it has: {})",
-                    SUPPORTED.join(", ")
-                ))
+                (
+                    dense,
+                    Nonlinearity::named(act)?,
+                    linear("classifier", h, labels)?,
+                )
             }
         };
         Ok(ClassifierHead {
@@ -235,45 +252,9 @@ impl ClassifierHead {
     }
 }
 
-/// Each `model_type` with a head and the family name `--cross-model`'s help
-/// gives it, so that a test can check the help names every family the code
-/// accepts (a family added here and missing from the help fails it).
-pub const CROSS_FAMILIES: &[(&str, &str)] = &[
-    ("bert", "BERT"),
-    ("deberta", "DeBERTa"),
-    ("deberta-v2", "DeBERTa"),
-    ("distilbert", "DistilBERT"),
-    ("gte", "GTE"),
-    ("modernbert", "ModernBERT"),
-    ("new", "GTE"),
-    ("nomic_bert", "NomicBERT"),
-    ("roberta", "RoBERTa"),
-    ("xlm-roberta", "XLM-R"),
-];
-
-/// The `model_type`s with a head, for messages.
-pub(crate) const SUPPORTED: &[&str] = &[
-    "bert",
-    "deberta",
-    "deberta-v2",
-    "distilbert",
-    "gte",
-    "modernbert",
-    "new",
-    "nomic_bert",
-    "roberta",
-    "xlm-roberta",
-];
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_family_with_a_head_has_a_name_for_the_help() {
-        let named: Vec<&str> = CROSS_FAMILIES.iter().map(|(t, _)| *t).collect();
-        assert_eq!(named, SUPPORTED);
-    }
 
     #[test]
     fn activations_are_transformers_functions() {

@@ -1,8 +1,11 @@
 //! Model families: one module per architecture, each implementing
 //! [`EncoderModel`], chosen by `config.json`'s `model_type` (the shape of
 //! text-embeddings-inference). Adding a family is adding its module and one
-//! line in [`FAMILIES`]; tokenisation, pooling, batching, the store and the
-//! metrics do not change.
+//! [`Family`] entry in [`FAMILIES`], which says everything the code around
+//! the encoder asks of a family (where positions start, how bert_score
+//! tokenises it, whether it is a decoder, its classification head);
+//! tokenisation, pooling, batching, the store and the metrics do not
+//! change.
 
 use candle_core::Tensor;
 use candle_nn::VarBuilder;
@@ -27,8 +30,8 @@ mod rotary;
 mod testing;
 mod transformer;
 
-pub use head::CROSS_FAMILIES;
-pub(crate) use head::{ClassifierHead, SUPPORTED as HEAD_FAMILIES};
+pub(crate) use head::ClassifierHead;
+use head::HeadShape;
 
 type Result<T> = candle_core::Result<T>;
 
@@ -83,30 +86,160 @@ pub(crate) fn has_second_segment(lengths: &[usize], second: Option<&[usize]>) ->
 pub(crate) type Loader =
     fn(&str, VarBuilder, Precision) -> std::result::Result<Box<dyn EncoderModel>, String>;
 
+/// What refscore knows of one `model_type`, in one place: how to load its
+/// encoder and what the code around the encoder asks of it.
+pub(crate) struct Family {
+    /// `config.json`'s `model_type`.
+    pub model_type: &'static str,
+    /// Builds the encoder.
+    pub load: Loader,
+    /// Where its position ids start.
+    pub positions: Positions,
+    /// Whether bert_score takes its tokenizer for GPT-2's class (or a
+    /// subclass) when `tokenizer_config.json` names no class: DeBERTa v1's
+    /// subclassed GPT-2's in the transformers releases bert_score's
+    /// baselines were measured with.
+    pub gpt2_tokenizer: bool,
+    /// Whether it is a decoder: its sequence classifiers read the last
+    /// token, with padding rules of their own, so it has no head here.
+    pub decoder: bool,
+    /// Its `*ForSequenceClassification` head, where refscore has one.
+    pub head: Option<Head>,
+}
+
+/// A family's sequence-classification head.
+#[derive(Clone, Copy)]
+pub(crate) struct Head {
+    /// The family's name in `--cross-model`'s help.
+    pub name: &'static str,
+    /// How the head is built ([`ClassifierHead::load`]).
+    pub shape: HeadShape,
+}
+
+/// Where a family's position ids start.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Positions {
+    /// At 0 (BERT; families with rotary positions, which have no table).
+    FromZero,
+    /// Past the padding id (fairseq's convention: RoBERTa, XLM-R, MPNet).
+    AfterPadding,
+}
+
+const fn family(model_type: &'static str, load: Loader) -> Family {
+    Family {
+        model_type,
+        load,
+        positions: Positions::FromZero,
+        gpt2_tokenizer: false,
+        decoder: false,
+        head: None,
+    }
+}
+
+const fn head(name: &'static str, shape: HeadShape) -> Option<Head> {
+    Some(Head { name, shape })
+}
+
 /// The families refscore runs, by `model_type`.
-const FAMILIES: &[(&str, Loader)] = &[
-    ("bert", bert::load),
-    ("deberta", deberta::load_v1),
-    ("deberta-v2", deberta::load_v2),
-    ("distilbert", distilbert::load),
-    ("gemma3_text", gemma3::load),
-    ("gte", rotary::load_gte),
-    ("modernbert", modernbert::load),
-    ("mpnet", mpnet::load),
-    ("new", rotary::load_new),
-    ("nomic_bert", rotary::load_nomic),
-    ("qwen3", qwen3::load),
-    ("roberta", roberta::load),
-    ("xlm-roberta", roberta::load),
+const FAMILIES: &[Family] = &[
+    Family {
+        head: head("BERT", HeadShape::BertPooler(&["bert"])),
+        ..family("bert", bert::load)
+    },
+    Family {
+        gpt2_tokenizer: true,
+        head: head("DeBERTa", HeadShape::ContextPooler),
+        ..family("deberta", deberta::load_v1)
+    },
+    Family {
+        head: head("DeBERTa", HeadShape::ContextPooler),
+        ..family("deberta-v2", deberta::load_v2)
+    },
+    Family {
+        head: head("DistilBERT", HeadShape::PreClassifier),
+        ..family("distilbert", distilbert::load)
+    },
+    Family {
+        decoder: true,
+        ..family("gemma3_text", gemma3::load)
+    },
+    Family {
+        head: head("GTE", HeadShape::BertPooler(&["gte", "new"])),
+        ..family("gte", rotary::load_gte)
+    },
+    Family {
+        head: head("ModernBERT", HeadShape::ModernBert),
+        ..family("modernbert", modernbert::load)
+    },
+    Family {
+        positions: Positions::AfterPadding,
+        ..family("mpnet", mpnet::load)
+    },
+    Family {
+        head: head("GTE", HeadShape::BertPooler(&["gte", "new"])),
+        ..family("new", rotary::load_new)
+    },
+    Family {
+        head: head("NomicBERT", HeadShape::BertPooler(&["nomic_bert", "bert"])),
+        ..family("nomic_bert", rotary::load_nomic)
+    },
+    Family {
+        decoder: true,
+        ..family("qwen3", qwen3::load)
+    },
+    Family {
+        positions: Positions::AfterPadding,
+        gpt2_tokenizer: true,
+        head: head("RoBERTa", HeadShape::RobertaHead),
+        ..family("roberta", roberta::load)
+    },
+    Family {
+        positions: Positions::AfterPadding,
+        head: head("XLM-R", HeadShape::RobertaHead),
+        ..family("xlm-roberta", roberta::load)
+    },
 ];
+
+/// Decoder `model_type`s refscore has no family for, named so that a
+/// decoder's classifier is refused as one.
+const OTHER_DECODERS: &[&str] = &["gemma3", "llama", "mistral", "qwen2"];
+
+/// The family of `model_type`, if refscore has one.
+pub(crate) fn find(model_type: &str) -> Option<&'static Family> {
+    FAMILIES.iter().find(|f| f.model_type == model_type)
+}
+
+/// Whether `model_type` is a decoder (with a family here or not).
+pub(crate) fn is_decoder(model_type: &str) -> bool {
+    find(model_type).map_or(OTHER_DECODERS.contains(&model_type), |f| f.decoder)
+}
+
+/// The `model_type`s with a sequence-classification head, for messages.
+pub(crate) fn with_heads() -> Vec<&'static str> {
+    FAMILIES
+        .iter()
+        .filter(|f| f.head.is_some())
+        .map(|f| f.model_type)
+        .collect()
+}
+
+/// Each `model_type` with a head and the family name `--cross-model`'s help
+/// gives it, so that a test can check the help names every family the code
+/// accepts (a family given a head and missing from the help fails it).
+pub fn cross_families() -> Vec<(&'static str, &'static str)> {
+    FAMILIES
+        .iter()
+        .filter_map(|f| f.head.map(|h| (f.model_type, h.name)))
+        .collect()
+}
 
 /// The position id of a sequence's first token in a `model_type`'s
 /// family (BERT counts from 0; RoBERTa, XLM-R and MPNet from
 /// `pad_token_id + 1`), so a folder's usable length is known before the
 /// weights load.
 pub(crate) fn first_position(model_type: Option<&str>, pad_token_id: Option<u32>) -> usize {
-    match model_type {
-        Some("mpnet" | "roberta" | "xlm-roberta") => after_padding(pad_token_id),
+    match model_type.and_then(find).map(|f| f.positions) {
+        Some(Positions::AfterPadding) => after_padding(pad_token_id),
         _ => 0,
     }
 }
@@ -119,12 +252,12 @@ fn after_padding(pad_token_id: Option<u32>) -> usize {
 
 /// The `model_type` values refscore runs, for messages.
 pub(crate) fn supported() -> Vec<&'static str> {
-    FAMILIES.iter().map(|(name, _)| *name).collect()
+    FAMILIES.iter().map(|f| f.model_type).collect()
 }
 
 /// Whether refscore has a family for `model_type`.
 pub(crate) fn has(model_type: &str) -> bool {
-    FAMILIES.iter().any(|(name, _)| *name == model_type)
+    find(model_type).is_some()
 }
 
 /// Loads the family `model_type` names ([`crate::ModelFiles::family`]: a
@@ -135,14 +268,49 @@ pub(crate) fn load(
     weights: VarBuilder,
     precision: Precision,
 ) -> std::result::Result<Box<dyn EncoderModel>, Error> {
-    let (_, loader) = FAMILIES
-        .iter()
-        .find(|(name, _)| *name == model_type)
-        .ok_or_else(|| {
-            Error::config(format!(
-                "model_type '{model_type}' has no model family in refscore (it runs: {})",
-                supported().join(", ")
-            ))
-        })?;
-    loader(config, weights, precision).map_err(Error::config)
+    let family = find(model_type).ok_or_else(|| {
+        Error::config(format!(
+            "model_type '{model_type}' has no model family in refscore (it runs: {})",
+            supported().join(", ")
+        ))
+    })?;
+    (family.load)(config, weights, precision).map_err(Error::config)
+}
+
+#[cfg(test)]
+mod registry_tests {
+    use super::*;
+
+    /// One entry a `model_type`; a decoder has no encoder head; the
+    /// decoders without a family are not families.
+    #[test]
+    fn the_registry_is_consistent() {
+        let types = supported();
+        let mut unique = types.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(
+            unique.len(),
+            types.len(),
+            "a model_type listed twice: {types:?}"
+        );
+        for f in FAMILIES.iter().filter(|f| f.decoder) {
+            assert!(
+                f.head.is_none(),
+                "{} is a decoder with an encoder head",
+                f.model_type
+            );
+        }
+        for t in OTHER_DECODERS {
+            assert!(
+                find(t).is_none(),
+                "{t} has a family: mark it a decoder there"
+            );
+            assert!(is_decoder(t));
+        }
+        assert!(is_decoder("qwen3") && !is_decoder("bert"));
+        assert_eq!(first_position(Some("xlm-roberta"), None), 2);
+        assert_eq!(first_position(Some("bert"), Some(0)), 0);
+        assert_eq!(first_position(None, None), 0);
+    }
 }

@@ -453,8 +453,10 @@ impl MetricSet {
     }
 
     /// For each built-in metric of `group`, in registry order, whether the
-    /// set holds it: the form earlier run fingerprints recorded a selection
-    /// in, kept so that `--resume` still recognises their runs.
+    /// set holds it: the form run records of format 1 kept a selection in.
+    /// Not for a run record: adding a built-in changes it for every set
+    /// (the record names the metrics; `crates/job/src/record.rs` maps the
+    /// old form).
     pub fn flags(&self, group: Group) -> Vec<bool> {
         BUILTIN
             .iter()

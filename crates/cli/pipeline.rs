@@ -150,11 +150,7 @@ impl<'s> Pipeline<'s> {
         }
         f.insert("batch_size".into(), json!(s.batch_size));
         if let Some((files, options)) = &self.embedding {
-            // Its `embedding` entry flags the built-ins by position: the
-            // record names the metrics instead, so a metric added to
-            // refscore changes nothing of a run without it.
-            let entries = options.fingerprint(files, &s.embed.device)?;
-            f.extend(entries.into_iter().filter(|(k, _)| k != "embedding"));
+            f.extend(options.fingerprint(files, &s.embed.device)?);
         }
         if let Some((plan, options)) = &self.cross {
             let (key, value) = plan.fingerprint(options)?;

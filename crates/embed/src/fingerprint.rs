@@ -4,7 +4,6 @@
 //! the options, not the loaded stage: a run is checked before the model
 //! loads.
 
-use refscore_core::metric::Group;
 use refscore_core::Error;
 use serde_json::{json, Value};
 
@@ -19,13 +18,8 @@ impl EmbedOptions {
         files: &ModelFiles,
         device: &str,
     ) -> Result<Vec<(String, Value)>, Error> {
-        let mut f = vec![
-            (
-                "embedding".to_string(),
-                json!(self.metrics.flags(Group::Embedding)),
-            ),
-            ("model_files".into(), json!(files.content_sha256()?)),
-        ];
+        // The chosen metrics are the run record's, by name (crates/job).
+        let mut f = vec![("model_files".to_string(), json!(files.content_sha256()?))];
         // The folder's settings beyond its three checksummed files.
         if files.pooling != Pooling::Mean || !files.include_prompt {
             f.push((

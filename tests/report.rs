@@ -269,6 +269,56 @@ fn summary_and_report_agree_on_every_figure() {
     assert_eq!(token_f1["result"]["pass_rate"], 1.0);
 }
 
+/// The worst rows listed for a lower-is-better metric are its highest
+/// values (the rows that contradict their references most), worst first;
+/// a higher-is-better metric beside it still lists its lowest.
+#[test]
+fn the_worst_rows_of_contradiction_are_its_highest() {
+    let d = tempfile::tempdir().unwrap();
+    let n = 30usize;
+    let ids: Vec<i64> = (0..n as i64).collect();
+    let values: Vec<Option<f32>> = (0..n).map(|i| Some(i as f32 / 100.0)).collect();
+    let path = d.path().join("r.parquet");
+    write_parquet(
+        &path,
+        vec![
+            ("id", int_ids(&ids)),
+            ("token_f1", f32s_col(&values)),
+            ("nli_contradiction", f32s_col(&values)),
+            ("status", s(&vec!["ok"; n])),
+            ("error", strs(&vec![None; n])),
+        ],
+    );
+    let json = d.path().join("r.json");
+    ok(&refscore(&[
+        "report",
+        p(&path),
+        "--lowest",
+        "3",
+        "--json",
+        p(&json),
+    ]));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let listed = |metric: &str| -> (Vec<u64>, bool) {
+        let m = r["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == metric)
+            .unwrap();
+        let rows = m["lowest"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["row"].as_u64().unwrap())
+            .collect();
+        (rows, m["lower_is_better"].as_bool().unwrap())
+    };
+    assert_eq!(listed("nli_contradiction"), (vec![29, 28, 27], true));
+    assert_eq!(listed("token_f1"), (vec![0, 1, 2], false));
+}
+
 /// `nli_contradiction` is lower-is-better (the metric registry says so): a
 /// rise in it is "worse" and trips `--fail-on-regression`; a fall is
 /// "better" and passes it. Token F1 beside it keeps higher-is-better.

@@ -259,7 +259,8 @@ pub struct ReportArgs {
     #[arg(long, value_name = "METRIC=COLUMN")]
     pub gold: Vec<String>,
 
-    /// Lowest-scoring rows listed per metric
+    /// Worst-scoring rows listed per metric (the lowest values; the highest
+    /// for a lower-is-better metric such as nli_contradiction)
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub lowest: usize,
 

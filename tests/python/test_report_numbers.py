@@ -162,7 +162,9 @@ def test_lowest_rows(pair):
     for m in r["metrics"]:
         v = floats(c[m["name"]])
         rows = np.nonzero(~np.isnan(v))[0]
-        order = np.lexsort((rows, v[rows]))[:LOWEST]
+        # Worst first: the highest values where lower is better.
+        worst = -v if m["lower_is_better"] else v
+        order = np.lexsort((rows, worst[rows]))[:LOWEST]
         assert [x["row"] for x in m["lowest"]] == rows[order].tolist()
         assert [x["id"] for x in m["lowest"]] == [str(c["id"][k]) for k in rows[order]]
         assert m["lowest"][0]["reference"].startswith("reference answer")

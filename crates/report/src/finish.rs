@@ -237,9 +237,13 @@ pub(crate) fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Resul
             threshold: t,
             result: distribution(&agg.cur[k], &agg.cur_hist[k], t, range),
             baseline: has_base.then(|| distribution(&agg.base[k], &agg.base_hist[k], t, range)),
+            lower_is_better: Direction::of(name).lower_is_better(),
             lowest: lowest[k]
                 .iter()
-                .map(|e| view(e.1, crate::agg::unsortable(e.0), None))
+                .map(|e| {
+                    let value = crate::agg::unsortable(e.0) * crate::pass::worst_first(name);
+                    view(e.1, value, None)
+                })
                 .collect(),
             change,
         });

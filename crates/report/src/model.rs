@@ -126,7 +126,12 @@ pub struct MetricReport {
     pub result: Distribution,
     /// Distribution in the baseline.
     pub baseline: Option<Distribution>,
-    /// The lowest-scoring rows of the result, lowest first.
+    /// Whether lower values are the better ones (`nli_contradiction`), as
+    /// the metric registry says: the report reads changes and lists rows
+    /// that way round.
+    pub lower_is_better: bool,
+    /// The worst-scoring rows of the result, worst first: the lowest
+    /// values, or the highest where lower is better.
     pub lowest: Vec<RowView>,
     /// Change against the baseline over rows valued in both.
     pub change: Option<Change>,

@@ -224,6 +224,17 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// The sign that orders a metric's values worst first when sorted
+/// ascending: 1 where higher is better, -1 where lower is (the metric
+/// registry's direction), so the rows the report lists as the worst are.
+pub(crate) fn worst_first(metric: &str) -> f32 {
+    if metric::Direction::of(metric).lower_is_better() {
+        -1.0
+    } else {
+        1.0
+    }
+}
+
 pub(crate) struct Ctx<'a> {
     pub(crate) options: &'a Options,
     pub(crate) cur: &'a Run,
@@ -747,6 +758,8 @@ fn chunk(
     for (k, name) in ctx.metrics.iter().enumerate() {
         run::metric_values(col(batch, name), &mut vals[k]);
         let t = agg.thresholds[k];
+        // The worst rows are kept: the highest where lower is better.
+        let worst_first = worst_first(name);
         let v = &vals[k];
         for i in 0..n {
             let x = v[i];
@@ -755,7 +768,7 @@ fn chunk(
             }
             agg.cur[k].add(x as f64, t);
             agg.cur_hist[k].add(x as f64);
-            let e = (sortable(x), first_row + i as u64);
+            let e = (sortable(worst_first * x), first_row + i as u64);
             if agg.lowest[k].wants(&e) {
                 agg.lowest[k].offer(e);
             }

@@ -269,6 +269,16 @@ fn summary_and_report_agree_on_every_figure() {
     assert_eq!(token_f1["result"]["pass_rate"], 1.0);
 }
 
+/// `refscore report RESULT FLAGS --json …`, run to success, its JSON.
+fn report_json(result: &Path, flags: &[&str]) -> serde_json::Value {
+    let json = result.with_extension("report.json");
+    let mut args = vec!["report", p(result)];
+    args.extend_from_slice(flags);
+    args.extend(["--json", p(&json)]);
+    ok(&refscore(&args));
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
 /// The worst rows listed for a lower-is-better metric are its highest
 /// values (the rows that contradict their references most), worst first;
 /// a higher-is-better metric beside it still lists its lowest.
@@ -289,17 +299,7 @@ fn the_worst_rows_of_contradiction_are_its_highest() {
             ("error", strs(&vec![None; n])),
         ],
     );
-    let json = d.path().join("r.json");
-    ok(&refscore(&[
-        "report",
-        p(&path),
-        "--lowest",
-        "3",
-        "--json",
-        p(&json),
-    ]));
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r = report_json(&path, &["--lowest", "3"]);
     let listed = |metric: &str| -> (Vec<u64>, bool) {
         let m = r["metrics"]
             .as_array()
@@ -436,17 +436,7 @@ fn contradiction_stands_in_the_right_way_round() {
             ("error", strs(&vec![None; n])),
         ],
     );
-    let json = d.path().join("r.json");
-    ok(&refscore(&[
-        "report",
-        p(&path),
-        "--gold",
-        "meaning_match=human",
-        "--json",
-        p(&json),
-    ]));
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r = report_json(&path, &["--gold", "meaning_match=human"]);
     let figures = r["calibration"]
         .as_array()
         .unwrap()

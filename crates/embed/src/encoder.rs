@@ -342,14 +342,7 @@ pub fn parse_device(spec: &str) -> Result<Device, Error> {
     let ordinal = device_ordinal(spec).map_err(|e| Error::usage(format!("--device {e}")))?;
     match (spec, ordinal) {
         ("auto", _) => Ok(if candle_core::utils::cuda_is_available() {
-            match Device::new_cuda(0) {
-                Ok(device) => {
-                    keep_freed_memory(&device)
-                        .map_err(|e| Error::config(format!("--device auto: {e}")))?;
-                    device
-                }
-                Err(_) => Device::Cpu,
-            }
+            open_cuda(0, spec).unwrap_or(Device::Cpu)
         } else {
             Device::Cpu
         }),
@@ -360,13 +353,18 @@ pub fn parse_device(spec: &str) -> Result<Device, Error> {
                     "--device {spec}: this build has no CUDA support (rebuild with `--features cuda`) or no GPU is visible"
                 )));
             }
-            let device = Device::new_cuda(ordinal)
-                .map_err(|e| Error::config(format!("--device {spec}: {e}")))?;
-            keep_freed_memory(&device)
-                .map_err(|e| Error::config(format!("--device {spec}: {e}")))?;
-            Ok(device)
+            open_cuda(ordinal, spec)
         }
     }
+}
+
+/// GPU `ordinal`, set up for a run ([`keep_freed_memory`]); `spec` is the
+/// `--device` value its errors name.
+fn open_cuda(ordinal: usize, spec: &str) -> Result<Device, Error> {
+    let device = Device::new_cuda(ordinal)
+        .and_then(|device| keep_freed_memory(&device).map(|()| device))
+        .map_err(|e| Error::config(format!("--device {spec}: {e}")))?;
+    Ok(device)
 }
 
 /// Tells the CUDA driver to keep memory freed by the run in its pool rather

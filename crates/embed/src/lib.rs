@@ -183,9 +183,6 @@ pub struct EmbedReport {
     /// pass): each distinct text once, and a long text only up to a prefix
     /// that surely fills the truncation limit.
     pub tokenized_bytes: u64,
-    /// Time in the forward pass: [`EmbedReport::forward_launch`] plus
-    /// [`EmbedReport::forward_wait`].
-    pub forward: Duration,
     /// Time the host spent queuing forward passes (on the CPU, where a pass
     /// is computed as it is queued, nearly all of `forward`).
     pub forward_launch: Duration,
@@ -198,6 +195,13 @@ pub struct EmbedReport {
     pub store_hits: u64,
     /// Texts written to the persistent cache.
     pub store_writes: u64,
+}
+
+impl EmbedReport {
+    /// Time in the forward pass: queuing it plus waiting for it.
+    pub fn forward(&self) -> Duration {
+        self.forward_launch + self.forward_wait
+    }
 }
 
 /// The loaded model plus run state (cache, IDF, baseline, counters).
@@ -560,7 +564,7 @@ impl refscore_core::Stage for EmbeddingStage {
     fn summary(&self) -> Option<(&'static str, serde_json::Value)> {
         let r = &self.report;
         let files = &self.files;
-        let forward = r.forward.as_secs_f64();
+        let forward = r.forward().as_secs_f64();
         let serde_json::Value::Object(mut summary) = serde_json::json!({
             "model": files.dir.display().to_string(),
             "family": files.family,

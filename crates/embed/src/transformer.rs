@@ -273,7 +273,6 @@ impl TextModel for TransformerModel {
                 let t0 = Instant::now();
                 let launched = self.encoder.launch(&seqs, None, &self.taps)?;
                 report.forward_launch += t0.elapsed();
-                report.forward += t0.elapsed();
                 report.padded_tokens += if packs {
                     seqs.iter().map(|s| s.len() as u64).sum()
                 } else {
@@ -294,7 +293,6 @@ impl TextModel for TransformerModel {
                 let t0 = Instant::now();
                 let states = self.encoder.read(launched)?;
                 report.forward_wait += t0.elapsed();
-                report.forward += t0.elapsed();
                 read = Some((group, tokens, states));
             }
             match next {

@@ -214,7 +214,6 @@ impl TextModel for StaticModel {
         for (k, e) in built {
             out[k] = Some(Arc::new(e));
         }
-        report.forward += t0.elapsed();
         report.forward_launch += t0.elapsed();
         Ok(())
     }

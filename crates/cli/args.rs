@@ -155,7 +155,8 @@ Example (a nightly CI gate):
       --fail-on-regression token_f1=0.01,exact_match -o report.html --json report.json
 
 Exit codes: as for `score`, and
-  1   a metric named in --fail-on-regression regressed (the report is written)
+  1   a metric named in --fail-on-regression regressed, or a --gate failed (the report
+      is written)
 
 ";
 
@@ -248,6 +249,16 @@ pub struct ReportArgs {
     /// `all` checks every metric. Needs --baseline
     #[arg(long, value_name = "METRIC[=DELTA],...", value_delimiter = ',')]
     pub fail_on_regression: Vec<String>,
+
+    /// Exit 1 unless a labelled verdict's TPR (or TNR) is proven at least MIN: its
+    /// one-sided lower Clopper-Pearson bound at --gate-confidence, on the rows labelled
+    /// true (false). METRIC defaults to every labelled verdict, e.g. 'tpr>=0.9,tnr>=0.9'
+    #[arg(long, value_name = "[METRIC.]tpr|tnr>=MIN,...", value_delimiter = ',')]
+    pub gate: Vec<String>,
+
+    /// The confidence of --gate's lower bounds (1 - delta)
+    #[arg(long, value_name = "LEVEL", default_value_t = 0.9)]
+    pub gate_confidence: f64,
 
     /// Pass threshold for a metric, e.g. token_f1=0.6 (repeatable) [default: the one the
     /// result records, i.e. what its summary used, else `score`'s default]

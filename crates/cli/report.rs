@@ -6,12 +6,14 @@ use std::path::Path;
 use refscore_core::files::write_atomically;
 use refscore_core::Error;
 use refscore_read::ColumnMapping;
+use refscore_report::rate_gate::{check_confidence, RateGate};
 use refscore_report::{Gate, Options};
 
 use crate::args::ReportArgs;
 use crate::metrics;
 
-/// Builds and writes the report; returns true when a regression gate failed.
+/// Builds and writes the report; returns true when a regression gate or a
+/// rate gate failed.
 pub fn run(args: ReportArgs) -> Result<bool, Error> {
     if args.output.is_none() && args.json.is_none() {
         return Err(Error::usage(
@@ -38,6 +40,13 @@ pub fn run(args: ReportArgs) -> Result<bool, Error> {
         .filter(|g| !g.trim().is_empty())
         .map(|g| Gate::parse(g))
         .collect::<Result<Vec<_>, _>>()?;
+    let rate_gates = args
+        .gate
+        .iter()
+        .filter(|g| !g.trim().is_empty())
+        .map(|g| RateGate::parse(g))
+        .collect::<Result<Vec<_>, _>>()?;
+    check_confidence(args.gate_confidence)?;
     let options = Options {
         result: args.result,
         baseline: args.baseline,
@@ -51,6 +60,8 @@ pub fn run(args: ReportArgs) -> Result<bool, Error> {
         by: args.by,
         thresholds,
         gates,
+        rate_gates,
+        gate_confidence: args.gate_confidence,
         lowest: args.lowest,
         flips: args.flips,
         seed: args.seed,
@@ -79,6 +90,9 @@ pub fn run(args: ReportArgs) -> Result<bool, Error> {
                 out.push('\n');
             }
         }
+        for g in report.rate_gates.iter().filter(|g| !g.failed) {
+            out.push_str(&format!("gate passed: {}\n", g.line));
+        }
         for p in args.output.iter().chain(args.json.iter()) {
             out.push_str(&format!("wrote {}\n", p.display()));
         }
@@ -86,7 +100,7 @@ pub fn run(args: ReportArgs) -> Result<bool, Error> {
     }
     let failed = report.failed_gates();
     for g in &failed {
-        eprintln!("refscore: {}", g.line);
+        eprintln!("refscore: {g}");
     }
     Ok(!failed.is_empty())
 }

@@ -112,3 +112,100 @@ fn tiny_row_groups_are_grouped_into_full_batches_at_fixed_cuts() {
     assert_eq!(part[0], "row 2250");
     assert_eq!(part[479], "row 2729");
 }
+
+/// The same bound on a Delta table with column mapping (issue 68): its
+/// files name the columns by physical names (`col-…`), so the footer's
+/// sizes must be found through the table's mapping, not the logical names
+/// the run asks for (which matched nothing, and the batch fell back to the
+/// row count: all 12 texts of 24 MiB in one batch). In mode `id` the
+/// file's names may be neither: the field ids find the columns.
+#[test]
+fn a_column_mapped_delta_table_of_huge_texts_is_read_in_byte_bounded_batches() {
+    read_mapped_table("name", ["col-5f1c-reference", "col-9a2e-output"]);
+    read_mapped_table("id", ["written_as_ref", "written_as_out"]);
+}
+
+/// Writes a table of 12 answers of 24 MiB in mapping `mode`, its file
+/// naming the two columns `in_file`, and reads it in bounded batches.
+fn read_mapped_table(mode: &str, in_file: [&str; 2]) {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("mapped");
+    std::fs::create_dir_all(table.join("_delta_log")).unwrap();
+    let size = 24 << 20;
+    let rows = 12;
+    let texts: Vec<String> = (0..rows)
+        .map(|i| format!("{i:02}") + &"x".repeat(size - 2))
+        .collect();
+    // Field ids as a writer in mode `name` also stores them.
+    let field = |physical: &str, id: &str| {
+        let meta =
+            std::collections::HashMap::from([("PARQUET:field_id".to_string(), id.to_string())]);
+        Field::new(physical, DataType::Utf8, false).with_metadata(meta)
+    };
+    let schema = Arc::new(Schema::new(vec![
+        field(in_file[0], "1"),
+        field(in_file[1], "2"),
+    ]));
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap()))
+        .set_dictionary_enabled(false)
+        .build();
+    let file = table.join("part-00000.parquet");
+    let mut w =
+        ArrowWriter::try_new(File::create(&file).unwrap(), schema.clone(), Some(props)).unwrap();
+    let small: ArrayRef = Arc::new(StringArray::from(vec!["a"; rows]));
+    let big: ArrayRef = Arc::new(StringArray::from(texts));
+    w.write(&RecordBatch::try_new(schema, vec![small, big]).unwrap())
+        .unwrap();
+    w.close().unwrap();
+    let column = |name: &str, id: u32, physical: &str| {
+        format!(
+            r#"{{"name":"{name}","type":"string","nullable":false,"metadata":{{"delta.columnMapping.id":{id},"delta.columnMapping.physicalName":"{physical}"}}}}"#
+        )
+    };
+    let schema_string = format!(
+        r#"{{"type":"struct","fields":[{},{}]}}"#,
+        column("reference", 1, "col-5f1c-reference"),
+        column("output", 2, "col-9a2e-output")
+    );
+    let log = [
+        r#"{"protocol":{"minReaderVersion":2,"minWriterVersion":5}}"#.to_string(),
+        format!(
+            r#"{{"metaData":{{"id":"6c1f0d0e-2d3a-4a8e-9a55-0c5d1b2f7e11","format":{{"provider":"parquet","options":{{}}}},"schemaString":{},"partitionColumns":[],"configuration":{{"delta.columnMapping.mode":"{mode}","delta.columnMapping.maxColumnId":"2"}},"createdTime":1700000000000}}}}"#,
+            serde_json_string(&schema_string)
+        ),
+        format!(
+            r#"{{"add":{{"path":"part-00000.parquet","partitionValues":{{}},"size":{},"modificationTime":1700000000000,"dataChange":true}}}}"#,
+            std::fs::metadata(&file).unwrap().len()
+        ),
+    ];
+    std::fs::write(
+        table.join("_delta_log/00000000000000000000.json"),
+        log.join("\n") + "\n",
+    )
+    .unwrap();
+
+    let dataset = Dataset::open(table.to_str().unwrap(), &ReadOptions::default()).unwrap();
+    let most = (BATCH_BYTES / size as u64) as usize;
+    assert!(most < rows, "the test needs more text than one batch holds");
+    let mut seen = 0;
+    for batch in dataset.batches() {
+        let batch = batch.unwrap();
+        assert!(
+            batch.len() <= most,
+            "{mode}: a batch of {} rows of 24 MiB",
+            batch.len()
+        );
+        for i in 0..batch.len() {
+            let text = batch.output.get(i).unwrap();
+            assert_eq!(&text[..2], format!("{:02}", seen + i), "rows in order");
+        }
+        seen += batch.len();
+    }
+    assert_eq!(seen, rows);
+}
+
+/// `text` as a JSON string literal (the log holds the schema as a string).
+fn serde_json_string(text: &str) -> String {
+    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+}

@@ -17,36 +17,61 @@ use refscore_read::{Dataset, ReadOptions, BATCH_BYTES};
 fn a_row_group_of_huge_texts_is_read_in_byte_bounded_batches() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("huge.parquet");
-    let size = 24 << 20; // 24 MiB per answer; 12 of them = 288 MiB > BATCH_BYTES
-    let rows = 12;
-    let texts: Vec<String> = (0..rows)
-        .map(|i| format!("{i:02}") + &"x".repeat(size - 2))
+    write_huge_answers(&path, ["reference", "output"], None);
+    read_in_bounded_batches(path.to_str().unwrap(), "plain file");
+}
+
+/// Answers of 24 MiB each: 12 of them are 288 MiB, more than [`BATCH_BYTES`].
+const HUGE: usize = 24 << 20;
+/// How many huge answers the files hold.
+const HUGE_ROWS: usize = 12;
+
+/// Writes one row group of [`HUGE_ROWS`] rows: a one-letter reference and
+/// an answer of [`HUGE`] bytes starting with its row number, the columns
+/// named `names` (with those Parquet field ids, if given).
+fn write_huge_answers(path: &std::path::Path, names: [&str; 2], ids: Option<[&str; 2]>) {
+    let texts: Vec<String> = (0..HUGE_ROWS)
+        .map(|i| format!("{i:02}") + &"x".repeat(HUGE - 2))
         .collect();
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("reference", DataType::Utf8, false),
-        Field::new("output", DataType::Utf8, false),
-    ]));
+    let field = |k: usize| {
+        let f = Field::new(names[k], DataType::Utf8, false);
+        match ids {
+            Some(ids) => f.with_metadata(std::collections::HashMap::from([(
+                "PARQUET:field_id".to_string(),
+                ids[k].to_string(),
+            )])),
+            None => f,
+        }
+    };
+    let schema = Arc::new(Schema::new(vec![field(0), field(1)]));
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap()))
         .set_dictionary_enabled(false)
         .build();
     let mut w =
-        ArrowWriter::try_new(File::create(&path).unwrap(), schema.clone(), Some(props)).unwrap();
-    let small: ArrayRef = Arc::new(StringArray::from(vec!["a"; rows]));
+        ArrowWriter::try_new(File::create(path).unwrap(), schema.clone(), Some(props)).unwrap();
+    let small: ArrayRef = Arc::new(StringArray::from(vec!["a"; HUGE_ROWS]));
     let big: ArrayRef = Arc::new(StringArray::from(texts));
     w.write(&RecordBatch::try_new(schema, vec![small, big]).unwrap())
         .unwrap();
     w.close().unwrap();
+}
 
-    let dataset = Dataset::open(path.to_str().unwrap(), &ReadOptions::default()).unwrap();
-    let most = (BATCH_BYTES / size as u64) as usize;
-    assert!(most < rows, "the test needs more text than one batch holds");
+/// Reads `input`'s huge answers: every batch within [`BATCH_BYTES`] of
+/// text, every row once, in order.
+fn read_in_bounded_batches(input: &str, what: &str) {
+    let dataset = Dataset::open(input, &ReadOptions::default()).unwrap();
+    let most = (BATCH_BYTES / HUGE as u64) as usize;
+    assert!(
+        most < HUGE_ROWS,
+        "the test needs more text than one batch holds"
+    );
     let mut seen = 0;
     for batch in dataset.batches() {
         let batch = batch.unwrap();
         assert!(
             batch.len() <= most,
-            "a batch of {} rows of 24 MiB",
+            "{what}: a batch of {} rows of 24 MiB",
             batch.len()
         );
         for i in 0..batch.len() {
@@ -55,7 +80,7 @@ fn a_row_group_of_huge_texts_is_read_in_byte_bounded_batches() {
         }
         seen += batch.len();
     }
-    assert_eq!(seen, rows);
+    assert_eq!(seen, HUGE_ROWS);
 }
 
 #[test]
@@ -131,33 +156,9 @@ fn read_mapped_table(mode: &str, in_file: [&str; 2]) {
     let dir = tempfile::tempdir().unwrap();
     let table = dir.path().join("mapped");
     std::fs::create_dir_all(table.join("_delta_log")).unwrap();
-    let size = 24 << 20;
-    let rows = 12;
-    let texts: Vec<String> = (0..rows)
-        .map(|i| format!("{i:02}") + &"x".repeat(size - 2))
-        .collect();
-    // Field ids as a writer in mode `name` also stores them.
-    let field = |physical: &str, id: &str| {
-        let meta =
-            std::collections::HashMap::from([("PARQUET:field_id".to_string(), id.to_string())]);
-        Field::new(physical, DataType::Utf8, false).with_metadata(meta)
-    };
-    let schema = Arc::new(Schema::new(vec![
-        field(in_file[0], "1"),
-        field(in_file[1], "2"),
-    ]));
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap()))
-        .set_dictionary_enabled(false)
-        .build();
     let file = table.join("part-00000.parquet");
-    let mut w =
-        ArrowWriter::try_new(File::create(&file).unwrap(), schema.clone(), Some(props)).unwrap();
-    let small: ArrayRef = Arc::new(StringArray::from(vec!["a"; rows]));
-    let big: ArrayRef = Arc::new(StringArray::from(texts));
-    w.write(&RecordBatch::try_new(schema, vec![small, big]).unwrap())
-        .unwrap();
-    w.close().unwrap();
+    // Field ids as writers store them in either mode.
+    write_huge_answers(&file, in_file, Some(["1", "2"]));
     let column = |name: &str, id: u32, physical: &str| {
         format!(
             r#"{{"name":"{name}","type":"string","nullable":false,"metadata":{{"delta.columnMapping.id":{id},"delta.columnMapping.physicalName":"{physical}"}}}}"#
@@ -184,25 +185,7 @@ fn read_mapped_table(mode: &str, in_file: [&str; 2]) {
         log.join("\n") + "\n",
     )
     .unwrap();
-
-    let dataset = Dataset::open(table.to_str().unwrap(), &ReadOptions::default()).unwrap();
-    let most = (BATCH_BYTES / size as u64) as usize;
-    assert!(most < rows, "the test needs more text than one batch holds");
-    let mut seen = 0;
-    for batch in dataset.batches() {
-        let batch = batch.unwrap();
-        assert!(
-            batch.len() <= most,
-            "{mode}: a batch of {} rows of 24 MiB",
-            batch.len()
-        );
-        for i in 0..batch.len() {
-            let text = batch.output.get(i).unwrap();
-            assert_eq!(&text[..2], format!("{:02}", seen + i), "rows in order");
-        }
-        seen += batch.len();
-    }
-    assert_eq!(seen, rows);
+    read_in_bounded_batches(table.to_str().unwrap(), &format!("column mapping {mode}"));
 }
 
 /// `text` as a JSON string literal (the log holds the schema as a string).

@@ -303,6 +303,13 @@ pub struct MergeArgs {
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
+    /// What -o names: parquet (one result file, the default) or delta (a Delta table's
+    /// folder or URL: the run's rows are appended in one commit that records the run, so a
+    /// run is appended at most once; the table is created on first use, and new result
+    /// columns are added to it)
+    #[arg(long, value_name = "FORMAT")]
+    pub output_format: Option<String>,
+
     /// Do not print the table
     #[arg(short, long)]
     pub quiet: bool,
@@ -375,6 +382,13 @@ pub struct ScoreArgs {
     /// locally first, then uploaded whole with its summary: a reader never sees part of it)
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    /// What -o names: parquet (one result file, the default) or delta (a Delta table's
+    /// folder or URL: the run's rows are appended in one commit that records the run, so a
+    /// run is appended at most once; the table is created on first use, and new result
+    /// columns are added to it)
+    #[arg(long, value_name = "FORMAT")]
+    pub output_format: Option<String>,
 
     /// For an object-store output: the local folder for its copy and run folder (--resume)
     /// [default: ~/.cache/refscore/outputs/<the URL>]

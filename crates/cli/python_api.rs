@@ -56,11 +56,19 @@ pub fn score_parquet(flags: &[String]) -> Result<String, Error> {
     set_threads(settings.threads)?;
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| score::run(&settings)));
     match caught.map_err(panic_error)?? {
-        Outcome::Scored(summary) => {
+        Outcome::Scored { summary, .. } => {
             Ok(serde_json::to_string(&summary).expect("summary serialises"))
         }
-        Outcome::AlreadyPublished(summary) => Ok(summary),
-        Outcome::AlreadyComplete | Outcome::Published => {
+        Outcome::AlreadyPublished { summary, .. } => Ok(summary),
+        Outcome::Published {
+            summary: Some(summary),
+            ..
+        } => Ok(summary),
+        Outcome::Published {
+            summary_at: path, ..
+        } => std::fs::read_to_string(&path)
+            .map_err(|e| Error::io(format!("{}: cannot read: {e}", path.display()))),
+        Outcome::AlreadyComplete => {
             let path = refscore_write::summary_path(&settings.output);
             std::fs::read_to_string(&path)
                 .map_err(|e| Error::io(format!("{}: cannot read: {e}", path.display())))

@@ -429,7 +429,8 @@ impl DeltaTable {
 
 /// `batch` with the table's columns in the table's order: a column the
 /// result lacks (a metric an earlier night had) as nulls, each column cast
-/// to the table's type where the two name the same Delta type differently.
+/// to the table's type where the two name the same Delta type differently
+/// (Delta's `long` for an unsigned id, `string` for a large string).
 fn conform(batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBatch, arrow::error::ArrowError> {
     let schema = batch.schema();
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
@@ -444,7 +445,17 @@ fn conform(batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBatch, arrow
             Some(i) if batch.column(i).data_type() == field.data_type() => {
                 Arc::clone(batch.column(i))
             }
-            Some(i) => arrow::compute::cast(batch.column(i), field.data_type())?,
+            // Strict: a value the table's type cannot hold (a u64 id above
+            // i64's range: Delta has no unsigned types) fails the commit
+            // rather than turning into a null.
+            Some(i) => arrow::compute::cast_with_options(
+                batch.column(i),
+                field.data_type(),
+                &arrow::compute::CastOptions {
+                    safe: false,
+                    ..Default::default()
+                },
+            )?,
         });
     }
     RecordBatch::try_new(Arc::clone(target), columns)

@@ -168,3 +168,50 @@ def test_a_column_of_another_type_is_refused_before_any_work(nights, tmp_path):
     assert r.returncode == 78, r.stderr
     assert "column 'id'" in r.stderr and "never rewrites" in r.stderr
     assert DeltaTable(str(nights["table"])).version() == before
+
+
+def test_a_table_in_an_object_store_gets_the_same_appends(tmp_path):
+    """The same two nights and a rerun, to a table on moto's S3: two
+    versions, the rows refscore's Parquet output has, the summaries beside
+    the table in the bucket."""
+    from test_object_store import BUCKET, delta_storage, free_port, start_server, stop_server, \
+        store_env, MOTO
+    import boto3
+
+    port = free_port()
+    proc = start_server([str(MOTO), "-H", "127.0.0.1", "-p", str(port)], port)
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing",
+                              aws_secret_access_key="testing-secret", region_name="us-east-1")
+        client.create_bucket(Bucket=BUCKET)
+        env = store_env(endpoint, XDG_CACHE_HOME=str(tmp_path / "cache"))
+        url = f"s3://{BUCKET}/tables/results"
+        first = night(tmp_path, "night1", 0, 120)
+        second = night(tmp_path, "night2", 120, 309)
+        for spec, metrics in ((first, "exact_match"), (second, "exact_match,token_f1"),
+                              (second, "exact_match,token_f1")):
+            r = subprocess.run(
+                [BIN, "score", str(spec), "-o", url, "--output-format", "delta", "--metrics",
+                 metrics, "--keep", "reference,output", "--resume"],
+                capture_output=True, text=True, env=env, timeout=300)
+            assert r.returncode == 0, r.stderr
+        assert "already holds this run's rows" in r.stderr
+        dt = DeltaTable(url, storage_options=delta_storage(endpoint))
+        history = sorted(dt.history(), key=lambda c: c["version"])
+        assert [c["operation"] for c in history] == ["CREATE TABLE", "WRITE"]
+        got = dt.to_pyarrow_table()
+        assert got.num_rows == 309
+        want = []
+        for spec, metrics in ((first, "exact_match"), (second, "exact_match,token_f1")):
+            out = tmp_path / f"{spec.stem}.result.parquet"
+            r = score(spec, out, metrics)
+            assert r.returncode == 0, r.stderr
+            want.append(pq.read_table(out).select(COLUMNS))
+        assert rows(got, COLUMNS) == rows(pa.concat_tables(want), COLUMNS)
+        keys = sorted(o["Key"] for o in client.list_objects_v2(
+            Bucket=BUCKET, Prefix="tables/results/_refscore/")["Contents"])
+        ids = [c["operationParameters"]["refscore.run_id"] for c in history]
+        assert keys == sorted(f"tables/results/_refscore/{i}.summary.json" for i in ids)
+    finally:
+        stop_server(proc)

@@ -232,6 +232,16 @@ pub struct ReportArgs {
     #[arg(long, value_name = "PREVIOUS")]
     pub baseline: Option<String>,
 
+    /// RESULT is a Delta table `score --output-format delta` appends to: report the rows
+    /// one run appended, named by its commit's table version or its run id [default: every
+    /// row of the table]
+    #[arg(long, value_name = "VERSION|RUN_ID")]
+    pub night: Option<String>,
+
+    /// The same for PREVIOUS: e.g. --baseline TABLE --baseline-night 41 --night 42
+    #[arg(long, value_name = "VERSION|RUN_ID")]
+    pub baseline_night: Option<String>,
+
     /// The scoring input, for texts (and --by) the result did not keep; joined by id
     #[arg(long, value_name = "INPUT")]
     pub input: Option<String>,

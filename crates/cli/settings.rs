@@ -431,6 +431,7 @@ fn source_options_in(
         store: refscore_read::StoreOptions {
             retries: args.store_retries.unwrap_or(defaults.store.retries),
         },
+        table_commit_only: false,
     })
 }
 

@@ -139,6 +139,32 @@ def test_polars_reads_the_same_rows(nights):
     assert first.height == 120 and "token_f1" not in first.columns
 
 
+def report(*args):
+    """`refscore report ... --json` as a dict."""
+    out = Path(args[-1])
+    r = run("report", *args[:-1], "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    return json.loads(out.read_text())
+
+
+def test_report_reads_one_night_from_the_table_as_from_its_parquet_output(nights):
+    table, tmp = str(nights["table"]), nights["tmp"]
+    history = sorted(DeltaTable(table).history(), key=lambda c: c["version"])
+    for version, name in ((0, "night1"), (1, "night2")):
+        want = report(str(tmp / f"{name}.result.parquet"), tmp / f"{name}.want.json")
+        run_id = history[version]["operationParameters"]["refscore.run_id"]
+        for night in (str(version), run_id):
+            got = report(table, "--night", night, tmp / f"{name}.{night}.json")
+            assert got["result"]["rows"] == want["result"]["rows"], night
+            assert got["result"]["statuses"] == want["result"]["statuses"], night
+            assert got["metrics"] == want["metrics"], night
+    # The whole table without --night; and a night the table lacks.
+    assert report(table, tmp / "all.json")["result"]["rows"] == 309
+    r = run("report", table, "--night", "no-such-run", "--json", str(tmp / "x.json"))
+    assert r.returncode == 64, r.stderr
+    assert "holds no run" in r.stderr
+
+
 def test_a_format_refscore_does_not_write_is_refused_in_one_line(tmp_path):
     r = score(EXAMPLE, tmp_path / "t", "exact_match", "--output-format", "iceberg")
     assert r.returncode == 64, r.stderr

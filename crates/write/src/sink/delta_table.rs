@@ -152,6 +152,41 @@ impl DeltaTable {
         })
     }
 
+    /// The table version whose commit appended the run `name` ([`RunKey::name`]:
+    /// its run id, with `.shard-K-of-N` for a shard), if the table holds it:
+    /// the first version whose log knows the run's transaction identifier,
+    /// found by bisection (every later version knows it too).
+    pub fn version_of_run(&self, name: &str) -> Result<Option<u64>, Error> {
+        let app_id = format!("refscore:{name}");
+        let engine = self.engine();
+        let Some(latest) = self.snapshot(&engine)? else {
+            return Ok(None);
+        };
+        let knows = |version: u64| -> Result<bool, Error> {
+            let snapshot = Snapshot::builder_for(self.url.as_str())
+                .at_version(version)
+                .build(&engine)
+                .map_err(|e| self.kernel(e))?;
+            snapshot
+                .get_app_id_version(&app_id, &engine)
+                .map(|v| v.is_some())
+                .map_err(|e| self.kernel(e))
+        };
+        if !knows(latest.version())? {
+            return Ok(None);
+        }
+        let (mut low, mut high) = (0, latest.version());
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if knows(mid)? {
+                high = mid;
+            } else {
+                low = mid + 1;
+            }
+        }
+        Ok(Some(low))
+    }
+
     /// The Delta transaction's application id that marks `run` as appended.
     pub fn app_id(run: &RunKey) -> String {
         format!("refscore:{}", run.name())

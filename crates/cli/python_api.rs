@@ -88,6 +88,15 @@ fn panic_error(panic: Box<dyn std::any::Any + Send>) -> Error {
 /// `score` flags for in-memory data: the input is a placeholder name and
 /// there is no output file.
 fn parse_in_memory(flags: &[String]) -> Result<Settings, Error> {
+    if flags
+        .iter()
+        .any(|f| f == "--output-format" || f.starts_with("--output-format="))
+    {
+        return Err(Error::usage(
+            "output_format: applies to jobs over files (score_parquet), not to in-memory data \
+             (Scorer, refscore.ray.score, refscore.spark.score), which returns the rows to you",
+        ));
+    }
     let argv: Vec<String> = [DATA_NAME, "-o", "-"]
         .into_iter()
         .map(String::from)

@@ -33,9 +33,13 @@ fn write_input(path: &Path, rows: u64) {
     let props = WriterProperties::builder()
         .set_max_row_group_row_count(Some(2_000))
         .build();
-    let mut w = ArrowWriter::try_new(File::create(path).unwrap(), schema.clone(), Some(props)).unwrap();
+    let mut w =
+        ArrowWriter::try_new(File::create(path).unwrap(), schema.clone(), Some(props)).unwrap();
     let ids: Vec<u64> = (0..rows).collect();
-    let reference: Vec<String> = ids.iter().map(|i| format!("the answer is {}", i % 97)).collect();
+    let reference: Vec<String> = ids
+        .iter()
+        .map(|i| format!("the answer is {}", i % 97))
+        .collect();
     let output: Vec<String> = ids
         .iter()
         .map(|i| format!("the answer is {}", (i * 7) % 97))
@@ -119,7 +123,11 @@ fn a_killed_run_run_again_appends_its_rows_once_and_equal_to_the_parquet_output(
     let input = dir.path().join("night.parquet");
     write_input(&input, 200_000);
     let clean = dir.path().join("clean.parquet");
-    ok(&score(&input, &clean, &["--metrics", "lexical", "--keep", "reference"]));
+    ok(&score(
+        &input,
+        &clean,
+        &["--metrics", "lexical", "--keep", "reference"],
+    ));
     let table = dir.path().join("results");
 
     // Killed once a part is committed (its run folder is in _refscore/).
@@ -131,14 +139,18 @@ fn a_killed_run_run_again_appends_its_rows_once_and_equal_to_the_parquet_output(
     let deadline = Instant::now() + Duration::from_secs(120);
     let meta = table.join("_refscore");
     let committed = || {
-        std::fs::read_dir(&meta).into_iter().flatten().flatten().any(|e| {
-            e.file_name().to_string_lossy().ends_with(".refscore-run")
-                && std::fs::read_dir(e.path())
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                    .any(|p| p.file_name().to_string_lossy().starts_with("part-"))
-        })
+        std::fs::read_dir(&meta)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                e.file_name().to_string_lossy().ends_with(".refscore-run")
+                    && std::fs::read_dir(e.path())
+                        .into_iter()
+                        .flatten()
+                        .flatten()
+                        .any(|p| p.file_name().to_string_lossy().starts_with("part-"))
+            })
     };
     while !committed() && Instant::now() < deadline && child.try_wait().unwrap().is_none() {
         std::thread::sleep(Duration::from_millis(10));
@@ -163,7 +175,10 @@ fn a_killed_run_run_again_appends_its_rows_once_and_equal_to_the_parquet_output(
         let s: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(meta.join(&names[0])).unwrap()).unwrap();
         if killed_midway {
-            assert!(s["rows_resumed"].as_u64().unwrap_or(0) > 0, "the rerun resumed");
+            assert!(
+                s["rows_resumed"].as_u64().unwrap_or(0) > 0,
+                "the rerun resumed"
+            );
         }
         s["run_id"].as_str().unwrap().to_string()
     };
@@ -176,9 +191,16 @@ fn a_killed_run_run_again_appends_its_rows_once_and_equal_to_the_parquet_output(
         // Delta has no unsigned types: the u64 id is a long in the table.
         let b = arrow::compute::cast(want.column_by_name(field.name()).unwrap(), a.data_type())
             .unwrap();
-        assert!(a.to_data() == b.to_data(), "column {} differs", field.name());
+        assert!(
+            a.to_data() == b.to_data(),
+            "column {} differs",
+            field.name()
+        );
     }
-    assert_eq!(got.schema().field_with_name("id").unwrap().data_type(), &DataType::Int64);
+    assert_eq!(
+        got.schema().field_with_name("id").unwrap().data_type(),
+        &DataType::Int64
+    );
 
     // A crash right after the commit, before the summary: the same
     // command adds nothing, and says so.

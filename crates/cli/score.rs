@@ -19,7 +19,10 @@ use crate::settings::Settings;
 pub enum Outcome {
     /// The output and summary are in place; where the summary is, as
     /// messages show it.
-    Scored { summary: Summary, summary_at: String },
+    Scored {
+        summary: Summary,
+        summary_at: String,
+    },
     /// `--resume` found the output already complete.
     AlreadyComplete,
     /// The destination already holds this run's finished result (a

@@ -384,9 +384,12 @@ fn active_files(
         for metadata in scan.scan_metadata(&engine).map_err(fail)? {
             earlier = metadata
                 .map_err(fail)?
-                .visit_scan_files(earlier, |out: &mut std::collections::HashSet<String>, file: ScanFile| {
-                    out.insert(file.path);
-                })
+                .visit_scan_files(
+                    earlier,
+                    |out: &mut std::collections::HashSet<String>, file: ScanFile| {
+                        out.insert(file.path);
+                    },
+                )
                 .map_err(fail)?;
         }
         listed.retain(|file| !earlier.contains(&file.path));

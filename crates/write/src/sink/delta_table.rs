@@ -109,7 +109,9 @@ impl DeltaTable {
         let parent = std::fs::canonicalize(&parent)
             .map_err(|e| Error::io(format!("{}: cannot resolve: {e}", parent.display())))?;
         let name = path.file_name().ok_or_else(|| {
-            Error::usage(format!("{shown}: give the Delta table's folder, e.g. -o results/nightly"))
+            Error::usage(format!(
+                "{shown}: give the Delta table's folder, e.g. -o results/nightly"
+            ))
         })?;
         let root = parent.join(name);
         let url = Url::from_directory_path(&root)
@@ -375,11 +377,12 @@ impl DeltaTable {
             let committer = Box::new(FileSystemCommitter::new());
             let committed = match self.snapshot(&engine)? {
                 None => {
-                    let txn = create_table(self.url.as_str(), Arc::new(wanted.clone()), &info, true)
-                        .with_transaction_id(Self::app_id(run), 1)
-                        .with_operation_parameters(parameters.clone())
-                        .build(&engine, committer)
-                        .map_err(|e| self.kernel(e))?;
+                    let txn =
+                        create_table(self.url.as_str(), Arc::new(wanted.clone()), &info, true)
+                            .with_transaction_id(Self::app_id(run), 1)
+                            .with_operation_parameters(parameters.clone())
+                            .build(&engine, committer)
+                            .map_err(|e| self.kernel(e))?;
                     self.write_and_commit(txn, &engine, &local)?
                 }
                 Some(snapshot) => {
@@ -438,7 +441,9 @@ impl DeltaTable {
                 .logical_data_schema()
                 .as_ref()
                 .try_into_arrow()
-                .map_err(|e: arrow::error::ArrowError| Error::internal(format!("{}: {e}", self.shown)))?,
+                .map_err(|e: arrow::error::ArrowError| {
+                    Error::internal(format!("{}: {e}", self.shown))
+                })?,
         );
         let file = File::open(local).map_err(|e| io(&e))?;
         let reader = ParquetRecordBatchReaderBuilder::try_new(file)
@@ -452,7 +457,8 @@ impl DeltaTable {
                 continue;
             }
             let data = ArrowEngineData::new(batch);
-            let add = block_on(engine.write_parquet(&data, &context)).map_err(|e| self.kernel(e))?;
+            let add =
+                block_on(engine.write_parquet(&data, &context)).map_err(|e| self.kernel(e))?;
             txn.add_files(add);
         }
         match txn.commit(engine).map_err(|e| self.kernel(e))? {
@@ -466,7 +472,10 @@ impl DeltaTable {
 /// result lacks (a metric an earlier night had) as nulls, each column cast
 /// to the table's type where the two name the same Delta type differently
 /// (Delta's `long` for an unsigned id, `string` for a large string).
-fn conform(batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBatch, arrow::error::ArrowError> {
+fn conform(
+    batch: &RecordBatch,
+    target: &SchemaRef,
+) -> Result<RecordBatch, arrow::error::ArrowError> {
     let schema = batch.schema();
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
     for field in target.fields() {
@@ -506,7 +515,11 @@ impl Sink for DeltaTable {
     }
 
     fn summary_shown(&self, run: &RunKey) -> String {
-        format!("{}/{}", self.shown.trim_end_matches('/'), Self::summary_name(run))
+        format!(
+            "{}/{}",
+            self.shown.trim_end_matches('/'),
+            Self::summary_name(run)
+        )
     }
 
     fn local_names_the_run(&self) -> bool {
@@ -549,7 +562,8 @@ impl Sink for DeltaTable {
                     while let Some(item) = futures::StreamExt::next(&mut listing).await {
                         match item {
                             Ok(o) => {
-                                let first = o.location.prefix_match(&prefix).and_then(|mut p| p.next());
+                                let first =
+                                    o.location.prefix_match(&prefix).and_then(|mut p| p.next());
                                 if first.is_some_and(|p| p.as_ref() != META_DIR) {
                                     foreign = true;
                                     break;

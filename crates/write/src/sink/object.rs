@@ -79,7 +79,11 @@ impl ObjectUpload {
         let Some(result) = self.result.existing()? else {
             return Ok(None);
         };
-        let hash = footer_value(&result, self.result.shown(), refscore_core::schema::footer::RUN)?;
+        let hash = footer_value(
+            &result,
+            self.result.shown(),
+            refscore_core::schema::footer::RUN,
+        )?;
         let summary = match self.summary.existing()? {
             Some(summary) if summary.size > 0 && summary.size < (16 << 20) => {
                 let text = summary
@@ -216,7 +220,11 @@ impl StoredResult {
 /// The value of `key` in the footer metadata of the Parquet object
 /// `object`, read with two ranged requests; `None` where the object is no
 /// Parquet file or lacks the key.
-pub(crate) fn footer_value(object: &ObjectFile, shown: &str, key: &str) -> Result<Option<String>, Error> {
+pub(crate) fn footer_value(
+    object: &ObjectFile,
+    shown: &str,
+    key: &str,
+) -> Result<Option<String>, Error> {
     let size = object.size;
     if size < 12 {
         return Ok(None);

@@ -145,6 +145,7 @@ fn cases(model: &str) -> Vec<(&'static str, Option<&'static str>, Vec<&str>, i32
         ("--store-retries", Some("many"), lexical.clone(), 64),
         // Only for an object-store output (one: tests/python/test_object_store.py).
         ("--run-dir", Some("/tmp"), lexical.clone(), 78),
+        ("--output-format", Some("iceberg"), lexical.clone(), 64),
         ("--threads", Some("0"), lexical.clone(), 64),
         (
             "--config",

@@ -233,6 +233,16 @@ pub struct ReportArgs {
     #[arg(long, value_name = "PREVIOUS")]
     pub baseline: Option<String>,
 
+    /// RESULT is a Delta table `score --output-format delta` appends to: report the rows
+    /// one run appended, named by its commit's table version or its run id [default: every
+    /// row of the table]
+    #[arg(long, value_name = "VERSION|RUN_ID")]
+    pub night: Option<String>,
+
+    /// The same for PREVIOUS: e.g. --baseline TABLE --baseline-night 41 --night 42
+    #[arg(long, value_name = "VERSION|RUN_ID")]
+    pub baseline_night: Option<String>,
+
     /// The scoring input, for texts (and --by) the result did not keep; joined by id
     #[arg(long, value_name = "INPUT")]
     pub input: Option<String>,
@@ -314,6 +324,13 @@ pub struct MergeArgs {
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
+    /// What -o names: parquet (one result file, the default) or delta (a Delta table's
+    /// folder or URL: the run's rows are appended in one commit that records the run, so a
+    /// run is appended at most once; the table is created on first use, and new result
+    /// columns are added to it)
+    #[arg(long, value_name = "FORMAT")]
+    pub output_format: Option<String>,
+
     /// Do not print the table
     #[arg(short, long)]
     pub quiet: bool,
@@ -386,6 +403,13 @@ pub struct ScoreArgs {
     /// locally first, then uploaded whole with its summary: a reader never sees part of it)
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    /// What -o names: parquet (one result file, the default) or delta (a Delta table's
+    /// folder or URL: the run's rows are appended in one commit that records the run, so a
+    /// run is appended at most once; the table is created on first use, and new result
+    /// columns are added to it)
+    #[arg(long, value_name = "FORMAT")]
+    pub output_format: Option<String>,
 
     /// For an object-store output: the local folder for its copy and run folder (--resume)
     /// [default: ~/.cache/refscore/outputs/<the URL>]

@@ -12,6 +12,43 @@ use refscore_report::{Gate, Options};
 use crate::args::ReportArgs;
 use crate::metrics;
 
+/// How to read `spec` for `--night NIGHT` (`flag`): only the files the
+/// commit of that table version, or of that run, added.
+fn night(
+    spec: &str,
+    night: Option<&str>,
+    flag: &str,
+) -> Result<refscore_read::SourceOptions, Error> {
+    let Some(night) = night.map(str::trim) else {
+        return Ok(refscore_read::SourceOptions::default());
+    };
+    let version = match night.parse::<u64>() {
+        Ok(version) => version,
+        Err(_) => {
+            let table = if refscore_read::source::is_url(spec) {
+                refscore_write::DeltaTable::remote(
+                    spec,
+                    &std::env::temp_dir(),
+                    refscore_read::StoreOptions::default(),
+                )?
+            } else {
+                refscore_write::DeltaTable::local(Path::new(spec))?
+            };
+            table.version_of_run(night)?.ok_or_else(|| {
+                Error::usage(format!(
+                    "{flag} {night}: the table {spec} holds no run of that id (give a run id \
+                     from a summary's run_id, or the table version of its commit)"
+                ))
+            })?
+        }
+    };
+    Ok(refscore_read::SourceOptions {
+        table_version: Some(version),
+        table_commit_only: true,
+        ..Default::default()
+    })
+}
+
 /// Builds and writes the report; returns true when a regression gate or a
 /// rate gate failed.
 pub fn run(args: ReportArgs) -> Result<bool, Error> {
@@ -47,7 +84,19 @@ pub fn run(args: ReportArgs) -> Result<bool, Error> {
         .map(|g| RateGate::parse(g))
         .collect::<Result<Vec<_>, _>>()?;
     check_confidence(args.gate_confidence)?;
+    let result_source = night(&args.result, args.night.as_deref(), "--night")?;
+    let baseline_source = match &args.baseline {
+        Some(b) => night(b, args.baseline_night.as_deref(), "--baseline-night")?,
+        None if args.baseline_night.is_some() => {
+            return Err(Error::usage(
+                "--baseline-night: applies to a --baseline that is a Delta table",
+            ))
+        }
+        None => refscore_read::SourceOptions::default(),
+    };
     let options = Options {
+        result_source,
+        baseline_source,
         result: args.result,
         baseline: args.baseline,
         input: args.input,

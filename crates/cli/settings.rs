@@ -8,11 +8,13 @@ mod origin;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::{Args, FromArgMatches};
 use refscore_core::metric;
 use refscore_core::Error;
 use refscore_read::ColumnMapping;
+use refscore_write::{DeltaTable, LocalFile, ObjectUpload, Sink};
 
 use crate::args::ScoreArgs;
 use crate::config;
@@ -27,10 +29,10 @@ pub(crate) use judge::{JudgeSettings, LOCAL_FACTS_URL};
 pub struct Settings {
     pub input: String,
     /// The local result file the run writes: `-o`, or the local copy of an
-    /// object-store output.
+    /// object-store output (a Delta table's: `-o`, the run names its own).
     pub output: PathBuf,
-    /// `-o URL`: where the finished result and summary are uploaded.
-    pub publish: Option<refscore_write::Publish>,
+    /// Where the finished result and summary go: `-o` and `--output-format`.
+    pub sink: Arc<dyn Sink>,
     pub overwrite: bool,
     pub mapping: ColumnMapping,
     pub keep: Vec<String>,
@@ -198,10 +200,12 @@ impl Settings {
             None if !needs_output => PathBuf::new(),
             None => return Err(Error::config("no output given: pass -o FILE.parquet")),
         };
-        let (output, publish) = destination(
+        let (output, sink) = destination(
             output,
+            args.output_format.take(),
             args.run_dir.take(),
             source_options_in(&args.source, origin)?,
+            origin,
         )?;
         let mapping = ColumnMapping {
             id: args.mapping.id_col.take(),
@@ -291,7 +295,7 @@ impl Settings {
             embed,
             input,
             output,
-            publish,
+            sink,
             overwrite: args.overwrite,
             mapping,
             keep,
@@ -427,6 +431,7 @@ fn source_options_in(
         store: refscore_read::StoreOptions {
             retries: args.store_retries.unwrap_or(defaults.store.retries),
         },
+        table_commit_only: false,
     })
 }
 
@@ -447,14 +452,32 @@ fn timestamp_ms(text: &str) -> Result<i64, String> {
     Ok(since.as_millis() as i64)
 }
 
-/// The local result file and, for `-o URL`, the upload that publishes it:
-/// its local copy lies in `--run-dir` or under the cache folder, in a
-/// folder named after the URL, so a re-run finds its run there.
+/// The local result file and the sink that publishes it, by
+/// `--output-format` (the registry of sinks): `parquet` (the default), a
+/// local file or, for `-o URL`, an upload whose local copy lies in
+/// `--run-dir` or under the cache folder, in a folder named after the URL,
+/// so a re-run finds its run there; `delta`, a Delta table the run's rows
+/// are appended to (a local table keeps its runs' local results in
+/// `TABLE/_refscore/`, a store's in that cache folder).
 fn destination(
     output: PathBuf,
+    format: Option<String>,
     run_dir: Option<PathBuf>,
     source: refscore_read::SourceOptions,
-) -> Result<(PathBuf, Option<refscore_write::Publish>), Error> {
+    origin: &Origin,
+) -> Result<(PathBuf, Arc<dyn Sink>), Error> {
+    let table = match format.as_deref().map(str::trim) {
+        None | Some("parquet") => false,
+        Some("delta") => true,
+        Some(other) => {
+            return Err(origin.bad(
+                "output_format",
+                other,
+                "not a format refscore writes; give parquet (one result file) or delta (rows \
+                 appended to a Delta table)",
+            ))
+        }
+    };
     let text = output.to_string_lossy().into_owned();
     if !refscore_read::source::is_url(&text) {
         if let Some(dir) = run_dir {
@@ -464,7 +487,12 @@ fn destination(
                 dir.display()
             )));
         }
-        return Ok((output, None));
+        if table {
+            let sink = DeltaTable::local(&output)?;
+            return Ok((output, Arc::new(sink)));
+        }
+        let sink = LocalFile::new(&output);
+        return Ok((output, Arc::new(sink)));
     }
     let staging = match run_dir {
         Some(dir) => dir,
@@ -493,6 +521,10 @@ fn destination(
             cache.join("refscore").join("outputs").join(name)
         }
     };
-    let publish = refscore_write::Publish::new(&text, &staging, source.store)?;
-    Ok((publish.local().to_path_buf(), Some(publish)))
+    if table {
+        let sink = DeltaTable::remote(&text, &staging, source.store)?;
+        return Ok((staging, Arc::new(sink)));
+    }
+    let publish = ObjectUpload::new(&text, &staging, source.store)?;
+    Ok((publish.local_copy().to_path_buf(), Arc::new(publish)))
 }

@@ -36,6 +36,11 @@ pub struct Options {
     pub result: String,
     /// Result files of the run to compare with.
     pub baseline: Option<String>,
+    /// How the result is read: for a Delta table of nightly results, the
+    /// version, or only the rows one commit appended (`--night`).
+    pub result_source: refscore_read::SourceOptions,
+    /// Likewise for the baseline (`--baseline-night`).
+    pub baseline_source: refscore_read::SourceOptions,
     /// The scoring input, for texts (and `--by`) the result did not keep.
     pub input: Option<String>,
     /// How the input's columns map to roles.

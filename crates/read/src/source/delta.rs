@@ -411,6 +411,27 @@ fn active_files(
             })
             .map_err(fail)?;
     }
+    if options.table_commit_only && version > 0 {
+        // The files of the version before, which this commit did not add.
+        let before = Snapshot::builder_for(url.as_str())
+            .at_version(version - 1)
+            .build(&engine)
+            .map_err(fail)?;
+        let scan = before.scan_builder().build().map_err(fail)?;
+        let mut earlier: std::collections::HashSet<String> = std::collections::HashSet::new();
+        for metadata in scan.scan_metadata(&engine).map_err(fail)? {
+            earlier = metadata
+                .map_err(fail)?
+                .visit_scan_files(
+                    earlier,
+                    |out: &mut std::collections::HashSet<String>, file: ScanFile| {
+                        out.insert(file.path);
+                    },
+                )
+                .map_err(fail)?;
+        }
+        listed.retain(|file| !earlier.contains(&file.path));
+    }
     let table_root = snapshot.table_root();
     let mut out = Vec::with_capacity(listed.len());
     for file in listed {

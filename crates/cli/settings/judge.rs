@@ -61,10 +61,6 @@ pub struct PanelJudge {
     pub model: String,
 }
 
-/// The variable the judge's API key is read from unless
-/// `--judge-api-key-env` names another.
-const DEFAULT_KEY_ENV: &str = "OPENAI_API_KEY";
-
 impl JudgeSettings {
     /// The API key, from the variable `--judge-api-key-env` names (none when
     /// unset or blank). Read when the endpoint is built, never stored in
@@ -247,11 +243,8 @@ pub(super) fn resolve(
         return Ok(None);
     };
     let api = api.unwrap_or_else(|| Api::for_url(&url));
-    if let (Some(BatchMode::Dir(_)), Api::Anthropic) = (&target.batch, api) {
-        return Err(Error::config(
-            "--judge-batch dir: writes OpenAI Batch API lines (for vllm run-batch); \
-             a judge speaking --judge-api anthropic takes --judge-batch api",
-        ));
+    if let Some(mode) = &target.batch {
+        refscore_judge::batch::check_mode(mode, api)?;
     }
     let timeout = origin
         .ranged(
@@ -303,7 +296,7 @@ pub(super) fn resolve(
         api_key_env: args
             .judge_api_key_env
             .take()
-            .unwrap_or_else(|| DEFAULT_KEY_ENV.into()),
+            .unwrap_or_else(|| api.key_env().into()),
         timeout,
         retries,
         concurrency,
@@ -321,9 +314,9 @@ pub(super) fn resolve(
 }
 
 /// The API key sent when `--overwrite` cancels a discarded run's batches
-/// at a server other than this run's judge: the default variable's.
+/// at a server other than this run's judge: the default API's variable's.
 pub(super) fn default_api_key() -> Option<String> {
-    env_text(DEFAULT_KEY_ENV)
+    env_text(Api::default().key_env())
 }
 
 /// A panel's judges and how it decides: from the repeated `--judge-url`

@@ -18,7 +18,7 @@ use crate::endpoint::{Endpoint, MAX_TIMEOUT, MIN_TIMEOUT};
 use crate::limiter::{self, Limiter};
 use crate::parse::extract_object;
 use crate::prompts::Template;
-use crate::protocol::{self, Ask, ChatProtocol, OutputMode, TEMPERATURE};
+use crate::protocol::{Ask, ChatProtocol, OutputMode, TEMPERATURE};
 use crate::redact::{api_url, excerpt, key_url, redact_url, scrub, secrets};
 use crate::transport::{wait_secs, Failure, Http, Reply, Transport, Usage};
 
@@ -71,7 +71,7 @@ pub(crate) struct Client {
 /// to.
 fn http(endpoint: &Endpoint) -> Result<(Http, Url, Vec<String>), Error> {
     let base = endpoint.base()?;
-    let protocol = protocol::of(endpoint.api);
+    let protocol = endpoint.api.protocol();
     let url = api_url(&base, protocol.path()).map_err(Error::config)?;
     let secrets = secrets(&base, endpoint.api_key.as_deref());
     let timeout = endpoint.timeout.clamp(MIN_TIMEOUT, MAX_TIMEOUT);
@@ -92,7 +92,7 @@ impl Client {
     /// (redacted) URL when it does not parse as an http(s) base URL.
     pub(crate) fn new(endpoint: Endpoint) -> Result<Client, Error> {
         let (transport, url, secrets) = http(&endpoint)?;
-        let protocol = protocol::of(endpoint.api);
+        let protocol = endpoint.api.protocol();
         let limiter = Limiter::new(endpoint.requests_per_minute, endpoint.tokens_per_minute);
         Ok(Client {
             shown: redact_url(&url),
@@ -342,7 +342,7 @@ impl Client {
 /// Every message names the redacted URL.
 pub fn probe(endpoint: &Endpoint) -> Result<(), Error> {
     let (http, _, secrets) = http(endpoint)?;
-    let body = protocol::of(endpoint.api).probe_body(&endpoint.model);
+    let body = endpoint.api.protocol().probe_body(&endpoint.model);
     let url = http.shown_url();
     match http.post(&body).map_err(|e| *e) {
         Ok(resp) => {
@@ -363,10 +363,7 @@ pub fn probe(endpoint: &Endpoint) -> Result<(), Error> {
                 404 => Err(Error::config(format!(
                     "model '{model}' unknown at {url}, or no {} endpoint there \
                      (HTTP 404): {detail}",
-                    match endpoint.api {
-                        crate::endpoint::Api::OpenAi => "chat-completions",
-                        crate::endpoint::Api::Anthropic => "Messages API",
-                    }
+                    endpoint.api.endpoint_name()
                 ))),
                 400 | 422 if mentions_model => Err(Error::config(format!(
                     "model '{model}' unknown at {url} (HTTP {code}): {detail}"
@@ -394,7 +391,7 @@ mod tests {
     fn meaning_match() -> &'static Template {
         &crate::metric::builtin_rubric(0).template
     }
-    use crate::endpoint::Api;
+    use crate::protocol::Api;
     use crate::test_server::{chat, start, start_all, Reply};
     use refscore_core::ErrorClass;
     use refscore_test_servers::refused_url;
@@ -402,7 +399,7 @@ mod tests {
     fn endpoint(url: &str) -> Endpoint {
         Endpoint {
             url: url.into(),
-            api: Api::OpenAi,
+            api: Api::default(),
             model: "m".into(),
             api_key: None,
             timeout: Duration::from_secs(5),

@@ -6,52 +6,8 @@ use std::time::Duration;
 use refscore_core::Error;
 use url::Url;
 
+use crate::protocol::Api;
 use crate::redact::{redact_text_url, redact_url};
-
-/// The wire protocol a judge speaks (`--judge-api`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Api {
-    /// OpenAI's chat completions (and its Batch API): OpenAI, Azure
-    /// OpenAI, vLLM, llama.cpp, Ollama and most servers.
-    #[default]
-    OpenAi,
-    /// Anthropic's Messages API (and its Message Batches API).
-    Anthropic,
-}
-
-impl Api {
-    /// Every protocol, for `--help` and messages.
-    pub const ALL: [Api; 2] = [Api::OpenAi, Api::Anthropic];
-
-    /// The name `--judge-api` takes.
-    pub fn name(self) -> &'static str {
-        match self {
-            Api::OpenAi => "openai",
-            Api::Anthropic => "anthropic",
-        }
-    }
-
-    /// Reads a `--judge-api` value; the error lists the choices.
-    pub fn parse(name: &str) -> Result<Api, String> {
-        Api::ALL
-            .into_iter()
-            .find(|a| a.name() == name.trim())
-            .ok_or_else(|| format!("'{name}': expected openai or anthropic"))
-    }
-
-    /// The protocol of a judge URL when `--judge-api` is not given:
-    /// Anthropic's for a host under `anthropic.com`, OpenAI's for any other
-    /// (the protocol nearly every server speaks).
-    pub fn for_url(url: &str) -> Api {
-        let host = Url::parse(url.trim())
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_ascii_lowercase));
-        match host {
-            Some(h) if h == "anthropic.com" || h.ends_with(".anthropic.com") => Api::Anthropic,
-            _ => Api::OpenAi,
-        }
-    }
-}
 
 /// Where and how to reach the judge model.
 #[derive(Clone)]
@@ -169,25 +125,4 @@ fn base_url(text: &str) -> Result<Url, String> {
 /// it (the caller names where it came from).
 pub fn check_url(text: &str) -> Result<(), String> {
     base_url(text).map(|_| ())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_protocol_follows_the_host_unless_named() {
-        assert_eq!(Api::for_url("https://api.anthropic.com/v1"), Api::Anthropic);
-        assert_eq!(Api::for_url("https://API.Anthropic.com/v1"), Api::Anthropic);
-        assert_eq!(Api::for_url("https://api.openai.com/v1"), Api::OpenAi);
-        assert_eq!(Api::for_url("http://127.0.0.1:8080/v1"), Api::OpenAi);
-        assert_eq!(
-            Api::for_url("https://anthropic.com.evil.test/v1"),
-            Api::OpenAi
-        );
-        assert_eq!(Api::parse("anthropic"), Ok(Api::Anthropic));
-        assert!(Api::parse("gemini")
-            .unwrap_err()
-            .contains("openai or anthropic"));
-    }
 }

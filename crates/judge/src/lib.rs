@@ -48,9 +48,10 @@ use refscore_core::metric::MetricSet;
 use serde_json::{json, Value};
 
 pub use client::probe;
-pub use endpoint::{check_url, Api, Endpoint, MAX_TIMEOUT, MIN_TIMEOUT};
+pub use endpoint::{check_url, Endpoint, MAX_TIMEOUT, MIN_TIMEOUT};
 pub use local_facts::{sentences, FactSource, NliFactCheck, DEFAULT_FACT_CHECK_THRESHOLD};
 pub use metric::JudgeMetrics;
+pub use protocol::Api;
 pub use panel::{escalation_warnings, JudgePanel, PanelMember, PanelMode, DEFAULT_ESCALATE_BAND};
 pub use stage::{JudgeStage, Prompt};
 pub use tiers::{Band, TierChain};

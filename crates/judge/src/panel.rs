@@ -76,7 +76,7 @@ pub fn escalation_warnings(mode: Option<PanelMode>, judges: &[(String, Endpoint)
     }
     judges
         .windows(2)
-        .filter(|w| !crate::protocol::of(w[0].1.api).token_probabilities())
+        .filter(|w| !w[0].1.api.protocol().token_probabilities())
         .map(|w| {
             format!(
                 "judge {} speaks the {} API, which gives no token probabilities: escalation \

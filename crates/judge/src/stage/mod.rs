@@ -264,7 +264,7 @@ impl JudgeStage {
             templates: crate::template_versions(),
             tiers: options.tiers.counts(),
             reasons: options.reasons.name().to_string(),
-            api: (api != crate::Api::OpenAi).then(|| api.name().to_string()),
+            api: api.recorded().map(String::from),
             token_probabilities: (!client.protocol().token_probabilities()).then(|| {
                 format!(
                     "none: the {} API offers none; every verdict and score is the sampled answer, and *_p columns are null",

@@ -687,6 +687,11 @@ pub struct ScoreArgs {
     #[arg(long, value_name = "P")]
     pub judge_threshold: Option<f64>,
 
+    /// The judge modes' options (`--judge-service-tier`, ...), each mode's
+    /// defined in its module of the judge crate.
+    #[command(flatten)]
+    pub judge_modes: refscore_judge::ModeArgs,
+
     /// Pass threshold for a metric in the summary, e.g. token_f1=0.6 (repeatable)
     #[arg(long, value_name = "METRIC=VALUE")]
     pub threshold: Vec<String>,

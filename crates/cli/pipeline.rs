@@ -476,6 +476,7 @@ fn endpoint_at(settings: &Settings, url: &str, model: &str) -> Result<Endpoint, 
         concurrency: j.concurrency,
         requests_per_minute: j.rpm,
         tokens_per_minute: j.tpm,
+        mode: j.mode.clone(),
         ..Endpoint::new(url.to_string(), j.api, model.to_string(), j.api_key())
     })
 }

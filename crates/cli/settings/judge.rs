@@ -48,6 +48,8 @@ pub struct JudgeSettings {
     pub batch_wait: Option<std::time::Duration>,
     /// A panel's judges, the first included (empty for a single judge).
     pub panel: Vec<PanelJudge>,
+    /// The judge mode (`--judge-service-tier flex`), if any.
+    pub mode: Option<refscore_judge::Mode>,
     /// `--judge-panel`, with its band (a panel only).
     pub panel_mode: Option<refscore_judge::PanelMode>,
 }
@@ -246,14 +248,12 @@ pub(super) fn resolve(
     if let Some(mode) = &target.batch {
         refscore_judge::batch::check_mode(mode, api)?;
     }
-    let timeout = origin
-        .ranged(
-            args.judge_timeout,
-            "judge_timeout",
-            |t| t > 0.0 && t <= 86_400.0,
-            "seconds above 0 and at most 86400",
-        )?
-        .unwrap_or(DEFAULT_TIMEOUT_SECS);
+    let timeout = origin.ranged(
+        args.judge_timeout,
+        "judge_timeout",
+        |t| t > 0.0 && t <= 86_400.0,
+        "seconds above 0 and at most 86400",
+    )?;
     let concurrency = origin
         .ranged(
             args.judge_concurrency,
@@ -282,6 +282,16 @@ pub(super) fn resolve(
         |n| n >= 1,
         "at least 1 token per minute",
     )?;
+    let mode = args.judge_modes.resolve(&refscore_judge::ModeContext {
+        api,
+        batch: target.batch.as_ref(),
+        retries,
+        given: origin,
+    })?;
+    // A mode may want longer waits (flex: 15 minutes) unless told.
+    let timeout = timeout
+        .or_else(|| mode.as_ref().and_then(refscore_judge::Mode::timeout))
+        .unwrap_or(DEFAULT_TIMEOUT_SECS);
     let models = std::mem::take(&mut args.judge_model);
     let (panel, panel_mode) = panel(args, origin, &url, &target.more, &models, metrics)?;
     Ok(Some(JudgeSettings {
@@ -293,6 +303,7 @@ pub(super) fn resolve(
             .unwrap_or_else(|| DEFAULT_MODEL.into()),
         panel,
         panel_mode,
+        mode,
         api_key_env: args
             .judge_api_key_env
             .take()

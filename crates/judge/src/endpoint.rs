@@ -6,7 +6,7 @@ use std::time::Duration;
 use refscore_core::Error;
 use url::Url;
 
-use crate::protocol::Api;
+use crate::protocol::{Api, Mode};
 use crate::redact::{redact_text_url, redact_url};
 
 /// Where and how to reach the judge model.
@@ -34,6 +34,9 @@ pub struct Endpoint {
     pub tokens_per_minute: Option<u32>,
     /// First backoff delay; doubles per retry (with ±50% jitter), capped at 30 s.
     pub backoff: Duration,
+    /// The judge mode its requests go in (`--judge-service-tier flex`), if
+    /// any.
+    pub mode: Option<Mode>,
 }
 
 /// By hand so that the API key and any credential in the URL never reach a
@@ -51,6 +54,7 @@ impl std::fmt::Debug for Endpoint {
             .field("requests_per_minute", &self.requests_per_minute)
             .field("tokens_per_minute", &self.tokens_per_minute)
             .field("backoff", &self.backoff)
+            .field("mode", &self.mode)
             .finish()
     }
 }
@@ -80,6 +84,7 @@ impl Endpoint {
             requests_per_minute: None,
             tokens_per_minute: None,
             backoff: Duration::from_millis(500),
+            mode: None,
         }
     }
 

@@ -36,6 +36,7 @@ mod protocol;
 mod redact;
 mod rules;
 mod stage;
+mod summary_lines;
 pub mod tiers;
 mod where_column;
 #[cfg(test)]
@@ -51,7 +52,8 @@ pub use client::probe;
 pub use endpoint::{check_url, Endpoint, MAX_TIMEOUT, MIN_TIMEOUT};
 pub use local_facts::{sentences, FactSource, NliFactCheck, DEFAULT_FACT_CHECK_THRESHOLD};
 pub use metric::JudgeMetrics;
-pub use protocol::Api;
+pub use protocol::{Api, Mode, ModeArgs, ModeContext};
+pub use summary_lines::summary_lines;
 pub use panel::{escalation_warnings, JudgePanel, PanelMember, PanelMode, DEFAULT_ESCALATE_BAND};
 pub use stage::{JudgeStage, Prompt};
 pub use tiers::{Band, TierChain};
@@ -227,6 +229,10 @@ pub struct JudgeReport {
     /// `replies_without_logprobs`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_probabilities: Option<String>,
+    /// The judge mode's entry under its name (`flex`: its counts), where
+    /// the run has one.
+    #[serde(flatten)]
+    pub modes: serde_json::Map<String, Value>,
 }
 
 /// Judge batches over the run, for the summary.

@@ -367,6 +367,7 @@ impl JudgePanel {
             total.facts_from_sentences += r.facts_from_sentences;
             total.fact_checks_nli += r.fact_checks_nli;
             total.fact_checks_nli_truncated += r.fact_checks_nli_truncated;
+            crate::protocol::mode::add_counts(&mut total.modes, &r.modes);
         }
         total.rows_judged = self.rows_judged;
         total.rows_failed = self.rows_failed;

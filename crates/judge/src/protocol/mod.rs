@@ -11,10 +11,19 @@
 //!
 //! Adding an API is one module here (its protocol and its `API` entry)
 //! plus its line in [`APIS`]; its batch backend, if it has one, is a
-//! module of `batch/`.
+//! module of `batch/`. A judge mode (a way of asking an API, as OpenAI's
+//! flex processing) is one module here plus its line in `judge_modes!`
+//! ([`mode`]).
 
 mod anthropic;
+#[macro_use]
+pub(crate) mod mode;
 mod openai;
+
+pub use mode::{Mode, ModeContext};
+
+// The judge modes, one line each (module::Options).
+judge_modes! {}
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -420,6 +420,7 @@ impl JudgeStage {
             fact_checks: self.fact_checks.load(Ordering::Relaxed),
             call_seconds: c.busy_ms.load(Ordering::Relaxed) as f64 / 1000.0,
             response_format: self.client.mode_name().to_string(),
+            modes: self.client.mode_summary(),
             batch: self.report.batch.clone().map(|b| {
                 let (batches, requests) = self.batches.as_ref().map_or((0, 0), |j| j.totals());
                 BatchReport {

@@ -49,6 +49,7 @@ pub(crate) fn options(url: &str, names: &[&str], cache: Option<PathBuf>) -> Judg
             requests_per_minute: None,
             tokens_per_minute: None,
             backoff: Duration::from_millis(5),
+            mode: None,
         },
         metrics,
         tiers: Default::default(),

@@ -23,7 +23,7 @@ mod openai;
 pub use mode::{Mode, ModeContext};
 
 // The judge modes, one line each (module::Options).
-judge_modes! {}
+judge_modes! { flex::FlexOptions }
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -133,6 +133,14 @@ fn cases(model: &str) -> Vec<(&'static str, Option<&'static str>, Vec<&str>, i32
             74,
         ),
         ("--judge-threshold", Some("2"), judge.clone(), 64),
+        // OpenAI's flex processing (its own checks: tests/judge_flex.rs).
+        ("--judge-service-tier", Some("priority"), judge.clone(), 64),
+        (
+            "--judge-flex-fallback",
+            Some("0"),
+            [judge.as_slice(), &["--judge-service-tier", "flex"]].concat(),
+            64,
+        ),
         ("--threshold", Some("no_such_metric=1"), lexical.clone(), 64),
         // Not METRIC=COLUMN (bad labels: tests/gold.rs).
         ("--gold", Some("token_f1"), lexical.clone(), 64),

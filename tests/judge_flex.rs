@@ -121,7 +121,13 @@ fn after_n_refusals_a_request_goes_at_the_standard_tier() {
     let (inp, out) = (rows(dir.path()), dir.path().join("o.parquet"));
     let (inp, out) = (inp.to_str().unwrap(), out.to_str().unwrap());
     let mut a = args(inp, out, &server.url);
-    a.extend(["--judge-service-tier", "flex", "--judge-flex-fallback", "2", "-q"]);
+    a.extend([
+        "--judge-service-tier",
+        "flex",
+        "--judge-flex-fallback",
+        "2",
+        "-q",
+    ]);
     ok(&refscore(&a));
     let requests = server.requests();
     // Per row: flex, flex, then standard.
@@ -143,9 +149,21 @@ fn after_n_refusals_a_request_goes_at_the_standard_tier() {
     // Without the fallback, the same server spends every retry on flex.
     let server = start(|req, _| if flex(req) { unavailable() } else { verdict() });
     let mut a = args(inp, out, &server.url);
-    a.extend(["--judge-service-tier", "flex", "--judge-retries", "1", "-q", "--overwrite"]);
+    a.extend([
+        "--judge-service-tier",
+        "flex",
+        "--judge-retries",
+        "1",
+        "-q",
+        "--overwrite",
+    ]);
     let o = refscore(&a);
-    assert_eq!(o.status.code(), Some(75), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(75),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(server.requests().iter().all(flex));
 }
 
@@ -156,19 +174,34 @@ fn the_config_key_is_judge_service_tier() {
     let (inp, out) = (rows(dir.path()), dir.path().join("o.parquet"));
     let (inp, out) = (inp.to_str().unwrap(), out.to_str().unwrap());
     let config = dir.path().join("refscore.toml");
-    std::fs::write(&config, "[judge]\nservice_tier = \"flex\"\nflex_fallback = 1\n").unwrap();
+    std::fs::write(
+        &config,
+        "[judge]\nservice_tier = \"flex\"\nflex_fallback = 1\n",
+    )
+    .unwrap();
     let mut a = args(inp, out, &server.url);
     a.extend(["--config", config.to_str().unwrap(), "-q"]);
     ok(&refscore(&a));
     assert!(server.requests().iter().all(flex));
-    assert_eq!(summary(Path::new(out))["judge"]["flex"]["service_tier"], "flex");
+    assert_eq!(
+        summary(Path::new(out))["judge"]["flex"]["service_tier"],
+        "flex"
+    );
     // The command line wins over the file.
     let server = start(|_, _| verdict());
     let mut a = args(inp, out, &server.url);
     a.extend(["--config", config.to_str().unwrap(), "-q", "--overwrite"]);
-    a.extend(["--judge-service-tier", "standard", "--judge-flex-fallback", "1"]);
+    a.extend([
+        "--judge-service-tier",
+        "standard",
+        "--judge-flex-fallback",
+        "1",
+    ]);
     let e = fails(&refscore(&a), 64);
-    assert!(e.contains("--judge-flex-fallback 1: falls back from flex"), "{e}");
+    assert!(
+        e.contains("--judge-flex-fallback 1: falls back from flex"),
+        "{e}"
+    );
     let server = start(|_, _| verdict());
     std::fs::write(&config, "[judge]\nservice_tier = \"flex\"\n").unwrap();
     let mut a = args(inp, out, &server.url);
@@ -197,9 +230,17 @@ fn an_api_without_the_tier_is_refused_in_one_line() {
     let config = dir.path().join("refscore.toml");
     std::fs::write(&config, "\n[judge]\nservice_tier = \"flex\"\n").unwrap();
     let mut a = args(inp, out, "http://127.0.0.1:9/v1");
-    a.extend(["--judge-api", "anthropic", "--config", config.to_str().unwrap()]);
+    a.extend([
+        "--judge-api",
+        "anthropic",
+        "--config",
+        config.to_str().unwrap(),
+    ]);
     let e = fails(&refscore(&a), 78);
-    assert!(e.contains("refscore.toml:3: judge_service_tier = flex: the anthropic API"), "{e}");
+    assert!(
+        e.contains("refscore.toml:3: judge_service_tier = flex: the anthropic API"),
+        "{e}"
+    );
     // Batches are priced alike already: one or the other.
     let mut a = args(inp, out, "http://127.0.0.1:9/v1");
     a.extend(["--judge-service-tier", "flex", "--judge-batch", "api"]);

@@ -196,7 +196,16 @@ pub(crate) fn read(
         } else {
             key.as_str()
         };
-        add_key(&mut out, file, cmd, on_command_line, &key, id, value, key_line)?;
+        add_key(
+            &mut out,
+            file,
+            cmd,
+            on_command_line,
+            &key,
+            id,
+            value,
+            key_line,
+        )?;
     }
     Ok(out)
 }
@@ -255,9 +264,7 @@ fn add_key(
             (true, _, _) => words.push(v.into()),
             (false, ArgAction::SetTrue, Some(long)) => words.push(format!("--{long}").into()),
             (false, _, Some(long)) => words.push(format!("--{long}={v}").into()),
-            (false, _, None) => {
-                return Err(Error::internal(format!("flag {id} has no long name")))
-            }
+            (false, _, None) => return Err(Error::internal(format!("flag {id} has no long name"))),
         }
     }
     cmd.clone().try_get_matches_from(&words).map_err(|e| {

@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{
-    status_failure, system_message, ApiEntry, Ask, ChatProtocol, OutputMode, TEMPERATURE,
-};
+use super::{status_failure, system_message, ApiEntry, Ask, ChatProtocol, OutputMode, TEMPERATURE};
 use crate::batch::anthropic_batches::AnthropicBatches;
 use crate::parse::snippet;
 use crate::transport::{Failure, Reply, Usage};

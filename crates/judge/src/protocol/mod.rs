@@ -320,6 +320,9 @@ mod tests {
     #[test]
     fn only_an_api_other_than_the_default_is_recorded() {
         assert_eq!(Api::default().recorded(), None);
-        assert_eq!(Api::parse("anthropic").unwrap().recorded(), Some("anthropic"));
+        assert_eq!(
+            Api::parse("anthropic").unwrap().recorded(),
+            Some("anthropic")
+        );
     }
 }

@@ -112,7 +112,10 @@ pub(crate) fn chosen(asked: Vec<Mode>) -> Result<Option<Mode>, Error> {
         [one] => Ok(Some(one.clone())),
         many => Err(Error::usage(format!(
             "judge modes {}: choose one",
-            many.iter().map(Mode::name).collect::<Vec<_>>().join(" and ")
+            many.iter()
+                .map(Mode::name)
+                .collect::<Vec<_>>()
+                .join(" and ")
         ))),
     }
 }

@@ -22,7 +22,8 @@ use crate::metrics::{self, MetricPlan};
 use origin::Origin;
 
 pub(crate) use embed::{EmbedSettings, KERNELS_ENV};
-pub(crate) use judge::{JudgeSettings, LOCAL_FACTS_URL};
+pub(crate) use judge::api_key;
+pub(crate) use refscore_judge::options::{JudgeSettings, LOCAL_FACTS_URL};
 
 /// Everything a `score` run needs to know, resolved.
 #[derive(Debug, Clone)]
@@ -216,7 +217,7 @@ impl Settings {
         let judge_metrics = read_judge_metrics(&args, origin)?;
         let catalog = judge_metrics.catalog();
         // Only judge-prompt reads settings without an output.
-        let target = judge::target(&mut args, origin, !needs_output)?;
+        let target = refscore_judge::options::target(&mut args.judge, origin, !needs_output)?;
         // A bad --metrics value is a usage error (64); the same in the
         // config file is a configuration error (78).
         let embed = embed::resolve(&mut args, origin)?;
@@ -235,7 +236,13 @@ impl Settings {
             })?;
         let thresholds = thresholds(&args, origin, &catalog, &metrics)?;
         let banded = judge_metrics.any_banded(&metrics.metrics);
-        let judge = judge::resolve(&mut args, origin, target, &metrics, banded)?;
+        let judge = refscore_judge::options::resolve(
+            &mut args.judge,
+            origin,
+            target,
+            &metrics.metrics,
+            banded,
+        )?;
         // Slow stages get smaller batches, so that commits (every 30 s at
         // batch ends) bound what a crash loses: judged rows take seconds,
         // an embedded row milliseconds.
@@ -290,7 +297,7 @@ impl Settings {
             max_judge_failures: args.max_judge_failures.unwrap_or(0),
             judge_failures_limited: args.max_judge_failures.is_some(),
             judge,
-            judge_where: args.judge_where.take(),
+            judge_where: args.judge.judge_where.take(),
             judge_metrics,
             embed,
             input,
@@ -329,7 +336,7 @@ fn read_judge_metrics(
         Some(words) => words.file.judge_metrics.clone(),
         None => refscore_judge::JudgeMetrics::builtin(),
     };
-    for path in &args.judge_metrics {
+    for path in &args.judge.judge_metrics {
         known.read(path, true)?;
     }
     Ok(known)

@@ -23,10 +23,7 @@ impl Origin {
     /// How many of argument `id`'s values came from the file (they come
     /// first).
     pub(super) fn file_values(&self, id: &str) -> usize {
-        self.file
-            .as_ref()
-            .and_then(|f| f.lines.get(id).map(Vec::len))
-            .unwrap_or(0)
+        Given::file_values(self, id)
     }
 
     /// A configuration error about the `index`-th value of `id` in the
@@ -75,5 +72,12 @@ impl Given for Origin {
             Some(f) => f.file.error_at(f.line_of(id, index), msg),
             None => Error::config(format!("config file: {msg}")),
         }
+    }
+
+    fn file_values(&self, id: &str) -> usize {
+        self.file
+            .as_ref()
+            .and_then(|f| f.lines.get(id).map(Vec::len))
+            .unwrap_or(0)
     }
 }

@@ -17,6 +17,10 @@ pub trait Given {
     /// config file, naming the file and the value's line.
     fn in_file_error(&self, id: &str, index: usize, msg: &str) -> Error;
 
+    /// How many of option `id`'s values came from the config file (a
+    /// repeated flag's: the file's come first, then the command line's).
+    fn file_values(&self, id: &str) -> usize;
+
     /// The error for a bad value of `id`, shown as `shown`: the flag's
     /// (`--judge-x shown: why`, 64) or the file's (`judge_x = shown: why`
     /// at its line, 78).
@@ -78,6 +82,10 @@ impl Given for CommandLine {
     fn in_file_error(&self, _id: &str, _index: usize, msg: &str) -> Error {
         Error::config(format!("config file: {msg}"))
     }
+
+    fn file_values(&self, _id: &str) -> usize {
+        0
+    }
 }
 
 /// So that a `&dyn Given` offers the generic checks too.
@@ -88,5 +96,9 @@ impl<G: Given + ?Sized> Given for &G {
 
     fn in_file_error(&self, id: &str, index: usize, msg: &str) -> Error {
         (**self).in_file_error(id, index, msg)
+    }
+
+    fn file_values(&self, id: &str) -> usize {
+        (**self).file_values(id)
     }
 }

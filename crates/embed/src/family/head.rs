@@ -49,7 +49,7 @@ impl Nonlinearity {
 /// The config keys the heads read.
 #[derive(Deserialize)]
 struct HeadConfig {
-    #[serde(alias = "dim", alias = "n_embd")]
+    #[serde(alias = "dim", alias = "n_embd", alias = "d_model")]
     hidden_size: usize,
     pooler_hidden_size: Option<usize>,
     pooler_hidden_act: Option<String>,
@@ -83,6 +83,13 @@ pub(crate) enum HeadShape {
     /// ModernBertPredictionHead (dense, its activation, a norm), then
     /// `classifier`, on the pooled state.
     ModernBert,
+    /// A `*ForTokenClassification`'s `classifier` (one linear map on each
+    /// token's last-layer state) read at the first token, under the first
+    /// of these prefixes whose weights the checkpoint holds: what
+    /// HHEM-2.1-Open's `HHEMv2ForSequenceClassification` returns from the
+    /// `T5ForTokenClassification` it wraps (its prompt starts with `<pad>`,
+    /// whose position is read).
+    FirstTokenClassifier(&'static [&'static str]),
 }
 
 /// Which of the last layer's token states a head reads.
@@ -96,12 +103,13 @@ pub(crate) enum HeadPooling {
 
 /// A classification head: the pooled last-layer state through a dense
 /// layer, a nonlinearity (and a norm, for ModernBERT) and the output layer,
-/// giving one logit per label. (Dropout, which transformers also applies in
-/// training, does nothing at inference.)
+/// giving one logit per label; a token classifier's has the output layer
+/// alone. (Dropout, which transformers also applies in training, does
+/// nothing at inference.)
 pub(crate) struct ClassifierHead {
     pooling: HeadPooling,
-    dense: Linear,
-    nonlinearity: Nonlinearity,
+    /// The dense layer and its nonlinearity, where the head has them.
+    dense: Option<(Linear, Nonlinearity)>,
     norm: Option<LayerNorm>,
     out: Linear,
 }
@@ -135,7 +143,7 @@ impl ClassifierHead {
         let mut norm = None;
         // (dense, its nonlinearity, output layer), as each architecture's
         // *ForSequenceClassification names and orders them.
-        let (dense, nonlinearity, out) = match shape {
+        let (dense, out) = match shape {
             HeadShape::BertPooler(prefixes) => {
                 let pooler = prefixes
                     .iter()
@@ -143,27 +151,23 @@ impl ClassifierHead {
                     .find(|name| weights.contains_tensor(&format!("{name}.weight")))
                     .unwrap_or_else(|| format!("{}.pooler.dense", prefixes[0]));
                 (
-                    linear(&pooler, h, h)?,
-                    Nonlinearity::Tanh,
+                    Some((linear(&pooler, h, h)?, Nonlinearity::Tanh)),
                     linear("classifier", h, labels)?,
                 )
             }
             HeadShape::RobertaHead => (
-                linear("classifier.dense", h, h)?,
-                Nonlinearity::Tanh,
+                Some((linear("classifier.dense", h, h)?, Nonlinearity::Tanh)),
                 linear("classifier.out_proj", h, labels)?,
             ),
             HeadShape::PreClassifier => (
-                linear("pre_classifier", h, h)?,
-                Nonlinearity::Relu,
+                Some((linear("pre_classifier", h, h)?, Nonlinearity::Relu)),
                 linear("classifier", h, labels)?,
             ),
             HeadShape::ContextPooler => {
                 let width = c.pooler_hidden_size.unwrap_or(h);
                 let act = c.pooler_hidden_act.as_deref().unwrap_or("gelu");
                 (
-                    linear("pooler.dense", h, width)?,
-                    Nonlinearity::named(act)?,
+                    Some((linear("pooler.dense", h, width)?, Nonlinearity::named(act)?)),
                     linear("classifier", width, labels)?,
                 )
             }
@@ -196,16 +200,21 @@ impl ClassifierHead {
                 });
                 let act = c.classifier_activation.as_deref().unwrap_or("gelu");
                 (
-                    dense,
-                    Nonlinearity::named(act)?,
+                    Some((dense, Nonlinearity::named(act)?)),
                     linear("classifier", h, labels)?,
                 )
+            }
+            HeadShape::FirstTokenClassifier(prefixes) => {
+                let name = prefixes
+                    .iter()
+                    .find(|p| weights.contains_tensor(&format!("{p}.weight")))
+                    .unwrap_or(&prefixes[0]);
+                (None, linear(name, h, labels)?)
             }
         };
         Ok(ClassifierHead {
             pooling,
             dense,
-            nonlinearity,
             norm,
             out,
         })
@@ -243,8 +252,10 @@ impl ClassifierHead {
 
     /// Logits `[b, labels]` from the pooled states `[b, hidden]`.
     pub(crate) fn logits(&self, pooled: &Tensor) -> candle_core::Result<Tensor> {
-        let x = self.dense.forward(pooled)?;
-        let mut x = self.nonlinearity.apply(&x)?;
+        let mut x = match &self.dense {
+            Some((dense, nonlinearity)) => nonlinearity.apply(&dense.forward(pooled)?)?,
+            None => pooled.clone(),
+        };
         if let Some(norm) = &self.norm {
             x = norm.forward(&x)?;
         }

@@ -24,8 +24,10 @@ mod mpnet;
 mod ops;
 mod padded;
 mod qwen3;
+mod relative;
 mod roberta;
 mod rotary;
+mod t5;
 #[cfg(test)]
 mod testing;
 mod transformer;
@@ -123,6 +125,9 @@ pub(crate) enum Positions {
     FromZero,
     /// Past the padding id (fairseq's convention: RoBERTa, XLM-R, MPNet).
     AfterPadding,
+    /// Nowhere: only relative positions, so a text may have any length
+    /// (T5; `n_positions` in its configs limits nothing).
+    Relative,
 }
 
 const fn family(model_type: &'static str, load: Loader) -> Family {
@@ -188,6 +193,14 @@ const FAMILIES: &[Family] = &[
         ..family("qwen3", qwen3::load)
     },
     Family {
+        positions: Positions::Relative,
+        head: head(
+            "T5 (HHEM-2.1-Open)",
+            HeadShape::FirstTokenClassifier(&["t5.classifier", "classifier"]),
+        ),
+        ..family("t5", t5::load)
+    },
+    Family {
         positions: Positions::AfterPadding,
         gpt2_tokenizer: true,
         head: head("RoBERTa", HeadShape::RobertaHead),
@@ -242,6 +255,23 @@ pub(crate) fn first_position(model_type: Option<&str>, pad_token_id: Option<u32>
         Some(Positions::AfterPadding) => after_padding(pad_token_id),
         _ => 0,
     }
+}
+
+/// How many tokens a text may have in a `model_type`'s family, from
+/// `config.json`'s `max_position_embeddings` (512 where it names none):
+/// those past the first position, or any number where the family has only
+/// relative positions.
+pub(crate) fn usable_positions(
+    model_type: Option<&str>,
+    max_position_embeddings: Option<usize>,
+    pad_token_id: Option<u32>,
+) -> usize {
+    if model_type.and_then(find).map(|f| f.positions) == Some(Positions::Relative) {
+        return usize::MAX;
+    }
+    max_position_embeddings
+        .unwrap_or(512)
+        .saturating_sub(first_position(model_type, pad_token_id))
 }
 
 /// The first position of families that count positions past the padding
@@ -312,5 +342,8 @@ mod registry_tests {
         assert_eq!(first_position(Some("xlm-roberta"), None), 2);
         assert_eq!(first_position(Some("bert"), Some(0)), 0);
         assert_eq!(first_position(None, None), 0);
+        assert_eq!(usable_positions(Some("roberta"), Some(514), None), 512);
+        assert_eq!(usable_positions(Some("t5"), Some(512), None), usize::MAX);
+        assert_eq!(usable_positions(None, None, None), 512);
     }
 }

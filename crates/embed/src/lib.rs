@@ -60,7 +60,7 @@ pub use baseline::read_baseline;
 pub use cross::{
     cross_fields, CrossCapability, CrossEncoder, CrossFolder, CrossInput, CrossOptions, CrossPlan,
     CrossReport, CrossStage, NliEntailment, NliLabels, NliScores, PairPrediction, PairPrompt,
-    ScoreActivation, HHEM_CONSISTENT, HHEM_PROMPT,
+    ScoreActivation, TokenClassifier, TokenPrediction, HHEM_CONSISTENT, HHEM_PROMPT,
 };
 pub use encoder::{device_ordinal, parse_device};
 pub use family::cross_families;

@@ -92,10 +92,11 @@ pub enum CrossInput {
     Prompt(PairPrompt),
 }
 
+/// The `config.json` keys of a classifier's folder.
 #[derive(Deserialize, Default)]
-struct ClassifierConfig {
+pub(crate) struct ClassifierConfig {
     #[serde(default)]
-    architectures: Vec<String>,
+    pub(crate) architectures: Vec<String>,
     model_type: Option<String>,
     num_labels: Option<usize>,
     id2label: Option<std::collections::BTreeMap<String, String>>,
@@ -282,7 +283,7 @@ const NO_TOKEN_TYPES: &[&str] = &[
 /// where `tokenizer_config.json` lists `model_input_names`, whether they
 /// name them (the list overrides the class's); else whether the
 /// `tokenizer_class` keeps transformers' default list, which names them.
-fn gives_token_types(dir: &Path, class: Option<&str>) -> Result<bool, Error> {
+pub(crate) fn gives_token_types(dir: &Path, class: Option<&str>) -> Result<bool, Error> {
     let path = dir.join("tokenizer_config.json");
     if let Ok(text) = std::fs::read_to_string(&path) {
         let v: serde_json::Value = serde_json::from_str(&text)
@@ -298,7 +299,7 @@ fn gives_token_types(dir: &Path, class: Option<&str>) -> Result<bool, Error> {
 /// (transformers' defaults: two labels). Keys are read as transformers
 /// reads them (`int(key)`), so two spellings of one index ("0" and "00")
 /// are one index named twice: refused, since which name it has is unknown.
-fn labels(c: &ClassifierConfig) -> Result<Vec<String>, String> {
+pub(crate) fn labels(c: &ClassifierConfig) -> Result<Vec<String>, String> {
     match &c.id2label {
         Some(map) if !map.is_empty() => {
             let mut labels: Vec<Option<(&str, &str)>> = vec![None; map.len()];

@@ -12,6 +12,7 @@ mod nli;
 mod pair_store;
 mod pairs;
 mod stage;
+mod tokens;
 
 use std::time::{Duration, Instant};
 
@@ -26,6 +27,7 @@ pub use hhem::{PairPrompt, HHEM_CONSISTENT, HHEM_PROMPT};
 pub use nli::{NliLabels, NliScores};
 use pairs::{EncodedPair, PairTokenizer};
 pub use stage::{cross_fields, CrossCapability, CrossPlan, CrossStage};
+pub use tokens::{TokenClassifier, TokenPrediction};
 
 use crate::encoder::Encoder;
 use crate::family::ClassifierHead;

@@ -84,12 +84,12 @@ pub(crate) enum HeadShape {
     /// `classifier`, on the pooled state.
     ModernBert,
     /// A `*ForTokenClassification`'s `classifier` (one linear map on each
-    /// token's last-layer state) read at the first token, under the first
-    /// of these prefixes whose weights the checkpoint holds: what
-    /// HHEM-2.1-Open's `HHEMv2ForSequenceClassification` returns from the
-    /// `T5ForTokenClassification` it wraps (its prompt starts with `<pad>`,
-    /// whose position is read).
-    FirstTokenClassifier(&'static [&'static str]),
+    /// token's last-layer state), under the first of these prefixes whose
+    /// weights the checkpoint holds. As a sequence head it is read at the
+    /// first token: what HHEM-2.1-Open's `HHEMv2ForSequenceClassification`
+    /// returns from the `T5ForTokenClassification` it wraps (its prompt
+    /// starts with `<pad>`, whose position is read).
+    TokenClassifier(&'static [&'static str]),
 }
 
 /// Which of the last layer's token states a head reads.
@@ -99,6 +99,8 @@ pub(crate) enum HeadPooling {
     First,
     /// The mean over the sequence's tokens (ModernBERT's `mean`).
     Mean,
+    /// Every token's: a token classifier's logits, one row per token.
+    Tokens,
 }
 
 /// A classification head: the pooled last-layer state through a dense
@@ -132,6 +134,34 @@ impl ClassifierHead {
                 super::with_heads().join(", ")
             ));
         };
+        ClassifierHead::of_shape(shape, config, weights, labels)
+    }
+
+    /// Loads the head of `model_type`'s `*ForTokenClassification` with
+    /// `labels` outputs: logits for every token.
+    pub(crate) fn load_tokens(
+        model_type: &str,
+        config: &str,
+        weights: VarBuilder,
+        labels: usize,
+    ) -> Result<ClassifierHead> {
+        let Some(shape) = super::find(model_type).and_then(|f| f.token_head) else {
+            return Err(format!(
+                "refscore has no token-classification head for model_type '{model_type}' yet (it has: {})",
+                super::with_token_heads().join(", ")
+            ));
+        };
+        let mut head = ClassifierHead::of_shape(shape, config, weights, labels)?;
+        head.pooling = HeadPooling::Tokens;
+        Ok(head)
+    }
+
+    fn of_shape(
+        shape: HeadShape,
+        config: &str,
+        weights: VarBuilder,
+        labels: usize,
+    ) -> Result<ClassifierHead> {
         let c: HeadConfig =
             serde_json::from_str(config).map_err(|e| format!("config.json: {e}"))?;
         let h = c.hidden_size;
@@ -204,7 +234,7 @@ impl ClassifierHead {
                     linear("classifier", h, labels)?,
                 )
             }
-            HeadShape::FirstTokenClassifier(prefixes) => {
+            HeadShape::TokenClassifier(prefixes) => {
                 let name = prefixes
                     .iter()
                     .find(|p| weights.contains_tensor(&format!("{p}.weight")))
@@ -222,7 +252,7 @@ impl ClassifierHead {
 
     /// Each sequence's pooled state `[b, hidden]` from the last layer's
     /// token states `[Σ lengths, hidden]` (sequence after sequence), as the
-    /// head reads it. Runs where `states` are, so that on a GPU only the
+    /// head reads it (a token classifier's: every state, as given). Runs where `states` are, so that on a GPU only the
     /// pooled rows, not every token's state, reach the host.
     pub(crate) fn pool(&self, states: &Tensor, lengths: &[usize]) -> candle_core::Result<Tensor> {
         let starts: Vec<usize> = lengths
@@ -234,6 +264,7 @@ impl ClassifierHead {
             })
             .collect();
         match self.pooling {
+            HeadPooling::Tokens => Ok(states.clone()),
             HeadPooling::First => {
                 let rows: Vec<u32> = starts.iter().map(|&s| s as u32).collect();
                 let rows = Tensor::from_vec(rows, starts.len(), states.device())?;
@@ -250,7 +281,8 @@ impl ClassifierHead {
         }
     }
 
-    /// Logits `[b, labels]` from the pooled states `[b, hidden]`.
+    /// Logits `[b, labels]` from the pooled states `[b, hidden]` (or each
+    /// token's, `[Σ lengths, labels]`, from every state).
     pub(crate) fn logits(&self, pooled: &Tensor) -> candle_core::Result<Tensor> {
         let mut x = match &self.dense {
             Some((dense, nonlinearity)) => nonlinearity.apply(&dense.forward(pooled)?)?,

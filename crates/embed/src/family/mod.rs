@@ -107,6 +107,8 @@ pub(crate) struct Family {
     pub decoder: bool,
     /// Its `*ForSequenceClassification` head, where refscore has one.
     pub head: Option<Head>,
+    /// Its `*ForTokenClassification` head, where refscore has one.
+    pub token_head: Option<HeadShape>,
 }
 
 /// A family's sequence-classification head.
@@ -138,8 +140,13 @@ const fn family(model_type: &'static str, load: Loader) -> Family {
         gpt2_tokenizer: false,
         decoder: false,
         head: None,
+        token_head: None,
     }
 }
+
+/// A `*ForTokenClassification`'s `classifier` alone (BERT, RoBERTa, XLM-R,
+/// DistilBERT, DeBERTa, T5).
+const LINEAR_TOKENS: Option<HeadShape> = Some(HeadShape::TokenClassifier(&["classifier"]));
 
 const fn head(name: &'static str, shape: HeadShape) -> Option<Head> {
     Some(Head { name, shape })
@@ -149,19 +156,23 @@ const fn head(name: &'static str, shape: HeadShape) -> Option<Head> {
 const FAMILIES: &[Family] = &[
     Family {
         head: head("BERT", HeadShape::BertPooler(&["bert"])),
+        token_head: LINEAR_TOKENS,
         ..family("bert", bert::load)
     },
     Family {
         gpt2_tokenizer: true,
         head: head("DeBERTa", HeadShape::ContextPooler),
+        token_head: LINEAR_TOKENS,
         ..family("deberta", deberta::load_v1)
     },
     Family {
         head: head("DeBERTa", HeadShape::ContextPooler),
+        token_head: LINEAR_TOKENS,
         ..family("deberta-v2", deberta::load_v2)
     },
     Family {
         head: head("DistilBERT", HeadShape::PreClassifier),
+        token_head: LINEAR_TOKENS,
         ..family("distilbert", distilbert::load)
     },
     Family {
@@ -174,6 +185,9 @@ const FAMILIES: &[Family] = &[
     },
     Family {
         head: head("ModernBERT", HeadShape::ModernBert),
+        // ModernBertForTokenClassification: its prediction head on every
+        // token (LettuceDetect's span detector).
+        token_head: Some(HeadShape::ModernBert),
         ..family("modernbert", modernbert::load)
     },
     Family {
@@ -196,19 +210,22 @@ const FAMILIES: &[Family] = &[
         positions: Positions::Relative,
         head: head(
             "T5 (HHEM-2.1-Open)",
-            HeadShape::FirstTokenClassifier(&["t5.classifier", "classifier"]),
+            HeadShape::TokenClassifier(&["t5.classifier", "classifier"]),
         ),
+        token_head: LINEAR_TOKENS,
         ..family("t5", t5::load)
     },
     Family {
         positions: Positions::AfterPadding,
         gpt2_tokenizer: true,
         head: head("RoBERTa", HeadShape::RobertaHead),
+        token_head: LINEAR_TOKENS,
         ..family("roberta", roberta::load)
     },
     Family {
         positions: Positions::AfterPadding,
         head: head("XLM-R", HeadShape::RobertaHead),
+        token_head: LINEAR_TOKENS,
         ..family("xlm-roberta", roberta::load)
     },
 ];
@@ -232,6 +249,15 @@ pub(crate) fn with_heads() -> Vec<&'static str> {
     FAMILIES
         .iter()
         .filter(|f| f.head.is_some())
+        .map(|f| f.model_type)
+        .collect()
+}
+
+/// The `model_type`s with a token-classification head, for messages.
+pub(crate) fn with_token_heads() -> Vec<&'static str> {
+    FAMILIES
+        .iter()
+        .filter(|f| f.token_head.is_some())
         .map(|f| f.model_type)
         .collect()
 }
@@ -326,7 +352,7 @@ mod registry_tests {
         );
         for f in FAMILIES.iter().filter(|f| f.decoder) {
             assert!(
-                f.head.is_none(),
+                f.head.is_none() && f.token_head.is_none(),
                 "{} is a decoder with an encoder head",
                 f.model_type
             );

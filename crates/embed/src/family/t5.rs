@@ -255,54 +255,42 @@ impl T5 {
     fn load(vb: VarBuilder, c: &T5Config, precision: Precision) -> std::result::Result<T5, String> {
         let ff = c.feed_forward()?;
         let vb = weights_root(vb)?;
-        let device_is_cpu = vb.device().is_cpu();
-        let heads = c.num_heads;
-        let buckets = c.relative_attention_num_buckets;
-        let build = || -> Result<(T5, Vec<f32>)> {
-            // The embedding is tied: `shared`, or the encoder's own copy of it.
-            let name = if vb.contains_tensor("shared.weight") {
-                "shared.weight"
-            } else {
-                "encoder.embed_tokens.weight"
-            };
-            let words = Embedding::new(vb.get((c.vocab_size, c.d_model), name)?, c.d_model);
-            let enc = vb.pp("encoder");
-            let layers = (0..c.num_layers)
-                .map(|i| Layer::load(enc.pp(format!("block.{i}")), c, ff, precision))
-                .collect::<Result<Vec<_>>>()?;
-            let values = enc
-                .get(
-                    (buckets, heads),
-                    "block.0.layer.0.SelfAttention.relative_attention_bias.weight",
-                )?
-                .flatten_all()?
-                .to_vec1::<f32>()?;
-            let t5 = T5 {
-                words,
-                layers,
-                final_norm: RmsNorm::load(
-                    enc.pp("final_layer_norm"),
-                    c.d_model,
-                    c.layer_norm_epsilon,
-                )?,
-                positions: RelativePositions {
-                    values: Vec::new(),
-                    buckets,
-                    heads,
-                    max_distance: c.relative_attention_max_distance,
-                },
-                heads,
-                d_kv: c.d_kv,
-                hidden: c.d_model,
-                ff,
-                fused: device_is_cpu,
-            };
-            Ok((t5, values))
-        };
-        let (mut t5, values) = build().map_err(|e| e.to_string())?;
-        t5.positions =
+        let (heads, buckets) = (c.num_heads, c.relative_attention_num_buckets);
+        let enc = vb.pp("encoder");
+        let text = |e: candle_core::Error| e.to_string();
+        let values = enc
+            .get(
+                (buckets, heads),
+                "block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+            )
+            .and_then(|t| t.flatten_all()?.to_vec1::<f32>())
+            .map_err(text)?;
+        let positions =
             RelativePositions::new(values, buckets, heads, c.relative_attention_max_distance)?;
-        Ok(t5)
+        // The embedding is tied: `shared`, or the encoder's own copy of it.
+        let name = if vb.contains_tensor("shared.weight") {
+            "shared.weight"
+        } else {
+            "encoder.embed_tokens.weight"
+        };
+        let words = vb.get((c.vocab_size, c.d_model), name).map_err(text)?;
+        let layers = (0..c.num_layers)
+            .map(|i| Layer::load(enc.pp(format!("block.{i}")), c, ff, precision))
+            .collect::<Result<Vec<_>>>()
+            .map_err(text)?;
+        let final_norm = RmsNorm::load(enc.pp("final_layer_norm"), c.d_model, c.layer_norm_epsilon)
+            .map_err(text)?;
+        Ok(T5 {
+            words: Embedding::new(words, c.d_model),
+            layers,
+            final_norm,
+            positions,
+            heads,
+            d_kv: c.d_kv,
+            hidden: c.d_model,
+            ff,
+            fused: vb.device().is_cpu(),
+        })
     }
 
     fn inner(&self) -> usize {

@@ -464,9 +464,11 @@ pub struct ScoreArgs {
     /// Cross-encoder for the `cross` metrics, reading reference and output together: a
     /// *ForSequenceClassification folder or ORG/NAME (BERT, RoBERTa, XLM-R, DistilBERT,
     /// DeBERTa v1/v2/v3, ModernBERT, GTE or NomicBERT), scored as sentence-transformers'
-    /// CrossEncoder scores it. A one-output model (STS, relevance) gives cross_score; an NLI model gives
-    /// nli_precision, nli_recall, nli_equivalence (two-way entailment) and nli_contradiction.
-    /// Runs on --device with --precision, like --model
+    /// CrossEncoder scores it, or T5 (HHEM-2.1-Open), scored as its own predict (its prompt; its
+    /// folder needs flan-t5-base's tokenizer.json). A one-output model (STS, relevance) gives
+    /// cross_score; an NLI model gives nli_precision, nli_recall, nli_equivalence (two-way
+    /// entailment) and nli_contradiction (HHEM: --nli-labels entailment=1). Runs on --device
+    /// with --precision, like --model
     #[arg(long, value_name = "PATH|ORG/NAME")]
     pub cross_model: Option<String>,
 

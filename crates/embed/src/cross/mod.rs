@@ -7,10 +7,12 @@
 
 mod entailment;
 mod folder;
+mod hhem;
 mod nli;
 mod pair_store;
 mod pairs;
 mod stage;
+mod tokens;
 
 use std::time::{Duration, Instant};
 
@@ -20,10 +22,12 @@ use rayon::prelude::*;
 use refscore_core::Error;
 
 pub use entailment::NliEntailment;
-pub use folder::{CrossFolder, ScoreActivation};
+pub use folder::{CrossFolder, CrossInput, ScoreActivation};
+pub use hhem::{PairPrompt, HHEM_CONSISTENT, HHEM_PROMPT};
 pub use nli::{NliLabels, NliScores};
 use pairs::{EncodedPair, PairTokenizer};
 pub use stage::{cross_fields, CrossCapability, CrossPlan, CrossStage};
+pub use tokens::{TokenClassifier, TokenPrediction};
 
 use crate::encoder::Encoder;
 use crate::family::ClassifierHead;
@@ -145,7 +149,10 @@ impl CrossEncoder {
     ) -> Result<Vec<PairPrediction>, Error> {
         let encoded: Vec<EncodedPair> = pairs
             .par_iter()
-            .map(|(a, b)| self.tokenizer.encode(a, b))
+            .map(|(a, b)| match &self.folder.input {
+                CrossInput::Pair => self.tokenizer.encode(a, b),
+                CrossInput::Prompt(prompt) => self.tokenizer.encode_one(&prompt.fill(a, b)),
+            })
             .collect::<Result<_, _>>()?;
         if let Some(k) = encoded.iter().position(|e| e.ids.is_empty()) {
             return Err(Error::config(format!(

@@ -52,6 +52,22 @@ impl PairTokenizer {
         })
     }
 
+    /// Tokenises one text (a pair filled into a prompt) with the
+    /// tokenizer's single-text template, truncated at the limit; every
+    /// token is type 0.
+    pub(crate) fn encode_one(&self, text: &str) -> Result<EncodedPair, Error> {
+        let bad = |e: tokenizers::Error| Error::internal(format!("tokenising a prompt: {e}"));
+        let encoding = self
+            .pairs
+            .encode(EncodeInput::Single(text.into()), true)
+            .map_err(bad)?;
+        Ok(EncodedPair {
+            ids: encoding.get_ids().to_vec(),
+            second: encoding.len(),
+            truncated: !encoding.get_overflowing().is_empty(),
+        })
+    }
+
     /// Tokenises (`first`, `second`) as the tokenizer's pair template says.
     pub(crate) fn encode(&self, first: &str, second: &str) -> Result<EncodedPair, Error> {
         let bad = |e: tokenizers::Error| Error::internal(format!("tokenising a pair: {e}"));

@@ -407,7 +407,8 @@ impl Stage for CrossStage {
                     "entailment": f.labels[n.entailment],
                     "contradiction": n.contradiction.map(|c| f.labels[c].clone()),
                 })),
-                "max_length": self.model.max_len(),
+                // null: no limit (HHEM-2.1-Open's predict truncates nothing).
+                "max_length": (self.model.max_len() != usize::MAX).then(|| self.model.max_len()),
                 "pairs_scored": r.pairs,
                 "pairs_truncated": r.truncated,
                 "pairs_reused": r.reused,

@@ -218,7 +218,7 @@ fn a_model_type_without_a_family_is_a_configuration_error() {
     ];
     let err = fails(&score(&input, &out, &args), 78);
     let listed = "bert, deberta, deberta-v2, distilbert, gemma3_text, gte, modernbert, mpnet, \
-                  new, nomic_bert, qwen3, roberta, xlm-roberta";
+                  new, nomic_bert, qwen3, roberta, t5, xlm-roberta";
     assert!(
         err.contains("model_type is 'xlnet'") && err.contains(listed),
         "{err}"

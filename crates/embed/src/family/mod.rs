@@ -207,6 +207,13 @@ const FAMILIES: &[Family] = &[
         ..family("qwen3", qwen3::load)
     },
     Family {
+        positions: Positions::AfterPadding,
+        gpt2_tokenizer: true,
+        head: head("RoBERTa", HeadShape::RobertaHead),
+        token_head: LINEAR_TOKENS,
+        ..family("roberta", roberta::load)
+    },
+    Family {
         positions: Positions::Relative,
         head: head(
             "T5 (HHEM-2.1-Open)",
@@ -214,13 +221,6 @@ const FAMILIES: &[Family] = &[
         ),
         token_head: LINEAR_TOKENS,
         ..family("t5", t5::load)
-    },
-    Family {
-        positions: Positions::AfterPadding,
-        gpt2_tokenizer: true,
-        head: head("RoBERTa", HeadShape::RobertaHead),
-        token_head: LINEAR_TOKENS,
-        ..family("roberta", roberta::load)
     },
     Family {
         positions: Positions::AfterPadding,

@@ -160,46 +160,30 @@ impl CrossEncoder {
                 self.folder.files.dir.display()
             )));
         }
-        let mut order: Vec<usize> = (0..encoded.len()).collect();
-        order.sort_by_key(|&k| std::cmp::Reverse(encoded[k].ids.len()));
-        let plan = self.encoder.batch_plan(self.batch_tokens, self.max_len);
         let labels = self.folder.labels.len();
-        let mut out: Vec<Option<PairPrediction>> = vec![None; encoded.len()];
-        let last = self.encoder.layers();
-        let mut start = 0;
-        while start < order.len() {
-            let count = plan.next(order[start..].iter().map(|&k| encoded[k].ids.len()));
-            let group = &order[start..start + count];
-            let seqs: Vec<&[u32]> = group.iter().map(|&k| encoded[k].ids.as_slice()).collect();
-            let second: Vec<usize> = group.iter().map(|&k| encoded[k].second).collect();
-            let t0 = Instant::now();
-            let lengths: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
-            let states = self
-                .encoder
-                .forward_on_device(&seqs, Some(&second), &[last])?;
-            let logits: Vec<Vec<f32>> = self
-                .head
-                .pool(&states[0], &lengths)
-                .and_then(|pooled| self.head.logits(&pooled))
-                .and_then(|l| l.to_vec2())
-                .map_err(|e| Error::internal(format!("classification head: {e}")))?;
-            report.forward += t0.elapsed();
-            for (&k, logits) in group.iter().zip(logits) {
-                let e = &encoded[k];
-                report.pairs += 1;
-                report.truncated += u64::from(e.truncated);
-                report.tokens += e.ids.len() as u64;
-                out[k] = Some(PairPrediction {
-                    values: self.scores(&logits, softmax && labels > 1),
-                    truncated: e.truncated,
-                });
-            }
-            start += count;
-        }
-        Ok(out
-            .into_iter()
-            .map(|s| s.expect("every pair scored"))
-            .collect())
+        forward_in_length_groups(
+            &self.encoder,
+            self.batch_tokens,
+            self.max_len,
+            &encoded,
+            report,
+            |group, states, lengths| {
+                let logits: Vec<Vec<f32>> = self
+                    .head
+                    .pool(states, lengths)
+                    .and_then(|pooled| self.head.logits(&pooled))
+                    .and_then(|l| l.to_vec2())
+                    .map_err(|e| Error::internal(format!("classification head: {e}")))?;
+                Ok(group
+                    .iter()
+                    .zip(logits)
+                    .map(|(&k, logits)| PairPrediction {
+                        values: self.scores(&logits, softmax && labels > 1),
+                        truncated: encoded[k].truncated,
+                    })
+                    .collect())
+            },
+        )
     }
 
     /// One pair's logits through the activation (and softmax), in f64 as
@@ -217,4 +201,49 @@ impl CrossEncoder {
         let sum: f64 = exp.iter().sum();
         exp.iter().map(|v| (v / sum) as f32).collect()
     }
+}
+
+/// Runs `encoded` through `encoder` longest first, in the groups its batch
+/// plan sizes, and gives each group's last-layer states (padding removed)
+/// and lengths to `head`, which returns one value per pair of the group, in
+/// the group's order. Counts pairs, truncations, tokens and forward time in
+/// `report`; the values come back in `encoded`'s order. One loop for every
+/// head on a cross-encoder's body (sequence and token classifiers).
+pub(crate) fn forward_in_length_groups<T>(
+    encoder: &Encoder,
+    batch_tokens: usize,
+    max_len: usize,
+    encoded: &[EncodedPair],
+    report: &mut CrossReport,
+    mut head: impl FnMut(&[usize], &candle_core::Tensor, &[usize]) -> Result<Vec<T>, Error>,
+) -> Result<Vec<T>, Error> {
+    let mut order: Vec<usize> = (0..encoded.len()).collect();
+    order.sort_by_key(|&k| std::cmp::Reverse(encoded[k].ids.len()));
+    let plan = encoder.batch_plan(batch_tokens, max_len);
+    let mut out: Vec<Option<T>> = (0..encoded.len()).map(|_| None).collect();
+    let last = encoder.layers();
+    let mut start = 0;
+    while start < order.len() {
+        let count = plan.next(order[start..].iter().map(|&k| encoded[k].ids.len()));
+        let group = &order[start..start + count];
+        let seqs: Vec<&[u32]> = group.iter().map(|&k| encoded[k].ids.as_slice()).collect();
+        let second: Vec<usize> = group.iter().map(|&k| encoded[k].second).collect();
+        let lengths: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
+        let t0 = Instant::now();
+        let states = encoder.forward_on_device(&seqs, Some(&second), &[last])?;
+        let values = head(group, &states[0], &lengths)?;
+        report.forward += t0.elapsed();
+        for (&k, value) in group.iter().zip(values) {
+            let e = &encoded[k];
+            report.pairs += 1;
+            report.truncated += u64::from(e.truncated);
+            report.tokens += e.ids.len() as u64;
+            out[k] = Some(value);
+        }
+        start += count;
+    }
+    Ok(out
+        .into_iter()
+        .map(|v| v.expect("every pair through the head"))
+        .collect())
 }

@@ -10,7 +10,6 @@
 //! aggregation, not this module's.
 
 use std::path::Path;
-use std::time::Instant;
 
 use candle_core::DType;
 use candle_nn::VarBuilder;
@@ -127,47 +126,32 @@ impl TokenClassifier {
                 self.files.dir.display()
             )));
         }
-        let mut order: Vec<usize> = (0..encoded.len()).collect();
-        order.sort_by_key(|&k| std::cmp::Reverse(encoded[k].ids.len()));
-        let plan = self
-            .encoder
-            .batch_plan(self.batch_tokens, self.files.max_seq_length);
-        let mut out: Vec<Option<TokenPrediction>> = vec![None; encoded.len()];
-        let last = self.encoder.layers();
-        let mut start = 0;
-        while start < order.len() {
-            let count = plan.next(order[start..].iter().map(|&k| encoded[k].ids.len()));
-            let group = &order[start..start + count];
-            let seqs: Vec<&[u32]> = group.iter().map(|&k| encoded[k].ids.as_slice()).collect();
-            let second: Vec<usize> = group.iter().map(|&k| encoded[k].second).collect();
-            let t0 = Instant::now();
-            let states = self
-                .encoder
-                .forward_on_device(&seqs, Some(&second), &[last])?;
-            let logits: Vec<Vec<f32>> = self
-                .head
-                .logits(&states[0])
-                .and_then(|l| l.to_vec2())
-                .map_err(|e| Error::internal(format!("token-classification head: {e}")))?;
-            report.forward += t0.elapsed();
-            let mut rows = logits.into_iter();
-            for &k in group {
-                let e = &encoded[k];
-                report.pairs += 1;
-                report.truncated += u64::from(e.truncated);
-                report.tokens += e.ids.len() as u64;
-                out[k] = Some(TokenPrediction {
-                    ids: e.ids.clone(),
-                    probabilities: rows.by_ref().take(e.ids.len()).map(softmax).collect(),
-                    truncated: e.truncated,
-                });
-            }
-            start += count;
-        }
-        Ok(out
-            .into_iter()
-            .map(|s| s.expect("every pair labelled"))
-            .collect())
+        super::forward_in_length_groups(
+            &self.encoder,
+            self.batch_tokens,
+            self.files.max_seq_length,
+            &encoded,
+            report,
+            |group, states, _| {
+                let logits: Vec<Vec<f32>> = self
+                    .head
+                    .logits(states)
+                    .and_then(|l| l.to_vec2())
+                    .map_err(|e| Error::internal(format!("token-classification head: {e}")))?;
+                let mut rows = logits.into_iter();
+                Ok(group
+                    .iter()
+                    .map(|&k| {
+                        let e = &encoded[k];
+                        TokenPrediction {
+                            ids: e.ids.clone(),
+                            probabilities: rows.by_ref().take(e.ids.len()).map(softmax).collect(),
+                            truncated: e.truncated,
+                        }
+                    })
+                    .collect())
+            },
+        )
     }
 }
 

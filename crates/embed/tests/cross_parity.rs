@@ -5,22 +5,15 @@
 //! (scripts/fixtures/make-tiny-cross-models.py): every row, both
 //! directions, truncation included.
 
-use std::path::PathBuf;
+mod common;
+
+use common::{fixtures, jsonl, pairs};
 
 use refscore_embed::{CrossEncoder, CrossFolder, CrossOptions, CrossReport, Precision};
 use serde_json::Value;
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
-}
-
 fn rows(name: &str) -> (Value, Vec<Value>) {
-    let text = std::fs::read_to_string(fixtures().join(format!("cross-{name}.jsonl"))).unwrap();
-    let mut lines = text
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap());
-    let header = lines.next().unwrap();
-    (header["header"].clone(), lines.collect())
+    jsonl(&format!("cross-{name}.jsonl"))
 }
 
 fn options() -> CrossOptions {
@@ -54,15 +47,7 @@ fn matches_sentence_transformers(name: &str) {
         header["max_length"].as_u64().unwrap(),
         "{name}: the pair limit"
     );
-    let forward: Vec<(&str, &str)> = rows
-        .iter()
-        .map(|r| {
-            (
-                r["reference"].as_str().unwrap(),
-                r["output"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let forward: Vec<(&str, &str)> = pairs(&rows);
     let backward: Vec<(&str, &str)> = forward.iter().map(|&(a, b)| (b, a)).collect();
     let mut report = CrossReport::default();
     let got_forward = model.predict(&forward, true, &mut report).unwrap();
@@ -223,15 +208,7 @@ fn what_is_not_a_single_label_sequence_classifier_is_refused_by_name() {
 #[test]
 fn reduced_precisions_stay_near_fp32() {
     let (_, rows) = rows("tiny-cross-roberta-nli");
-    let pairs: Vec<(&str, &str)> = rows
-        .iter()
-        .map(|r| {
-            (
-                r["reference"].as_str().unwrap(),
-                r["output"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let pairs: Vec<(&str, &str)> = pairs(&rows);
     let run = |precision: Precision| {
         let folder = CrossFolder::read(&fixtures().join("models/tiny-cross-roberta-nli")).unwrap();
         let model = CrossEncoder::load(
@@ -283,15 +260,7 @@ fn hhem_matches_its_authors_predict() {
         usize::MAX,
         "HHEM's predict does not truncate"
     );
-    let forward: Vec<(&str, &str)> = rows
-        .iter()
-        .map(|r| {
-            (
-                r["reference"].as_str().unwrap(),
-                r["output"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let forward: Vec<(&str, &str)> = pairs(&rows);
     let backward: Vec<(&str, &str)> = forward.iter().map(|&(a, b)| (b, a)).collect();
     let mut report = CrossReport::default();
     let got_forward = model.predict(&forward, true, &mut report).unwrap();

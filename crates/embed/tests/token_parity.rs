@@ -4,22 +4,15 @@
 //! (scripts/fixtures/make-token-classifier-fixtures.py): every row's
 //! tokens, truncation included.
 
-use std::path::PathBuf;
+mod common;
+
+use common::{fixtures, jsonl, pairs};
 
 use refscore_embed::{CrossOptions, CrossReport, Precision, TokenClassifier};
 use serde_json::Value;
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
-}
-
 fn rows(name: &str) -> (Value, Vec<Value>) {
-    let text = std::fs::read_to_string(fixtures().join(format!("tokens-{name}.jsonl"))).unwrap();
-    let mut lines = text
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap());
-    let header = lines.next().unwrap();
-    (header["header"].clone(), lines.collect())
+    jsonl(&format!("tokens-{name}.jsonl"))
 }
 
 fn load(name: &str, precision: Precision) -> TokenClassifier {
@@ -49,15 +42,7 @@ fn matches_transformers(name: &str) {
         model.max_len() as u64,
         header["max_length"].as_u64().unwrap()
     );
-    let pairs: Vec<(&str, &str)> = rows
-        .iter()
-        .map(|r| {
-            (
-                r["reference"].as_str().unwrap(),
-                r["output"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let pairs: Vec<(&str, &str)> = pairs(&rows);
     let mut report = CrossReport::default();
     let got = model.predict(&pairs, &mut report).unwrap();
     let (mut worst, mut tokens) = (0f32, 0);
@@ -138,15 +123,7 @@ fn what_is_not_a_token_classifier_is_refused() {
 #[test]
 fn token_classifiers_in_reduced_precision_stay_near_fp32() {
     let (_, rows) = rows("tiny-token-modernbert");
-    let pairs: Vec<(&str, &str)> = rows
-        .iter()
-        .map(|r| {
-            (
-                r["reference"].as_str().unwrap(),
-                r["output"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let pairs: Vec<(&str, &str)> = pairs(&rows);
     let run = |p| {
         load("tiny-token-modernbert", p)
             .predict(&pairs, &mut CrossReport::default())

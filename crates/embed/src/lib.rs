@@ -57,9 +57,11 @@ use refscore_core::metric::{Group, MetricSet};
 use refscore_core::{Error, RowBatch, ScoreColumns};
 
 pub use baseline::read_baseline;
+pub use cross::recipe;
 pub use cross::{
     cross_fields, CrossCapability, CrossEncoder, CrossFolder, CrossOptions, CrossPlan, CrossReport,
-    CrossStage, NliEntailment, NliLabels, NliScores, PairPrediction, ScoreActivation,
+    CrossStage, NliEntailment, NliLabels, NliScores, PairPrediction, Recipe, ScoreActivation,
+    Support, DEFAULT_RECIPE, FOLDER_RECIPE,
 };
 pub use encoder::{device_ordinal, parse_device};
 pub use family::cross_families;

@@ -52,6 +52,38 @@ impl PairTokenizer {
         })
     }
 
+    /// The number of tokens `text` has alone, without special tokens.
+    pub(crate) fn count(&self, text: &str) -> Result<usize, Error> {
+        self.pieces
+            .encode(EncodeInput::Single(text.into()), false)
+            .map(|e| e.len())
+            .map_err(|e| Error::internal(format!("tokenising a text: {e}")))
+    }
+
+    /// Tokenises one text with the single template, truncated at its end as
+    /// `tokenizer(text, truncation=True, max_length=L)` truncates it.
+    pub(crate) fn encode_single(&self, text: &str) -> Result<EncodedPair, Error> {
+        let bad = |e: tokenizers::Error| Error::internal(format!("tokenising a text: {e}"));
+        let a = self
+            .pieces
+            .encode(EncodeInput::Single(text.into()), false)
+            .map_err(bad)?;
+        let length = a.len();
+        let one = self.pairs.post_process(a, None, true).map_err(bad)?;
+        // The template's own special tokens (a special token written in
+        // the text, as MiniCheck's eos between chunk and claim, is the
+        // text's).
+        let added = self
+            .pairs
+            .get_post_processor()
+            .map_or(0, |p| tokenizers::PostProcessor::added_tokens(p, false));
+        Ok(EncodedPair {
+            ids: one.get_ids().to_vec(),
+            second: one.len(),
+            truncated: one.len().saturating_sub(added) < length,
+        })
+    }
+
     /// Tokenises (`first`, `second`) as the tokenizer's pair template says.
     pub(crate) fn encode(&self, first: &str, second: &str) -> Result<EncodedPair, Error> {
         let bad = |e: tokenizers::Error| Error::internal(format!("tokenising a pair: {e}"));

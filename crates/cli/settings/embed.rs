@@ -162,8 +162,23 @@ pub(super) fn resolve(args: &mut ScoreArgs, origin: &Origin) -> Result<EmbedSett
         model_dir_named: model_dir.is_some(),
         cross_model: args.cross_model.take(),
         nli_labels: args.nli_labels.take(),
-        cross_recipe: args.cross_recipe.take(),
+        cross_recipe: cross_recipe(args.cross_recipe.take(), origin)?,
     })
+}
+
+/// A `--cross-recipe` value: a shipped recipe's name or an existing file
+/// (what the file holds is read with the model, exit 78 naming the file).
+fn cross_recipe(value: Option<String>, origin: &Origin) -> Result<Option<String>, Error> {
+    if let Some(spec) = &value {
+        if refscore_embed::Recipe::builtin(spec).is_none() && !Path::new(spec).is_file() {
+            let why = format!(
+                "not a recipe's name ({}) and no such file",
+                refscore_embed::Recipe::names().join(", ")
+            );
+            return Err(origin.bad("cross_recipe", spec, &why));
+        }
+    }
+    Ok(value)
 }
 
 /// A `--rescale-baseline` value: `auto`, `P,R,F`, or a baseline file.

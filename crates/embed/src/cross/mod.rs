@@ -307,13 +307,22 @@ impl CrossEncoder {
         let recipe = &self.folder.recipe;
         let max_len = self.max_len;
         let count = |t: &str| self.tokenizer.count(t).unwrap_or(0).min(max_len);
-        let chunks: Vec<Vec<String>> = pairs
+        // Each distinct premise is cut once (a reference shared by many
+        // outputs is common).
+        let mut distinct: Vec<&str> = pairs.iter().map(|(p, _)| *p).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let cut: std::collections::HashMap<&str, Vec<String>> = distinct
             .par_iter()
-            .map(|(premise, _)| match recipe.chunking() {
-                Some(c) => c.chunks(premise, &count),
-                None => vec![premise.to_string()],
+            .map(|&premise| {
+                let chunks = match recipe.chunking() {
+                    Some(c) => c.chunks(premise, &count),
+                    None => vec![premise.to_string()],
+                };
+                (premise, chunks)
             })
             .collect();
+        let chunks: Vec<&Vec<String>> = pairs.iter().map(|(p, _)| &cut[p]).collect();
         let inputs: Vec<(usize, &str, &str)> = chunks
             .iter()
             .zip(pairs)

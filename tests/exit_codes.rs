@@ -140,6 +140,14 @@ fn cases(model: &str) -> Vec<(&'static str, Option<&'static str>, Vec<&str>, i32
             74,
         ),
         ("--judge-threshold", Some("2"), judge.clone(), 64),
+        // OpenAI's flex processing (its own checks: tests/judge_flex.rs).
+        ("--judge-service-tier", Some("priority"), judge.clone(), 64),
+        (
+            "--judge-flex-fallback",
+            Some("0"),
+            [judge.as_slice(), &["--judge-service-tier", "flex"]].concat(),
+            64,
+        ),
         ("--threshold", Some("no_such_metric=1"), lexical.clone(), 64),
         // Not METRIC=COLUMN (bad labels: tests/gold.rs).
         ("--gold", Some("token_f1"), lexical.clone(), 64),
@@ -152,6 +160,7 @@ fn cases(model: &str) -> Vec<(&'static str, Option<&'static str>, Vec<&str>, i32
         ("--store-retries", Some("many"), lexical.clone(), 64),
         // Only for an object-store output (one: tests/python/test_object_store.py).
         ("--run-dir", Some("/tmp"), lexical.clone(), 78),
+        ("--output-format", Some("iceberg"), lexical.clone(), 64),
         ("--threads", Some("0"), lexical.clone(), 64),
         (
             "--config",

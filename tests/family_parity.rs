@@ -43,7 +43,14 @@
 //!   pre-norm, GeGLU, global and 16-token local layers with two rotary
 //!   bases, a final norm;
 //! - tiny-embeddinggemma: bidirectional Gemma 3 with sliding and global
-//!   layers, (1 + w) RMSNorms, a scaled embedding, and two Dense modules.
+//!   layers, (1 + w) RMSNorms, a scaled embedding, and two Dense modules;
+//! - tiny-t5: T5's encoder as Flan-T5 configures it (gated GELU, 32
+//!   relative buckets up to 128 tokens, unscaled attention, RMS norms, a
+//!   final norm, `d_kv · heads` ≠ `d_model`) with a T5-shaped Unigram
+//!   tokenizer that appends `</s>` (no [CLS]/[SEP]: bert_score weighs
+//!   every token, and its two-token rule is handled as for tiny-qwen3);
+//!   tiny-t5-relu: the original T5's ReLU feed-forward, 8 buckets up to 20
+//!   tokens.
 //!
 //! The tiny ones are random-weight checkpoints committed under
 //! tests/fixtures/models (scripts/fixtures/make-tiny-models.py).
@@ -350,9 +357,19 @@ fn embeddinggemma_matches_the_reference_libraries() {
     matches_the_reference_libraries("tiny-embeddinggemma");
 }
 
+#[test]
+fn t5_with_gated_gelu_matches_the_reference_libraries() {
+    matches_the_reference_libraries("tiny-t5");
+}
+
+#[test]
+fn t5_with_relu_matches_the_reference_libraries() {
+    matches_the_reference_libraries("tiny-t5-relu");
+}
+
 /// The families that run as Candle operations on padded batches, by the
 /// tiny folder that tests each.
-const PADDED_FAMILIES: [&str; 8] = [
+const PADDED_FAMILIES: [&str; 9] = [
     "tiny-deberta",
     "tiny-deberta-v3",
     "tiny-deberta-v2-conv",
@@ -361,6 +378,7 @@ const PADDED_FAMILIES: [&str; 8] = [
     "tiny-qwen3",
     "tiny-modernbert",
     "tiny-embeddinggemma",
+    "tiny-t5",
 ];
 
 /// The worst |refscore − reference| over the fixture's rows for cosine and

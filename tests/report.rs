@@ -460,3 +460,135 @@ fn contradiction_stands_in_the_right_way_round() {
     assert!((0.45..0.5).contains(&cut), "{stand_in}");
     assert_eq!(stand_in["lower_is_better"], true, "{stand_in}");
 }
+
+/// A labelled result: 200 rows labelled true of which the judge calls 190
+/// true (TPR 95%), 160 labelled false of which it calls 150 false (TNR
+/// 93.75%).
+fn judged_against_labels(dir: &Path) -> PathBuf {
+    let (trues, falses) = (200usize, 160usize);
+    let n = trues + falses;
+    let human: Vec<Option<bool>> = (0..n).map(|i| Some(i < trues)).collect();
+    let verdict: Vec<Option<bool>> = (0..n)
+        .map(|i| Some(if i < trues { i >= 10 } else { i < trues + 10 }))
+        .collect();
+    let path = dir.join("judged.parquet");
+    write_parquet(
+        &path,
+        vec![
+            ("id", int_ids(&(0..n as i64).collect::<Vec<_>>())),
+            (
+                "meaning_match",
+                Arc::new(arrow::array::BooleanArray::from(verdict)),
+            ),
+            ("meaning_match_source", s(&vec!["judge"; n])),
+            ("human", Arc::new(arrow::array::BooleanArray::from(human))),
+            ("status", s(&vec!["ok"; n])),
+            ("error", strs(&vec![None; n])),
+        ],
+    );
+    path
+}
+
+/// `--gate` holds a judge to the lower Clopper-Pearson bounds of its TPR and
+/// TNR, not the raw shares: TNR 93.75% on 160 rows is proven only to 90.5%
+/// at 90%, so `tnr>=0.92` fails (exit 1, the report still written) while
+/// `tpr>=0.9` passes; at 99% confidence the TPR bound drops below 0.91. The
+/// bounds equal SciPy's `beta.ppf(1 - c, k, n - k + 1)`.
+#[test]
+fn a_gate_on_tpr_and_tnr_reads_their_lower_bounds() {
+    let d = tempfile::tempdir().unwrap();
+    let path = judged_against_labels(d.path());
+    let json = d.path().join("r.json");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "report",
+            p(&path),
+            "--gold",
+            "meaning_match=human",
+            "--json",
+            p(&json),
+        ];
+        args.extend_from_slice(extra);
+        let out = refscore(&args);
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        std::fs::remove_file(&json).unwrap();
+        (out, report)
+    };
+    let (out, r) = run(&["--gate", "tpr>=0.9"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let g = &r["rate_gates"][0];
+    assert_eq!(
+        (g["rate"].as_str(), g["labels"].as_u64()),
+        (Some("tpr"), Some(200))
+    );
+    let low = g["lower_bound"].as_f64().unwrap();
+    assert!((low - 0.9240102118265292).abs() < 1e-9, "{g}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("gate passed: meaning_match: TPR 95.0%"));
+
+    let html = d.path().join("r.html");
+    let (out, r) = run(&["--gate", "meaning_match.tpr>=0.9,tnr>=0.92", "-o", p(&html)]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains(r#"<div class="gate-failed" data-table="rate-gates">"#),
+        "{page}"
+    );
+    assert!(
+        page.contains("lower 90% bound 90.5% &lt; 92.0%"),
+        "the failed gate on the page"
+    );
+    let tnr = &r["rate_gates"][1];
+    assert_eq!(
+        (tnr["failed"].as_bool(), tnr["labels"].as_u64()),
+        (Some(true), Some(160))
+    );
+    assert!((tnr["lower_bound"].as_f64().unwrap() - 0.9053397710169372).abs() < 1e-9);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("TNR 93.8% on 160 label-false rows") && err.contains("< 92.0%"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("TPR"),
+        "only the failed gate on stderr: {err}"
+    );
+
+    let (out, r) = run(&["--gate", "tpr>=0.91", "--gate-confidence", "0.99"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        (r["rate_gates"][0]["lower_bound"].as_f64().unwrap() - 0.9018180833967022).abs() < 1e-9
+    );
+}
+
+/// A gate that would check nothing is refused before anything is written:
+/// a metric with no labelled verdict (exit 78), a bad term or confidence
+/// (exit 64).
+#[test]
+fn a_gate_that_checks_nothing_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let path = judged_against_labels(d.path());
+    let path = p(&path);
+    check(
+        d.path(),
+        &[path, "--gate", "tpr>=0.9"],
+        78,
+        &["--gate tpr>=0.9", "no labelled verdict", "none"],
+    );
+    let labelled = [path, "--gold", "meaning_match=human", "--gate"];
+    for (gate, code, needles) in [
+        (
+            &["similarity.tnr>=0.9"][..],
+            78,
+            &["'similarity'", "labelled verdicts: meaning_match"][..],
+        ),
+        (&["kappa>=0.9"], 64, &["not a rate"]),
+        (
+            &["tpr>=0.9", "--gate-confidence", "1"],
+            64,
+            &["--gate-confidence 1"],
+        ),
+    ] {
+        check(d.path(), &[&labelled[..], gate].concat(), code, needles);
+    }
+}

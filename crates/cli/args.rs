@@ -155,7 +155,8 @@ Example (a nightly CI gate):
       --fail-on-regression token_f1=0.01,exact_match -o report.html --json report.json
 
 Exit codes: as for `score`, and
-  1   a metric named in --fail-on-regression regressed (the report is written)
+  1   a metric named in --fail-on-regression regressed, or a --gate failed (the report
+      is written)
 
 ";
 
@@ -232,6 +233,16 @@ pub struct ReportArgs {
     #[arg(long, value_name = "PREVIOUS")]
     pub baseline: Option<String>,
 
+    /// RESULT is a Delta table `score --output-format delta` appends to: report the rows
+    /// one run appended, named by its commit's table version or its run id [default: every
+    /// row of the table]
+    #[arg(long, value_name = "VERSION|RUN_ID")]
+    pub night: Option<String>,
+
+    /// The same for PREVIOUS: e.g. --baseline TABLE --baseline-night 41 --night 42
+    #[arg(long, value_name = "VERSION|RUN_ID")]
+    pub baseline_night: Option<String>,
+
     /// The scoring input, for texts (and --by) the result did not keep; joined by id
     #[arg(long, value_name = "INPUT")]
     pub input: Option<String>,
@@ -248,6 +259,16 @@ pub struct ReportArgs {
     /// `all` checks every metric. Needs --baseline
     #[arg(long, value_name = "METRIC[=DELTA],...", value_delimiter = ',')]
     pub fail_on_regression: Vec<String>,
+
+    /// Exit 1 unless a labelled verdict's TPR (or TNR) is proven at least MIN: its
+    /// one-sided lower Clopper-Pearson bound at --gate-confidence, on the rows labelled
+    /// true (false). METRIC defaults to every labelled verdict, e.g. 'tpr>=0.9,tnr>=0.9'
+    #[arg(long, value_name = "[METRIC.]tpr|tnr>=MIN,...", value_delimiter = ',')]
+    pub gate: Vec<String>,
+
+    /// The confidence of --gate's lower bounds (1 - delta)
+    #[arg(long, value_name = "LEVEL", default_value_t = 0.9)]
+    pub gate_confidence: f64,
 
     /// Pass threshold for a metric, e.g. token_f1=0.6 (repeatable) [default: the one the
     /// result records, i.e. what its summary used, else `score`'s default]
@@ -302,6 +323,13 @@ pub struct MergeArgs {
     /// Write the merged summary here (JSON) as well as printing it
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    /// What -o names: parquet (one result file, the default) or delta (a Delta table's
+    /// folder or URL: the run's rows are appended in one commit that records the run, so a
+    /// run is appended at most once; the table is created on first use, and new result
+    /// columns are added to it)
+    #[arg(long, value_name = "FORMAT")]
+    pub output_format: Option<String>,
 
     /// Do not print the table
     #[arg(short, long)]
@@ -376,6 +404,13 @@ pub struct ScoreArgs {
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
+    /// What -o names: parquet (one result file, the default) or delta (a Delta table's
+    /// folder or URL: the run's rows are appended in one commit that records the run, so a
+    /// run is appended at most once; the table is created on first use, and new result
+    /// columns are added to it)
+    #[arg(long, value_name = "FORMAT")]
+    pub output_format: Option<String>,
+
     /// For an object-store output: the local folder for its copy and run folder (--resume)
     /// [default: ~/.cache/refscore/outputs/<the URL>]
     #[arg(long, value_name = "DIR")]
@@ -429,9 +464,11 @@ pub struct ScoreArgs {
     /// Cross-encoder for the `cross` metrics, reading reference and output together: a
     /// *ForSequenceClassification folder or ORG/NAME (BERT, RoBERTa, XLM-R, DistilBERT,
     /// DeBERTa v1/v2/v3, ModernBERT, GTE or NomicBERT), scored as sentence-transformers'
-    /// CrossEncoder scores it. A one-output model (STS, relevance) gives cross_score; an NLI model gives
-    /// nli_precision, nli_recall, nli_equivalence (two-way entailment) and nli_contradiction.
-    /// Runs on --device with --precision, like --model
+    /// CrossEncoder scores it, or T5 (HHEM-2.1-Open), scored as its own predict (its prompt; its
+    /// folder needs flan-t5-base's tokenizer.json). A one-output model (STS, relevance) gives
+    /// cross_score; an NLI model gives nli_precision, nli_recall, nli_equivalence (two-way
+    /// entailment) and nli_contradiction (HHEM: --nli-labels entailment=1). Runs on --device
+    /// with --precision, like --model
     #[arg(long, value_name = "PATH|ORG/NAME")]
     pub cross_model: Option<String>,
 
@@ -529,138 +566,10 @@ pub struct ScoreArgs {
     #[arg(long)]
     pub embed_cache_outputs: bool,
 
-    /// Base URL of the judge endpoint, e.g. http://127.0.0.1:8080/v1 (vLLM, llama.cpp,
-    /// Ollama, OpenAI) or https://api.anthropic.com/v1. Judge metrics run only with it.
-    /// Repeat it (with --judge-model in the same order) for a panel of judges, see
-    /// --judge-panel
-    #[arg(long, value_name = "URL")]
-    pub judge_url: Vec<String>,
-
-    /// The judge's protocol: openai (chat completions; nearly every server) or anthropic
-    /// (the Messages API: no token probabilities, so the sampled answer decides) [default:
-    /// anthropic for a host under anthropic.com, else openai]
-    #[arg(long, value_name = "API")]
-    pub judge_api: Option<String>,
-
-    /// Model name sent to the judge endpoint; one per --judge-url in a panel (the name
-    /// of its columns and folders is the model's, or judge1, judge2, ... where two are
-    /// equal) [default: default]
-    #[arg(long, value_name = "NAME")]
-    pub judge_model: Vec<String>,
-
-    /// How a panel of several judges (--judge-url repeated) decides: `escalate` asks the
-    /// next judge only where the one before was uncertain (P(true), or the score on 0..1,
-    /// inside --judge-escalate-band), so a small judge answers most rows; `jury` asks them
-    /// all and takes the majority (verdicts; a tie fails the value) or the mean (scores).
-    /// Each judge's verdicts land in <metric>__<judge> columns, its source as judge:NAME
-    #[arg(long, value_name = "escalate|jury")]
-    pub judge_panel: Option<String>,
-
-    /// With --judge-panel escalate: the uncertainty band on 0..1 [default: 0.2..0.8]
-    #[arg(long, value_name = "LO..HI")]
-    pub judge_escalate_band: Option<String>,
-
-    /// Environment variable holding the judge API key (sent as a bearer token, or as
-    /// x-api-key to Anthropic; never printed or written) [default: OPENAI_API_KEY]
-    #[arg(long, value_name = "VAR")]
-    pub judge_api_key_env: Option<String>,
-
-    /// Seconds before a judge request times out (then it is retried), above 0 and at most
-    /// 86400 [default: 60]
-    #[arg(long, value_name = "SECS")]
-    pub judge_timeout: Option<f64>,
-
-    /// Retries per judge request on timeouts, connection errors, 429 and 5xx [default: 4]
-    #[arg(long, value_name = "N")]
-    pub judge_retries: Option<u32>,
-
-    /// Judge requests in flight at once [default: 4]
-    #[arg(long, value_name = "N")]
-    pub judge_concurrency: Option<usize>,
-
-    /// Limit judge requests per minute (at least 1)
-    #[arg(long, value_name = "N")]
-    pub judge_rpm: Option<u32>,
-
-    /// Limit judge tokens (prompt + completion) per minute (at least 1)
-    #[arg(long, value_name = "N")]
-    pub judge_tpm: Option<u32>,
-
-    /// Column saying per row which judge metrics to run: boolean (all selected judge
-    /// metrics), or metric names as a comma-separated string or a list [default: every row]
-    #[arg(long, value_name = "COL")]
-    pub judge_where: Option<String>,
-
-    /// TOML file of judge metrics you define, as [judge.metric.NAME] tables (answer =
-    /// "verdict" or "score", scale = [1, 5], threshold, instructions, prompt with {{ input }},
-    /// {{ reference }}, {{ output }} and {{ row.COLUMN }}, band); the config file may hold the
-    /// same tables. Defined metrics join the judge group. See docs/metrics.md and `refscore
-    /// judge-metrics` (repeatable)
-    #[arg(long, value_name = "FILE")]
-    pub judge_metrics: Vec<PathBuf>,
-
-    /// Cascade: send Meaning Match (and defined verdicts with band = true) to the judge only
-    /// for rows whose METRIC (a lexical, embedding or cross-encoder score computed in the same
-    /// run: cosine, bertscore_f1, token_f1, nli_equivalence, ...) lies in LO..HI; decide the
-    /// others by the band's side (above: true, below: false; source = band:METRIC).
-    /// Repeatable: a chain of tiers, tried in the order given; a row goes to the judge only
-    /// when no tier decides it (a null score passes it on). `refscore calibrate-band` fits
-    /// one band, or a chain, from human labels
-    #[arg(long, value_name = "METRIC:LO..HI")]
-    pub judge_band: Vec<String>,
-
-    /// Where fact_similarity's facts come from: `judge` (the judge extracts each answer's
-    /// atomic facts, one call per distinct answer) or `sentences` (each answer's sentences,
-    /// by Unicode sentence boundaries, are its facts: no call) [default: judge]
-    #[arg(long, value_name = "SOURCE")]
-    pub facts: Option<String>,
-
-    /// How fact_similarity checks each fact: `judge` (one yes/no question per fact) or
-    /// `nli` (the --cross-model NLI model: the fact holds where P(entailment | the other
-    /// answer, the fact) reaches --fact-check-threshold; no call). With --facts sentences,
-    /// fact_similarity needs no judge at all [default: judge]
-    #[arg(long, value_name = "CHECK")]
-    pub fact_check: Option<String>,
-
-    /// With --fact-check nli: the P(entailment) at which a fact holds [default: 0.5]
-    #[arg(long, value_name = "P")]
-    pub fact_check_threshold: Option<f64>,
-
-    /// Folder for the persistent judge cache: a re-run never pays for a call twice
-    #[arg(long, value_name = "DIR")]
-    pub judge_cache: Option<PathBuf>,
-
-    /// Send what the judge is asked as batch jobs, at the providers' batch price, instead
-    /// of calls: `api` uses the OpenAI Batch API at --judge-url (upload, create, poll,
-    /// download); `dir:PATH` writes requests-NNN.jsonl to PATH for another machine to
-    /// answer into results-NNN.jsonl there (e.g. `vllm run-batch -i requests-001.jsonl -o
-    /// results-001.jsonl`; no --judge-url needed). The run scores everything else,
-    /// submits, and exits 75; run the same command with --resume to collect (75 again
-    /// while batches run). Answers needing an answer first (reasons for failures, the
-    /// fact ratio's checks) take one more round each
-    #[arg(long, value_name = "api|dir:PATH")]
-    pub judge_batch: Option<String>,
-
-    /// With --judge-batch: wait in the foreground up to this long (e.g. 90m, 2h 30m) for
-    /// the batches, with a progress line, collecting and submitting further rounds, instead
-    /// of exiting 75 at once; exits 75 if they are not done by then
-    #[arg(long, value_name = "DURATION")]
-    pub judge_batch_wait: Option<String>,
-
-    /// When the judge writes the reason for its verdict: `failures` cuts the judge's answer
-    /// right after the verdict (read with its token probabilities) and asks again for the
-    /// reason only where a verdict is false or a score is below its threshold (same
-    /// prompt, so the server's prompt cache covers it); `never` asks for no reason; `always`
-    /// lets every answer run to its reason (several times the generated tokens). Reason
-    /// columns are null where none was asked for [default: failures]
-    #[arg(long, value_name = "always|failures|never")]
-    pub judge_reasons: Option<String>,
-
-    /// Meaning Match (and defined verdicts without a threshold of their own) is true where the
-    /// judge's P(true) (the `meaning_match_p` column) is at least this; where the server gives
-    /// no probabilities, its sampled answer decides [default: 0.5]
-    #[arg(long, value_name = "P")]
-    pub judge_threshold: Option<f64>,
+    /// The judge's options (`--judge-url` ... `--judge-threshold`, the judge
+    /// modes'), defined in the judge crate.
+    #[command(flatten)]
+    pub judge: refscore_judge::JudgeArgs,
 
     /// Pass threshold for a metric in the summary, e.g. token_f1=0.6 (repeatable)
     #[arg(long, value_name = "METRIC=VALUE")]

@@ -1,6 +1,8 @@
 //! The `--config` file as more arguments, as ripgrep reads its config: each
 //! key is a `score` flag's long name with `_` for `-` (`input` is the input,
-//! `thresholds` a table of `--threshold`s), each value that flag's value.
+//! `thresholds` a table of `--threshold`s), each value that flag's value;
+//! a key of the `[judge]` table is a `judge_*` flag without its prefix
+//! (`[judge] service_tier = "flex"` is `judge_service_tier`).
 //! The words go through the same parser and the same checks as the command
 //! line, so the file accepts exactly what the flags accept. The tables
 //! that are not flags: `[judge.metric.NAME]` defines judge metrics (the
@@ -106,7 +108,6 @@ pub(crate) fn read(
 ) -> Result<ConfigWords, Error> {
     let (path, text) = (&file.path, &file.text);
     let table = file.table.clone();
-    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut out = ConfigWords {
         file: file.clone(),
         words: Vec::new(),
@@ -162,6 +163,32 @@ pub(crate) fn read(
                     }
                 }
             }
+            // `[judge] KEY = ...` is the flag judge_KEY, as a key of its own.
+            let lines = judge_key_lines(text);
+            for (sub, v) in value.as_table().into_iter().flatten() {
+                if ["metric", "panel", "tier"].contains(&sub.as_str()) {
+                    continue;
+                }
+                let id = format!("judge_{sub}");
+                let sub_line = lines.get(sub).copied().unwrap_or(key_line);
+                if file.table.keys().any(|k| *k.get_ref() == id) {
+                    return Err(at(
+                        path,
+                        Some(sub_line),
+                        &format!("`judge.{sub}` and `{id}`: name it one way"),
+                    ));
+                }
+                add_key(
+                    &mut out,
+                    file,
+                    cmd,
+                    on_command_line,
+                    &format!("judge.{sub}"),
+                    &id,
+                    v.clone(),
+                    sub_line,
+                )?;
+            }
             continue;
         }
         let id = if key == "thresholds" {
@@ -169,68 +196,114 @@ pub(crate) fn read(
         } else {
             key.as_str()
         };
-        let arg = cmd
-            .get_arguments()
-            .find(|a| a.get_id().as_str() == id && id != "config")
-            .ok_or_else(|| at(path, line, &format!("unknown key `{key}`; keys are the flags of `refscore score --help` with _ for -")))?;
-        if on_command_line(id) && id != "threshold" && id != "gold" {
-            continue;
-        }
-        let entry_lines = entry_lines(text, &value, key_line);
-        if let (Value::Table(t), "gold") = (&value, id) {
-            // A label column is named by a string; `true` is no column.
-            if let Some((k, (metric, v))) = t.iter().enumerate().find(|(_, (_, v))| !v.is_str()) {
-                return Err(at(
-                    path,
-                    entry_lines.get(k).copied(),
-                    &format!(
-                        "`[gold] {metric}`: expected the name of the label column as a string, \
-                         not {} (e.g. {metric} = \"human_label\")",
-                        v.type_str()
-                    ),
-                ));
-            }
-        }
-        let paths = RELATIVE_PATHS.contains(&id);
-        let values = values_of(&key, arg, value, paths).map_err(|e| at(path, line, &e))?;
-        let values: Vec<String> = if paths {
-            values.into_iter().map(|v| relative(&base, v)).collect()
-        } else if id == "cross_recipe" {
-            // A recipe file, not a shipped recipe's name, is relative to
-            // the config file's folder like the other paths.
-            values
-                .into_iter()
-                .map(|v| match refscore_embed::Recipe::builtin(&v) {
-                    Some(_) => v,
-                    None => relative(&base, v),
-                })
-                .collect()
-        } else {
-            values
-        };
-        let mut words = Vec::new();
-        for v in values {
-            let lines = out.lines.entry(id.to_string()).or_default();
-            lines.push(entry_lines.get(lines.len()).copied().unwrap_or(key_line));
-            match (arg.is_positional(), arg.get_action(), arg.get_long()) {
-                (true, _, _) => words.push(v.into()),
-                (false, ArgAction::SetTrue, Some(long)) => words.push(format!("--{long}").into()),
-                (false, _, Some(long)) => words.push(format!("--{long}={v}").into()),
-                (false, _, None) => {
-                    return Err(Error::internal(format!("flag {id} has no long name")))
-                }
-            }
-        }
-        cmd.clone().try_get_matches_from(&words).map_err(|e| {
-            at(
-                path,
-                line,
-                &format!("`{key}`: {}", crate::settings::first_line(&e)),
-            )
-        })?;
-        out.words.extend(words);
+        add_key(
+            &mut out,
+            file,
+            cmd,
+            on_command_line,
+            &key,
+            id,
+            value,
+            key_line,
+        )?;
     }
     Ok(out)
+}
+
+/// The words of one key of the file (`shown` in messages, the flag `id`,
+/// at `key_line`), added to `out`; a key whose flag the command line sets
+/// is left out (but `threshold` and `gold` add up).
+#[allow(clippy::too_many_arguments)]
+fn add_key(
+    out: &mut ConfigWords,
+    file: &ConfigFile,
+    cmd: &Command,
+    on_command_line: &dyn Fn(&str) -> bool,
+    key: &str,
+    id: &str,
+    value: Value,
+    key_line: usize,
+) -> Result<(), Error> {
+    let (path, text) = (&file.path, &file.text);
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let line = Some(key_line);
+    let arg = cmd
+        .get_arguments()
+        .find(|a| a.get_id().as_str() == id && id != "config")
+        .ok_or_else(|| at(path, line, &format!("unknown key `{key}`; keys are the flags of `refscore score --help` with _ for -")))?;
+    if on_command_line(id) && id != "threshold" && id != "gold" {
+        return Ok(());
+    }
+    let entry_lines = entry_lines(text, &value, key_line);
+    if let (Value::Table(t), "gold") = (&value, id) {
+        // A label column is named by a string; `true` is no column.
+        if let Some((k, (metric, v))) = t.iter().enumerate().find(|(_, (_, v))| !v.is_str()) {
+            return Err(at(
+                path,
+                entry_lines.get(k).copied(),
+                &format!(
+                    "`[gold] {metric}`: expected the name of the label column as a string, \
+                     not {} (e.g. {metric} = \"human_label\")",
+                    v.type_str()
+                ),
+            ));
+        }
+    }
+    let paths = RELATIVE_PATHS.contains(&id);
+    let values = values_of(key, arg, value, paths).map_err(|e| at(path, line, &e))?;
+    let values: Vec<String> = if paths {
+        values.into_iter().map(|v| relative(&base, v)).collect()
+    } else if id == "cross_recipe" {
+        // A recipe file, not a shipped recipe's name, is relative to
+        // the config file's folder like the other paths.
+        values
+            .into_iter()
+            .map(|v| match refscore_embed::Recipe::builtin(&v) {
+                Some(_) => v,
+                None => relative(&base, v),
+            })
+            .collect()
+    } else {
+        values
+    };
+    let mut words = Vec::new();
+    for v in values {
+        let lines = out.lines.entry(id.to_string()).or_default();
+        lines.push(entry_lines.get(lines.len()).copied().unwrap_or(key_line));
+        match (arg.is_positional(), arg.get_action(), arg.get_long()) {
+            (true, _, _) => words.push(v.into()),
+            (false, ArgAction::SetTrue, Some(long)) => words.push(format!("--{long}").into()),
+            (false, _, Some(long)) => words.push(format!("--{long}={v}").into()),
+            (false, _, None) => return Err(Error::internal(format!("flag {id} has no long name"))),
+        }
+    }
+    cmd.clone().try_get_matches_from(&words).map_err(|e| {
+        at(
+            path,
+            line,
+            &format!("`{key}`: {}", crate::settings::first_line(&e)),
+        )
+    })?;
+    out.words.extend(words);
+    Ok(())
+}
+
+/// The line of each key of the `[judge]` table (`service_tier = ...`), for
+/// the keys that stand for `judge_*` flags; empty where the file spells
+/// the table in a shape this does not read (the callers then take the
+/// `judge` key's line).
+fn judge_key_lines(text: &str) -> BTreeMap<String, usize> {
+    #[derive(Deserialize)]
+    struct File {
+        judge: Option<BTreeMap<Spanned<String>, Value>>,
+    }
+    let Ok(File { judge: Some(judge) }) = toml::from_str::<File>(text) else {
+        return BTreeMap::new();
+    };
+    judge
+        .keys()
+        .map(|k| (k.get_ref().clone(), line_of(text, k.span().start)))
+        .collect()
 }
 
 /// The words `[judge.panel]` stands for: `mode` as `--judge-panel`,

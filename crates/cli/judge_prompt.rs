@@ -63,7 +63,7 @@ pub fn run(words: &[OsString]) -> Result<(), Error> {
 fn endpoint(settings: &Settings) -> Result<Endpoint, Error> {
     let j = (settings.judge.as_ref())
         .ok_or_else(|| Error::internal("judge-prompt settings without a judge"))?;
-    Ok(Endpoint::new(j.url.clone(), j.api, j.model.clone(), None))
+    j.endpoint(&j.url, &j.model, None)
 }
 
 /// The batch holding the row whose id reads `id`, and the row's index in it.

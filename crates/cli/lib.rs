@@ -113,36 +113,19 @@ fn run_other(
         .and_then(|s| {
             python_api::set_threads(s.threads)?;
             match score::run(&s)? {
-                score::Outcome::Scored(summary) if !s.quiet => {
-                    let (result, summary_at) = match &s.publish {
-                        Some(p) => (p.shown().to_string(), p.summary_shown().to_string()),
-                        None => (
-                            s.output.display().to_string(),
-                            refscore_write::summary_path(&s.output).display().to_string(),
-                        ),
-                    };
-                    print_out(&format!(
-                        "{}wrote {result} and {summary_at}\n",
-                        summary_table::table(&summary),
-                    ))
-                }
-                score::Outcome::Scored(_) => Ok(()),
-                score::Outcome::Published => {
-                    if let (Some(p), false) = (&s.publish, s.quiet) {
-                        eprintln!(
-                            "refscore: {} was complete in {}; uploaded it and its summary",
-                            p.shown(),
-                            s.output.display()
-                        );
-                    }
-                    Ok(())
-                }
-                score::Outcome::AlreadyPublished(_) => {
-                    if let (Some(p), false) = (&s.publish, s.quiet) {
-                        eprintln!(
-                            "refscore: {} is already this run's finished result; nothing to do",
-                            p.shown()
-                        );
+                score::Outcome::Scored {
+                    summary,
+                    summary_at,
+                } if !s.quiet => print_out(&format!(
+                    "{}wrote {} and {summary_at}\n",
+                    summary_table::table(&summary),
+                    s.sink.shown(),
+                )),
+                score::Outcome::Scored { .. } => Ok(()),
+                score::Outcome::Published { note, .. }
+                | score::Outcome::AlreadyPublished { note, .. } => {
+                    if !s.quiet {
+                        eprintln!("refscore: {note}");
                     }
                     Ok(())
                 }

@@ -439,20 +439,14 @@ pub(crate) fn judge_options(
     endpoint: Endpoint,
     metrics: MetricSet,
 ) -> JudgeOptions {
-    let j = settings.judge.as_ref();
-    JudgeOptions {
+    refscore_judge::options::stage_options(
+        settings.judge.as_ref(),
         endpoint,
         metrics,
-        tiers: j.map(|j| j.tiers.clone()).unwrap_or_default(),
-        facts: j.map(|j| j.facts).unwrap_or_default(),
-        fact_check: None,
-        cache_dir: j.and_then(|j| j.cache.clone()),
-        reasons: j.map(|j| j.reasons).unwrap_or_default(),
-        threshold: j.map_or(refscore_judge::DEFAULT_THRESHOLD, |j| j.threshold),
-        thresholds: settings.thresholds.clone(),
-        judge_metrics: settings.judge_metrics.clone(),
-        where_column: settings.judge_where.clone(),
-    }
+        settings.thresholds.clone(),
+        settings.judge_metrics.clone(),
+        settings.judge_where.clone(),
+    )
 }
 
 /// The judge endpoint when judge metrics are wanted (a panel's first).
@@ -467,14 +461,7 @@ pub(crate) fn judge_endpoint(settings: &Settings) -> Result<Option<Endpoint>, Er
 /// limits (each judge of a panel gets its own client and rate limits).
 fn endpoint_at(settings: &Settings, url: &str, model: &str) -> Result<Endpoint, Error> {
     let j = settings.judge.as_ref().expect("judge settings");
-    Ok(Endpoint {
-        timeout: Endpoint::timeout_from_secs(j.timeout)?,
-        retries: j.retries,
-        concurrency: j.concurrency,
-        requests_per_minute: j.rpm,
-        tokens_per_minute: j.tpm,
-        ..Endpoint::new(url.to_string(), j.api, model.to_string(), j.api_key())
-    })
+    j.endpoint(url, model, crate::settings::api_key(j))
 }
 
 /// The embedding model when embedding metrics are wanted. When the user

@@ -56,11 +56,19 @@ pub fn score_parquet(flags: &[String]) -> Result<String, Error> {
     set_threads(settings.threads)?;
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| score::run(&settings)));
     match caught.map_err(panic_error)?? {
-        Outcome::Scored(summary) => {
+        Outcome::Scored { summary, .. } => {
             Ok(serde_json::to_string(&summary).expect("summary serialises"))
         }
-        Outcome::AlreadyPublished(summary) => Ok(summary),
-        Outcome::AlreadyComplete | Outcome::Published => {
+        Outcome::AlreadyPublished { summary, .. } => Ok(summary),
+        Outcome::Published {
+            summary: Some(summary),
+            ..
+        } => Ok(summary),
+        Outcome::Published {
+            summary_at: path, ..
+        } => std::fs::read_to_string(&path)
+            .map_err(|e| Error::io(format!("{}: cannot read: {e}", path.display()))),
+        Outcome::AlreadyComplete => {
             let path = refscore_write::summary_path(&settings.output);
             std::fs::read_to_string(&path)
                 .map_err(|e| Error::io(format!("{}: cannot read: {e}", path.display())))
@@ -80,6 +88,15 @@ fn panic_error(panic: Box<dyn std::any::Any + Send>) -> Error {
 /// `score` flags for in-memory data: the input is a placeholder name and
 /// there is no output file.
 fn parse_in_memory(flags: &[String]) -> Result<Settings, Error> {
+    if flags
+        .iter()
+        .any(|f| f == "--output-format" || f.starts_with("--output-format="))
+    {
+        return Err(Error::usage(
+            "output_format: applies to jobs over files (score_parquet), not to in-memory data \
+             (Scorer, refscore.ray.score, refscore.spark.score), which returns the rows to you",
+        ));
+    }
     let argv: Vec<String> = [DATA_NAME, "-o", "-"]
         .into_iter()
         .map(String::from)

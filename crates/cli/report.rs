@@ -6,12 +6,51 @@ use std::path::Path;
 use refscore_core::files::write_atomically;
 use refscore_core::Error;
 use refscore_read::ColumnMapping;
+use refscore_report::rate_gate::{check_confidence, RateGate};
 use refscore_report::{Gate, Options};
 
 use crate::args::ReportArgs;
 use crate::metrics;
 
-/// Builds and writes the report; returns true when a regression gate failed.
+/// How to read `spec` for `--night NIGHT` (`flag`): only the files the
+/// commit of that table version, or of that run, added.
+fn night(
+    spec: &str,
+    night: Option<&str>,
+    flag: &str,
+) -> Result<refscore_read::SourceOptions, Error> {
+    let Some(night) = night.map(str::trim) else {
+        return Ok(refscore_read::SourceOptions::default());
+    };
+    let version = match night.parse::<u64>() {
+        Ok(version) => version,
+        Err(_) => {
+            let table = if refscore_read::source::is_url(spec) {
+                refscore_write::DeltaTable::remote(
+                    spec,
+                    &std::env::temp_dir(),
+                    refscore_read::StoreOptions::default(),
+                )?
+            } else {
+                refscore_write::DeltaTable::local(Path::new(spec))?
+            };
+            table.version_of_run(night)?.ok_or_else(|| {
+                Error::usage(format!(
+                    "{flag} {night}: the table {spec} holds no run of that id (give a run id \
+                     from a summary's run_id, or the table version of its commit)"
+                ))
+            })?
+        }
+    };
+    Ok(refscore_read::SourceOptions {
+        table_version: Some(version),
+        table_commit_only: true,
+        ..Default::default()
+    })
+}
+
+/// Builds and writes the report; returns true when a regression gate or a
+/// rate gate failed.
 pub fn run(args: ReportArgs) -> Result<bool, Error> {
     if args.output.is_none() && args.json.is_none() {
         return Err(Error::usage(
@@ -38,7 +77,26 @@ pub fn run(args: ReportArgs) -> Result<bool, Error> {
         .filter(|g| !g.trim().is_empty())
         .map(|g| Gate::parse(g))
         .collect::<Result<Vec<_>, _>>()?;
+    let rate_gates = args
+        .gate
+        .iter()
+        .filter(|g| !g.trim().is_empty())
+        .map(|g| RateGate::parse(g))
+        .collect::<Result<Vec<_>, _>>()?;
+    check_confidence(args.gate_confidence)?;
+    let result_source = night(&args.result, args.night.as_deref(), "--night")?;
+    let baseline_source = match &args.baseline {
+        Some(b) => night(b, args.baseline_night.as_deref(), "--baseline-night")?,
+        None if args.baseline_night.is_some() => {
+            return Err(Error::usage(
+                "--baseline-night: applies to a --baseline that is a Delta table",
+            ))
+        }
+        None => refscore_read::SourceOptions::default(),
+    };
     let options = Options {
+        result_source,
+        baseline_source,
         result: args.result,
         baseline: args.baseline,
         input: args.input,
@@ -51,6 +109,8 @@ pub fn run(args: ReportArgs) -> Result<bool, Error> {
         by: args.by,
         thresholds,
         gates,
+        rate_gates,
+        gate_confidence: args.gate_confidence,
         lowest: args.lowest,
         flips: args.flips,
         seed: args.seed,
@@ -79,6 +139,9 @@ pub fn run(args: ReportArgs) -> Result<bool, Error> {
                 out.push('\n');
             }
         }
+        for g in report.rate_gates.iter().filter(|g| !g.failed) {
+            out.push_str(&format!("gate passed: {}\n", g.line));
+        }
         for p in args.output.iter().chain(args.json.iter()) {
             out.push_str(&format!("wrote {}\n", p.display()));
         }
@@ -86,7 +149,7 @@ pub fn run(args: ReportArgs) -> Result<bool, Error> {
     }
     let failed = report.failed_gates();
     for g in &failed {
-        eprintln!("refscore: {}", g.line);
+        eprintln!("refscore: {g}");
     }
     Ok(!failed.is_empty())
 }

@@ -8,7 +8,7 @@ use std::time::Instant;
 use refscore_core::{Error, Stage};
 use refscore_job::{run_passes, Job, Prepared, Tick};
 use refscore_read::Dataset;
-use refscore_write::{result_schema, summary_path, write_atomically, Summary};
+use refscore_write::{result_schema, summary_path, write_atomically, RunKey, Settled, Summary};
 use serde_json::json;
 
 use crate::pipeline::{read_options, Pipeline};
@@ -17,25 +17,35 @@ use crate::settings::Settings;
 
 /// How a `score` run ended.
 pub enum Outcome {
-    /// The output and summary are in place.
-    Scored(Summary),
+    /// The output and summary are in place; where the summary is, as
+    /// messages show it.
+    Scored {
+        summary: Summary,
+        summary_at: String,
+    },
     /// `--resume` found the output already complete.
     AlreadyComplete,
-    /// `--resume` found the store's result to be this run's, finished
-    /// elsewhere (its footer and summary say so); the summary's text.
-    AlreadyPublished(String),
-    /// `--resume` found the output complete here and uploaded it to its
-    /// store, where a cut-short upload had left it missing.
-    Published,
+    /// The destination already holds this run's finished result (a
+    /// store's result whose footer and summary say so, a table whose log
+    /// records the run); the summary's text and the line that says so.
+    AlreadyPublished { summary: String, note: String },
+    /// `--resume` found the output complete here and published it (an
+    /// upload or commit cut short); its local summary (where it was, and
+    /// its text read before publishing, which may remove it) and the line
+    /// that says so.
+    Published {
+        summary_at: std::path::PathBuf,
+        summary: Option<String>,
+        note: String,
+    },
 }
 
 /// Runs a whole scoring job; returns the summary after the output file and
 /// its summary JSON are in place.
 pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     let start = Instant::now();
-    if let Some(publish) = &settings.publish {
-        publish.check(settings.overwrite, settings.resume)?;
-    }
+    let sink = settings.sink.as_ref();
+    sink.check(settings.overwrite, settings.resume)?;
     let dataset = Dataset::open(&settings.input, &read_options(settings))?;
     let pipeline = Pipeline::plan(settings)?;
     if !settings.quiet {
@@ -58,33 +68,33 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         crate::gold::check_names(settings, &result_columns)?;
     }
     let schema = result_schema(id_field, &metric_fields, dataset.keep_fields())?;
+    sink.check_columns(&schema)?;
     let gold = refscore_report::gold::resolve(&schema, &settings.gold, &settings.input)?;
     crate::gold::check_input(&dataset, &gold, &settings.judge_metrics)?;
-    let spec = pipeline.job_spec(&dataset)?;
-    if let (Some(publish), true, false) = (&settings.publish, settings.resume, settings.overwrite) {
-        // Nothing of this run here (a fresh container, another machine):
-        // a result in the store is this run's finished one or not ours.
+    let mut spec = pipeline.job_spec(&dataset)?;
+    // The sink names the local result (a table's names the run), and may
+    // hold this run's finished result already.
+    let run = {
         let identity = refscore_job::identity(&dataset, &spec);
-        if !identity.held_here {
-            if let Some(stored) = publish.stored()? {
-                if stored.is_run(&identity.hash, &identity.run_id) {
-                    return Ok(Outcome::AlreadyPublished(
-                        stored.summary.unwrap_or_default(),
-                    ));
-                }
-                return Err(Error::config(format!(
-                    "{}: the output exists and is not this run's finished result, and \
-                     --resume found nothing of this run to finish in {}; pass --overwrite to \
-                     replace it",
-                    publish.shown(),
-                    settings
-                        .output
-                        .parent()
-                        .unwrap_or(settings.output.as_path())
-                        .display()
-                )));
-            }
+        RunKey {
+            hash: identity.hash,
+            run_id: identity.run_id,
+            shard: settings.shard.map(|s| s.to_string().replace('/', "-of-")),
         }
+    };
+    spec.output = sink.local(&run);
+    if sink.local_names_the_run() && !settings.overwrite {
+        // The local result is this run's by its name: one found finished
+        // is published, one interrupted is finished (--overwrite discards
+        // it and starts again).
+        spec.resume = true;
+    }
+    let output = spec.output.clone();
+    let held_here = refscore_job::identity(&dataset, &spec).held_here;
+    if let Some(Settled::Already { summary, note }) =
+        sink.settled(&run, held_here, settings.overwrite, settings.resume)?
+    {
+        return Ok(Outcome::AlreadyPublished { summary, note });
     }
     let prepared = Job::prepare_discarding(&dataset, spec.clone(), |old| {
         cancel_discarded_batches(old, &pipeline, settings);
@@ -92,10 +102,14 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     let job = match prepared {
         Prepared::AlreadyComplete => {
             // Finished here; its upload may have been cut short.
-            if let Some(publish) = &settings.publish {
-                if publish.publish_if_missing()? {
-                    return Ok(Outcome::Published);
-                }
+            let summary_at = summary_path(&output);
+            let summary = std::fs::read_to_string(&summary_at).ok();
+            if sink.publish_if_missing(&run)? {
+                return Ok(Outcome::Published {
+                    summary_at,
+                    summary,
+                    note: sink.published_note(&run),
+                });
             }
             return Ok(Outcome::AlreadyComplete);
         }
@@ -115,7 +129,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     let (mut job, to_do) = run_passes(&dataset, &spec, &schema, job, &mut stages, wait, &mut tick)?;
     let finished = job.finish(&schema, settings.max_judge_failures)?;
     let mut summary = finished.stats.finish(start.elapsed().as_secs_f64(), to_do);
-    crate::gold::summarise(&settings.output, &gold, &mut summary)?;
+    crate::gold::summarise(&output, &gold, &mut summary)?;
     let extra = &mut summary.extra;
     // A URL's credentials never reach the summary.
     extra.insert(
@@ -125,11 +139,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     if let Some(version) = dataset.table_version() {
         extra.insert("table_version".into(), version.into());
     }
-    let shown_output = match &settings.publish {
-        Some(publish) => publish.shown().to_string(),
-        None => settings.output.display().to_string(),
-    };
-    extra.insert("output".into(), shown_output.into());
+    extra.insert("output".into(), sink.shown().into());
     extra.insert("run_id".into(), job.run_id().into());
     if let Some(shard) = settings.shard {
         extra.insert("shard".into(), shard.to_string().into());
@@ -148,14 +158,14 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         extra.insert("peak_rss_bytes".into(), rss.into());
     }
     let text = serde_json::to_string_pretty(&summary).expect("summary serialises");
-    write_atomically(&summary_path(&settings.output), &text)?;
+    write_atomically(&summary_path(&output), &text)?;
     let allowed = settings.max_judge_failures;
     let lacking = finished.retryable_rows > allowed;
     job.close(lacking)?;
     // Only a result with nothing left to do goes to the store; one that
     // lacks judge metrics goes up when --resume completes it.
-    if let (Some(publish), false) = (&settings.publish, lacking) {
-        publish.publish()?;
+    if !lacking {
+        sink.publish(&run)?;
     }
     if lacking {
         let n = finished.retryable_rows;
@@ -163,7 +173,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
             "{n} {} judge metrics because the judge failed (first failure: {}); {} holds everything else; run the same command with --resume once the judge is back",
             if n == 1 { "row lacks" } else { "rows lack" },
             finished.retry_reason.as_deref().unwrap_or("unknown"),
-            settings.output.display()
+            output.display()
         )));
     }
     // Rows whose judge failed for good (a rejection, an unusable answer):
@@ -188,7 +198,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
                 "{for_good} {} judge metrics because the judge rejected the request or answered unusably, {which} (first failure: {}); a retry would fail the same way: check the judge's model, key and context limit; {} holds everything else",
                 if for_good == 1 { "row lacks" } else { "rows lack" },
                 r.first_failure_for_good.as_deref().unwrap_or("unknown"),
-                settings.output.display()
+                output.display()
             )));
         }
     }
@@ -220,7 +230,10 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
             );
         }
     }
-    Ok(Outcome::Scored(summary))
+    Ok(Outcome::Scored {
+        summary,
+        summary_at: sink.summary_shown(&run),
+    })
 }
 
 /// `--overwrite` discarding a run that left judge batches open: cancels

@@ -8,11 +8,13 @@ mod origin;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::{Args, FromArgMatches};
 use refscore_core::metric;
 use refscore_core::Error;
 use refscore_read::ColumnMapping;
+use refscore_write::{DeltaTable, LocalFile, ObjectUpload, Sink};
 
 use crate::args::ScoreArgs;
 use crate::config;
@@ -20,17 +22,18 @@ use crate::metrics::{self, MetricPlan};
 use origin::Origin;
 
 pub(crate) use embed::{EmbedSettings, KERNELS_ENV};
-pub(crate) use judge::{JudgeSettings, LOCAL_FACTS_URL};
+pub(crate) use judge::api_key;
+pub(crate) use refscore_judge::options::{JudgeSettings, LOCAL_FACTS_URL};
 
 /// Everything a `score` run needs to know, resolved.
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub input: String,
     /// The local result file the run writes: `-o`, or the local copy of an
-    /// object-store output.
+    /// object-store output (a Delta table's: `-o`, the run names its own).
     pub output: PathBuf,
-    /// `-o URL`: where the finished result and summary are uploaded.
-    pub publish: Option<refscore_write::Publish>,
+    /// Where the finished result and summary go: `-o` and `--output-format`.
+    pub sink: Arc<dyn Sink>,
     pub overwrite: bool,
     pub mapping: ColumnMapping,
     pub keep: Vec<String>,
@@ -198,10 +201,12 @@ impl Settings {
             None if !needs_output => PathBuf::new(),
             None => return Err(Error::config("no output given: pass -o FILE.parquet")),
         };
-        let (output, publish) = destination(
+        let (output, sink) = destination(
             output,
+            args.output_format.take(),
             args.run_dir.take(),
             source_options_in(&args.source, origin)?,
+            origin,
         )?;
         let mapping = ColumnMapping {
             id: args.mapping.id_col.take(),
@@ -212,7 +217,7 @@ impl Settings {
         let judge_metrics = read_judge_metrics(&args, origin)?;
         let catalog = judge_metrics.catalog();
         // Only judge-prompt reads settings without an output.
-        let target = judge::target(&mut args, origin, !needs_output)?;
+        let target = refscore_judge::options::target(&mut args.judge, origin, !needs_output)?;
         // A bad --metrics value is a usage error (64); the same in the
         // config file is a configuration error (78).
         let embed = embed::resolve(&mut args, origin)?;
@@ -231,7 +236,13 @@ impl Settings {
             })?;
         let thresholds = thresholds(&args, origin, &catalog, &metrics)?;
         let banded = judge_metrics.any_banded(&metrics.metrics);
-        let judge = judge::resolve(&mut args, origin, target, &metrics, banded)?;
+        let judge = refscore_judge::options::resolve(
+            &mut args.judge,
+            origin,
+            target,
+            &metrics.metrics,
+            banded,
+        )?;
         // Slow stages get smaller batches, so that commits (every 30 s at
         // batch ends) bound what a crash loses: judged rows take seconds,
         // an embedded row milliseconds.
@@ -286,12 +297,12 @@ impl Settings {
             max_judge_failures: args.max_judge_failures.unwrap_or(0),
             judge_failures_limited: args.max_judge_failures.is_some(),
             judge,
-            judge_where: args.judge_where.take(),
+            judge_where: args.judge.judge_where.take(),
             judge_metrics,
             embed,
             input,
             output,
-            publish,
+            sink,
             overwrite: args.overwrite,
             mapping,
             keep,
@@ -325,7 +336,7 @@ fn read_judge_metrics(
         Some(words) => words.file.judge_metrics.clone(),
         None => refscore_judge::JudgeMetrics::builtin(),
     };
-    for path in &args.judge_metrics {
+    for path in &args.judge.judge_metrics {
         known.read(path, true)?;
     }
     Ok(known)
@@ -427,6 +438,7 @@ fn source_options_in(
         store: refscore_read::StoreOptions {
             retries: args.store_retries.unwrap_or(defaults.store.retries),
         },
+        table_commit_only: false,
     })
 }
 
@@ -447,14 +459,32 @@ fn timestamp_ms(text: &str) -> Result<i64, String> {
     Ok(since.as_millis() as i64)
 }
 
-/// The local result file and, for `-o URL`, the upload that publishes it:
-/// its local copy lies in `--run-dir` or under the cache folder, in a
-/// folder named after the URL, so a re-run finds its run there.
+/// The local result file and the sink that publishes it, by
+/// `--output-format` (the registry of sinks): `parquet` (the default), a
+/// local file or, for `-o URL`, an upload whose local copy lies in
+/// `--run-dir` or under the cache folder, in a folder named after the URL,
+/// so a re-run finds its run there; `delta`, a Delta table the run's rows
+/// are appended to (a local table keeps its runs' local results in
+/// `TABLE/_refscore/`, a store's in that cache folder).
 fn destination(
     output: PathBuf,
+    format: Option<String>,
     run_dir: Option<PathBuf>,
     source: refscore_read::SourceOptions,
-) -> Result<(PathBuf, Option<refscore_write::Publish>), Error> {
+    origin: &Origin,
+) -> Result<(PathBuf, Arc<dyn Sink>), Error> {
+    let table = match format.as_deref().map(str::trim) {
+        None | Some("parquet") => false,
+        Some("delta") => true,
+        Some(other) => {
+            return Err(origin.bad(
+                "output_format",
+                other,
+                "not a format refscore writes; give parquet (one result file) or delta (rows \
+                 appended to a Delta table)",
+            ))
+        }
+    };
     let text = output.to_string_lossy().into_owned();
     if !refscore_read::source::is_url(&text) {
         if let Some(dir) = run_dir {
@@ -464,7 +494,12 @@ fn destination(
                 dir.display()
             )));
         }
-        return Ok((output, None));
+        if table {
+            let sink = DeltaTable::local(&output)?;
+            return Ok((output, Arc::new(sink)));
+        }
+        let sink = LocalFile::new(&output);
+        return Ok((output, Arc::new(sink)));
     }
     let staging = match run_dir {
         Some(dir) => dir,
@@ -493,6 +528,10 @@ fn destination(
             cache.join("refscore").join("outputs").join(name)
         }
     };
-    let publish = refscore_write::Publish::new(&text, &staging, source.store)?;
-    Ok((publish.local().to_path_buf(), Some(publish)))
+    if table {
+        let sink = DeltaTable::remote(&text, &staging, source.store)?;
+        return Ok((staging, Arc::new(sink)));
+    }
+    let publish = ObjectUpload::new(&text, &staging, source.store)?;
+    Ok((publish.local_copy().to_path_buf(), Arc::new(publish)))
 }

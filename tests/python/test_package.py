@@ -159,6 +159,30 @@ def test_score_parquet_runs_the_cli_job(tmp_path):
     assert e.value.exit_code == 78 and "already exists" in str(e.value)
 
 
+def test_score_parquet_appends_to_a_delta_table_once(tmp_path):
+    from deltalake import DeltaTable
+
+    table = tmp_path / "results"
+    first = refscore.score_parquet(EXAMPLE, table, output_format="delta", metrics="exact_match",
+                                   quiet=True)
+    assert first["rows"] == 309 and first["output"] == str(table)
+    # The finished run again: nothing appended, the same summary back.
+    again = refscore.score_parquet(EXAMPLE, table, output_format="delta", metrics="exact_match",
+                                   resume=True, quiet=True)
+    assert again["run_id"] == first["run_id"] and again["rows"] == 309
+    dt = DeltaTable(str(table))
+    assert dt.version() == 0 and dt.to_pyarrow_table().num_rows == 309
+    # In-memory data returns its rows: no table to append to.
+    with pytest.raises(refscore.RefscoreError) as e:
+        refscore.Scorer(metrics="exact_match", output_format="delta")
+    assert e.value.exit_code == 64 and "score_parquet" in str(e.value)
+    # Ray's and Spark's job mode writes a Parquet part per shard.
+    from refscore import _shards
+    with pytest.raises(refscore.RefscoreError) as e:
+        _shards.check_flags(["--metrics", "lexical", "--output-format", "delta"])
+    assert e.value.exit_code == 64 and "--output-format delta" in str(e.value)
+
+
 def test_score_parquet_returns_the_calibration_against_human_labels(tmp_path):
     # Human labels on every third row of the example: "the answer is right"
     # where the normalised texts match exactly.

@@ -1,7 +1,7 @@
 //! Where each setting's value came from, so a bad one is reported as the
 //! flag's (usage, 64) or the config file's line (configuration, 78).
 
-use refscore_core::Error;
+use refscore_core::{Error, Given};
 
 use crate::config::ConfigWords;
 
@@ -17,34 +17,24 @@ pub(super) struct Origin {
 impl Origin {
     /// Whether the value of argument `id` came from the file.
     pub(super) fn in_file(&self, id: &str) -> bool {
-        self.file.as_ref().is_some_and(|f| f.lines.contains_key(id))
+        Given::in_file(self, id)
     }
 
     /// How many of argument `id`'s values came from the file (they come
     /// first).
     pub(super) fn file_values(&self, id: &str) -> usize {
-        self.file
-            .as_ref()
-            .and_then(|f| f.lines.get(id).map(Vec::len))
-            .unwrap_or(0)
+        Given::file_values(self, id)
     }
 
     /// A configuration error about the `index`-th value of `id` in the
     /// file, naming the file and the value's line.
     pub(super) fn in_file_error(&self, id: &str, index: usize, msg: &str) -> Error {
-        match &self.file {
-            Some(f) => f.file.error_at(f.line_of(id, index), msg),
-            None => Error::config(format!("config file: {msg}")),
-        }
+        Given::in_file_error(self, id, index, msg)
     }
 
     /// The error for a bad value of `id`: the flag's or the file's.
     pub(super) fn bad(&self, id: &str, shown: &str, why: &str) -> Error {
-        if self.in_file(id) {
-            self.in_file_error(id, 0, &format!("{id} = {shown}: {why}"))
-        } else {
-            Error::usage(format!("--{} {shown}: {why}", id.replace('_', "-")))
-        }
+        Given::bad(self, id, shown, why)
     }
 
     /// Checks a value against `ok` (see [`Origin::bad`]).
@@ -55,10 +45,7 @@ impl Origin {
         ok: impl Fn(T) -> bool,
         expected: &str,
     ) -> Result<Option<T>, Error> {
-        match value {
-            Some(v) if !ok(v) => Err(self.bad(id, &v.to_string(), &format!("expected {expected}"))),
-            v => Ok(v),
-        }
+        Given::ranged(self, value, id, ok, expected)
     }
 
     /// Parses a text value (see [`Origin::bad`]; `parse`'s message starts
@@ -69,13 +56,28 @@ impl Origin {
         id: &str,
         parse: impl Fn(&str) -> Result<T, String>,
     ) -> Result<Option<T>, Error> {
-        let Some(v) = value else { return Ok(None) };
-        parse(&v).map(Some).map_err(|e| {
-            if self.in_file(id) {
-                self.in_file_error(id, 0, &format!("{id} = {e}"))
-            } else {
-                Error::usage(format!("--{} {e}", id.replace('_', "-")))
-            }
-        })
+        Given::parsed(self, value, id, parse)
+    }
+}
+
+/// The checks themselves are the trait's, shared with the options the
+/// feature crates check (the judge's).
+impl Given for Origin {
+    fn in_file(&self, id: &str) -> bool {
+        self.file.as_ref().is_some_and(|f| f.lines.contains_key(id))
+    }
+
+    fn in_file_error(&self, id: &str, index: usize, msg: &str) -> Error {
+        match &self.file {
+            Some(f) => f.file.error_at(f.line_of(id, index), msg),
+            None => Error::config(format!("config file: {msg}")),
+        }
+    }
+
+    fn file_values(&self, id: &str) -> usize {
+        self.file
+            .as_ref()
+            .and_then(|f| f.lines.get(id).map(Vec::len))
+            .unwrap_or(0)
     }
 }

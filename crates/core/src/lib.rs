@@ -8,10 +8,13 @@
 
 pub mod entailment;
 pub mod files;
+pub mod given;
 pub mod metric;
 pub mod schema;
 
 use std::sync::Arc;
+
+pub use given::Given;
 
 use arrow::array::{
     Array, ArrayRef, AsArray, Int32Array, LargeStringArray, StringArray, StringViewArray,

@@ -185,8 +185,11 @@ impl Encoder {
         } else {
             (batch_tokens.max(GPU_BATCH_TOKENS), GPU_MAX_BATCH_TEXTS)
         };
+        // A model without a length limit (T5's relative positions) plans
+        // by the budget alone: a text longer than it goes in a batch alone.
+        let floor = if max_len == usize::MAX { 0 } else { max_len };
         BatchPlan {
-            budget: budget.max(max_len),
+            budget: budget.max(floor),
             max_texts,
             packs: self.model.packs(),
         }

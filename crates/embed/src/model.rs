@@ -531,6 +531,8 @@ struct ConfigHead {
     /// DistilBERT calls it `n_layers`, nomic-ai's NomicBERT `n_layer`.
     #[serde(alias = "n_layers", alias = "n_layer")]
     num_hidden_layers: Option<usize>,
+    /// T5's name for it (where `num_hidden_layers` is absent).
+    num_layers: Option<usize>,
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, Error> {
@@ -656,8 +658,21 @@ pub fn read_settings(dir: &Path) -> Result<ModelFiles, Error> {
 /// `modules.json`, written by sentence-transformers ≥ 5, lists the
 /// Transformer alone).
 pub(crate) fn read_folder(dir: &Path, needs_pooling: bool) -> Result<ModelFiles, Error> {
-    if let Some((layout, after)) = crate::static_model::detect(dir)? {
-        return Ok(static_files(dir, layout, after));
+    read_folder_with(dir, needs_pooling, None)
+}
+
+/// [`read_folder`], the encoder's `config.json` text given where it is not
+/// the folder's own (HHEM-2.1-Open's folder names its T5 config by the
+/// model it was made from: [`crate::cross`]).
+pub(crate) fn read_folder_with(
+    dir: &Path,
+    needs_pooling: bool,
+    encoder_config: Option<String>,
+) -> Result<ModelFiles, Error> {
+    if encoder_config.is_none() {
+        if let Some((layout, after)) = crate::static_model::detect(dir)? {
+            return Ok(static_files(dir, layout, after));
+        }
     }
     for f in &FILES[..3] {
         if !dir.join(f).is_file() {
@@ -667,7 +682,10 @@ pub(crate) fn read_folder(dir: &Path, needs_pooling: bool) -> Result<ModelFiles,
             )));
         }
     }
-    let config = read_text(&dir.join("config.json"))?;
+    let config = match encoder_config {
+        Some(text) => text,
+        None => read_text(&dir.join("config.json"))?,
+    };
     let head: ConfigHead = parse_json(&dir.join("config.json"), &config)?;
     if let Some(t) = &head.model_type {
         if !crate::family::has(t) {
@@ -680,13 +698,11 @@ pub(crate) fn read_folder(dir: &Path, needs_pooling: bool) -> Result<ModelFiles,
     }
     // Families whose positions start past the padding id have that many
     // fewer usable positions (RoBERTa's 514 hold 512 tokens).
-    let max_positions =
-        head.max_position_embeddings
-            .unwrap_or(512)
-            .saturating_sub(crate::family::first_position(
-                head.model_type.as_deref(),
-                head.pad_token_id,
-            ));
+    let max_positions = crate::family::usable_positions(
+        head.model_type.as_deref(),
+        head.max_position_embeddings,
+        head.pad_token_id,
+    );
     let modules = read_modules(dir, needs_pooling)?;
     let pooling_dir = modules.pooling_dir;
     let (pooling, include_prompt) = if pooling_dir.join("config.json").is_file() {
@@ -777,7 +793,7 @@ pub(crate) fn read_folder(dir: &Path, needs_pooling: bool) -> Result<ModelFiles,
         lower_case: sbert.is_some_and(|s| s.do_lower_case),
         prompts: st.prompts,
         default_prompt: st.default_prompt_name,
-        layers: head.num_hidden_layers.unwrap_or(12),
+        layers: head.num_hidden_layers.or(head.num_layers).unwrap_or(12),
         family: head.model_type.clone().unwrap_or_else(|| "bert".into()),
         pad_token_id: head.pad_token_id.unwrap_or(0),
         config,

@@ -260,3 +260,166 @@ fn reduced_precisions_stay_near_fp32() {
         assert!(worst > 0.0 && worst < 0.05, "{precision:?}: {worst}");
     }
 }
+
+/// HHEM-2.1-Open's folder, read as its published code reads it: the
+/// premise/hypothesis prompt around each pair, the foundation's T5 config,
+/// no truncation, the first position's logits; the probabilities within
+/// 1e-4 of its `predict` (tests/fixtures/cross-tiny-cross-hhem.jsonl,
+/// scripts/fixtures/make-hhem-fixture.py) on every row, both directions:
+/// long pairs (prompts past 512 tokens and the buckets' 128), empty and
+/// non-ASCII texts, braces and special tokens inside the texts.
+#[test]
+fn hhem_matches_its_authors_predict() {
+    let (header, rows) = rows("tiny-cross-hhem");
+    let folder = CrossFolder::read(&fixtures().join("models/tiny-cross-hhem")).unwrap();
+    assert_eq!(folder.architecture, "HHEMv2ForSequenceClassification");
+    assert_eq!(folder.files.family, "t5");
+    assert_eq!(folder.labels, ["hallucinated", "consistent"]);
+    let prompt = refscore_embed::PairPrompt::parse(header["prompt"].as_str().unwrap()).unwrap();
+    assert_eq!(folder.input, refscore_embed::CrossInput::Prompt(prompt));
+    let model = CrossEncoder::load(folder, &options()).unwrap();
+    assert_eq!(
+        model.max_len(),
+        usize::MAX,
+        "HHEM's predict does not truncate"
+    );
+    let forward: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["reference"].as_str().unwrap(),
+                r["output"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let backward: Vec<(&str, &str)> = forward.iter().map(|&(a, b)| (b, a)).collect();
+    let mut report = CrossReport::default();
+    let got_forward = model.predict(&forward, true, &mut report).unwrap();
+    let got_backward = model.predict(&backward, true, &mut report).unwrap();
+    let mut worst = 0f32;
+    for (i, row) in rows.iter().enumerate() {
+        for (got, key) in [(&got_forward[i], "forward"), (&got_backward[i], "backward")] {
+            let want = floats(&row[key]);
+            assert!(!got.truncated, "row {i} {key}: truncated");
+            for (g, w) in got.values.iter().zip(&want) {
+                worst = worst.max((g - w).abs());
+            }
+            assert!(
+                got.values
+                    .iter()
+                    .zip(&want)
+                    .all(|(g, w)| (g - w).abs() < 1e-4),
+                "row {i} ({}) {key}: {:?} vs HHEM's predict {want:?}",
+                row["id"],
+                got.values
+            );
+        }
+    }
+    assert_eq!(report.truncated, 0);
+    let longest = header["longest_prompt_tokens"].as_u64().unwrap();
+    eprintln!(
+        "tiny-cross-hhem: {} rows, both directions, prompts up to {longest} tokens, worst difference {worst:.2e}",
+        rows.len()
+    );
+    // The score HHEM returns is the consistent label's.
+    assert_eq!(refscore_embed::HHEM_CONSISTENT, 1);
+}
+
+/// A copy of HHEM's twin with `edit` applied to its config.json and the
+/// foundation named by its absolute path (the copy is elsewhere).
+fn hhem_copy(edit: impl Fn(&mut serde_json::Map<String, Value>)) -> tempfile::TempDir {
+    let foundation = fixtures().join("models/tiny-t5");
+    edited("tiny-cross-hhem", |c| {
+        c.insert(
+            "foundation".into(),
+            serde_json::json!(foundation.to_str().unwrap()),
+        );
+        edit(c);
+    })
+}
+
+/// What HHEM's folder lacks is refused in one line naming it (exit 78);
+/// transformers' T5ForSequenceClassification, which runs T5's decoder, is
+/// refused by name.
+#[test]
+fn hhem_folders_missing_a_part_are_refused_in_one_line() {
+    // An absolute foundation reads as a relative one did.
+    let whole = hhem_copy(|_| {});
+    let folder = CrossFolder::read(whole.path()).unwrap();
+    assert_eq!(folder.files.family, "t5");
+    let no_tokenizer = hhem_copy(|_| {});
+    std::fs::remove_file(no_tokenizer.path().join("tokenizer.json")).unwrap();
+    let e = CrossFolder::read(no_tokenizer.path()).unwrap_err();
+    assert_eq!(e.class, refscore_core::ErrorClass::Config);
+    assert!(
+        e.message.contains("tokenizer.json") && e.message.contains("tiny-t5"),
+        "{}",
+        e.message
+    );
+    assert!(!e.message.contains('\n'), "{}", e.message);
+    let elsewhere = hhem_copy(|c| {
+        c.insert("foundation".into(), serde_json::json!("no/such-model"));
+    });
+    let e = CrossFolder::read(elsewhere.path()).unwrap_err();
+    assert!(
+        e.message.contains("foundation 'no/such-model'"),
+        "{}",
+        e.message
+    );
+    let decoder = edited("tiny-t5", |c| {
+        c.insert(
+            "architectures".into(),
+            serde_json::json!(["T5ForSequenceClassification"]),
+        );
+    });
+    let e = CrossFolder::read(decoder.path()).unwrap_err();
+    assert!(
+        e.message.contains("HHEMv2ForSequenceClassification") && e.message.contains("decoder"),
+        "{}",
+        e.message
+    );
+}
+
+/// HHEM's T5 in `--precision bf16` and `int8` stays near fp32 (bounds for
+/// this random twin, whose classifier, drawn wide to spread the scores,
+/// magnifies rounding: measured 1.1e-2 and 5.1e-2).
+#[test]
+fn hhem_in_reduced_precision_stays_near_fp32() {
+    let (_, rows) = rows("tiny-cross-hhem");
+    let pairs: Vec<(&str, &str)> = rows
+        .iter()
+        .take(120)
+        .map(|r| {
+            (
+                r["reference"].as_str().unwrap(),
+                r["output"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let run = |precision: Precision| {
+        let folder = CrossFolder::read(&fixtures().join("models/tiny-cross-hhem")).unwrap();
+        let options = CrossOptions {
+            precision,
+            ..CrossOptions::default()
+        };
+        CrossEncoder::load(folder, &options)
+            .unwrap()
+            .predict(&pairs, true, &mut CrossReport::default())
+            .unwrap()
+    };
+    let reference = run(Precision::Fp32);
+    for precision in [Precision::Bf16, Precision::Int8] {
+        let worst = run(precision)
+            .iter()
+            .zip(&reference)
+            .flat_map(|(a, b)| a.values.iter().zip(&b.values).map(|(x, y)| (x - y).abs()))
+            .fold(0f32, f32::max);
+        eprintln!("HHEM {precision:?}: worst probability difference from fp32 {worst:.2e}");
+        let bound = if precision == Precision::Bf16 {
+            0.03
+        } else {
+            0.1
+        };
+        assert!(worst > 0.0 && worst < bound, "{precision:?}: {worst}");
+    }
+}

@@ -18,7 +18,8 @@ use crate::endpoint::{Endpoint, MAX_TIMEOUT, MIN_TIMEOUT};
 use crate::limiter::{self, Limiter};
 use crate::parse::extract_object;
 use crate::prompts::Template;
-use crate::protocol::{self, Ask, ChatProtocol, OutputMode, TEMPERATURE};
+use crate::protocol::mode::RequestMode;
+use crate::protocol::{Ask, ChatProtocol, OutputMode, TEMPERATURE};
 use crate::redact::{api_url, excerpt, key_url, redact_url, scrub, secrets};
 use crate::transport::{wait_secs, Failure, Http, Reply, Transport, Usage};
 
@@ -65,13 +66,19 @@ pub(crate) struct Client {
     logprobs: AtomicBool,
     limiter: Limiter,
     pub(crate) counters: Counters,
+    /// The judge mode's use by this client (`--judge-service-tier flex`):
+    /// it shapes each attempt and counts its refusals.
+    judge_mode: Option<Arc<dyn RequestMode>>,
 }
 
-/// The HTTP transport to `endpoint` in its protocol, and the URL it posts
-/// to.
-fn http(endpoint: &Endpoint) -> Result<(Http, Url, Vec<String>), Error> {
+/// The HTTP transport to `endpoint` in its protocol (with `mode`'s
+/// refusals recognised), and the URL it posts to.
+fn http(
+    endpoint: &Endpoint,
+    mode: Option<Arc<dyn RequestMode>>,
+) -> Result<(Http, Url, Vec<String>), Error> {
     let base = endpoint.base()?;
-    let protocol = protocol::of(endpoint.api);
+    let protocol = endpoint.api.protocol();
     let url = api_url(&base, protocol.path()).map_err(Error::config)?;
     let secrets = secrets(&base, endpoint.api_key.as_deref());
     let timeout = endpoint.timeout.clamp(MIN_TIMEOUT, MAX_TIMEOUT);
@@ -83,6 +90,7 @@ fn http(endpoint: &Endpoint) -> Result<(Http, Url, Vec<String>), Error> {
         secrets.clone(),
         timeout,
         endpoint.concurrency,
+        mode,
     );
     Ok((transport, url, secrets))
 }
@@ -91,8 +99,9 @@ impl Client {
     /// A client for `endpoint`, sending over HTTP; the error names the
     /// (redacted) URL when it does not parse as an http(s) base URL.
     pub(crate) fn new(endpoint: Endpoint) -> Result<Client, Error> {
-        let (transport, url, secrets) = http(&endpoint)?;
-        let protocol = protocol::of(endpoint.api);
+        let judge_mode = endpoint.mode.as_ref().map(|m| m.start());
+        let (transport, url, secrets) = http(&endpoint, judge_mode.clone())?;
+        let protocol = endpoint.api.protocol();
         let limiter = Limiter::new(endpoint.requests_per_minute, endpoint.tokens_per_minute);
         Ok(Client {
             shown: redact_url(&url),
@@ -105,7 +114,29 @@ impl Client {
             endpoint,
             limiter,
             counters: Counters::default(),
+            judge_mode,
         })
+    }
+
+    /// The judge mode's summary entry, under its name (none without a
+    /// mode).
+    pub(crate) fn mode_summary(&self) -> serde_json::Map<String, Value> {
+        self.judge_mode
+            .iter()
+            .map(|m| (m.name().to_string(), m.summary()))
+            .collect()
+    }
+
+    /// The body of an attempt at `ask` in `mode`, shaped by the judge mode
+    /// after `refused` refusals of this request.
+    fn body(&self, ask: &Ask, mode: OutputMode, logprobs: bool, refused: u32) -> Value {
+        let mut body = self
+            .protocol
+            .body(&self.endpoint.model, ask, mode, logprobs);
+        if let Some(m) = &self.judge_mode {
+            m.shape(&mut body, refused);
+        }
+        body
     }
 
     /// Sends through `transport` instead (judge batches): where it is not
@@ -211,6 +242,8 @@ impl Client {
     ) -> Result<(T, Usage, &'static str), AskFailure> {
         let start = Instant::now();
         let mut attempt = 0u32;
+        // Times the judge mode refused this request (no capacity).
+        let mut refused = 0u32;
         let mut downgrades = 0;
         let mut last: String;
         let mut transient = false;
@@ -218,9 +251,7 @@ impl Client {
         loop {
             let mode = self.mode_for(ask);
             let logprobs = ask.logprobs && self.logprobs.load(Ordering::Relaxed);
-            let body = self
-                .protocol
-                .body(&self.endpoint.model, ask, mode, logprobs);
+            let body = self.body(ask, mode, logprobs, refused);
             let estimate = u32::try_from((ask.template.system.len() + text_len) / 4)
                 .unwrap_or(u32::MAX)
                 .saturating_add(ask.max_tokens);
@@ -292,6 +323,22 @@ impl Client {
                         transient: true,
                     });
                 }
+                // The judge mode's refusal is retried as any 429 is, and
+                // counted.
+                Err(Failure::Refused(e, wait)) => {
+                    refused += 1;
+                    let again = attempt < self.endpoint.retries;
+                    if let Some(m) = &self.judge_mode {
+                        m.count_refusal(refused, again);
+                    }
+                    last = e;
+                    transient = true;
+                    if !again {
+                        break;
+                    }
+                    attempt += 1;
+                    self.back_off(attempt, wait);
+                }
                 Err(Failure::Retry(e, wait, endpoint_failed)) => {
                     last = e;
                     transient = endpoint_failed;
@@ -299,13 +346,7 @@ impl Client {
                         break;
                     }
                     attempt += 1;
-                    self.counters.retries.fetch_add(1, Ordering::Relaxed);
-                    let backoff =
-                        self.endpoint.backoff.as_secs_f64() * 2f64.powi(attempt.min(64) as i32 - 1);
-                    let jitter = limiter::jitter();
-                    let delay = wait
-                        .unwrap_or_else(|| wait_secs(backoff * jitter, Duration::from_secs(30)));
-                    std::thread::sleep(delay);
+                    self.back_off(attempt, wait);
                 }
             }
         }
@@ -325,12 +366,22 @@ impl Client {
         })
     }
 
+    /// Counts retry number `attempt` and waits before it: `wait` where the
+    /// server said, else the backoff doubling per retry, with jitter,
+    /// capped at 30 s.
+    fn back_off(&self, attempt: u32, wait: Option<Duration>) {
+        self.counters.retries.fetch_add(1, Ordering::Relaxed);
+        let backoff = self.endpoint.backoff.as_secs_f64() * 2f64.powi(attempt.min(64) as i32 - 1);
+        let jitter = limiter::jitter();
+        let delay = wait.unwrap_or_else(|| wait_secs(backoff * jitter, Duration::from_secs(30)));
+        std::thread::sleep(delay);
+    }
+
     /// The body of the first request `send_ask` would send for `ask`, in
     /// the output mode in use now (`refscore judge-prompt`).
     pub(crate) fn first_body(&self, ask: &Ask) -> Value {
         let logprobs = ask.logprobs && self.logprobs.load(Ordering::Relaxed);
-        self.protocol
-            .body(&self.endpoint.model, ask, self.mode_for(ask), logprobs)
+        self.body(ask, self.mode_for(ask), logprobs, 0)
     }
 }
 
@@ -341,8 +392,11 @@ impl Client {
 /// retrying later); 401/403 and an unknown model are [`Error::config`].
 /// Every message names the redacted URL.
 pub fn probe(endpoint: &Endpoint) -> Result<(), Error> {
-    let (http, _, secrets) = http(endpoint)?;
-    let body = protocol::of(endpoint.api).probe_body(&endpoint.model);
+    let (http, _, secrets) = http(endpoint, None)?;
+    let mut body = endpoint.api.protocol().probe_body(&endpoint.model);
+    if let Some(mode) = &endpoint.mode {
+        mode.start().shape(&mut body, 0);
+    }
     let url = http.shown_url();
     match http.post(&body).map_err(|e| *e) {
         Ok(resp) => {
@@ -363,10 +417,7 @@ pub fn probe(endpoint: &Endpoint) -> Result<(), Error> {
                 404 => Err(Error::config(format!(
                     "model '{model}' unknown at {url}, or no {} endpoint there \
                      (HTTP 404): {detail}",
-                    match endpoint.api {
-                        crate::endpoint::Api::OpenAi => "chat-completions",
-                        crate::endpoint::Api::Anthropic => "Messages API",
-                    }
+                    endpoint.api.endpoint_name()
                 ))),
                 400 | 422 if mentions_model => Err(Error::config(format!(
                     "model '{model}' unknown at {url} (HTTP {code}): {detail}"
@@ -394,7 +445,7 @@ mod tests {
     fn meaning_match() -> &'static Template {
         &crate::metric::builtin_rubric(0).template
     }
-    use crate::endpoint::Api;
+    use crate::protocol::Api;
     use crate::test_server::{chat, start, start_all, Reply};
     use refscore_core::ErrorClass;
     use refscore_test_servers::refused_url;
@@ -402,7 +453,7 @@ mod tests {
     fn endpoint(url: &str) -> Endpoint {
         Endpoint {
             url: url.into(),
-            api: Api::OpenAi,
+            api: Api::default(),
             model: "m".into(),
             api_key: None,
             timeout: Duration::from_secs(5),
@@ -411,6 +462,7 @@ mod tests {
             requests_per_minute: None,
             tokens_per_minute: None,
             backoff: Duration::from_millis(5),
+            mode: None,
         }
     }
 

@@ -440,6 +440,30 @@ pub(crate) fn read_parsed(
         let line = text[..offset.min(text.len())].matches('\n').count() + 1;
         Error::config(format!("{}:{line}: {msg}", path.display()))
     };
+    let mut parsed = parsed;
+    // A config file's `[judge] KEY = ...` are flags (judge_KEY), read by
+    // the CLI's config reader: only the tables are definitions here.
+    let mut flag_keys: Vec<(String, usize)> = Vec::new();
+    if let Some(toml::de::DeValue::Table(judge)) =
+        parsed.get_mut().get_mut("judge").map(|v| v.get_mut())
+    {
+        flag_keys = judge
+            .keys()
+            .filter(|k| !["metric", "panel", "tier"].contains(&k.get_ref().as_ref()))
+            .map(|k| (k.get_ref().to_string(), k.span().start))
+            .collect();
+        for (key, _) in &flag_keys {
+            judge.remove(key.as_str());
+        }
+    }
+    if only_definitions {
+        if let Some((key, offset)) = flag_keys.first() {
+            return Err(at(
+                *offset,
+                &format!("judge.{key} belongs in a config file (--config); a judge metrics file holds [judge.metric.NAME] tables only"),
+            ));
+        }
+    }
     let file = FileTables::deserialize(toml::de::Deserializer::from(parsed))
         .map_err(|e| toml_error(path, text, &e))?;
     if only_definitions {

@@ -6,52 +6,8 @@ use std::time::Duration;
 use refscore_core::Error;
 use url::Url;
 
+use crate::protocol::{Api, Mode};
 use crate::redact::{redact_text_url, redact_url};
-
-/// The wire protocol a judge speaks (`--judge-api`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Api {
-    /// OpenAI's chat completions (and its Batch API): OpenAI, Azure
-    /// OpenAI, vLLM, llama.cpp, Ollama and most servers.
-    #[default]
-    OpenAi,
-    /// Anthropic's Messages API (and its Message Batches API).
-    Anthropic,
-}
-
-impl Api {
-    /// Every protocol, for `--help` and messages.
-    pub const ALL: [Api; 2] = [Api::OpenAi, Api::Anthropic];
-
-    /// The name `--judge-api` takes.
-    pub fn name(self) -> &'static str {
-        match self {
-            Api::OpenAi => "openai",
-            Api::Anthropic => "anthropic",
-        }
-    }
-
-    /// Reads a `--judge-api` value; the error lists the choices.
-    pub fn parse(name: &str) -> Result<Api, String> {
-        Api::ALL
-            .into_iter()
-            .find(|a| a.name() == name.trim())
-            .ok_or_else(|| format!("'{name}': expected openai or anthropic"))
-    }
-
-    /// The protocol of a judge URL when `--judge-api` is not given:
-    /// Anthropic's for a host under `anthropic.com`, OpenAI's for any other
-    /// (the protocol nearly every server speaks).
-    pub fn for_url(url: &str) -> Api {
-        let host = Url::parse(url.trim())
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_ascii_lowercase));
-        match host {
-            Some(h) if h == "anthropic.com" || h.ends_with(".anthropic.com") => Api::Anthropic,
-            _ => Api::OpenAi,
-        }
-    }
-}
 
 /// Where and how to reach the judge model.
 #[derive(Clone)]
@@ -78,6 +34,9 @@ pub struct Endpoint {
     pub tokens_per_minute: Option<u32>,
     /// First backoff delay; doubles per retry (with ±50% jitter), capped at 30 s.
     pub backoff: Duration,
+    /// The judge mode its requests go in (`--judge-service-tier flex`), if
+    /// any.
+    pub mode: Option<Mode>,
 }
 
 /// By hand so that the API key and any credential in the URL never reach a
@@ -95,6 +54,7 @@ impl std::fmt::Debug for Endpoint {
             .field("requests_per_minute", &self.requests_per_minute)
             .field("tokens_per_minute", &self.tokens_per_minute)
             .field("backoff", &self.backoff)
+            .field("mode", &self.mode)
             .finish()
     }
 }
@@ -124,6 +84,7 @@ impl Endpoint {
             requests_per_minute: None,
             tokens_per_minute: None,
             backoff: Duration::from_millis(500),
+            mode: None,
         }
     }
 
@@ -169,25 +130,4 @@ fn base_url(text: &str) -> Result<Url, String> {
 /// it (the caller names where it came from).
 pub fn check_url(text: &str) -> Result<(), String> {
     base_url(text).map(|_| ())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_protocol_follows_the_host_unless_named() {
-        assert_eq!(Api::for_url("https://api.anthropic.com/v1"), Api::Anthropic);
-        assert_eq!(Api::for_url("https://API.Anthropic.com/v1"), Api::Anthropic);
-        assert_eq!(Api::for_url("https://api.openai.com/v1"), Api::OpenAi);
-        assert_eq!(Api::for_url("http://127.0.0.1:8080/v1"), Api::OpenAi);
-        assert_eq!(
-            Api::for_url("https://anthropic.com.evil.test/v1"),
-            Api::OpenAi
-        );
-        assert_eq!(Api::parse("anthropic"), Ok(Api::Anthropic));
-        assert!(Api::parse("gemini")
-            .unwrap_err()
-            .contains("openai or anthropic"));
-    }
 }

@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 use crate::batch::BatchMode;
 use crate::metric::JudgeMetric;
 use crate::prompts;
-use crate::{Api, JudgeOptions};
+use crate::JudgeOptions;
 
 impl JudgeOptions {
     /// The judge's fingerprint entries for a run in `batch` mode (none:
@@ -28,10 +28,10 @@ impl JudgeOptions {
             ),
             ("judge_templates".into(), self.chosen_template_versions()),
         ];
-        // The protocol changes every request; only when not OpenAI's, so
-        // runs started before it was a choice still resume.
-        if self.endpoint.api != Api::OpenAi {
-            f.push(("judge_api".into(), json!(self.endpoint.api.name())));
+        // The protocol changes every request; only when not the default
+        // API's, so runs started before it was a choice still resume.
+        if let Some(api) = self.endpoint.api.recorded() {
+            f.push(("judge_api".into(), json!(api)));
         }
         // A run's open batches are collected only by the same mode; only
         // when set, so online runs started before still resume.

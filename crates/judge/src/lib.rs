@@ -28,6 +28,7 @@ mod keyed_log;
 mod limiter;
 mod local_facts;
 mod metric;
+pub mod options;
 mod panel;
 mod parse;
 mod probs;
@@ -36,6 +37,7 @@ mod protocol;
 mod redact;
 mod rules;
 mod stage;
+mod summary_lines;
 pub mod tiers;
 mod where_column;
 #[cfg(test)]
@@ -48,11 +50,14 @@ use refscore_core::metric::MetricSet;
 use serde_json::{json, Value};
 
 pub use client::probe;
-pub use endpoint::{check_url, Api, Endpoint, MAX_TIMEOUT, MIN_TIMEOUT};
+pub use endpoint::{check_url, Endpoint, MAX_TIMEOUT, MIN_TIMEOUT};
 pub use local_facts::{sentences, FactSource, NliFactCheck, DEFAULT_FACT_CHECK_THRESHOLD};
 pub use metric::JudgeMetrics;
+pub use options::JudgeArgs;
 pub use panel::{escalation_warnings, JudgePanel, PanelMember, PanelMode, DEFAULT_ESCALATE_BAND};
+pub use protocol::{Api, Mode, ModeArgs, ModeContext};
 pub use stage::{JudgeStage, Prompt};
+pub use summary_lines::summary_lines;
 pub use tiers::{Band, TierChain};
 pub use transport::{Usage, MAX_RETRY_AFTER};
 pub use where_column::check_requests;
@@ -226,6 +231,10 @@ pub struct JudgeReport {
     /// `replies_without_logprobs`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_probabilities: Option<String>,
+    /// The judge mode's entry under its name (`flex`: its counts), where
+    /// the run has one.
+    #[serde(flatten)]
+    pub modes: serde_json::Map<String, Value>,
 }
 
 /// Judge batches over the run, for the summary.

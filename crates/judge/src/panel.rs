@@ -76,7 +76,7 @@ pub fn escalation_warnings(mode: Option<PanelMode>, judges: &[(String, Endpoint)
     }
     judges
         .windows(2)
-        .filter(|w| !crate::protocol::of(w[0].1.api).token_probabilities())
+        .filter(|w| !w[0].1.api.protocol().token_probabilities())
         .map(|w| {
             format!(
                 "judge {} speaks the {} API, which gives no token probabilities: escalation \
@@ -367,6 +367,7 @@ impl JudgePanel {
             total.facts_from_sentences += r.facts_from_sentences;
             total.fact_checks_nli += r.fact_checks_nli;
             total.fact_checks_nli_truncated += r.fact_checks_nli_truncated;
+            crate::protocol::mode::add_counts(&mut total.modes, &r.modes);
         }
         total.rows_judged = self.rows_judged;
         total.rows_failed = self.rows_failed;

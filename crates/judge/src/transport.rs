@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::Value;
 use url::Url;
 
+use crate::protocol::mode::RequestMode;
 use crate::protocol::ChatProtocol;
 use crate::redact::{excerpt, redact_url, scrub};
 
@@ -60,6 +61,10 @@ pub(crate) enum Failure {
     /// Batch mode: no collected batch answers the request yet; it waits
     /// for the next batch.
     Deferred,
+    /// The judge mode refused the request for want of capacity (flex's 429
+    /// "resource unavailable"): retried after `wait` (or the backoff) as a
+    /// [`Failure::Retry`] of the endpoint, and counted.
+    Refused(String, Option<Duration>),
 }
 
 /// One way of getting a request answered.
@@ -119,11 +124,14 @@ pub(crate) struct Http {
     headers: Vec<(&'static str, String)>,
     /// Credentials to scrub from any message.
     secrets: Vec<String>,
+    /// The judge mode, whose refusals are told apart from other failures.
+    mode: Option<Arc<dyn RequestMode>>,
 }
 
 impl Http {
     /// Requests to `url` in `protocol`'s format, with `headers`, each
-    /// bounded by `timeout`, at most `connections` kept open.
+    /// bounded by `timeout`, at most `connections` kept open; `mode`'s
+    /// refusals are [`Failure::Refused`].
     pub(crate) fn new(
         protocol: Arc<dyn ChatProtocol>,
         url: Url,
@@ -131,6 +139,7 @@ impl Http {
         secrets: Vec<String>,
         timeout: Duration,
         connections: usize,
+        mode: Option<Arc<dyn RequestMode>>,
     ) -> Http {
         let agent = ureq::AgentBuilder::new()
             .timeout(timeout)
@@ -143,6 +152,7 @@ impl Http {
             url,
             headers,
             secrets,
+            mode,
         }
     }
 
@@ -201,6 +211,10 @@ impl Transport for Http {
                 // Credentials out of the whole body before any part of it
                 // is cut into a message.
                 let text = scrub(&resp.into_string().unwrap_or_default(), &self.secrets);
+                if self.mode.as_ref().is_some_and(|m| m.refuses(code, &text)) {
+                    let msg = format!("HTTP {code}: {}", crate::parse::snippet(&text));
+                    return Err(Failure::Refused(msg, wait));
+                }
                 Err(self.protocol.classify(code, wait, &text, body))
             }
             Err(ureq::Error::Transport(t)) => {

@@ -329,11 +329,17 @@ impl Dataset {
         let file = &self.files[unit.file];
         let metadata = file.meta.metadata();
         let names = self.needed_columns();
+        // A Delta file with mapped columns names them by their physical
+        // names (or field ids), not the logical ones the run asks for.
+        let stored: Vec<String> = match &file.delta {
+            Some(delta) => delta.stored_names(&file.meta, &names),
+            None => names.iter().map(|n| n.to_string()).collect(),
+        };
         let bytes: i64 = (unit.row_group..unit.row_group + unit.row_groups)
             .flat_map(|g| metadata.row_group(g).columns().iter())
             .filter(|c| {
                 let path = c.column_path().parts();
-                path.first().is_some_and(|p| names.contains(&p.as_str()))
+                path.first().is_some_and(|p| stored.contains(p))
             })
             .map(|c| c.uncompressed_size().max(0))
             .sum();

@@ -25,7 +25,13 @@ impl Table {
     /// Finds the files (local, in an object store, or a Delta table's
     /// latest version) and reads every footer.
     pub fn open(spec: &str) -> Result<Table, Error> {
-        let listing = source::list(spec, &SourceOptions::default())?;
+        Table::open_with(spec, &SourceOptions::default())
+    }
+
+    /// [`Table::open`] with the source options given: a Delta table's
+    /// version, or only the files one of its commits added.
+    pub fn open_with(spec: &str, options: &SourceOptions) -> Result<Table, Error> {
+        let listing = source::list(spec, options)?;
         if listing.files.is_empty() {
             return Err(Error::bad_input(format!(
                 "{spec}: the table holds no files"

@@ -368,6 +368,8 @@ pub(crate) fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Resul
         compare_corrected(m, &calibration, &base_gold);
     }
     let gates = gate_results(o, &metrics);
+    let figures: Vec<_> = calibration.iter().map(|g| g.figures.clone()).collect();
+    let rate_gates = crate::rate_gate::check(&o.rate_gates, &figures, o.gate_confidence)?;
     let rubric_changes = ctx
         .base
         .map(|b| rubric_changes(&ctx.cur.defined, &b.defined))
@@ -400,6 +402,7 @@ pub(crate) fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Resul
             bin_width: refscore_stats::BIN_WIDTH,
         }),
         gates,
+        rate_gates,
         texts_from: fetched.from,
     })
 }

@@ -19,6 +19,7 @@ mod finish;
 pub mod gold;
 mod model;
 mod pass;
+pub mod rate_gate;
 mod render;
 mod run;
 mod texts;
@@ -35,6 +36,11 @@ pub struct Options {
     pub result: String,
     /// Result files of the run to compare with.
     pub baseline: Option<String>,
+    /// How the result is read: for a Delta table of nightly results, the
+    /// version, or only the rows one commit appended (`--night`).
+    pub result_source: refscore_read::SourceOptions,
+    /// Likewise for the baseline (`--baseline-night`).
+    pub baseline_source: refscore_read::SourceOptions,
     /// The scoring input, for texts (and `--by`) the result did not keep.
     pub input: Option<String>,
     /// How the input's columns map to roles.
@@ -47,6 +53,11 @@ pub struct Options {
     pub thresholds: Vec<(String, f64)>,
     /// Regression checks.
     pub gates: Vec<Gate>,
+    /// `--gate`: labelled verdicts held to the lower bounds of their TPR
+    /// and TNR.
+    pub rate_gates: Vec<rate_gate::RateGate>,
+    /// The confidence of those bounds (`--gate-confidence`).
+    pub gate_confidence: f64,
     /// Lowest rows listed per metric.
     pub lowest: usize,
     /// Flipped rows listed per metric and direction.
@@ -119,9 +130,11 @@ impl Report {
         serde_json::to_string_pretty(self).expect("serialisable") + "\n"
     }
 
-    /// The checks that failed.
-    pub fn failed_gates(&self) -> Vec<&GateResult> {
-        self.gates.iter().filter(|g| g.failed).collect()
+    /// The lines of the checks that failed: regressions, then rate gates.
+    pub fn failed_gates(&self) -> Vec<&str> {
+        let regressions = self.gates.iter().filter(|g| g.failed).map(|g| &g.line);
+        let rates = self.rate_gates.iter().filter(|g| g.failed).map(|g| &g.line);
+        regressions.chain(rates).map(String::as_str).collect()
     }
 }
 

@@ -28,6 +28,8 @@ pub struct Report {
     pub bootstrap: Option<Method>,
     /// The `--fail-on-regression` checks and their outcome.
     pub gates: Vec<GateResult>,
+    /// The `--gate` checks on labelled verdicts' TPR and TNR bounds.
+    pub rate_gates: Vec<crate::rate_gate::RateGateResult>,
     /// Where row texts came from: "result" (--keep columns), "input", or none.
     pub texts_from: Option<String>,
     /// Judge metrics the user defined whose definition differs between the

@@ -249,8 +249,10 @@ enum Outcome {
 }
 
 pub(crate) fn build(options: &Options) -> Result<Report, Error> {
-    let cur = Run::open(&options.result)?;
-    let base = options.baseline.as_deref().map(Run::open).transpose()?;
+    let cur = Run::open(&options.result, &options.result_source)?;
+    let base = (options.baseline.as_deref())
+        .map(|b| Run::open(b, &options.baseline_source))
+        .transpose()?;
     if let Some(b) = &base {
         check_comparable(&cur, b)?;
     }

@@ -36,8 +36,8 @@ pub(crate) struct Run {
 }
 
 impl Run {
-    pub fn open(spec: &str) -> Result<Run, Error> {
-        let table = Table::open(spec)?;
+    pub fn open(spec: &str, source: &refscore_read::SourceOptions) -> Result<Run, Error> {
+        let table = Table::open_with(spec, source)?;
         let schema = table.schema();
         let shown = spec.to_string();
         let not_result = |why: &str| {
@@ -51,11 +51,25 @@ impl Run {
         let status_at = schema
             .index_of(STATUS)
             .map_err(|_| not_result("no 'status' column"))?;
-        let metrics: Vec<String> = schema.fields()[1..status_at]
+        let mut metrics: Vec<String> = schema.fields()[1..status_at]
             .iter()
             .filter(|f| matches!(f.data_type(), DataType::Float32 | DataType::Boolean))
             .map(|f| f.name().clone())
             .collect();
+        // A Delta table of nightly results puts the metrics a later night
+        // added after all the earlier columns (a schema only grows at its
+        // end): there, built-in metrics after 'status' count too.
+        let table_of_nights = source.table_version.is_some()
+            || std::path::Path::new(spec).join("_delta_log").is_dir();
+        if table_of_nights {
+            metrics.extend(
+                schema.fields()[status_at + 1..]
+                    .iter()
+                    .filter(|f| matches!(f.data_type(), DataType::Float32 | DataType::Boolean))
+                    .filter(|f| metric::find(f.name()).is_some())
+                    .map(|f| f.name().clone()),
+            );
+        }
         if metrics.is_empty() {
             return Err(not_result("no metric column before 'status'"));
         }

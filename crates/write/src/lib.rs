@@ -9,7 +9,7 @@
 //! their encoded column chunks (nothing is decoded or compressed again), under
 //! a temporary name that is renamed into place only when complete.
 
-mod publish;
+pub mod sink;
 mod summary;
 
 use std::fs::File;
@@ -28,7 +28,7 @@ use parquet::file::writer::SerializedFileWriter;
 use refscore_core::{Error, RowBatch, ScoreColumns};
 use serde::{Deserialize, Serialize};
 
-pub use publish::{Publish, StoredResult};
+pub use sink::{DeltaTable, LocalFile, ObjectUpload, RunKey, Settled, Sink, StoredResult};
 pub use summary::{
     MetricState, MetricSummary, Summary, SummaryBuilder, SummaryState, MEDIAN_RESOLUTION,
 };

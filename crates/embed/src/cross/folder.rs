@@ -10,8 +10,11 @@ use std::path::Path;
 use refscore_core::Error;
 use serde::Deserialize;
 
+use super::hhem::{self, Hhem, PairPrompt};
 use super::recipe::Recipe;
-use crate::model::{from_hub, looks_like_hub_id, read_folder, ModelFiles, ModelKind, ModelLookup};
+use crate::model::{
+    from_hub, looks_like_hub_id, read_folder, read_folder_with, ModelFiles, ModelKind, ModelLookup,
+};
 
 /// The function `CrossEncoder.predict` applies to the logits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,12 +81,27 @@ pub struct CrossFolder {
     /// How inputs are built and outputs read: `--cross-recipe`'s, else the
     /// folder's `refscore_recipe.json`, else the plain pair (`nli`).
     pub recipe: Recipe,
+    /// How the folder reads a (premise, hypothesis) pair: the input a
+    /// recipe's `"pair"` builds.
+    pub input: CrossInput,
 }
 
+/// How a cross-encoder reads a (premise, hypothesis) pair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CrossInput {
+    /// As a pair, in the tokenizer's pair template (sentence-transformers'
+    /// `CrossEncoder`).
+    Pair,
+    /// As one text, the pair filled into a prompt (HHEM-2.1-Open's
+    /// `predict`), untruncated.
+    Prompt(PairPrompt),
+}
+
+/// The `config.json` keys of a classifier's folder.
 #[derive(Deserialize, Default)]
-struct ClassifierConfig {
+pub(crate) struct ClassifierConfig {
     #[serde(default)]
-    architectures: Vec<String>,
+    pub(crate) architectures: Vec<String>,
     model_type: Option<String>,
     num_labels: Option<usize>,
     id2label: Option<std::collections::BTreeMap<String, String>>,
@@ -128,6 +146,12 @@ impl CrossFolder {
             ))
         })?;
         let c: ClassifierConfig = serde_json::from_str(&text).map_err(|e| refuse(e.to_string()))?;
+        if hhem::is_hhem(&c.architectures, c.model_type.as_deref()) {
+            let value: serde_json::Value =
+                serde_json::from_str(&text).map_err(|e| refuse(e.to_string()))?;
+            let hhem = Hhem::read(dir, &value).map_err(refuse)?;
+            return CrossFolder::hhem(dir, &c, hhem);
+        }
         let model_type = c.model_type.clone().unwrap_or_else(|| "bert".into());
         let architecture = c
             .architectures
@@ -157,6 +181,12 @@ impl CrossFolder {
             return Err(refuse(format!(
                 "model_type '{model_type}' has no sequence-classification head in refscore (it has: {})",
                 heads.join(", ")
+            )));
+        }
+        if model_type == "t5" {
+            return Err(refuse(format!(
+                "{architecture}: refscore runs T5's encoder with HHEM-2.1-Open's head ({}) only; transformers' T5ForSequenceClassification reads T5's decoder",
+                hhem::ARCHITECTURE
             )));
         }
         if let Some(p) = c.problem_type.as_deref() {
@@ -204,6 +234,7 @@ impl CrossFolder {
             token_types,
             type_vocab_size: c.type_vocab_size.unwrap_or(0),
             recipe: Recipe::of_folder(dir)?.unwrap_or_else(Recipe::default_recipe),
+            input: CrossInput::Pair,
         };
         folder.check_recipe()?;
         Ok(folder)
@@ -260,6 +291,30 @@ impl CrossFolder {
             .unwrap_or(self.files.max_seq_length)
     }
 
+    /// HHEM-2.1-Open's folder ([`Hhem`]): its T5 encoder with the
+    /// foundation's config, the first position's logits of its token
+    /// classifier, the prompt, no truncation (its `predict` has none), and
+    /// the logits as they are (`predict` takes their softmax).
+    fn hhem(dir: &Path, c: &ClassifierConfig, hhem: Hhem) -> Result<CrossFolder, Error> {
+        let mut files = read_folder_with(dir, false, Some(hhem.t5_config))?;
+        files.max_seq_length = usize::MAX;
+        let folder = CrossFolder {
+            files,
+            architecture: hhem::ARCHITECTURE.to_string(),
+            labels: labels(c).map_err(|e| {
+                Error::config(format!("{}: {e}", dir.join("config.json").display()))
+            })?,
+            activation: ScoreActivation::Identity,
+            activation_from: "HHEM-2.1-Open's predict (a softmax over the logits)",
+            token_types: false,
+            type_vocab_size: 0,
+            recipe: Recipe::of_folder(dir)?.unwrap_or_else(Recipe::default_recipe),
+            input: CrossInput::Prompt(hhem.prompt),
+        };
+        folder.check_recipe()?;
+        Ok(folder)
+    }
+
     /// Whether the tokenizer's want of token types changes the scores: the
     /// model embeds a second token type. The fingerprint and the pair store
     /// name it only then, so that earlier runs of every other model still
@@ -301,7 +356,7 @@ const NO_TOKEN_TYPES: &[&str] = &[
 /// where `tokenizer_config.json` lists `model_input_names`, whether they
 /// name them (the list overrides the class's); else whether the
 /// `tokenizer_class` keeps transformers' default list, which names them.
-fn gives_token_types(dir: &Path, class: Option<&str>) -> Result<bool, Error> {
+pub(crate) fn gives_token_types(dir: &Path, class: Option<&str>) -> Result<bool, Error> {
     let path = dir.join("tokenizer_config.json");
     if let Ok(text) = std::fs::read_to_string(&path) {
         let v: serde_json::Value = serde_json::from_str(&text)
@@ -317,7 +372,7 @@ fn gives_token_types(dir: &Path, class: Option<&str>) -> Result<bool, Error> {
 /// (transformers' defaults: two labels). Keys are read as transformers
 /// reads them (`int(key)`), so two spellings of one index ("0" and "00")
 /// are one index named twice: refused, since which name it has is unknown.
-fn labels(c: &ClassifierConfig) -> Result<Vec<String>, String> {
+pub(crate) fn labels(c: &ClassifierConfig) -> Result<Vec<String>, String> {
     match &c.id2label {
         Some(map) if !map.is_empty() => {
             let mut labels: Vec<Option<(&str, &str)>> = vec![None; map.len()];

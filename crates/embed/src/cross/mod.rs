@@ -7,11 +7,13 @@
 
 mod entailment;
 mod folder;
+mod hhem;
 mod nli;
 mod pair_store;
 mod pairs;
 pub mod recipe;
 mod stage;
+mod tokens;
 
 use std::time::{Duration, Instant};
 
@@ -21,12 +23,14 @@ use rayon::prelude::*;
 use refscore_core::Error;
 
 pub use entailment::NliEntailment;
-pub use folder::{CrossFolder, ScoreActivation};
+pub use folder::{CrossFolder, CrossInput, ScoreActivation};
+pub use hhem::{PairPrompt, HHEM_CONSISTENT, HHEM_PROMPT};
 pub use nli::{NliLabels, NliScores};
 use pairs::{EncodedPair, PairTokenizer};
 use recipe::{Input, Piece, ScoreLabels};
 pub use recipe::{Recipe, DEFAULT_RECIPE, FOLDER_RECIPE};
 pub use stage::{cross_fields, CrossCapability, CrossPlan, CrossStage};
+pub use tokens::{TokenClassifier, TokenPrediction};
 
 use crate::encoder::Encoder;
 use crate::family::ClassifierHead;
@@ -180,10 +184,17 @@ impl CrossEncoder {
         self.max_len
     }
 
-    /// The model's input for (premise, hypothesis) as the recipe builds it.
+    /// The model's input for (premise, hypothesis) as the recipe builds it:
+    /// `"pair"` is the folder's own reading of a pair (the tokenizer's pair
+    /// template, or the prompt the folder names: HHEM-2.1-Open's).
     fn encode_input(&self, premise: &str, hypothesis: &str) -> Result<EncodedPair, Error> {
         match &self.folder.recipe.input {
-            Input::Pair => self.tokenizer.encode(premise, hypothesis),
+            Input::Pair => match &self.folder.input {
+                CrossInput::Pair => self.tokenizer.encode(premise, hypothesis),
+                CrossInput::Prompt(prompt) => self
+                    .tokenizer
+                    .encode_single(&prompt.fill(premise, hypothesis)),
+            },
             Input::Template(pieces) => {
                 let mut text = String::new();
                 for p in pieces {

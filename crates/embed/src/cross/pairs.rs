@@ -60,8 +60,10 @@ impl PairTokenizer {
             .map_err(|e| Error::internal(format!("tokenising a text: {e}")))
     }
 
-    /// Tokenises one text with the single template, truncated at its end as
-    /// `tokenizer(text, truncation=True, max_length=L)` truncates it.
+    /// Tokenises one text (a recipe's template, or a pair filled into a
+    /// folder's prompt) with the single template, truncated at its end as
+    /// `tokenizer(text, truncation=True, max_length=L)` truncates it; every
+    /// token is type 0.
     pub(crate) fn encode_single(&self, text: &str) -> Result<EncodedPair, Error> {
         let bad = |e: tokenizers::Error| Error::internal(format!("tokenising a text: {e}"));
         let a = self

@@ -436,7 +436,8 @@ impl Stage for CrossStage {
                 })),
                 "recipe": f.recipe.name(),
                 "recipe_from": f.recipe.from,
-                "max_length": self.model.max_len(),
+                // null: no limit (HHEM-2.1-Open's predict truncates nothing).
+                "max_length": (self.model.max_len() != usize::MAX).then(|| self.model.max_len()),
                 "pairs_scored": r.pairs,
                 "pairs_chunked": r.chunked,
                 "chunks_scored": r.inputs,

@@ -49,7 +49,7 @@ impl Nonlinearity {
 /// The config keys the heads read.
 #[derive(Deserialize)]
 struct HeadConfig {
-    #[serde(alias = "dim", alias = "n_embd")]
+    #[serde(alias = "dim", alias = "n_embd", alias = "d_model")]
     hidden_size: usize,
     pooler_hidden_size: Option<usize>,
     pooler_hidden_act: Option<String>,
@@ -83,6 +83,13 @@ pub(crate) enum HeadShape {
     /// ModernBertPredictionHead (dense, its activation, a norm), then
     /// `classifier`, on the pooled state.
     ModernBert,
+    /// A `*ForTokenClassification`'s `classifier` (one linear map on each
+    /// token's last-layer state), under the first of these prefixes whose
+    /// weights the checkpoint holds. As a sequence head it is read at the
+    /// first token: what HHEM-2.1-Open's `HHEMv2ForSequenceClassification`
+    /// returns from the `T5ForTokenClassification` it wraps (its prompt
+    /// starts with `<pad>`, whose position is read).
+    TokenClassifier(&'static [&'static str]),
 }
 
 /// Which of the last layer's token states a head reads.
@@ -92,16 +99,19 @@ pub(crate) enum HeadPooling {
     First,
     /// The mean over the sequence's tokens (ModernBERT's `mean`).
     Mean,
+    /// Every token's: a token classifier's logits, one row per token.
+    Tokens,
 }
 
 /// A classification head: the pooled last-layer state through a dense
 /// layer, a nonlinearity (and a norm, for ModernBERT) and the output layer,
-/// giving one logit per label. (Dropout, which transformers also applies in
-/// training, does nothing at inference.)
+/// giving one logit per label; a token classifier's has the output layer
+/// alone. (Dropout, which transformers also applies in training, does
+/// nothing at inference.)
 pub(crate) struct ClassifierHead {
     pooling: HeadPooling,
-    dense: Linear,
-    nonlinearity: Nonlinearity,
+    /// The dense layer and its nonlinearity, where the head has them.
+    dense: Option<(Linear, Nonlinearity)>,
     norm: Option<LayerNorm>,
     out: Linear,
 }
@@ -124,6 +134,34 @@ impl ClassifierHead {
                 super::with_heads().join(", ")
             ));
         };
+        ClassifierHead::of_shape(shape, config, weights, labels)
+    }
+
+    /// Loads the head of `model_type`'s `*ForTokenClassification` with
+    /// `labels` outputs: logits for every token.
+    pub(crate) fn load_tokens(
+        model_type: &str,
+        config: &str,
+        weights: VarBuilder,
+        labels: usize,
+    ) -> Result<ClassifierHead> {
+        let Some(shape) = super::find(model_type).and_then(|f| f.token_head) else {
+            return Err(format!(
+                "refscore has no token-classification head for model_type '{model_type}' yet (it has: {})",
+                super::with_token_heads().join(", ")
+            ));
+        };
+        let mut head = ClassifierHead::of_shape(shape, config, weights, labels)?;
+        head.pooling = HeadPooling::Tokens;
+        Ok(head)
+    }
+
+    fn of_shape(
+        shape: HeadShape,
+        config: &str,
+        weights: VarBuilder,
+        labels: usize,
+    ) -> Result<ClassifierHead> {
         let c: HeadConfig =
             serde_json::from_str(config).map_err(|e| format!("config.json: {e}"))?;
         let h = c.hidden_size;
@@ -135,7 +173,7 @@ impl ClassifierHead {
         let mut norm = None;
         // (dense, its nonlinearity, output layer), as each architecture's
         // *ForSequenceClassification names and orders them.
-        let (dense, nonlinearity, out) = match shape {
+        let (dense, out) = match shape {
             HeadShape::BertPooler(prefixes) => {
                 let pooler = prefixes
                     .iter()
@@ -143,27 +181,23 @@ impl ClassifierHead {
                     .find(|name| weights.contains_tensor(&format!("{name}.weight")))
                     .unwrap_or_else(|| format!("{}.pooler.dense", prefixes[0]));
                 (
-                    linear(&pooler, h, h)?,
-                    Nonlinearity::Tanh,
+                    Some((linear(&pooler, h, h)?, Nonlinearity::Tanh)),
                     linear("classifier", h, labels)?,
                 )
             }
             HeadShape::RobertaHead => (
-                linear("classifier.dense", h, h)?,
-                Nonlinearity::Tanh,
+                Some((linear("classifier.dense", h, h)?, Nonlinearity::Tanh)),
                 linear("classifier.out_proj", h, labels)?,
             ),
             HeadShape::PreClassifier => (
-                linear("pre_classifier", h, h)?,
-                Nonlinearity::Relu,
+                Some((linear("pre_classifier", h, h)?, Nonlinearity::Relu)),
                 linear("classifier", h, labels)?,
             ),
             HeadShape::ContextPooler => {
                 let width = c.pooler_hidden_size.unwrap_or(h);
                 let act = c.pooler_hidden_act.as_deref().unwrap_or("gelu");
                 (
-                    linear("pooler.dense", h, width)?,
-                    Nonlinearity::named(act)?,
+                    Some((linear("pooler.dense", h, width)?, Nonlinearity::named(act)?)),
                     linear("classifier", width, labels)?,
                 )
             }
@@ -196,16 +230,21 @@ impl ClassifierHead {
                 });
                 let act = c.classifier_activation.as_deref().unwrap_or("gelu");
                 (
-                    dense,
-                    Nonlinearity::named(act)?,
+                    Some((dense, Nonlinearity::named(act)?)),
                     linear("classifier", h, labels)?,
                 )
+            }
+            HeadShape::TokenClassifier(prefixes) => {
+                let name = prefixes
+                    .iter()
+                    .find(|p| weights.contains_tensor(&format!("{p}.weight")))
+                    .unwrap_or(&prefixes[0]);
+                (None, linear(name, h, labels)?)
             }
         };
         Ok(ClassifierHead {
             pooling,
             dense,
-            nonlinearity,
             norm,
             out,
         })
@@ -213,7 +252,7 @@ impl ClassifierHead {
 
     /// Each sequence's pooled state `[b, hidden]` from the last layer's
     /// token states `[Σ lengths, hidden]` (sequence after sequence), as the
-    /// head reads it. Runs where `states` are, so that on a GPU only the
+    /// head reads it (a token classifier's: every state, as given). Runs where `states` are, so that on a GPU only the
     /// pooled rows, not every token's state, reach the host.
     pub(crate) fn pool(&self, states: &Tensor, lengths: &[usize]) -> candle_core::Result<Tensor> {
         let starts: Vec<usize> = lengths
@@ -225,6 +264,7 @@ impl ClassifierHead {
             })
             .collect();
         match self.pooling {
+            HeadPooling::Tokens => Ok(states.clone()),
             HeadPooling::First => {
                 let rows: Vec<u32> = starts.iter().map(|&s| s as u32).collect();
                 let rows = Tensor::from_vec(rows, starts.len(), states.device())?;
@@ -241,10 +281,13 @@ impl ClassifierHead {
         }
     }
 
-    /// Logits `[b, labels]` from the pooled states `[b, hidden]`.
+    /// Logits `[b, labels]` from the pooled states `[b, hidden]` (or each
+    /// token's, `[Σ lengths, labels]`, from every state).
     pub(crate) fn logits(&self, pooled: &Tensor) -> candle_core::Result<Tensor> {
-        let x = self.dense.forward(pooled)?;
-        let mut x = self.nonlinearity.apply(&x)?;
+        let mut x = match &self.dense {
+            Some((dense, nonlinearity)) => nonlinearity.apply(&dense.forward(pooled)?)?,
+            None => pooled.clone(),
+        };
         if let Some(norm) = &self.norm {
             x = norm.forward(&x)?;
         }

@@ -24,8 +24,10 @@ mod mpnet;
 mod ops;
 mod padded;
 mod qwen3;
+mod relative;
 mod roberta;
 mod rotary;
+mod t5;
 #[cfg(test)]
 mod testing;
 mod transformer;
@@ -105,6 +107,8 @@ pub(crate) struct Family {
     pub decoder: bool,
     /// Its `*ForSequenceClassification` head, where refscore has one.
     pub head: Option<Head>,
+    /// Its `*ForTokenClassification` head, where refscore has one.
+    pub token_head: Option<HeadShape>,
 }
 
 /// A family's sequence-classification head.
@@ -123,6 +127,9 @@ pub(crate) enum Positions {
     FromZero,
     /// Past the padding id (fairseq's convention: RoBERTa, XLM-R, MPNet).
     AfterPadding,
+    /// Nowhere: only relative positions, so a text may have any length
+    /// (T5; `n_positions` in its configs limits nothing).
+    Relative,
 }
 
 const fn family(model_type: &'static str, load: Loader) -> Family {
@@ -133,8 +140,13 @@ const fn family(model_type: &'static str, load: Loader) -> Family {
         gpt2_tokenizer: false,
         decoder: false,
         head: None,
+        token_head: None,
     }
 }
+
+/// A `*ForTokenClassification`'s `classifier` alone (BERT, RoBERTa, XLM-R,
+/// DistilBERT, DeBERTa, T5).
+const LINEAR_TOKENS: Option<HeadShape> = Some(HeadShape::TokenClassifier(&["classifier"]));
 
 const fn head(name: &'static str, shape: HeadShape) -> Option<Head> {
     Some(Head { name, shape })
@@ -144,19 +156,23 @@ const fn head(name: &'static str, shape: HeadShape) -> Option<Head> {
 const FAMILIES: &[Family] = &[
     Family {
         head: head("BERT", HeadShape::BertPooler(&["bert"])),
+        token_head: LINEAR_TOKENS,
         ..family("bert", bert::load)
     },
     Family {
         gpt2_tokenizer: true,
         head: head("DeBERTa", HeadShape::ContextPooler),
+        token_head: LINEAR_TOKENS,
         ..family("deberta", deberta::load_v1)
     },
     Family {
         head: head("DeBERTa", HeadShape::ContextPooler),
+        token_head: LINEAR_TOKENS,
         ..family("deberta-v2", deberta::load_v2)
     },
     Family {
         head: head("DistilBERT", HeadShape::PreClassifier),
+        token_head: LINEAR_TOKENS,
         ..family("distilbert", distilbert::load)
     },
     Family {
@@ -169,6 +185,9 @@ const FAMILIES: &[Family] = &[
     },
     Family {
         head: head("ModernBERT", HeadShape::ModernBert),
+        // ModernBertForTokenClassification: its prediction head on every
+        // token (LettuceDetect's span detector).
+        token_head: Some(HeadShape::ModernBert),
         ..family("modernbert", modernbert::load)
     },
     Family {
@@ -188,14 +207,25 @@ const FAMILIES: &[Family] = &[
         ..family("qwen3", qwen3::load)
     },
     Family {
+        positions: Positions::Relative,
+        head: head(
+            "T5 (HHEM-2.1-Open)",
+            HeadShape::TokenClassifier(&["t5.classifier", "classifier"]),
+        ),
+        token_head: LINEAR_TOKENS,
+        ..family("t5", t5::load)
+    },
+    Family {
         positions: Positions::AfterPadding,
         gpt2_tokenizer: true,
         head: head("RoBERTa", HeadShape::RobertaHead),
+        token_head: LINEAR_TOKENS,
         ..family("roberta", roberta::load)
     },
     Family {
         positions: Positions::AfterPadding,
         head: head("XLM-R", HeadShape::RobertaHead),
+        token_head: LINEAR_TOKENS,
         ..family("xlm-roberta", roberta::load)
     },
 ];
@@ -223,6 +253,15 @@ pub(crate) fn with_heads() -> Vec<&'static str> {
         .collect()
 }
 
+/// The `model_type`s with a token-classification head, for messages.
+pub(crate) fn with_token_heads() -> Vec<&'static str> {
+    FAMILIES
+        .iter()
+        .filter(|f| f.token_head.is_some())
+        .map(|f| f.model_type)
+        .collect()
+}
+
 /// Each `model_type` with a head and the family name `--cross-model`'s help
 /// gives it, so that a test can check the help names every family the code
 /// accepts (a family given a head and missing from the help fails it).
@@ -244,9 +283,28 @@ pub(crate) fn first_position(model_type: Option<&str>, pad_token_id: Option<u32>
     }
 }
 
-/// The most tokens `files`' model reads: its usable positions, except for
-/// a DeBERTa with relative positions only, which has no position table and
-/// reads longer sequences ([`deberta::RELATIVE_ONLY_LIMIT`]).
+/// How many tokens a text may have in a `model_type`'s family, from
+/// `config.json`'s `max_position_embeddings` (512 where it names none):
+/// those past the first position, or any number where the family has only
+/// relative positions.
+pub(crate) fn usable_positions(
+    model_type: Option<&str>,
+    max_position_embeddings: Option<usize>,
+    pad_token_id: Option<u32>,
+) -> usize {
+    if model_type.and_then(find).map(|f| f.positions) == Some(Positions::Relative) {
+        return usize::MAX;
+    }
+    max_position_embeddings
+        .unwrap_or(512)
+        .saturating_sub(first_position(model_type, pad_token_id))
+}
+
+/// The most tokens `files`' model reads: its usable positions
+/// ([`usable_positions`]: any number for a relative-only family such as T5),
+/// except for a DeBERTa with relative positions only, which has no position
+/// table and reads longer sequences ([`deberta::RELATIVE_ONLY_LIMIT`]) though
+/// its `max_positions` stay those of its config for every other use.
 pub(crate) fn token_limit(files: &crate::model::ModelFiles) -> usize {
     match files.family.as_str() {
         "deberta" | "deberta-v2" => deberta::token_limit(&files.config)
@@ -308,7 +366,7 @@ mod registry_tests {
         );
         for f in FAMILIES.iter().filter(|f| f.decoder) {
             assert!(
-                f.head.is_none(),
+                f.head.is_none() && f.token_head.is_none(),
                 "{} is a decoder with an encoder head",
                 f.model_type
             );
@@ -324,5 +382,8 @@ mod registry_tests {
         assert_eq!(first_position(Some("xlm-roberta"), None), 2);
         assert_eq!(first_position(Some("bert"), Some(0)), 0);
         assert_eq!(first_position(None, None), 0);
+        assert_eq!(usable_positions(Some("roberta"), Some(514), None), 512);
+        assert_eq!(usable_positions(Some("t5"), Some(512), None), usize::MAX);
+        assert_eq!(usable_positions(None, None, None), 512);
     }
 }

@@ -1,18 +1,15 @@
 //! MPNet (`model_type` `mpnet`; all-mpnet-base-v2, sentence-transformers'
 //! recommended quality model): the shared encoder body with positions from
 //! `pad_token_id + 1`, no token types, `attention.attn.{q,k,v,o}` weight
-//! names, and one relative-position score bias shared by every layer: the
-//! offset between key and query falls into one of
-//! `relative_attention_num_buckets` buckets (half for each direction; exact
-//! below a quarter of them, logarithmic up to 128 tokens), and each bucket
-//! has a learned value per head.
+//! names, and one relative-position score bias shared by every layer: T5's
+//! buckets ([`super::relative`]), `relative_attention_num_buckets` of them
+//! up to 128 tokens, each with a learned value per head.
 
 use candle_nn::VarBuilder;
 use serde::Deserialize;
 
-use super::transformer::{
-    self, Config, LayerNames, Layout, PositionBias, Transformer, ENCODER_LAYERS,
-};
+use super::relative::RelativePositions;
+use super::transformer::{self, Config, LayerNames, Layout, Transformer, ENCODER_LAYERS};
 use super::EncoderModel;
 use crate::precision::Precision;
 
@@ -43,46 +40,6 @@ fn default_buckets() -> usize {
     32
 }
 
-/// The learned bucket values and how offsets map to buckets.
-struct RelativePositions {
-    /// `buckets × heads`, as stored.
-    values: Vec<f32>,
-    buckets: usize,
-    heads: usize,
-}
-
-/// The bucket of a key `offset` tokens after the query (negative: before),
-/// computed in f32 as the reference does, so that the logarithmic
-/// boundaries fall on the same offsets.
-fn bucket(offset: i64, buckets: usize) -> usize {
-    let half = (buckets / 2) as i64;
-    let n = -offset;
-    let side = if n < 0 { half } else { 0 };
-    let n = n.abs();
-    let exact = half / 2;
-    if n < exact {
-        return (side + n) as usize;
-    }
-    let scale = ((MAX_DISTANCE as f64) / (exact as f64)).ln() as f32;
-    let log = ((n as f32) / (exact as f32)).ln() / scale * ((half - exact) as f32);
-    (side + (exact + log as i64).min(half - 1)) as usize
-}
-
-impl PositionBias for RelativePositions {
-    fn table(&self, span: usize) -> Vec<f32> {
-        let width = 2 * span - 1;
-        let mut out = vec![0f32; self.heads * width];
-        for k in 0..width {
-            let offset = k as i64 - (span as i64 - 1);
-            let row = &self.values[bucket(offset, self.buckets) * self.heads..][..self.heads];
-            for (head, &v) in row.iter().enumerate() {
-                out[head * width + k] = v;
-            }
-        }
-        out
-    }
-}
-
 /// The `mpnet` family's loader.
 pub(super) fn load(
     config: &str,
@@ -103,17 +60,14 @@ pub(super) fn load(
         .get((buckets, heads), "encoder.relative_attention_bias.weight")
         .and_then(|t| t.flatten_all()?.to_vec1::<f32>())
         .map_err(|e| e.to_string())?;
+    let positions = RelativePositions::new(values, buckets, heads, MAX_DISTANCE)?;
     let layout = Layout {
         prefix: "mpnet",
         layers: ENCODER_LAYERS,
         layer: MPNET_LAYER,
         first_position: super::after_padding(c.pad_token_id),
         token_type: false,
-        bias: Some(Box::new(RelativePositions {
-            values,
-            buckets,
-            heads,
-        })),
+        bias: Some(Box::new(positions)),
     };
     Transformer::boxed(weights, &c, layout, precision)
 }
@@ -122,55 +76,6 @@ pub(super) fn load(
 mod tests {
     use super::*;
     use crate::family::testing::Tiny;
-
-    /// The buckets of offsets −200..=200 for 32 buckets, as the reference
-    /// (transformers' `MPNetEncoder.relative_position_bucket`, torch 2.15
-    /// on CPU) gives them, as runs: (first offset, bucket).
-    #[test]
-    fn buckets_match_the_reference() {
-        let got: Vec<usize> = (-200..=200).map(|o| bucket(o, 32)).collect();
-        // Runs of equal buckets, walking the offsets upward.
-        let mut runs: Vec<(i64, usize)> = Vec::new();
-        for (k, &b) in got.iter().enumerate() {
-            if runs.last().is_none_or(|r| r.1 != b) {
-                runs.push((k as i64 - 200, b));
-            }
-        }
-        let want: Vec<(i64, usize)> = vec![
-            (-200, 15),
-            (-90, 14),
-            (-63, 13),
-            (-45, 12),
-            (-31, 11),
-            (-22, 10),
-            (-15, 9),
-            (-11, 8),
-            (-7, 7),
-            (-6, 6),
-            (-5, 5),
-            (-4, 4),
-            (-3, 3),
-            (-2, 2),
-            (-1, 1),
-            (0, 0),
-            (1, 17),
-            (2, 18),
-            (3, 19),
-            (4, 20),
-            (5, 21),
-            (6, 22),
-            (7, 23),
-            (8, 24),
-            (12, 25),
-            (16, 26),
-            (23, 27),
-            (32, 28),
-            (46, 29),
-            (64, 30),
-            (91, 31),
-        ];
-        assert_eq!(runs, want);
-    }
 
     /// The relative bias inside the fused attention gives what the padded
     /// Candle path gives with the bias as a dense tensor; bf16 and int8

@@ -23,11 +23,11 @@
 //! The [`ledger`] records each step before it is taken, so a kill at any
 //! point neither loses a batch nor creates one twice.
 
-mod anthropic_batches;
+pub(crate) mod anthropic_batches;
 mod folder;
 mod ledger;
 mod lines;
-mod openai_batches;
+pub(crate) mod openai_batches;
 mod rest;
 mod transport;
 
@@ -44,8 +44,7 @@ use lines::{Outcome, ReadResult, RequestLine};
 use transport::Answers;
 pub(crate) use transport::BatchTransport;
 
-use crate::endpoint::Api;
-use crate::Endpoint;
+use crate::{Api, Endpoint};
 
 /// The judge URL of a run whose request files another machine answers
 /// (`--judge-batch dir:PATH` without `--judge-url`): it names no server,
@@ -97,32 +96,30 @@ impl BatchMode {
     }
 }
 
+/// Checks that a judge speaking `api` can run batches in `mode`: a folder
+/// holds OpenAI-format lines (what `vllm run-batch` reads), and no runner
+/// answers another API's.
+pub fn check_mode(mode: &BatchMode, api: Api) -> Result<(), Error> {
+    match mode {
+        BatchMode::Dir(_) if !api.folder_batches() => Err(Error::config(format!(
+            "--judge-batch dir: writes OpenAI Batch API lines (for vllm run-batch); \
+             a judge speaking --judge-api {} takes --judge-batch api",
+            api.name()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The backend of a mode for a judge speaking `endpoint.api`, and the
-/// folder a `dir:` mode answers in. A folder holds OpenAI-format lines
-/// (what `vllm run-batch` reads): no runner answers Anthropic's.
+/// folder a `dir:` mode answers in.
 fn backend_for(
     mode: &BatchMode,
     endpoint: &Endpoint,
 ) -> Result<(Box<dyn BatchBackend>, Option<PathBuf>), Error> {
-    Ok(match (mode, endpoint.api) {
-        (BatchMode::Api, Api::OpenAi) => (
-            Box::new(openai_batches::OpenAiBatches::new(endpoint)?),
-            None,
-        ),
-        (BatchMode::Api, Api::Anthropic) => (
-            Box::new(anthropic_batches::AnthropicBatches::new(endpoint)?),
-            None,
-        ),
-        (BatchMode::Dir(p), Api::OpenAi) => {
-            (Box::new(folder::Folder::new(p.clone())?), Some(p.clone()))
-        }
-        (BatchMode::Dir(_), other) => {
-            return Err(Error::config(format!(
-                "--judge-batch dir: writes OpenAI Batch API lines (for vllm run-batch); \
-                 a judge speaking --judge-api {} takes --judge-batch api",
-                other.name()
-            )))
-        }
+    check_mode(mode, endpoint.api)?;
+    Ok(match mode {
+        BatchMode::Api => (endpoint.api.batches(endpoint)?, None),
+        BatchMode::Dir(p) => (Box::new(folder::Folder::new(p.clone())?), Some(p.clone())),
     })
 }
 
@@ -160,7 +157,7 @@ pub fn cancel_discarded(
     // A protocol this version does not know is as good as none recorded.
     let api = match recorded.and_then(|p| p["api"].as_str()) {
         Some(a) => Api::parse(a).ok(),
-        None => Some(current.map_or(Api::OpenAi, |(e, _)| e.api)),
+        None => Some(current.map_or(Api::default(), |(e, _)| e.api)),
     };
     let url = recorded
         .and_then(|p| p["url"].as_str().map(String::from))

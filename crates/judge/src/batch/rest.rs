@@ -10,7 +10,6 @@ use refscore_core::Error;
 use serde_json::Value;
 use url::Url;
 
-use crate::protocol;
 use crate::redact::{api_url, excerpt, redact_url, scrub, secrets, ScrubbedLines};
 use crate::Endpoint;
 
@@ -42,7 +41,7 @@ impl Rest {
         Ok(Rest {
             agent,
             secrets: secrets(&base, endpoint.api_key.as_deref()),
-            headers: protocol::of(endpoint.api).headers(endpoint.api_key.as_deref()),
+            headers: endpoint.api.protocol().headers(endpoint.api_key.as_deref()),
             base,
             backoff: endpoint.backoff,
         })

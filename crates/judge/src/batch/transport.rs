@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use super::lines::RequestLine;
 use crate::cache::{DiskCache, Store};
 use crate::keyed_log::KeyedLog;
-use crate::protocol::{self, ChatProtocol};
+use crate::protocol::ChatProtocol;
 use crate::redact::{api_url, key_url, scrub, secrets};
 use crate::transport::{Failure, Reply, Transport, Usage};
 use crate::Endpoint;
@@ -67,7 +67,7 @@ impl Answers {
         line: RequestLine,
     ) -> Result<Answers, Error> {
         let store = KeyedLog::open(dir, "answers.jsonl").map_err(Error::io)?;
-        let protocol = protocol::of(endpoint.api);
+        let protocol = endpoint.api.protocol();
         let base = endpoint.base()?;
         let url = api_url(&base, protocol.path()).map_err(Error::config)?;
         let spool_path = dir.join("spool.jsonl");

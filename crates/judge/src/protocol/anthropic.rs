@@ -8,9 +8,25 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{status_failure, system_message, Ask, ChatProtocol, OutputMode, TEMPERATURE};
+use super::{status_failure, system_message, ApiEntry, Ask, ChatProtocol, OutputMode, TEMPERATURE};
+use crate::batch::anthropic_batches::AnthropicBatches;
 use crate::parse::snippet;
 use crate::transport::{Failure, Reply, Usage};
+
+/// Anthropic's Messages API and Message Batches, for hosts under
+/// anthropic.com. The key's default variable is the one every judge had
+/// before the API was a choice (`OPENAI_API_KEY`), so existing setups keep
+/// working; `--judge-api-key-env ANTHROPIC_API_KEY` names Anthropic's.
+pub(crate) static API: ApiEntry = ApiEntry {
+    name: "anthropic",
+    hosts: &["anthropic.com"],
+    key_env: "OPENAI_API_KEY",
+    endpoint_name: "Messages API",
+    protocol: || std::sync::Arc::new(Anthropic),
+    batches: |endpoint| Ok(Box::new(AnthropicBatches::new(endpoint)?)),
+    // No runner answers Message Batches lines from a folder.
+    folder_batches: false,
+};
 
 /// The API version every request names (the Messages API's current one).
 pub(crate) const VERSION: &str = "2023-06-01";

@@ -6,9 +6,22 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{status_failure, system_message, Ask, ChatProtocol, OutputMode, TEMPERATURE};
+use super::{status_failure, system_message, ApiEntry, Ask, ChatProtocol, OutputMode, TEMPERATURE};
+use crate::batch::openai_batches::OpenAiBatches;
 use crate::parse::snippet;
 use crate::transport::{Failure, Reply, Token, Usage};
+
+/// OpenAI's chat completions and Batch API: the default, for any URL no
+/// other API claims.
+pub(crate) static API: ApiEntry = ApiEntry {
+    name: "openai",
+    hosts: &[],
+    key_env: "OPENAI_API_KEY",
+    endpoint_name: "chat-completions",
+    protocol: || std::sync::Arc::new(OpenAi),
+    batches: |endpoint| Ok(Box::new(OpenAiBatches::new(endpoint)?)),
+    folder_batches: true,
+};
 
 /// Alternatives asked for per generated token (OpenAI's maximum): enough to
 /// hold every spelling of a verdict or a score.

@@ -264,7 +264,7 @@ impl JudgeStage {
             templates: crate::template_versions(),
             tiers: options.tiers.counts(),
             reasons: options.reasons.name().to_string(),
-            api: (api != crate::Api::OpenAi).then(|| api.name().to_string()),
+            api: api.recorded().map(String::from),
             token_probabilities: (!client.protocol().token_probabilities()).then(|| {
                 format!(
                     "none: the {} API offers none; every verdict and score is the sampled answer, and *_p columns are null",
@@ -420,6 +420,7 @@ impl JudgeStage {
             fact_checks: self.fact_checks.load(Ordering::Relaxed),
             call_seconds: c.busy_ms.load(Ordering::Relaxed) as f64 / 1000.0,
             response_format: self.client.mode_name().to_string(),
+            modes: self.client.mode_summary(),
             batch: self.report.batch.clone().map(|b| {
                 let (batches, requests) = self.batches.as_ref().map_or((0, 0), |j| j.totals());
                 BatchReport {

@@ -40,7 +40,7 @@ pub(crate) fn options(url: &str, names: &[&str], cache: Option<PathBuf>) -> Judg
     JudgeOptions {
         endpoint: Endpoint {
             url: url.into(),
-            api: crate::Api::OpenAi,
+            api: crate::Api::default(),
             model: "m".into(),
             api_key: None,
             timeout: Duration::from_secs(5),
@@ -49,6 +49,7 @@ pub(crate) fn options(url: &str, names: &[&str], cache: Option<PathBuf>) -> Judg
             requests_per_minute: None,
             tokens_per_minute: None,
             backoff: Duration::from_millis(5),
+            mode: None,
         },
         metrics,
         tiers: Default::default(),

@@ -34,6 +34,11 @@ def check_flags(flags: Sequence[str]) -> None:
     """Refuses the flags the job mode sets for each shard itself."""
     for flag in flags:
         name = flag.split("=", 1)[0]
+        if name == "--output-format":
+            raise RefscoreError(
+                "--output-format: the job writes one Parquet file per shard in OUTDIR; to append a run to a "
+                "Delta table, run `refscore score ... --output-format delta` (score_parquet(..., "
+                "output_format=\"delta\"))", USAGE)
         if name in _OWN_FLAGS:
             raise RefscoreError(
                 f"{name}: set by the job for each shard (OUTDIR/part-K-of-S.parquet, --shard K/S --resume); "

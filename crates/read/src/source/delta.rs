@@ -217,6 +217,44 @@ impl DeltaFile {
         })
     }
 
+    /// The file's own (top-level) names of the data columns `names`
+    /// (logical names): their physical names, and in column mapping mode
+    /// `id` also whatever the file calls the column carrying each one's
+    /// field id. It exists for what reads the footer by column (the bytes a
+    /// batch may hold), where the logical names match nothing once columns
+    /// are mapped.
+    pub(crate) fn stored_names(&self, meta: &ArrowReaderMetadata, names: &[&str]) -> Vec<String> {
+        use delta_kernel::schema::{ColumnMetadataKey, MetadataValue};
+        let columns = &self.columns;
+        let file_fields = meta
+            .metadata()
+            .file_metadata()
+            .schema_descr()
+            .root_schema()
+            .get_fields();
+        let mut stored = Vec::new();
+        for (logical, physical) in columns.logical.iter().zip(&columns.physical) {
+            if !names.contains(&logical.name().as_str()) {
+                continue;
+            }
+            stored.push(physical.name().to_string());
+            if let Some(MetadataValue::Number(id)) =
+                physical.get_config_value(&ColumnMetadataKey::ParquetFieldId)
+            {
+                stored.extend(
+                    file_fields
+                        .iter()
+                        .filter(|f| {
+                            let info = f.get_basic_info();
+                            info.has_id() && i64::from(info.id()) == *id
+                        })
+                        .map(|f| f.name().to_string()),
+                );
+            }
+        }
+        stored
+    }
+
     /// What to read of the file for the data columns `names` (logical
     /// names, in that order): the kernel's projection of the file, and its
     /// fix-up of each batch (columns matched by field id or physical name,
@@ -372,6 +410,27 @@ fn active_files(
                 })
             })
             .map_err(fail)?;
+    }
+    if options.table_commit_only && version > 0 {
+        // The files of the version before, which this commit did not add.
+        let before = Snapshot::builder_for(url.as_str())
+            .at_version(version - 1)
+            .build(&engine)
+            .map_err(fail)?;
+        let scan = before.scan_builder().build().map_err(fail)?;
+        let mut earlier: std::collections::HashSet<String> = std::collections::HashSet::new();
+        for metadata in scan.scan_metadata(&engine).map_err(fail)? {
+            earlier = metadata
+                .map_err(fail)?
+                .visit_scan_files(
+                    earlier,
+                    |out: &mut std::collections::HashSet<String>, file: ScanFile| {
+                        out.insert(file.path);
+                    },
+                )
+                .map_err(fail)?;
+        }
+        listed.retain(|file| !earlier.contains(&file.path));
     }
     let table_root = snapshot.table_root();
     let mut out = Vec::with_capacity(listed.len());

@@ -33,6 +33,10 @@ pub struct SourceOptions {
     /// Or the version that was current at this time (`--table-timestamp`,
     /// milliseconds since the epoch): the last commit at or before it.
     pub table_timestamp_ms: Option<i64>,
+    /// Only the files `table_version`'s commit added, not the whole
+    /// version: the rows one run appended to a table of nightly results
+    /// (`report TABLE --night`).
+    pub table_commit_only: bool,
 }
 
 /// Where one input file's bytes are read from.

@@ -1,6 +1,6 @@
 //! A result whose destination is an object store (`-o s3://.../night.parquet`).
 //! The run writes it to a local copy first, as it writes any result (its run
-//! folder, and so `--resume`, live beside that copy); [`Publish::publish`]
+//! folder, and so `--resume`, live beside that copy); [`Sink::publish`]
 //! then puts the finished result and its summary at the URL, each whole or
 //! not at all, so no reader of the store ever sees a partial result.
 
@@ -9,21 +9,22 @@ use std::path::{Path, PathBuf};
 use refscore_core::Error;
 use refscore_store::{store_error, ObjectFile, StoreOptions, Upload};
 
+use super::{RunKey, Settled, Sink};
 use crate::summary_path;
 
 /// Where a result and its summary go in a store, and the local copy the
 /// run writes.
 #[derive(Debug, Clone)]
-pub struct Publish {
+pub struct ObjectUpload {
     result: Upload,
     summary: Upload,
     local: PathBuf,
 }
 
-impl Publish {
+impl ObjectUpload {
     /// The destination `url`, with its local copy in the folder `staging`
     /// (created when missing).
-    pub fn new(url: &str, staging: &Path, options: StoreOptions) -> Result<Publish, Error> {
+    pub fn new(url: &str, staging: &Path, options: StoreOptions) -> Result<ObjectUpload, Error> {
         let result = Upload::to(url, options)?;
         let name = url
             .split(['?', '#'])
@@ -38,7 +39,7 @@ impl Publish {
                 result.shown()
             ))
         })?;
-        Ok(Publish {
+        Ok(ObjectUpload {
             summary: result.with_suffix(".summary.json"),
             result,
             local: staging.join(name),
@@ -46,30 +47,20 @@ impl Publish {
     }
 
     /// The local copy the run writes (its run folder lies beside it).
-    pub fn local(&self) -> &Path {
+    pub fn local_copy(&self) -> &Path {
         &self.local
-    }
-
-    /// The URL as messages show it.
-    pub fn shown(&self) -> &str {
-        self.result.shown()
-    }
-
-    /// The summary's URL as messages show it.
-    pub fn summary_shown(&self) -> &str {
-        self.summary.shown()
     }
 
     /// Refuses, before any work, a destination that holds an object unless
     /// `--overwrite` or `--resume` says what to do with it; also finds
     /// refused credentials, an unreachable store and a bucket that does
     /// not exist or may not be written then.
-    pub fn check(&self, overwrite: bool, resume: bool) -> Result<(), Error> {
+    fn check_destination(&self, overwrite: bool, resume: bool) -> Result<(), Error> {
         if self.result.existing()?.is_some() && !overwrite && !resume {
             return Err(Error::config(format!(
                 "{}: the output exists; pass --overwrite to replace it, or --resume to \
                  finish the run that wrote it",
-                self.shown()
+                self.result.shown()
             )));
         }
         // A multipart upload of this output killed midway: its parts are
@@ -88,12 +79,16 @@ impl Publish {
         let Some(result) = self.result.existing()? else {
             return Ok(None);
         };
-        let hash = footer_value(&result, self.shown(), refscore_core::schema::footer::RUN)?;
+        let hash = footer_value(
+            &result,
+            self.result.shown(),
+            refscore_core::schema::footer::RUN,
+        )?;
         let summary = match self.summary.existing()? {
             Some(summary) if summary.size > 0 && summary.size < (16 << 20) => {
                 let text = summary
                     .ranges(&[0..summary.size])
-                    .map_err(|e| store_error(self.summary_shown(), &e))?
+                    .map_err(|e| store_error(self.summary.shown(), &e))?
                     .remove(0);
                 String::from_utf8(text.to_vec()).ok()
             }
@@ -103,7 +98,7 @@ impl Publish {
     }
 
     /// Uploads the finished local result, then its summary.
-    pub fn publish(&self) -> Result<(), Error> {
+    fn upload(&self) -> Result<(), Error> {
         self.result
             .put_file(&self.local, &upload_record(&self.local))?;
         let summary = summary_path(&self.local);
@@ -112,7 +107,7 @@ impl Publish {
 
     /// Uploads the local result where the store lacks it or holds another
     /// size (a run finished locally whose upload was cut short).
-    pub fn publish_if_missing(&self) -> Result<bool, Error> {
+    fn upload_if_missing(&self) -> Result<bool, Error> {
         let local = std::fs::metadata(&self.local)
             .map_err(|e| Error::io(format!("{}: {e}", self.local.display())))?
             .len();
@@ -121,8 +116,71 @@ impl Publish {
         if there == Some(local) && summary_there {
             return Ok(false);
         }
-        self.publish()?;
+        self.upload()?;
         Ok(true)
+    }
+}
+
+impl Sink for ObjectUpload {
+    fn shown(&self) -> String {
+        self.result.shown().to_string()
+    }
+
+    fn local(&self, _run: &RunKey) -> PathBuf {
+        self.local.clone()
+    }
+
+    fn summary_shown(&self, _run: &RunKey) -> String {
+        self.summary.shown().to_string()
+    }
+
+    fn check(&self, overwrite: bool, resume: bool) -> Result<(), Error> {
+        self.check_destination(overwrite, resume)
+    }
+
+    /// `--resume` with nothing of the run on this machine (a fresh
+    /// container, another machine): a result in the store is this run's
+    /// finished one, or another's that only `--overwrite` may replace.
+    fn settled(
+        &self,
+        run: &RunKey,
+        held_here: bool,
+        overwrite: bool,
+        resume: bool,
+    ) -> Result<Option<Settled>, Error> {
+        if !resume || overwrite || held_here {
+            return Ok(None);
+        }
+        let Some(stored) = self.stored()? else {
+            return Ok(None);
+        };
+        if stored.is_run(&run.hash, &run.run_id) {
+            return Ok(Some(Settled::Already {
+                summary: stored.summary.unwrap_or_default(),
+                note: format!(
+                    "{} is already this run's finished result; nothing to do",
+                    self.shown()
+                ),
+            }));
+        }
+        Err(Error::config(format!(
+            "{}: the output exists and is not this run's finished result, and \
+             --resume found nothing of this run to finish in {}; pass --overwrite to \
+             replace it",
+            self.shown(),
+            self.local
+                .parent()
+                .unwrap_or(self.local.as_path())
+                .display()
+        )))
+    }
+
+    fn publish(&self, _run: &RunKey) -> Result<(), Error> {
+        self.upload()
+    }
+
+    fn publish_if_missing(&self, _run: &RunKey) -> Result<bool, Error> {
+        self.upload_if_missing()
     }
 }
 
@@ -137,7 +195,7 @@ fn upload_record(local: &Path) -> PathBuf {
     local.with_file_name(format!(".{name}.multipart-upload"))
 }
 
-/// A result object found at the destination (see [`Publish::stored`]).
+/// A result object found at the destination (see [`ObjectUpload::stored`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredResult {
     /// The run hash its Parquet footer records, if it is a refscore result.
@@ -162,7 +220,11 @@ impl StoredResult {
 /// The value of `key` in the footer metadata of the Parquet object
 /// `object`, read with two ranged requests; `None` where the object is no
 /// Parquet file or lacks the key.
-fn footer_value(object: &ObjectFile, shown: &str, key: &str) -> Result<Option<String>, Error> {
+pub(crate) fn footer_value(
+    object: &ObjectFile,
+    shown: &str,
+    key: &str,
+) -> Result<Option<String>, Error> {
     let size = object.size;
     if size < 12 {
         return Ok(None);

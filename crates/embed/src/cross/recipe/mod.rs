@@ -20,7 +20,8 @@
 //!   `mean`).
 //!
 //! The shipped recipes (`recipes/*.json`) are `nli` (the plain pair, the
-//! default), `factcg` and `minicheck`; `--cross-recipe FILE` reads one from a
+//! default), `factcg`, `minicheck` and `hhem` (HHEM-2.1-Open's prompt and
+//! its consistent label); `--cross-recipe FILE` reads one from a
 //! file, and a model folder may name or hold its own in
 //! `refscore_recipe.json`.
 
@@ -41,10 +42,11 @@ pub use chunk::{Chunking, Pack, Sentences, Unit};
 pub const FOLDER_RECIPE: &str = "refscore_recipe.json";
 
 /// The recipes shipped with refscore, by name.
-const BUILTIN: [(&str, &str); 3] = [
+const BUILTIN: [(&str, &str); 4] = [
     ("nli", include_str!("recipes/nli.json")),
     ("factcg", include_str!("recipes/factcg.json")),
     ("minicheck", include_str!("recipes/minicheck.json")),
+    ("hhem", include_str!("recipes/hhem.json")),
 ];
 
 /// The recipe used when none is named: the plain pair, the folder's labels.
@@ -518,6 +520,30 @@ mod tests {
         assert_eq!(m.max_length("roberta"), Some(512));
         assert_eq!(m.max_length("deberta-v2"), Some(2048));
         assert_ne!(f.fingerprint(), m.fingerprint());
+    }
+
+    #[test]
+    fn the_hhem_recipe_is_hhems_prompt_and_label() {
+        let r = Recipe::builtin("hhem").unwrap();
+        let Input::Template(pieces) = &r.input else {
+            panic!("hhem's input is a template")
+        };
+        let filled: String = pieces
+            .iter()
+            .map(|p| match p {
+                Piece::Text(t) => t.as_str(),
+                Piece::Premise => "a {text2} premise",
+                Piece::Hypothesis => "a hypothesis",
+                Piece::Special(k) => panic!("hhem names no special token ({k})"),
+            })
+            .collect();
+        let prompt = crate::cross::PairPrompt::parse(crate::cross::HHEM_PROMPT).unwrap();
+        assert_eq!(filled, prompt.fill("a {text2} premise", "a hypothesis"));
+        let labels = ["hallucinated".to_string(), "consistent".to_string()];
+        let score = r.score_labels(&labels).unwrap().unwrap();
+        assert_eq!(score.label, crate::cross::HHEM_CONSISTENT);
+        assert_eq!(score.activation, Activation::Softmax);
+        assert!(r.chunking().is_none() && r.max_length("t5").is_none());
     }
 
     #[test]

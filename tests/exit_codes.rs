@@ -65,6 +65,13 @@ fn cases(model: &str) -> Vec<(&'static str, Option<&'static str>, Vec<&str>, i32
             vec!["--metrics", "nli", "--cross-model", CROSS_NLI],
             64,
         ),
+        // Neither a shipped recipe's name nor a file.
+        (
+            "--cross-recipe",
+            Some("no-such-recipe"),
+            vec!["--metrics", "nli", "--cross-model", CROSS_NLI],
+            64,
+        ),
         ("--device", Some("tpu"), embedding.clone(), 64),
         ("--precision", Some("fp64"), embedding.clone(), 64),
         ("--rescale-baseline", Some("1,2"), embedding.clone(), 64),

@@ -472,6 +472,16 @@ pub struct ScoreArgs {
     #[arg(long, value_name = "PATH|ORG/NAME")]
     pub cross_model: Option<String>,
 
+    /// How --cross-model's input is built and its outputs read: nli (the plain pair, the
+    /// folder's labels: sentence-transformers' CrossEncoder), factcg (FactCG-DeBERTa-v3-Large's
+    /// template, NLTK-sentence chunks of 550 words, the best chunk's P(supported)), minicheck
+    /// (MiniCheck-RoBERTa-L / DeBERTa-v3-L: chunk + eos + claim, 400-token chunks, the best
+    /// chunk's P(supported)), hhem (HHEM-2.1-Open's prompt, P(consistent)), or a recipe FILE
+    /// (JSON, docs/judges.md). A checker recipe gives cross_score, the support of the output
+    /// given the reference [default: the folder's refscore_recipe.json, else nli]
+    #[arg(long, value_name = "factcg|minicheck|hhem|nli|FILE")]
+    pub cross_recipe: Option<String>,
+
     /// Which labels of an NLI --cross-model are entailment and contradiction, for models
     /// whose labels are LABEL_0, LABEL_1, ... (MiniCheck's: entailment=1) [default: found by
     /// name in the model's id2label]

@@ -253,6 +253,16 @@ fn add_key(
     let values = values_of(key, arg, value, paths).map_err(|e| at(path, line, &e))?;
     let values: Vec<String> = if paths {
         values.into_iter().map(|v| relative(&base, v)).collect()
+    } else if id == "cross_recipe" {
+        // A recipe file, not a shipped recipe's name, is relative to
+        // the config file's folder like the other paths.
+        values
+            .into_iter()
+            .map(|v| match refscore_embed::Recipe::builtin(&v) {
+                Some(_) => v,
+                None => relative(&base, v),
+            })
+            .collect()
     } else {
         values
     };

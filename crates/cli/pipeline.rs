@@ -10,7 +10,7 @@ use arrow::datatypes::Field;
 use refscore_core::metric::MetricSet;
 use refscore_core::{Error, Stage};
 use refscore_embed::{
-    CrossFolder, CrossOptions, CrossPlan, EmbedOptions, EmbeddingStage, ModelFiles, NliEntailment,
+    CrossOptions, CrossPlan, EmbedOptions, EmbeddingStage, ModelFiles, NliEntailment,
 };
 use refscore_job::{Job, JobSpec, Passes};
 use refscore_judge::batch::BatchMode;
@@ -299,13 +299,10 @@ impl<'s> Pipeline<'s> {
 /// size); `None` when the run has no cross metric.
 fn cross_plan(settings: &Settings) -> Result<Option<(CrossPlan, CrossOptions)>, Error> {
     let e = &settings.embed;
-    let Some(spec) = e.cross_model.as_deref() else {
-        return Ok(None);
-    };
-    if !settings.metrics.wants_cross() {
+    if e.cross_model.is_none() || !settings.metrics.wants_cross() {
         return Ok(None);
     }
-    let folder = CrossFolder::find(spec, &e.lookup)?;
+    let folder = e.cross_folder()?.expect("a cross model is named");
     let plan = CrossPlan::new(folder, &settings.metrics.metrics, e.nli_labels.as_deref())?;
     Ok(Some((plan, cross_options(settings)?)))
 }
@@ -406,7 +403,7 @@ fn nli_fact_check(
             "--fact-check nli checks facts with the NLI model of --cross-model: name one (a *ForSequenceClassification folder with an entailment label)",
         ));
     };
-    let folder = CrossFolder::find(spec, &e.lookup)?;
+    let folder = e.cross_folder()?.expect("a cross model is named");
     let labels = e.nli_labels.as_deref();
     // The labels are checked before any weights load.
     let entailment = NliEntailment::labels(&folder, labels)?.entailment;

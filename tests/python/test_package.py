@@ -134,6 +134,19 @@ def test_a_cross_encoder_scores_in_python_as_in_the_cli(tmp_path):
     assert e.value.exit_code == 78 and "one-output" in str(e.value)
 
 
+def test_a_checker_recipe_is_a_python_keyword_as_in_the_cli(tmp_path):
+    """Scorer(cross_recipe="factcg") is `score --cross-recipe factcg`: the
+    checker's support as cross_score, value for value."""
+    twin = str(ROOT / "tests" / "fixtures" / "models" / "tiny-cross-checker-deberta")
+    want = cli(tmp_path, "--metrics", "cross_score", "--cross-model", twin, "--cross-recipe", "factcg")
+    got = refscore.Scorer(metrics=["cross_score"], cross_model=twin,
+                          cross_recipe="factcg").score(pq.read_table(EXAMPLE))
+    same_table(got, want)
+    with pytest.raises(refscore.RefscoreError) as e:
+        refscore.Scorer(metrics=["nli_precision"], cross_model=twin, cross_recipe="factcg")
+    assert e.value.exit_code == 78 and "cross_score" in str(e.value)
+
+
 def test_score_parquet_runs_the_cli_job(tmp_path):
     out = tmp_path / "lexical.parquet"
     summary = refscore.score_parquet(EXAMPLE, out, metrics="lexical", input_col="question",

@@ -46,6 +46,9 @@ pub struct EmbedSettings {
     pub cross_model: Option<String>,
     /// `--nli-labels`.
     pub nli_labels: Option<String>,
+    /// `--cross-recipe`: a shipped recipe's name or a recipe file (None:
+    /// the folder's own, else `nli`).
+    pub cross_recipe: Option<String>,
 }
 
 /// Forces the fused CPU kernels' path (`auto`, `avx512`, `avx2`, `portable`).
@@ -64,7 +67,14 @@ impl EmbedSettings {
         &self,
         origin: &Origin,
     ) -> Result<Option<refscore_embed::CrossCapability>, Error> {
-        let Some(spec) = self.cross_model.as_deref() else {
+        let Some(folder) = self.cross_folder()? else {
+            if let Some(recipe) = &self.cross_recipe {
+                return Err(origin.bad(
+                    "cross_recipe",
+                    recipe,
+                    "says how --cross-model's model reads its input: pass --cross-model too",
+                ));
+            }
             return match &self.nli_labels {
                 Some(labels) => Err(origin.bad(
                     "nli_labels",
@@ -74,12 +84,25 @@ impl EmbedSettings {
                 None => Ok(None),
             };
         };
-        let folder = refscore_embed::CrossFolder::find(spec, &self.lookup)?;
         if let Some(labels) = &self.nli_labels {
             refscore_embed::NliLabels::parse(labels, folder.labels.len())
                 .map_err(|why| origin.bad("nli_labels", labels, &why))?;
         }
         refscore_embed::CrossCapability::of(&folder, self.nli_labels.as_deref()).map(Some)
+    }
+}
+
+impl EmbedSettings {
+    /// `--cross-model`'s folder with its recipe (`--cross-recipe`, else the
+    /// folder's `refscore_recipe.json`, else `nli`), read and checked;
+    /// `None` without a cross-encoder.
+    pub(crate) fn cross_folder(&self) -> Result<Option<refscore_embed::CrossFolder>, Error> {
+        let Some(spec) = self.cross_model.as_deref() else {
+            return Ok(None);
+        };
+        refscore_embed::CrossFolder::find(spec, &self.lookup)?
+            .with_recipe(self.cross_recipe.as_deref())
+            .map(Some)
     }
 }
 
@@ -139,7 +162,23 @@ pub(super) fn resolve(args: &mut ScoreArgs, origin: &Origin) -> Result<EmbedSett
         model_dir_named: model_dir.is_some(),
         cross_model: args.cross_model.take(),
         nli_labels: args.nli_labels.take(),
+        cross_recipe: cross_recipe(args.cross_recipe.take(), origin)?,
     })
+}
+
+/// A `--cross-recipe` value: a shipped recipe's name or an existing file
+/// (what the file holds is read with the model, exit 78 naming the file).
+fn cross_recipe(value: Option<String>, origin: &Origin) -> Result<Option<String>, Error> {
+    if let Some(spec) = &value {
+        if refscore_embed::Recipe::builtin(spec).is_none() && !Path::new(spec).is_file() {
+            let why = format!(
+                "not a recipe's name ({}) and no such file",
+                refscore_embed::Recipe::names().join(", ")
+            );
+            return Err(origin.bad("cross_recipe", spec, &why));
+        }
+    }
+    Ok(value)
 }
 
 /// A `--rescale-baseline` value: `auto`, `P,R,F`, or a baseline file.

@@ -57,10 +57,12 @@ use refscore_core::metric::{Group, MetricSet};
 use refscore_core::{Error, RowBatch, ScoreColumns};
 
 pub use baseline::read_baseline;
+pub use cross::recipe;
 pub use cross::{
     cross_fields, CrossCapability, CrossEncoder, CrossFolder, CrossInput, CrossOptions, CrossPlan,
     CrossReport, CrossStage, NliEntailment, NliLabels, NliScores, PairPrediction, PairPrompt,
-    ScoreActivation, TokenClassifier, TokenPrediction, HHEM_CONSISTENT, HHEM_PROMPT,
+    Recipe, ScoreActivation, Support, TokenClassifier, TokenPrediction, DEFAULT_RECIPE,
+    FOLDER_RECIPE, HHEM_CONSISTENT, HHEM_PROMPT,
 };
 pub use encoder::{device_ordinal, parse_device};
 pub use family::cross_families;

@@ -392,3 +392,55 @@ fn hhem_in_reduced_precision_stays_near_fp32() {
         assert!(worst > 0.0 && worst < bound, "{precision:?}: {worst}");
     }
 }
+
+/// The shipped `hhem` recipe on HHEM's twin is HHEM's `predict`: its
+/// template is the config's prompt, its score the consistent label's
+/// probability; every row's support within 1e-4 of the fixture's
+/// (tests/fixtures/cross-tiny-cross-hhem.jsonl), both directions, one
+/// chunk per pair, nothing truncated.
+#[test]
+fn the_hhem_recipe_is_hhems_predict() {
+    let (_, rows) = rows("tiny-cross-hhem");
+    let folder = CrossFolder::read(&fixtures().join("models/tiny-cross-hhem"))
+        .unwrap()
+        .with_recipe(Some("hhem"))
+        .unwrap();
+    assert_eq!(folder.recipe.name(), "hhem");
+    let model = CrossEncoder::load(folder, &options()).unwrap();
+    assert!(model.scores_support());
+    assert_eq!(model.max_len(), usize::MAX);
+    let forward: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["reference"].as_str().unwrap(),
+                r["output"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let backward: Vec<(&str, &str)> = forward.iter().map(|&(a, b)| (b, a)).collect();
+    let mut report = CrossReport::default();
+    let got_forward = model.support(&forward, &mut report).unwrap();
+    let got_backward = model.support(&backward, &mut report).unwrap();
+    let mut worst = 0f32;
+    for (i, row) in rows.iter().enumerate() {
+        for (got, key) in [(&got_forward[i], "forward"), (&got_backward[i], "backward")] {
+            let want = floats(&row[key])[refscore_embed::HHEM_CONSISTENT];
+            worst = worst.max((got.score - want).abs());
+            assert!(
+                (got.score - want).abs() < 1e-4,
+                "row {i} ({}) {key}: {} vs HHEM's predict {want}",
+                row["id"],
+                got.score
+            );
+            assert_eq!(got.chunks, 1, "row {i} {key}");
+            assert!(!got.truncated, "row {i} {key}: truncated");
+        }
+    }
+    assert_eq!(report.chunked, 0);
+    assert_eq!(report.truncated, 0);
+    eprintln!(
+        "hhem recipe on tiny-cross-hhem: {} rows, both directions, worst difference {worst:.2e}",
+        rows.len()
+    );
+}

@@ -56,11 +56,14 @@ impl NliEntailment {
             "architecture": folder.architecture,
             "labels": folder.labels,
             "entailment": labels.entailment,
-            "max_length": folder.files.max_seq_length,
+            "max_length": folder.max_length(),
             "precision": options.precision.name(),
         });
         if folder.drops_token_types() {
             fingerprint["token_types"] = json!(false);
+        }
+        if !folder.recipe.is_plain() {
+            fingerprint["recipe"] = folder.recipe.fingerprint();
         }
         Ok(NliEntailment {
             encoder,

@@ -11,6 +11,7 @@ use refscore_core::Error;
 use serde::Deserialize;
 
 use super::hhem::{self, Hhem, PairPrompt};
+use super::recipe::Recipe;
 use crate::model::{
     from_hub, looks_like_hub_id, read_folder, read_folder_with, ModelFiles, ModelKind, ModelLookup,
 };
@@ -77,7 +78,11 @@ pub struct CrossFolder {
     pub token_types: bool,
     /// `config.json`'s `type_vocab_size`: the token types the model embeds.
     type_vocab_size: usize,
-    /// How a (premise, hypothesis) pair becomes the model's input.
+    /// How inputs are built and outputs read: `--cross-recipe`'s, else the
+    /// folder's `refscore_recipe.json`, else the plain pair (`nli`).
+    pub recipe: Recipe,
+    /// How the folder reads a (premise, hypothesis) pair: the input a
+    /// recipe's `"pair"` builds.
     pub input: CrossInput,
 }
 
@@ -220,7 +225,7 @@ impl CrossFolder {
             ));
         }
         let token_types = gives_token_types(dir, files.tokenizer_class.as_deref())?;
-        Ok(CrossFolder {
+        let folder = CrossFolder {
             files,
             architecture,
             labels,
@@ -228,8 +233,62 @@ impl CrossFolder {
             activation_from,
             token_types,
             type_vocab_size: c.type_vocab_size.unwrap_or(0),
+            recipe: Recipe::of_folder(dir)?.unwrap_or_else(Recipe::default_recipe),
             input: CrossInput::Pair,
-        })
+        };
+        folder.check_recipe()?;
+        Ok(folder)
+    }
+
+    /// `--cross-recipe NAME|FILE` (None: the folder's own, else `nli`),
+    /// checked against the model.
+    pub fn with_recipe(mut self, spec: Option<&str>) -> Result<CrossFolder, Error> {
+        if let Some(spec) = spec {
+            self.recipe = Recipe::resolve(spec)?;
+            self.check_recipe()?;
+        }
+        Ok(self)
+    }
+
+    /// The recipe's fit to the model: the labels its score reads, the
+    /// special tokens its template names, its length (exit 78 naming what
+    /// does not fit).
+    fn check_recipe(&self) -> Result<(), Error> {
+        let r = &self.recipe;
+        let refuse = |why: String| {
+            Error::config(format!(
+                "{}: recipe '{}' ({}): {why}",
+                self.files.dir.display(),
+                r.name(),
+                r.from
+            ))
+        };
+        r.score_labels(&self.labels).map_err(refuse)?;
+        for key in r.specials() {
+            if special_token(&self.files.dir, key).is_none() {
+                return Err(refuse(format!(
+                    "its template names the tokenizer's {key}, which tokenizer_config.json does not set"
+                )));
+            }
+        }
+        if let Some(n) = r.max_length(&self.files.family) {
+            let limit = crate::family::token_limit(&self.files);
+            if n > limit {
+                return Err(refuse(format!(
+                    "max_length {n} is more than this {} reads ({limit} positions)",
+                    self.architecture
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The tokens an input may have: the recipe's `max_length` for this
+    /// model, else the folder's.
+    pub fn max_length(&self) -> usize {
+        self.recipe
+            .max_length(&self.files.family)
+            .unwrap_or(self.files.max_seq_length)
     }
 
     /// HHEM-2.1-Open's folder ([`Hhem`]): its T5 encoder with the
@@ -239,7 +298,7 @@ impl CrossFolder {
     fn hhem(dir: &Path, c: &ClassifierConfig, hhem: Hhem) -> Result<CrossFolder, Error> {
         let mut files = read_folder_with(dir, false, Some(hhem.t5_config))?;
         files.max_seq_length = usize::MAX;
-        Ok(CrossFolder {
+        let folder = CrossFolder {
             files,
             architecture: hhem::ARCHITECTURE.to_string(),
             labels: labels(c).map_err(|e| {
@@ -249,8 +308,11 @@ impl CrossFolder {
             activation_from: "HHEM-2.1-Open's predict (a softmax over the logits)",
             token_types: false,
             type_vocab_size: 0,
+            recipe: Recipe::of_folder(dir)?.unwrap_or_else(Recipe::default_recipe),
             input: CrossInput::Prompt(hhem.prompt),
-        })
+        };
+        folder.check_recipe()?;
+        Ok(folder)
     }
 
     /// Whether the tokenizer's want of token types changes the scores: the
@@ -260,6 +322,17 @@ impl CrossFolder {
     pub(crate) fn drops_token_types(&self) -> bool {
         !self.token_types && self.type_vocab_size > 1
     }
+}
+
+/// A special token `tokenizer_config.json` names under `key`
+/// (`eos_token`...): a string, or an AddedToken's `content`.
+pub(crate) fn special_token(dir: &Path, key: &str) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let t = v.get(key)?;
+    t.as_str()
+        .or_else(|| t.get("content").and_then(|c| c.as_str()))
+        .map(str::to_string)
 }
 
 /// Tokenizer classes (and their `Fast` twins) whose `model_input_names`

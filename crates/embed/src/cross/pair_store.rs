@@ -46,6 +46,11 @@ impl PairStore {
         if folder.drops_token_types() {
             h.update(b";token_types=false");
         }
+        // A recipe other than the plain pair changes every score; the plain
+        // pair names none, so earlier stores are still read.
+        if !folder.recipe.is_plain() {
+            h.update(format!(";recipe={}", folder.recipe.fingerprint()).as_bytes());
+        }
         let key = format!("pairs-{}", &hex(&h.finalize())[..32]);
         Ok(PairStore {
             entries: Entries::open(root, &key, "pair")?,

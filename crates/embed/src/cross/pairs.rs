@@ -52,19 +52,37 @@ impl PairTokenizer {
         })
     }
 
-    /// Tokenises one text (a pair filled into a prompt) with the
-    /// tokenizer's single-text template, truncated at the limit; every
+    /// The number of tokens `text` has alone, without special tokens.
+    pub(crate) fn count(&self, text: &str) -> Result<usize, Error> {
+        self.pieces
+            .encode(EncodeInput::Single(text.into()), false)
+            .map(|e| e.len())
+            .map_err(|e| Error::internal(format!("tokenising a text: {e}")))
+    }
+
+    /// Tokenises one text (a recipe's template, or a pair filled into a
+    /// folder's prompt) with the single template, truncated at its end as
+    /// `tokenizer(text, truncation=True, max_length=L)` truncates it; every
     /// token is type 0.
-    pub(crate) fn encode_one(&self, text: &str) -> Result<EncodedPair, Error> {
-        let bad = |e: tokenizers::Error| Error::internal(format!("tokenising a prompt: {e}"));
-        let encoding = self
-            .pairs
-            .encode(EncodeInput::Single(text.into()), true)
+    pub(crate) fn encode_single(&self, text: &str) -> Result<EncodedPair, Error> {
+        let bad = |e: tokenizers::Error| Error::internal(format!("tokenising a text: {e}"));
+        let a = self
+            .pieces
+            .encode(EncodeInput::Single(text.into()), false)
             .map_err(bad)?;
+        let length = a.len();
+        let one = self.pairs.post_process(a, None, true).map_err(bad)?;
+        // The template's own special tokens (a special token written in
+        // the text, as MiniCheck's eos between chunk and claim, is the
+        // text's).
+        let added = self
+            .pairs
+            .get_post_processor()
+            .map_or(0, |p| tokenizers::PostProcessor::added_tokens(p, false));
         Ok(EncodedPair {
-            ids: encoding.get_ids().to_vec(),
-            second: encoding.len(),
-            truncated: !encoding.get_overflowing().is_empty(),
+            ids: one.get_ids().to_vec(),
+            second: one.len(),
+            truncated: one.len().saturating_sub(added) < length,
         })
     }
 

@@ -111,7 +111,18 @@ impl CrossCapability {
         let labels = folder.labels.len();
         let names = folder.labels.join(", ");
         let arch = &folder.architecture;
+        let recipe = &folder.recipe;
+        let support = folder
+            .recipe
+            .score_labels(&folder.labels)
+            .ok()
+            .flatten()
+            .is_some();
         let nli = match (labels, nli_labels) {
+            _ if support => Err(format!(
+                "recipe '{}' reads one support score of the output given the reference: ask for cross_score (the nli_* metrics read the folder's labels: --cross-recipe nli)",
+                recipe.name()
+            )),
             (1, _) => Err(format!(
                 "the nli_* metrics need an NLI model (labels with entailment); this {arch} has one output: ask for cross_score"
             )),
@@ -126,7 +137,7 @@ impl CrossCapability {
         };
         for o in &OUTPUTS {
             let why = if !o.nli {
-                (labels != 1).then(|| format!(
+                (labels != 1 && !support).then(|| format!(
                     "cross_score needs a one-output model; this {arch} has {labels} labels ({names}): ask for its NLI metrics (--metrics nli)"
                 ))
             } else {
@@ -215,13 +226,17 @@ impl CrossPlan {
             "architecture": f.architecture,
             "labels": f.labels,
             "activation": f.activation.name(),
-            "max_length": f.files.max_seq_length,
+            "max_length": f.max_length(),
             "nli_labels": self.nli.map(|n| json!([n.entailment, n.contradiction])),
             "precision": options.precision.name(),
             "metrics": self.metrics.iter().map(|m| m.name.clone()).collect::<Vec<_>>(),
         });
         if f.drops_token_types() {
             v["token_types"] = json!(false);
+        }
+        // The plain pair names no recipe, so earlier runs still resume.
+        if !f.recipe.is_plain() {
+            v["recipe"] = f.recipe.fingerprint();
         }
         Ok(("cross".into(), v))
     }
@@ -313,10 +328,22 @@ impl CrossStage {
         }
         let missing: Vec<usize> = (0..pairs.len()).filter(|&k| out[k].is_none()).collect();
         let asked: Vec<(&str, &str)> = missing.iter().map(|&k| pairs[k]).collect();
-        let softmax = self.plan.nli.is_some();
-        let scored = self.model.predict(&asked, softmax, &mut self.report)?;
-        for (k, p) in missing.into_iter().zip(scored) {
-            let values = Arc::new(p.values);
+        let scored: Vec<Vec<f32>> = if self.model.scores_support() {
+            self.model
+                .support(&asked, &mut self.report)?
+                .into_iter()
+                .map(|s| vec![s.score])
+                .collect()
+        } else {
+            let softmax = self.plan.nli.is_some();
+            self.model
+                .predict(&asked, softmax, &mut self.report)?
+                .into_iter()
+                .map(|p| p.values)
+                .collect()
+        };
+        for (k, values) in missing.into_iter().zip(scored) {
+            let values = Arc::new(values);
             if let Some(store) = &mut self.store {
                 store.put(&keys[k], &values);
             }
@@ -407,9 +434,13 @@ impl Stage for CrossStage {
                     "entailment": f.labels[n.entailment],
                     "contradiction": n.contradiction.map(|c| f.labels[c].clone()),
                 })),
+                "recipe": f.recipe.name(),
+                "recipe_from": f.recipe.from,
                 // null: no limit (HHEM-2.1-Open's predict truncates nothing).
                 "max_length": (self.model.max_len() != usize::MAX).then(|| self.model.max_len()),
                 "pairs_scored": r.pairs,
+                "pairs_chunked": r.chunked,
+                "chunks_scored": r.inputs,
                 "pairs_truncated": r.truncated,
                 "pairs_reused": r.reused,
                 "pairs_from_embed_cache": r.from_store,

@@ -126,6 +126,8 @@ impl TokenClassifier {
                 self.files.dir.display()
             )));
         }
+        report.pairs += encoded.len() as u64;
+        report.truncated += encoded.iter().filter(|e| e.truncated).count() as u64;
         super::forward_in_length_groups(
             &self.encoder,
             self.batch_tokens,

@@ -93,6 +93,33 @@ fn gelu() -> String {
 fn max_positions() -> usize {
     512
 }
+
+/// The longest sequence a DeBERTa without absolute positions
+/// (`position_biased_input` false: relative terms only) runs: transformers
+/// puts no limit on it (the relative offsets are bucketed and clamped to the
+/// table), and FactCG and MiniCheck-DeBERTa read up to 2048 tokens. Twice
+/// that bounds the offsets precomputed per layer.
+pub(crate) const RELATIVE_ONLY_LIMIT: usize = 4096;
+
+impl DebertaConfig {
+    /// The most tokens the model reads: its position table's rows, or
+    /// [`RELATIVE_ONLY_LIMIT`] where it has none.
+    fn token_limit(&self) -> usize {
+        if self.position_biased_input {
+            self.max_position_embeddings
+        } else {
+            self.max_position_embeddings.max(RELATIVE_ONLY_LIMIT)
+        }
+    }
+}
+
+/// The most tokens a `deberta` / `deberta-v2` model of `config.json`'s text
+/// reads (`None` for a config that does not parse as one).
+pub(crate) fn token_limit(config: &str) -> Option<usize> {
+    serde_json::from_str::<DebertaConfig>(config)
+        .ok()
+        .map(|c| c.token_limit())
+}
 fn eps() -> f64 {
     1e-7
 }
@@ -361,8 +388,8 @@ impl Layer {
                 rows: 2 * span,
                 pos_key: host(&pos_key)?,
                 pos_query: host(&pos_query)?,
-                row_of_offset: row_of_offset(span, s.buckets, c.max_position_embeddings),
-                max: c.max_position_embeddings,
+                row_of_offset: row_of_offset(span, s.buckets, c.token_limit()),
+                max: c.token_limit(),
             }),
             _ => None,
         };
@@ -613,7 +640,7 @@ impl Deberta {
             buckets: s.buckets,
             hidden: h,
             heads: c.num_attention_heads,
-            max_tokens: c.max_position_embeddings,
+            max_tokens: c.token_limit(),
         })
     }
 

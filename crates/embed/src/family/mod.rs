@@ -300,6 +300,20 @@ pub(crate) fn usable_positions(
         .saturating_sub(first_position(model_type, pad_token_id))
 }
 
+/// The most tokens `files`' model reads: its usable positions
+/// ([`usable_positions`]: any number for a relative-only family such as T5),
+/// except for a DeBERTa with relative positions only, which has no position
+/// table and reads longer sequences ([`deberta::RELATIVE_ONLY_LIMIT`]) though
+/// its `max_positions` stay those of its config for every other use.
+pub(crate) fn token_limit(files: &crate::model::ModelFiles) -> usize {
+    match files.family.as_str() {
+        "deberta" | "deberta-v2" => deberta::token_limit(&files.config)
+            .unwrap_or(files.max_positions)
+            .max(files.max_positions),
+        _ => files.max_positions,
+    }
+}
+
 /// The first position of families that count positions past the padding
 /// id (fairseq's convention; the id is 1 when the config names none).
 fn after_padding(pad_token_id: Option<u32>) -> usize {

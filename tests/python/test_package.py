@@ -33,11 +33,19 @@ def cli(tmp, *flags):
     return pq.read_table(out)
 
 
-def same_table(got: pa.Table, want: pa.Table):
+def same_table(got: pa.Table, want: pa.Table, close: dict[str, float] | None = None):
+    """Equal schemas and values; a column named in `close` may differ by at
+    most its tolerance (nulls in the same rows)."""
     assert got.schema.remove_metadata() == want.schema.remove_metadata()
     assert got.num_rows == want.num_rows
     for name in want.column_names:
-        assert got.column(name).to_pylist() == want.column(name).to_pylist(), name
+        g, w = got.column(name).to_pylist(), want.column(name).to_pylist()
+        if close and name in close:
+            assert [v is None for v in g] == [v is None for v in w], name
+            worst = max((abs(a - b) for a, b in zip(g, w) if a is not None), default=0.0)
+            assert worst <= close[name], (name, worst)
+        else:
+            assert g == w, name
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +149,12 @@ def test_a_checker_recipe_is_a_python_keyword_as_in_the_cli(tmp_path):
     want = cli(tmp_path, "--metrics", "cross_score", "--cross-model", twin, "--cross-recipe", "factcg")
     got = refscore.Scorer(metrics=["cross_score"], cross_model=twin,
                           cross_recipe="factcg").score(pq.read_table(EXAMPLE))
-    same_table(got, want)
+    # A chunked pair's inputs are grouped into forward batches with other
+    # rows' chunks, and the Scorer meets the rows in other groups than the
+    # CLI's pipeline does: DeBERTa's relative-attention products then run at
+    # other padded lengths, which moves the last bits of an f32 (7.5e-9 seen
+    # on AMD EPYC fam 25 model 17). Equal up to that, not bit for bit.
+    same_table(got, want, close={"cross_score": 1e-6})
     with pytest.raises(refscore.RefscoreError) as e:
         refscore.Scorer(metrics=["nli_precision"], cross_model=twin, cross_recipe="factcg")
     assert e.value.exit_code == 78 and "cross_score" in str(e.value)

@@ -115,6 +115,8 @@ REFSCORE_APT=never setsid bash -c '
   set -euo pipefail
   [ -x "$1/bin/python" ] || python3 -m venv "$1"
   "$1/bin/pip" install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+  [ -x "$1-duckdb-delta/bin/python" ] || python3 -m venv "$1-duckdb-delta"
+  "$1-duckdb-delta/bin/pip" install --quiet --disable-pip-version-check -r tests/python/requirements-duckdb-delta.txt
 ' venv-test "$venv" >"$logs/venv.log" 2>&1 </dev/null &
 venv_pid=$!
 
@@ -151,6 +153,7 @@ cargo test --release --workspace --locked
 
 section "read-back with DuckDB and Polars; the Python package; Ray; Spark"
 REFSCORE_BIN="$target_dir/release/refscore" REFSCORE_REQUIRE_PACKAGE=1 \
+  REFSCORE_DUCKDB_DELTA_PYTHON="$venv-duckdb-delta/bin/python" \
   "$venv/bin/python" -m pytest -q --durations=8 tests/python
 
 # Its own target folder: the feature changes Candle's build, and sharing the

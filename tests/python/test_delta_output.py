@@ -127,6 +127,43 @@ def test_deltalake_reads_each_night_as_refscore_wrote_it(nights):
     assert all(r["token_f1"] is None for r in got if r["id"] in first_ids)
 
 
+def test_duckdb_delta_scan_reads_the_same_rows(nights):
+    """DuckDB's own Delta reader (its delta extension, in a venv of DuckDB
+    1.4.4 that the test command makes, since the extension's wheel is built
+    for that version only) sees both nights: the rows and the new column's
+    nulls, and the first version alone."""
+    python = os.environ.get("REFSCORE_DUCKDB_DELTA_PYTHON")
+    if not python:
+        pytest.skip("REFSCORE_DUCKDB_DELTA_PYTHON not set (scripts/test.sh sets it)")
+    script = (
+        "import glob, json, sys, duckdb, duckdb_ext\n"
+        "ext = glob.glob(duckdb_ext.__path__[0] + '/extensions/v*/linux_amd64/delta.duckdb_extension')[0]\n"
+        "c = duckdb.connect()\n"
+        "c.execute(f\"LOAD '{ext}'\")\n"
+        "cols = ', '.join(json.loads(sys.argv[2]))\n"
+        "q = f\"SELECT {cols}, token_f1 FROM delta_scan('{sys.argv[1]}') ORDER BY id\"\n"
+        "names = [d[0] for d in c.execute(q).description]\n"
+        "print(json.dumps([dict(zip(names, r)) for r in c.execute(q).fetchall()]))\n"
+    )
+    table = str(nights["table"])
+    out = subprocess.run([python, "-c", script, table, json.dumps(COLUMNS)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    want = rows(nights["night2"], COLUMNS + ["token_f1"])
+    want += [dict(r, token_f1=None) for r in rows(nights["night1"], COLUMNS)]
+    want = sorted(want, key=lambda r: r["id"])
+    assert len(got) == 309
+    assert [r["id"] for r in got] == [r["id"] for r in want]
+    for g, w in zip(got, want):
+        for name in COLUMNS:
+            assert g[name] == w[name], (name, g, w)
+        # DuckDB reads the f32 column as FLOAT and hands Python a double.
+        assert (g["token_f1"] is None) == (w["token_f1"] is None)
+        if w["token_f1"] is not None:
+            assert abs(g["token_f1"] - w["token_f1"]) < 1e-6
+
+
 def test_polars_reads_the_same_rows(nights):
     frame = pl.read_delta(str(nights["table"]))
     assert frame.height == 309

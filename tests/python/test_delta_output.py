@@ -276,5 +276,21 @@ def test_a_table_in_an_object_store_gets_the_same_appends(tmp_path):
             Bucket=BUCKET, Prefix="tables/results/_refscore/")["Contents"])
         ids = [c["operationParameters"]["refscore.run_id"] for c in history]
         assert keys == sorted(f"tables/results/_refscore/{i}.summary.json" for i in ids)
+        # `report --night` reads one night from the table in the bucket, by
+        # version and by run id, as from that night's Parquet output.
+        for version, spec in ((0, first), (1, second)):
+            want_path = tmp_path / f"{spec.stem}.want.json"
+            r = run("report", str(tmp_path / f"{spec.stem}.result.parquet"), "--json",
+                    str(want_path))
+            assert r.returncode == 0, r.stderr
+            want_report = json.loads(want_path.read_text())
+            for which in (str(version), ids[version]):
+                got_path = tmp_path / f"{spec.stem}.{which}.json"
+                r = subprocess.run([BIN, "report", url, "--night", which, "--json", str(got_path)],
+                                   capture_output=True, text=True, env=env, timeout=300)
+                assert r.returncode == 0, r.stderr
+                got_report = json.loads(got_path.read_text())
+                assert got_report["result"]["rows"] == want_report["result"]["rows"], which
+                assert got_report["metrics"] == want_report["metrics"], which
     finally:
         stop_server(proc)

@@ -612,6 +612,40 @@ def test_a_delta_table_with_deletion_vectors_reads_on_the_store_as_locally(s3, t
     assert len(want) == 40 and len(gone) == 4
 
 
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_a_column_mapped_table_reads_on_the_store_as_locally(s3, tmp_path, mode):
+    # test_delta_tables' column-mapped table with its renamed column,
+    # uploaded: the store's reads find the columns by their logical names.
+    from test_delta_tables import query_rows, rename
+    from test_delta_tables import rows as delta_rows
+
+    endpoint, client = s3
+    local = tmp_path / "mapped"
+    config = {"delta.columnMapping.mode": mode, "delta.minReaderVersion": "2",
+              "delta.minWriterVersion": "5"}
+    write_deltalake(str(local), delta_rows(0, 30), partition_by=["day"], configuration=config)
+    write_deltalake(str(local), delta_rows(30, 10), mode="append", partition_by=["day"])
+    rename(local, 2, "output", "answer")
+    for f in local.rglob("*"):
+        if f.is_file():
+            client.upload_file(str(f), BUCKET, f"mapped-{mode}/{f.relative_to(local)}")
+    env = store_env(endpoint)
+    for version, output in [(None, "answer"), (1, "output")]:
+        out = tmp_path / f"v{version}.parquet"
+        pick = [] if version is None else ["--table-version", str(version)]
+        r = run(["score", f"s3://{BUCKET}/mapped-{mode}", "-o", str(out), "--metrics",
+                 "exact_match", "--output-col", output, "--keep", f"reference,{output},day",
+                 *pick], env)
+        assert r.returncode == 0, r.stderr
+        want = query_rows(local, version)
+        got = pq.read_table(out).sort_by("id").to_pylist()
+        assert len(got) == len(want) == 40
+        for g, w in zip(got, want, strict=True):
+            assert (g["id"], g["reference"], g[output], g["day"]) == \
+                (w["id"], w["reference"], w[output], w["day"])
+            assert g["exact_match"] == (w["reference"] == w[output])
+
+
 def test_a_tables_folders_on_the_store_are_refused_as_they_are_locally(s3, tmp_path):
     endpoint, client = s3
     env = store_env(endpoint)

@@ -115,6 +115,23 @@ pub(crate) fn vnni_rows() -> Rows {
     |x, w, o| unsafe { rows_vnni(x, w, o) }
 }
 
+/// The int8 tile loop with `vpmaddwd` (AVX2) on pairs of 16-bit values,
+/// where no `vpdpbusd` is usable but a SIMD kernel path is in use: the same
+/// exact i32 sums as the VNNI tiles and the portable path, at half the
+/// instructions of an f32 product per multiply-add. `None` on the portable
+/// path (which runs gemm on exact integers).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn maddwd_rows() -> Option<Rows> {
+    match super::active() {
+        // SAFETY: both paths' features (AVX2 included) are checked when the
+        // path is chosen.
+        super::KernelPath::Avx512 | super::KernelPath::Avx2 => {
+            Some(|x, w, o| unsafe { rows_maddwd(x, w, o) })
+        }
+        super::KernelPath::Portable => None,
+    }
+}
+
 /// Lanes of one accumulator: one AVX-512 register of 32-bit values.
 pub(crate) const LANES: usize = 16;
 
@@ -123,6 +140,11 @@ pub(crate) const LANES: usize = 16;
 /// latency at two per cycle, and 11 loads (3 weight lines, 8 broadcasts) per
 /// 24 products; with the 3 lines that is 27 of the 32 AVX-512 registers.
 const TILE: (usize, usize) = (8, 3);
+
+/// The full tile of `vpmaddwd`: an accumulator of 16 lanes is two AVX2
+/// registers, so 6 rows × 1 block is 12 accumulators, with the block's two
+/// weight registers and a broadcast 15 of the 16.
+const MADDWD_TILE: (usize, usize) = (6, 1);
 
 /// The full tile of the plain-Rust units: an accumulator of 16 lanes takes
 /// two AVX2 registers (of 16), so a smaller tile avoids spills.
@@ -460,6 +482,58 @@ rows_for!(
 );
 #[cfg(target_arch = "x86_64")]
 rows_for!(rows_bf16_lanes_avx2, lanes::Bf16, "avx2,fma", LANES_TILE);
+#[cfg(target_arch = "x86_64")]
+rows_for!(rows_maddwd, avx2::MaddWd, "avx2", MADDWD_TILE);
+
+/// The AVX2 instruction of the int8 tiles where there is no VNNI.
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx2 {
+    use std::arch::x86_64::*;
+
+    use super::{DotUnit, LANES};
+
+    /// `vpmaddwd` then `vpaddd`: in each 32-bit lane, a pair of i16
+    /// activations (u8 values, so never negative) times a pair of i16
+    /// weights (s8 values), both products added into the lane's i32
+    /// accumulator. Exact: |2 · 255 · 127| is far inside i16 × i16 → i32,
+    /// unlike `vpmaddubsw`, whose i16 pair sums saturate.
+    pub(crate) struct MaddWd;
+
+    impl DotUnit for MaddWd {
+        type Acc = [__m256i; 2];
+        type Line = [__m256i; 2];
+
+        #[inline(always)]
+        unsafe fn zero() -> Self::Acc {
+            [_mm256_setzero_si256(); 2]
+        }
+
+        #[inline(always)]
+        unsafe fn load(p: *const u32) -> Self::Line {
+            // SAFETY: the caller passes 16 readable values.
+            unsafe { [_mm256_loadu_si256(p.cast()), _mm256_loadu_si256(p.add(8).cast())] }
+        }
+
+        #[inline(always)]
+        unsafe fn dot(acc: Self::Acc, x: u32, w: Self::Line) -> Self::Acc {
+            let x = _mm256_set1_epi32(x as i32);
+            [
+                _mm256_add_epi32(acc[0], _mm256_madd_epi16(x, w[0])),
+                _mm256_add_epi32(acc[1], _mm256_madd_epi16(x, w[1])),
+            ]
+        }
+
+        #[inline(always)]
+        unsafe fn store(acc: Self::Acc, out: &mut [u32]) {
+            assert!(out.len() >= LANES);
+            // SAFETY: 16 writable values, asserted.
+            unsafe {
+                _mm256_storeu_si256(out.as_mut_ptr().cast(), acc[0]);
+                _mm256_storeu_si256(out.as_mut_ptr().add(8).cast(), acc[1]);
+            }
+        }
+    }
+}
 
 /// The real instructions.
 #[cfg(target_arch = "x86_64")]
@@ -578,6 +652,42 @@ pub(crate) mod lanes {
         }
     }
 
+    /// `vpmaddwd` + `vpaddd` lane by lane: each lane's two i16 products
+    /// added into its i32 accumulator, wrapping as the instructions do
+    /// (tests: the real AVX2 tiles are held to it).
+    #[cfg(test)]
+    pub(crate) struct MaddWd;
+
+    #[cfg(test)]
+    impl DotUnit for MaddWd {
+        type Acc = [i32; LANES];
+        type Line = [u32; LANES];
+
+        unsafe fn zero() -> Self::Acc {
+            [0; LANES]
+        }
+
+        unsafe fn load(p: *const u32) -> Self::Line {
+            // SAFETY: the caller passes 16 readable values.
+            unsafe { std::ptr::read_unaligned(p.cast()) }
+        }
+
+        unsafe fn dot(mut acc: Self::Acc, x: u32, w: Self::Line) -> Self::Acc {
+            let half = |v: u32, i: u32| (v >> (16 * i)) as u16 as i16 as i32;
+            for (a, w) in acc.iter_mut().zip(w) {
+                let pair = (half(x, 0) * half(w, 0)).wrapping_add(half(x, 1) * half(w, 1));
+                *a = a.wrapping_add(pair);
+            }
+            acc
+        }
+
+        unsafe fn store(acc: Self::Acc, out: &mut [u32]) {
+            for (o, a) in out.iter_mut().zip(acc) {
+                *o = a as u32;
+            }
+        }
+    }
+
     /// `vdpbf16ps` lane by lane: the odd pair's product first, as the
     /// instruction's definition adds them; each product is exact in f32 and
     /// each add rounds once.
@@ -672,6 +782,14 @@ mod tests {
                 assert!(real == emulated, "vpdpbusd differs from its emulation")
             }
             None => eprintln!("vpdpbusd: not on this CPU, emulation only"),
+        }
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked).
+            let real = raw_product(&x, n, &w, |x, w, o| unsafe { rows_maddwd(x, w, o) });
+            let emulated = raw_product(&x, n, &w, rows_plain::<lanes::MaddWd>);
+            assert!(real == emulated, "vpmaddwd differs from its emulation");
+        } else {
+            eprintln!("vpmaddwd: not on this CPU, emulation only");
         }
         // bf16 pairs of moderate, finite values (no NaN/Inf patterns).
         let finite = |v: u32| -> u32 {

@@ -7,16 +7,22 @@
 //!   scale_w`, the dequantisation done as each product is written out (the
 //!   bias is added by the fused kernel that follows each product).
 //!
-//! Two paths compute the same integers, so they give the same bits:
+//! Three paths compute the same integers, so they give the same bits:
 //! - AVX-512 VNNI (`vpdpbusd`), when the CPU has it and the AVX-512 kernel
-//!   path is in use;
+//!   path is in use (groups of 4 bytes);
+//! - AVX2 `vpmaddwd`, on every other SIMD kernel path (pairs of 16-bit
+//!   values: twice the memory of bytes, still half of f32's, and two
+//!   instructions per 16 multiply-adds where an f32 product needs two per
+//!   8);
 //! - portable: the integer values as f32 through gemm's f32 product, in
 //!   chunks of [`CHUNK`] inputs, small enough that every partial sum is an
 //!   integer below 2²⁴ and so exact in f32 whatever the order of the adds.
 
 use candle_core::{Result, Tensor};
 
-use super::dot::{self, Instruction, Packed, Rows};
+#[cfg(target_arch = "x86_64")]
+use super::dot::Instruction;
+use super::dot::{self, Packed, Rows};
 use super::products::{host_matrix, map_rows, x_times_wt};
 
 /// Inputs per exact f32 product: 512 · 255 · 127 < 2²⁴.
@@ -36,8 +42,50 @@ pub(crate) struct Weight {
 enum Form {
     /// The quantised weights as f32 (`out × in`), for gemm.
     Values(Vec<f32>),
-    /// Packed for `vpdpbusd`: groups of 4 s8, and the tile loop to run.
-    Vnni(Packed, Rows),
+    /// Packed for a tile loop: groups of `per_group` values (4 s8 for
+    /// `vpdpbusd`, 2 i16 for `vpmaddwd`), and the loop to run.
+    Tiles {
+        packed: Packed,
+        rows: Rows,
+        per_group: usize,
+    },
+}
+
+/// Which loop computes a product's exact sums, and so how its weights are
+/// laid out.
+#[derive(Clone, Copy)]
+pub(crate) enum Layout {
+    /// Values for gemm's f32 product (the portable path).
+    Values,
+    /// Groups of 4 bytes, for `vpdpbusd` tiles (or their emulation).
+    Quads(Rows),
+    /// Pairs of 16-bit values, for `vpmaddwd` tiles (or their emulation).
+    Pairs(Rows),
+}
+
+impl Layout {
+    /// The fastest layout this CPU and kernel path run.
+    pub(crate) fn here() -> Layout {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if Instruction::Vnni.usable() {
+                return Layout::Quads(dot::vnni_rows());
+            }
+            if let Some(rows) = dot::maddwd_rows() {
+                return Layout::Pairs(rows);
+            }
+        }
+        Layout::Values
+    }
+
+    /// A name for measurements.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Layout::Values => "gemm on integers",
+            Layout::Quads(_) => "vpdpbusd",
+            Layout::Pairs(_) => "vpmaddwd",
+        }
+    }
 }
 
 /// 1.5·2²³: adding it to a float of magnitude below 2²² leaves no fraction
@@ -90,36 +138,28 @@ fn quantise_row(row: &[f32], (scale, zero): (f32, i32), out: &mut [u8]) {
     }
 }
 
-/// `row` quantised with `(scale, zero)` as groups of 4 u8 (first value in
-/// the low byte), as `vpdpbusd` takes them; values past the row are zero.
+/// `row` quantised with `(scale, zero)` as groups of `K` values of 32/K
+/// bits (first value lowest): 4 u8, as `vpdpbusd` takes them, or 2 u8 each
+/// in 16 bits, as `vpmaddwd` does; values past the row are zero.
 #[inline(always)]
-fn quantise_groups(row: &[f32], (scale, zero): (f32, i32), out: &mut [u32]) {
+fn quantise_groups<const K: usize>(row: &[f32], (scale, zero): (f32, i32), out: &mut [u32]) {
     let (inv, zero) = (1.0 / scale, zero as f32);
-    dot::pack_groups::<4>(row, out, |v| byte(v, inv, zero));
+    dot::pack_groups::<K>(row, out, |v| byte(v, inv, zero));
 }
 
 impl Weight {
     /// Quantises `weight` (`out × in`, f32) and lays it out for the path
     /// that runs on this CPU.
     pub(crate) fn new(weight: &Tensor) -> Result<Weight> {
-        #[cfg(target_arch = "x86_64")]
-        let rows = Instruction::Vnni.usable().then(dot::vnni_rows);
-        #[cfg(not(target_arch = "x86_64"))]
-        let rows = None;
         Ok(Weight::from_host(
             &host_matrix(weight)?,
             weight.dims2()?,
-            rows,
+            Layout::here(),
         ))
     }
 
-    /// The weight quantised; packed for the tile loop `rows` if given, else
-    /// as values for gemm.
-    pub(super) fn from_host(
-        data: &[f32],
-        (out, inp): (usize, usize),
-        rows: Option<Rows>,
-    ) -> Weight {
+    /// The weight quantised and laid out as `layout` says.
+    pub(super) fn from_host(data: &[f32], (out, inp): (usize, usize), layout: Layout) -> Weight {
         let mut q = vec![0i8; out * inp];
         let mut scales = Vec::with_capacity(out);
         let mut sums = Vec::with_capacity(out);
@@ -132,22 +172,27 @@ impl Weight {
             scales.push(scale);
             sums.push(qr.iter().map(|&v| v as i32).sum());
         }
-        let form = match rows {
-            Some(rows) => Form::Vnni(
-                Packed::new(out, inp.div_ceil(4), |o, g| {
-                    let at = |i: usize| {
-                        let k = 4 * g + i;
-                        if k < inp {
-                            q[o * inp + k] as u8 as u32
-                        } else {
-                            0
-                        }
-                    };
-                    at(0) | at(1) << 8 | at(2) << 16 | at(3) << 24
+        // The weights as groups of `per` values of `32 / per` bits each
+        // (two's complement, first value lowest; zero past the row).
+        let tiles = |rows: Rows, per: usize| {
+            let bits = 32 / per;
+            let mask = ((1u64 << bits) - 1) as u32;
+            Form::Tiles {
+                packed: Packed::new(out, inp.div_ceil(per), |o, g| {
+                    (0..per).fold(0u32, |group, i| {
+                        let k = per * g + i;
+                        let v = if k < inp { q[o * inp + k] as i32 as u32 & mask } else { 0 };
+                        group | v << (bits * i)
+                    })
                 }),
                 rows,
-            ),
-            None => Form::Values(q.iter().map(|&v| v as f32).collect()),
+                per_group: per,
+            }
+        };
+        let form = match layout {
+            Layout::Quads(rows) => tiles(rows, 4),
+            Layout::Pairs(rows) => tiles(rows, 2),
+            Layout::Values => Form::Values(q.iter().map(|&v| v as f32).collect()),
         };
         Weight {
             out,
@@ -192,7 +237,22 @@ impl Weight {
                 }
                 y
             }
-            Form::Vnni(w, rows) => dot::product(x, inp, out, w, *rows, &Vnni(self, w)),
+            Form::Tiles {
+                packed,
+                rows,
+                per_group,
+            } => dot::product(
+                x,
+                inp,
+                out,
+                packed,
+                *rows,
+                &Tiled {
+                    weight: self,
+                    packed,
+                    per_group: *per_group,
+                },
+            ),
         }
     }
 
@@ -218,22 +278,31 @@ impl Weight {
     }
 }
 
-/// The VNNI tiles' conversions: each row quantised to u8 groups with its
-/// own scale and zero point before, the exact sums dequantised after.
-struct Vnni<'a>(&'a Weight, &'a Packed);
+/// The tiles' conversions: each row quantised to groups of u8 values with
+/// its own scale and zero point before, the exact sums dequantised after.
+struct Tiled<'a> {
+    weight: &'a Weight,
+    packed: &'a Packed,
+    /// Values per 32-bit group: 4 (`vpdpbusd`) or 2 (`vpmaddwd`).
+    per_group: usize,
+}
 
-impl dot::Conversions for Vnni<'_> {
+impl dot::Conversions for Tiled<'_> {
     type State = Vec<(f32, i32)>;
 
     #[inline(always)]
     fn prepare(&self, x: &[f32], xq: &mut [u32]) -> Vec<(f32, i32)> {
         // A plain loop: an iterator adapter here was not inlined, and so
         // ran at baseline SIMD.
-        let groups = self.1.groups;
-        let mut params = Vec::with_capacity(x.len() / self.0.inp);
-        for (row, q) in x.chunks_exact(self.0.inp).zip(xq.chunks_exact_mut(groups)) {
+        let groups = self.packed.groups;
+        let mut params = Vec::with_capacity(x.len() / self.weight.inp);
+        for (row, q) in x.chunks_exact(self.weight.inp).zip(xq.chunks_exact_mut(groups)) {
             let p = row_params(row);
-            quantise_groups(row, p, q);
+            if self.per_group == 4 {
+                quantise_groups::<4>(row, p, q);
+            } else {
+                quantise_groups::<2>(row, p, q);
+            }
             params.push(p);
         }
         params
@@ -241,13 +310,13 @@ impl dot::Conversions for Vnni<'_> {
 
     #[inline(always)]
     fn finish(&self, params: Vec<(f32, i32)>, _: &[f32], raw: &[u32], y: &mut [f32]) {
-        let (out, width) = (self.0.out, self.1.width());
+        let (out, width) = (self.weight.out, self.packed.width());
         for ((yr, rr), &p) in y
             .chunks_exact_mut(out)
             .zip(raw.chunks_exact(width))
             .zip(&params)
         {
-            self.0.dequantise(p, &rr[..out], yr);
+            self.weight.dequantise(p, &rr[..out], yr);
         }
     }
 }
@@ -274,18 +343,30 @@ mod tests {
         ] {
             let w = random(out * inp, 7, 2.0);
             let x = random(n * inp, 11, 5.0);
-            let portable = Weight::from_host(&w, (out, inp), None);
-            let packed =
-                Weight::from_host(&w, (out, inp), Some(dot::rows_plain::<dot::lanes::Vnni>));
+            let portable = Weight::from_host(&w, (out, inp), Layout::Values);
             let want = portable.product(&x, n);
-            assert!(packed.product(&x, n) == want, "n={n} in={inp} out={out}");
+            let mut layouts = vec![
+                ("vpdpbusd emulated", Layout::Quads(dot::rows_plain::<dot::lanes::Vnni>)),
+                ("vpmaddwd emulated", Layout::Pairs(dot::rows_plain::<dot::lanes::MaddWd>)),
+            ];
+            #[cfg(target_arch = "x86_64")]
+            if let Some(rows) = dot::maddwd_rows() {
+                layouts.push(("vpmaddwd", Layout::Pairs(rows)));
+            }
+            if let Layout::Quads(rows) = Layout::here() {
+                layouts.push(("vpdpbusd", Layout::Quads(rows)));
+            }
+            for (name, layout) in layouts {
+                let packed = Weight::from_host(&w, (out, inp), layout);
+                assert!(packed.product(&x, n) == want, "{name}: n={n} in={inp} out={out}");
+            }
             // The groups hold the bytes of the portable quantisation.
             let params: Vec<_> = x.chunks_exact(inp).map(row_params).collect();
             let mut q = vec![0u8; inp];
             let mut g = vec![0u32; inp.div_ceil(4)];
             for r in 0..n {
                 quantise_row(&x[r * inp..][..inp], params[r], &mut q);
-                quantise_groups(&x[r * inp..][..inp], params[r], &mut g);
+                quantise_groups::<4>(&x[r * inp..][..inp], params[r], &mut g);
                 let bytes: Vec<u8> = g.iter().flat_map(|v| v.to_le_bytes()).collect();
                 assert_eq!(&bytes[..inp], &q[..], "row {r}");
                 assert!(bytes[inp..].iter().all(|&b| b == 0));
@@ -313,7 +394,7 @@ mod tests {
         let (n, inp, out) = (6, 384, 48);
         let w = random(out * inp, 3, 0.2);
         let x = random(n * inp, 5, 4.0);
-        let y = Weight::from_host(&w, (out, inp), None).product(&x, n);
+        let y = Weight::from_host(&w, (out, inp), Layout::Values).product(&x, n);
         for r in 0..n {
             for o in 0..out {
                 let exact: f32 = (0..inp).map(|k| x[r * inp + k] * w[o * inp + k]).sum();

@@ -44,17 +44,10 @@ fn product_speed() {
         .num_threads(threads)
         .build()
         .unwrap();
-    #[cfg(target_arch = "x86_64")]
-    let vnni = dot::Instruction::Vnni.usable().then(dot::vnni_rows);
-    #[cfg(not(target_arch = "x86_64"))]
-    let vnni = None;
+    let layout = int8::Layout::here();
     println!(
-        "product,rows,inputs,outputs,threads,fp32_gflops,bf16_gflops,int8_gops,int8_tiles ({})",
-        if vnni.is_some() {
-            "vpdpbusd"
-        } else {
-            "gemm on integers"
-        }
+        "product,rows,inputs,outputs,threads,fp32_gflops,bf16_gflops,int8_gops ({}),int8_gemm_gops",
+        layout.name()
     );
     pool.install(|| {
         for (name, inp, out) in SHAPES {
@@ -68,16 +61,22 @@ fn product_speed() {
             let bf16 = median(15, || {
                 std::hint::black_box(wb.product(&x, rows));
             });
-            let wi = int8::Weight::from_host(&w, (out, inp), vnni);
+            let wi = int8::Weight::from_host(&w, (out, inp), layout);
             let int8 = median(15, || {
                 std::hint::black_box(wi.product(&x, rows));
             });
+            // The portable integers beside, for the tiles' gain over them.
+            let wg = int8::Weight::from_host(&w, (out, inp), int8::Layout::Values);
+            let int8_gemm = median(15, || {
+                std::hint::black_box(wg.product(&x, rows));
+            });
             let flops = 2.0 * (rows * inp * out) as f64 / 1e9;
             println!(
-                "{name},{rows},{inp},{out},{threads},{:.1},{:.1},{:.1}",
+                "{name},{rows},{inp},{out},{threads},{:.1},{:.1},{:.1},{:.1}",
                 flops / fp32,
                 flops / bf16,
-                flops / int8
+                flops / int8,
+                flops / int8_gemm
             );
         }
     });

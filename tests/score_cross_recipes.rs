@@ -1,8 +1,10 @@
-//! `refscore score --cross-model DIR --cross-recipe factcg|minicheck|FILE`:
+//! `refscore score --cross-model DIR --cross-recipe factcg|minicheck|hhem|FILE`:
 //! whole runs against the checkers' own inference code
 //! (tests/fixtures/cross-recipes.jsonl, from
 //! scripts/fixtures/make-recipe-parity-fixture.py: FactCG's and MiniCheck's
-//! `score` on tiny seeded twins), the summary's counts, a folder that names
+//! `score` on tiny seeded twins; tests/fixtures/cross-tiny-cross-hhem.jsonl,
+//! from scripts/fixtures/make-hhem-fixture.py: HHEM-2.1-Open's `predict`),
+//! the summary's counts, a folder that names
 //! its recipe, recipe files, the config key, the caches and the refusals.
 
 mod common;
@@ -300,4 +302,126 @@ fn what_a_recipe_cannot_do_is_refused_before_any_work() {
     );
     assert!(err.contains("label 7"), "{err}");
     assert!(!out.exists());
+}
+
+/// The rows of HHEM's fixture (tests/fixtures/cross-tiny-cross-hhem.jsonl,
+/// scripts/fixtures/make-hhem-fixture.py: `HHEMv2ForSequenceClassification.
+/// predict` on the tiny twin), with ids as the fixture gives them.
+fn hhem_rows() -> Vec<Value> {
+    let text =
+        std::fs::read_to_string(root().join("tests/fixtures/cross-tiny-cross-hhem.jsonl")).unwrap();
+    text.lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A copy of HHEM's twin in `dir` (its foundation, named relatively in the
+/// fixture, named by its absolute path so the copy still finds it).
+fn hhem_copy(dir: &Path) -> PathBuf {
+    let from = PathBuf::from(tiny_model("tiny-cross-hhem"));
+    let to = dir.join("hhem-copy");
+    std::fs::create_dir(&to).unwrap();
+    for f in std::fs::read_dir(&from).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), to.join(f.file_name())).unwrap();
+    }
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(to.join("config.json")).unwrap()).unwrap();
+    config["foundation"] = tiny_model("tiny-t5").into();
+    std::fs::write(to.join("config.json"), config.to_string()).unwrap();
+    to
+}
+
+/// `--cross-recipe hhem` through the whole run: every row's cross_score is
+/// HHEM's own `predict` (P(consistent) of (reference, output)) within 1e-4,
+/// long prompts (past 512 tokens), non-ASCII and empty outputs included; a
+/// blank reference gives a null, as for every cross metric. Nothing is
+/// chunked or cut.
+#[test]
+fn hhem_gives_its_authors_predict_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = hhem_rows();
+    let col = |k: &str| -> arrow::array::ArrayRef {
+        let v: Vec<&str> = rows.iter().map(|r| r[k].as_str().unwrap()).collect();
+        s(&v)
+    };
+    let input = dir.path().join("rows.parquet");
+    write_parquet(
+        &input,
+        vec![
+            ("id", col("id")),
+            ("reference", col("reference")),
+            ("output", col("output")),
+        ],
+    );
+    let model = tiny_model("tiny-cross-hhem");
+    let (got, cross, _) = run(&input, &["--cross-model", &model, "--cross-recipe", "hhem"]);
+    assert_eq!(got.len(), rows.len());
+    let mut worst = 0f64;
+    let mut blank = 0;
+    for (row, got) in rows.iter().zip(&got) {
+        let id = row["id"].as_str().unwrap();
+        if row["reference"].as_str().unwrap().trim().is_empty() {
+            assert_eq!(*got, None, "{id}: a blank reference");
+            blank += 1;
+            continue;
+        }
+        let want = row["forward"][1].as_f64().unwrap();
+        let got = f64::from(got.unwrap_or_else(|| panic!("{id}: no cross_score")));
+        let diff = (got - want).abs();
+        worst = worst.max(diff);
+        assert!(diff <= 1e-4, "{id}: {got} vs HHEM's predict {want}");
+    }
+    assert!(blank > 0 && blank < rows.len());
+    assert_eq!(cross["recipe"], "hhem", "{cross}");
+    assert_eq!(cross["pairs_chunked"], 0, "{cross}");
+    assert_eq!(cross["pairs_truncated"], 0, "{cross}");
+    eprintln!(
+        "hhem: {} rows, worst |diff| {worst:.2e}",
+        rows.len() - blank
+    );
+}
+
+/// HHEM's published folder holds no tokenizer: a folder without
+/// tokenizer.json is refused before any work, in one line naming the file
+/// and the foundation it would come from (exit 78), and writes nothing.
+#[test]
+fn hhem_without_a_tokenizer_is_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, _) = input(dir.path(), short);
+    let folder = hhem_copy(dir.path());
+    std::fs::remove_file(folder.join("tokenizer.json")).unwrap();
+    let out = dir.path().join("o.parquet");
+    let err = fails(
+        &score(
+            &input,
+            &out,
+            &[
+                "--metrics",
+                "cross_score",
+                "--cross-model",
+                folder.to_str().unwrap(),
+                "--cross-recipe",
+                "hhem",
+            ],
+        ),
+        78,
+    );
+    assert!(
+        err.contains("tokenizer.json") && err.contains("tiny-t5"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(!out.exists());
+    // The same copy with its tokenizer back runs.
+    std::fs::copy(
+        Path::new(&tiny_model("tiny-cross-hhem")).join("tokenizer.json"),
+        folder.join("tokenizer.json"),
+    )
+    .unwrap();
+    run(
+        &input,
+        &["--cross-model", folder.to_str().unwrap(), "--cross-recipe", "hhem"],
+    );
 }

@@ -10,7 +10,7 @@ use arrow::datatypes::Field;
 use refscore_core::metric::MetricSet;
 use refscore_core::{Error, Stage};
 use refscore_embed::{
-    CrossOptions, CrossPlan, EmbedOptions, EmbeddingStage, ModelFiles, NliEntailment,
+    CrossOptions, CrossPlan, EmbedOptions, EmbeddingStage, FactReading, ModelFiles, NliEntailment,
 };
 use refscore_job::{Job, JobSpec, Passes};
 use refscore_judge::batch::BatchMode;
@@ -380,9 +380,9 @@ impl Pipeline<'_> {
     }
 }
 
-/// `--fact-check nli`'s model: the `--cross-model` NLI model, loaded once
-/// for the run (refused before any work without one, or when it is no NLI
-/// model). Where the run also has cross metrics (`cross`), their stage
+/// `--fact-check nli`'s model: the `--cross-model` NLI model (or checker,
+/// under a checker recipe), loaded once for the run (refused before any
+/// work without one, or when it is neither). Where the run also has cross metrics (`cross`), their stage
 /// gets the same loaded weights (the second value).
 fn nli_fact_check(
     settings: &Settings,
@@ -405,13 +405,17 @@ fn nli_fact_check(
     };
     let folder = e.cross_folder()?.expect("a cross model is named");
     let labels = e.nli_labels.as_deref();
-    // The labels are checked before any weights load.
-    let entailment = NliEntailment::labels(&folder, labels)?.entailment;
-    let described = serde_json::json!({
+    // The labels (or the recipe's score) are checked before any weights load.
+    let mut described = serde_json::json!({
         "model": spec,
         "architecture": folder.architecture,
-        "entailment_label": folder.labels[entailment],
     });
+    match NliEntailment::reading(&folder, labels)? {
+        FactReading::Entailment(label) => {
+            described["entailment_label"] = folder.labels[label].clone().into();
+        }
+        FactReading::Support => described["recipe"] = folder.recipe.name().into(),
+    }
     let (model, shared) = match cross {
         Some((plan, options)) => {
             let weights = plan.load_model(options)?;

@@ -60,7 +60,7 @@ pub use baseline::read_baseline;
 pub use cross::recipe;
 pub use cross::{
     cross_fields, CrossCapability, CrossEncoder, CrossFolder, CrossInput, CrossOptions, CrossPlan,
-    CrossReport, CrossStage, NliEntailment, NliLabels, NliScores, PairPrediction, PairPrompt,
+    CrossReport, CrossStage, FactReading, NliEntailment, NliLabels, NliScores, PairPrediction, PairPrompt,
     Recipe, ScoreActivation, Support, TokenClassifier, TokenPrediction, DEFAULT_RECIPE,
     FOLDER_RECIPE, HHEM_CONSISTENT, HHEM_PROMPT,
 };

@@ -39,8 +39,10 @@ impl FactSource {
     }
 }
 
-/// `--fact-check nli`: each fact holds where the NLI model's P(entailment)
-/// of (the other answer, the fact) is at least `threshold`.
+/// `--fact-check nli`: each fact holds where the model's score of (the
+/// other answer, the fact) is at least `threshold`: an NLI model's
+/// P(entailment), or under a checker recipe (`--cross-recipe factcg`, ...)
+/// the recipe's support over the other answer's chunks.
 #[derive(Clone)]
 pub struct NliFactCheck {
     /// The model (`--cross-model`).
@@ -52,7 +54,7 @@ pub struct NliFactCheck {
     pub fingerprint: Value,
     /// What the summary says of the model, so that a reader knows which
     /// one checked the facts: `--cross-model` as given, its architecture
-    /// and entailment label.
+    /// and entailment label (or its checker recipe).
     pub described: Value,
 }
 

@@ -106,12 +106,14 @@ pub struct JudgeArgs {
 
     /// How fact_similarity checks each fact: `judge` (one yes/no question per fact) or
     /// `nli` (the --cross-model NLI model: the fact holds where P(entailment | the other
-    /// answer, the fact) reaches --fact-check-threshold; no call). With --facts sentences,
-    /// fact_similarity needs no judge at all [default: judge]
+    /// answer, the fact) reaches --fact-check-threshold; no call; with a checker
+    /// --cross-recipe, factcg|minicheck|hhem, the recipe's support over the other answer's
+    /// chunks). With --facts sentences, fact_similarity needs no judge at all [default: judge]
     #[arg(long, value_name = "CHECK")]
     pub fact_check: Option<String>,
 
-    /// With --fact-check nli: the P(entailment) at which a fact holds [default: 0.5]
+    /// With --fact-check nli: the P(entailment), or a checker recipe's support, at which a
+    /// fact holds [default: 0.5]
     #[arg(long, value_name = "P")]
     pub fact_check_threshold: Option<f64>,
 

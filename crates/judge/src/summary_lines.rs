@@ -63,9 +63,13 @@ fn local_facts_line(j: &serde_json::Value) -> String {
     if split + checked == 0 {
         return String::new();
     }
-    let model = match j["fact_check"]["model"].as_str() {
-        Some(m) => format!(" ({m})"),
-        None => String::new(),
+    let model = match (
+        j["fact_check"]["model"].as_str(),
+        j["fact_check"]["recipe"].as_str(),
+    ) {
+        (Some(m), Some(r)) => format!(" ({m}, recipe {r})"),
+        (Some(m), None) => format!(" ({m})"),
+        _ => String::new(),
     };
     let cut = match n("fact_checks_nli_truncated") {
         0 => String::new(),

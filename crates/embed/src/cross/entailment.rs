@@ -1,7 +1,10 @@
-//! An NLI cross-encoder as a [`refscore_core::entailment::Entailment`]:
-//! what the judge stage checks the fact ratio's facts with under
-//! `--fact-check nli`, P(entailment) as `CrossEncoder.predict(...,
-//! apply_softmax=True)` gives it.
+//! A cross-encoder as a [`refscore_core::entailment::Entailment`]: what the
+//! judge stage checks the fact ratio's facts with under `--fact-check nli`.
+//! Under the plain `nli` recipe, an NLI model's P(entailment) as
+//! `CrossEncoder.predict(..., apply_softmax=True)` gives it; under a checker
+//! recipe (`factcg`, `minicheck`, `hhem`, a file), the recipe's support of
+//! the fact given the premise, with its chunking and aggregation (what
+//! `cross_score` gives for the same pair).
 
 use std::sync::Arc;
 
@@ -11,10 +14,21 @@ use serde_json::{json, Value};
 
 use super::{CrossCapability, CrossEncoder, CrossFolder, CrossOptions, CrossReport, NliLabels};
 
-/// An NLI model loaded for entailment checks.
+/// What a fact check reads of the model's outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FactReading {
+    /// The entailment label's probability (this label index), on the plain
+    /// pair: an NLI model under the `nli` recipe.
+    Entailment(usize),
+    /// The recipe's one support score: the premise in the recipe's chunks,
+    /// aggregated as the recipe says (a checker recipe).
+    Support,
+}
+
+/// A cross-encoder loaded for entailment checks.
 pub struct NliEntailment {
     encoder: Arc<CrossEncoder>,
-    labels: NliLabels,
+    reading: FactReading,
     fingerprint: Value,
 }
 
@@ -27,8 +41,28 @@ impl NliEntailment {
             let why = capability
                 .why_not(&refscore_core::metric::NLI_PRECISION.name)
                 .unwrap_or("the model has no entailment label");
-            Error::config(format!("--fact-check nli needs an NLI model: {why}"))
+            Error::config(format!(
+                "--fact-check nli needs an NLI model or a checker recipe (--cross-recipe factcg|minicheck|hhem): {why}"
+            ))
         })
+    }
+
+    /// What a check reads of `folder`'s model: the recipe's support score
+    /// where the recipe reads one value, else the entailment label
+    /// ([`NliEntailment::labels`], refused without one). Read from the
+    /// folder alone, before any weights load.
+    pub fn reading(folder: &CrossFolder, nli_labels: Option<&str>) -> Result<FactReading, Error> {
+        let support = folder
+            .recipe
+            .score_labels(&folder.labels)
+            .map_err(|why| Error::config(format!("{}: {why}", folder.files.dir.display())))?
+            .is_some();
+        if support {
+            return Ok(FactReading::Support);
+        }
+        Ok(FactReading::Entailment(
+            NliEntailment::labels(folder, nli_labels)?.entailment,
+        ))
     }
 
     /// Loads `folder`'s model for entailment checks.
@@ -37,7 +71,7 @@ impl NliEntailment {
         nli_labels: Option<&str>,
         options: &CrossOptions,
     ) -> Result<NliEntailment, Error> {
-        NliEntailment::labels(&folder, nli_labels)?;
+        NliEntailment::reading(&folder, nli_labels)?;
         let encoder = Arc::new(CrossEncoder::load(folder.clone(), options)?);
         NliEntailment::sharing(&folder, nli_labels, options, encoder)
     }
@@ -50,15 +84,20 @@ impl NliEntailment {
         options: &CrossOptions,
         encoder: Arc<CrossEncoder>,
     ) -> Result<NliEntailment, Error> {
-        let labels = NliEntailment::labels(folder, nli_labels)?;
+        let reading = NliEntailment::reading(folder, nli_labels)?;
         let mut fingerprint = json!({
             "model_sha256": folder.files.content_sha256()?,
             "architecture": folder.architecture,
             "labels": folder.labels,
-            "entailment": labels.entailment,
-            "max_length": folder.max_length(),
-            "precision": options.precision.name(),
         });
+        // A checker recipe's score is the recipe's (recorded below with
+        // the recipe); the plain pair's is the entailment label's, in the
+        // place it always had (the keys' order is part of the run's id).
+        if let FactReading::Entailment(label) = reading {
+            fingerprint["entailment"] = json!(label);
+        }
+        fingerprint["max_length"] = json!(folder.max_length());
+        fingerprint["precision"] = json!(options.precision.name());
         if folder.drops_token_types() {
             fingerprint["token_types"] = json!(false);
         }
@@ -67,7 +106,7 @@ impl NliEntailment {
         }
         Ok(NliEntailment {
             encoder,
-            labels,
+            reading,
             fingerprint,
         })
     }
@@ -81,14 +120,25 @@ impl NliEntailment {
 impl Entailment for NliEntailment {
     fn entailment(&self, pairs: &[(&str, &str)]) -> Result<Vec<Entailed>, Error> {
         let mut report = CrossReport::default();
-        Ok(self
-            .encoder
-            .predict(pairs, true, &mut report)?
-            .into_iter()
-            .map(|p| Entailed {
-                p: p.values[self.labels.entailment],
-                truncated: p.truncated,
-            })
-            .collect())
+        Ok(match self.reading {
+            FactReading::Entailment(label) => self
+                .encoder
+                .predict(pairs, true, &mut report)?
+                .into_iter()
+                .map(|p| Entailed {
+                    p: p.values[label],
+                    truncated: p.truncated,
+                })
+                .collect(),
+            FactReading::Support => self
+                .encoder
+                .support(pairs, &mut report)?
+                .into_iter()
+                .map(|s| Entailed {
+                    p: s.score,
+                    truncated: s.truncated,
+                })
+                .collect(),
+        })
     }
 }

@@ -22,7 +22,7 @@ use candle_nn::VarBuilder;
 use rayon::prelude::*;
 use refscore_core::Error;
 
-pub use entailment::NliEntailment;
+pub use entailment::{FactReading, NliEntailment};
 pub use folder::{CrossFolder, CrossInput, ScoreActivation};
 pub use hhem::{PairPrompt, HHEM_CONSISTENT, HHEM_PROMPT};
 pub use nli::{NliLabels, NliScores};

@@ -151,6 +151,13 @@ fn cases(model: &str) -> Vec<(&'static str, Option<&'static str>, Vec<&str>, i32
         ("--threshold", Some("no_such_metric=1"), lexical.clone(), 64),
         // Not METRIC=COLUMN (bad labels: tests/gold.rs).
         ("--gold", Some("token_f1"), lexical.clone(), 64),
+        // A confidence outside (0, 1) (without --gold it is refused too).
+        (
+            "--gold-confidence",
+            Some("1"),
+            vec!["--metrics", "lexical", "--gold", "token_f1=label"],
+            64,
+        ),
         ("--batch-size", Some("0"), lexical.clone(), 64),
         // A version on plain files (versions of a Delta table:
         // tests/python/test_delta_tables.py).

@@ -184,6 +184,78 @@ fn the_summary_holds_the_judges_agreement_and_corrected_rate() {
     assert_eq!(on_page, s["calibration"]);
 }
 
+/// `--gold-confidence C` sets the level of the TPR and TNR lower bounds:
+/// the summary, its printed line and `report` (through the result's
+/// footer) give them at C; a value outside (0, 1), or the flag without
+/// --gold, is a usage error. TPR 21/24 and TNR 11/16 (the run above) at
+/// 95%: scipy 1.17.1 beta.ppf(0.05, 21, 4) and beta.ppf(0.05, 11, 6).
+#[test]
+fn gold_confidence_sets_the_level_of_the_rate_bounds() {
+    let server = scripted();
+    let dir = tempfile::tempdir().unwrap();
+    let inp = input(dir.path(), labels());
+    let out = dir.path().join("o.parquet");
+    let printed = ok(&run(
+        &server.url,
+        &inp,
+        &out,
+        &["--gold-confidence", "0.95"],
+    ));
+    let v = &summary(&out)["calibration"][0]["verdict"];
+    let close = |k: &str, want: f64| (v[k].as_f64().unwrap() - want).abs() < 1e-9;
+    assert!(close("sensitivity_low", 0.7077268034920106), "{v}");
+    assert!(close("specificity_low", 0.4516529191512526), "{v}");
+    assert_eq!(v["rates_confidence"], 0.95, "{v}");
+    assert!(
+        printed.contains(
+            "TPR 87.5% (lower 95% bound 70.8%, 24 label-true rows), TNR 68.8% (lower bound 45.2%"
+        ),
+        "{printed}"
+    );
+    let json = dir.path().join("r.json");
+    ok(&refscore(&[
+        "report",
+        out.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "--quiet",
+    ]));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["calibration"][0]["verdict"], *v);
+    // The default stays 0.9.
+    ok(&run(&server.url, &inp, &out, &["--overwrite"]));
+    assert_eq!(
+        summary(&out)["calibration"][0]["verdict"]["rates_confidence"],
+        0.9
+    );
+    for (value, extra) in [("1", true), ("0", true), ("0.9", false)] {
+        let err = if extra {
+            fails(
+                &run(
+                    &server.url,
+                    &inp,
+                    &out,
+                    &["--overwrite", "--gold-confidence", value],
+                ),
+                64,
+            )
+        } else {
+            fails(
+                &judged(
+                    &server.url,
+                    &inp,
+                    &out,
+                    &["--overwrite", "--gold-confidence", value],
+                ),
+                64,
+            )
+        };
+        assert!(err.contains("--gold-confidence"), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    }
+}
+
 #[test]
 fn one_class_labels_and_perfect_agreement_show_no_interval_and_say_why() {
     let server = scripted();

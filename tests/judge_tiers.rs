@@ -1150,14 +1150,22 @@ fn calibrate_band_with_a_confidence_decides_only_where_the_bound_holds() {
             && printed.contains("needs 84 more labels (at the observed error 0.0%"),
         "{printed}"
     );
-    // The band it prints decides only the upper side.
+    // The band it prints decides only the upper side, and carries the
+    // guarantee that side holds (in the JSON too).
     assert!(
         printed.starts_with("--judge-band token_f1:-inf.."),
+        "{printed}"
+    );
+    let band = r["judge_band"].as_str().unwrap();
+    assert!(
+        band.ends_with(",max_error=0.1,confidence=0.9,sides=above")
+            && printed.starts_with(&format!("--judge-band {band}\n")),
         "{printed}"
     );
     // Today's fit, at the point estimate, decides the 10 unrelated rows.
     let (printed, r) = calibrate(&[]);
     assert_eq!(r["confidence"], serde_json::Value::Null, "{r}");
+    assert!(!r["judge_band"].as_str().unwrap().contains(','), "{r}");
     assert_eq!(r["below"]["labels"], 10, "{r}");
     assert!(r["below"].get("guarantee").is_none(), "{r}");
     assert!(!printed.contains("guarantee"), "{printed}");
@@ -1173,4 +1181,183 @@ fn calibrate_band_with_a_confidence_decides_only_where_the_bound_holds() {
         assert!(err.contains(named), "{err}");
         assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
     }
+}
+
+/// The input of the confidence test above: reference "alpha beta gamma
+/// delta"; 40 near misses (token F1 8/9) labelled true, 20 half-right
+/// answers (token F1 0.5) half of them true, 10 unrelated answers (token
+/// F1 0) labelled false.
+fn near_half_far(path: &Path) {
+    let reference = "alpha beta gamma delta".to_string();
+    let mut rows: Vec<(String, String, String, bool)> = Vec::new();
+    for i in 0..40 {
+        let output = format!("alpha beta gamma delta kappa{i}");
+        rows.push((format!("near{i}"), reference.clone(), output, true));
+    }
+    for i in 0..20 {
+        let output = format!("alpha beta theta iota{i}");
+        rows.push((format!("half{i}"), reference.clone(), output, i % 2 == 0));
+    }
+    for i in 0..10 {
+        let output = format!("zeta eta theta iota{i}");
+        rows.push((format!("far{i}"), reference.clone(), output, false));
+    }
+    labelled_input(path, &rows.iter().collect::<Vec<_>>());
+}
+
+/// A band that carries a guarantee (as `calibrate-band --confidence`
+/// prints it) is checked in the run against the labelled rows each of its
+/// sides decides: the summary, the printed lines and `report` (its JSON and
+/// its page) give the tier's decided share, each guaranteed side's error
+/// with its Clopper-Pearson bounds at the band's confidence and whether the
+/// guarantee held; a side with too few labels or none says so. A band
+/// without one is shown as before (Wilson, no guarantee). Bounds from scipy
+/// 1.17.1: beta.ppf(0.9, 1, 40) = 0.055939123714076625 (40 rows, none
+/// wrong), beta.ppf(0.9, 1, 10) = 0.2056717652757185 (10 rows); at zero
+/// errors a side needs 22 labelled rows for a 10% bound at 90%.
+#[test]
+fn a_run_checks_each_tier_against_the_guarantee_its_band_carries() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.parquet");
+    near_half_far(&input);
+    let server = yes_judge();
+    let out = dir.path().join("o.parquet");
+    let scored_with = |band: &str| -> (String, serde_json::Value) {
+        let o = refscore(&[
+            "score",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--overwrite",
+            "--metrics",
+            "token_f1,meaning_match",
+            "--judge-url",
+            &server.url,
+            "--judge-model",
+            "scripted",
+            "--judge-reasons",
+            "never",
+            "--gold",
+            "meaning_match=human",
+            "--judge-band",
+            band,
+        ]);
+        let printed = ok(&o) + &String::from_utf8_lossy(&o.stderr);
+        (printed, summary(&out))
+    };
+    let tier_of = |s: &serde_json::Value| -> serde_json::Value {
+        let c = s["calibration"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["metric"] == "meaning_match")
+            .unwrap();
+        c["tiers"][0].clone()
+    };
+    let close = |v: &serde_json::Value, want: f64| (v.as_f64().unwrap() - want).abs() < 1e-9;
+
+    // Both sides guaranteed: above held on its 40 rows; below decided its
+    // 10 rows rightly, but 10 are too few to show a 10% bound.
+    let (printed, s) = scored_with("token_f1:0.01..0.6,max_error=0.1,confidence=0.9");
+    let t = &s["judge"]["tiers"][0];
+    assert_eq!(
+        t["guarantee"],
+        serde_json::json!({"max_error": 0.1, "confidence": 0.9, "sides": "both"}),
+        "{t}"
+    );
+    assert_eq!(t["tier"], "token_f1:0.01..0.6", "{t}");
+    assert!(close(&t["share"], 50.0 / 70.0), "{t}");
+    let tier = tier_of(&s);
+    assert_eq!(tier["source"], "band:token_f1", "{tier}");
+    assert_eq!(tier["guarantee"]["sides"], "both", "{tier}");
+    let above = &tier["decided_true"];
+    assert_eq!(
+        (&above["labels"], &above["errors"]),
+        (&40.into(), &0.into())
+    );
+    let g = &above["guarantee"];
+    assert_eq!(
+        (&g["status"], &g["held"]),
+        (&"held".into(), &true.into()),
+        "{g}"
+    );
+    assert!(close(&g["error_high"], 0.055939123714076625), "{g}");
+    assert_eq!(
+        (&g["max_error"], &g["confidence"]),
+        (&0.1.into(), &0.9.into())
+    );
+    // The Wilson interval stays where it was, beside the check.
+    assert!(above["error_high"].as_f64().unwrap() > 0.08, "{above}");
+    let below = &tier["decided_false"];
+    let g = &below["guarantee"];
+    assert_eq!(g["status"], "not_enough_labels", "{g}");
+    assert!(close(&g["error_high"], 0.2056717652757185), "{g}");
+    assert_eq!(g["labels_needed"]["side_labels"], 22, "{g}");
+    assert!(
+        printed.contains("[guaranteed error at most 10.0% at 90% confidence, both sides] decided 50")
+            && printed.contains(
+                "decided true: 0 of 40 against their label (0.0%, Clopper-Pearson [0.0%, 5.6%], each end 90.0% one-sided): guarantee held"
+            )
+            && printed.contains(
+                "decided false: 0 of 10 against their label (0.0%, Clopper-Pearson [0.0%, 20.6%], each end 90.0% one-sided): not enough labels to show the guarantee (upper bound above 10.0%; at this error it needs 22 labelled rows on this side)"
+            ),
+        "{printed}"
+    );
+    // `report` reads the guarantee back from the result and shows the same.
+    let json = dir.path().join("r.json");
+    let page = dir.path().join("r.html");
+    ok(&refscore(&[
+        "report",
+        out.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "-o",
+        page.to_str().unwrap(),
+    ]));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let c = r["calibration"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["metric"] == "meaning_match")
+        .unwrap();
+    assert_eq!(c["tiers"][0], tier, "{c}");
+    assert_eq!(c["tier_volume"]["band:token_f1"]["decided"], 50, "{c}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("guaranteed error at most 10.0% at 90.0% confidence (both)")
+            && html.contains("guarantee held")
+            && html.contains(
+                "not enough labels to show the guarantee (at this error it needs 22 labelled rows)"
+            )
+            && html.contains("decided 50 values of the run, 71.4%"),
+        "{html}"
+    );
+
+    // The side below decides no row at all: no labels to check it on.
+    let (printed, s) = scored_with("token_f1:-0.5..0.6,max_error=0.1,confidence=0.9,sides=both");
+    let g = &tier_of(&s)["decided_false"]["guarantee"];
+    assert_eq!(
+        (&g["status"], &g["held"]),
+        (&"no_labels".into(), &false.into()),
+        "{g}"
+    );
+    assert!(
+        printed.contains("decided false: no labels: it decided no labelled row, so its guarantee (error at most 10.0% at 90.0%) is not checked"),
+        "{printed}"
+    );
+
+    // Without a guarantee: no check, the Wilson interval as before, and
+    // the result's footer records no tiers.
+    let (printed, s) = scored_with("token_f1:0.01..0.6");
+    assert!(s["judge"]["tiers"][0].get("guarantee").is_none(), "{s}");
+    let tier = tier_of(&s);
+    assert!(tier.get("guarantee").is_none(), "{tier}");
+    assert!(tier["decided_true"].get("guarantee").is_none(), "{tier}");
+    assert!(!printed.contains("guarantee"), "{printed}");
+    assert!(
+        printed.contains("decided true: 0 of 40 against their label (0.0% [0.0%, 8.8%])"),
+        "{printed}"
+    );
 }

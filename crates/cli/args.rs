@@ -167,7 +167,9 @@ whose rows above, decided true, are labelled false at most --max-error of the ti
 the highest, up to HI, whose rows below, decided false, are labelled true at most
 --max-error of the time. Each side's error is printed with its Wilson 95% interval: with
 few labels on a side the interval is wide, and the fit is only as good as the labels. A
-side no cut-off can fit is left open (-inf or inf: it decides nothing).
+side no cut-off can fit is left open (-inf or inf: it decides nothing). With --confidence
+the printed band carries its guarantee (e.g. cosine:0.4..0.9,max_error=0.05,confidence=0.9,
+sides=both), which the runs that use it check against their labelled rows.
 
 Example:
   refscore calibrate-band tonight.parquet --metric meaning_match --by cosine --max-error 0.02
@@ -585,6 +587,11 @@ pub struct ScoreArgs {
     /// judge metric, its run-wide mean corrected for the judge's error with a 95% interval
     #[arg(long, value_name = "METRIC=COLUMN")]
     pub gold: Vec<String>,
+
+    /// The confidence of the lower Clopper-Pearson bounds --gold gives a verdict judge's TPR
+    /// and TNR (1 - delta, between 0 and 1, not included) [default: 0.9]
+    #[arg(long, value_name = "C")]
+    pub gold_confidence: Option<f64>,
 
     /// Rows per record batch read from the input
     #[arg(long, value_name = "N")]

@@ -136,11 +136,83 @@ pub(crate) fn merge(into: &mut Vec<GoldState>, theirs: Vec<GoldState>) -> Result
     Ok(())
 }
 
+/// One tier against the labels: its agreement and each side's error; a
+/// side its band guarantees with its Clopper-Pearson bounds at the band's
+/// confidence and whether the labelled rows bear the guarantee out, a side
+/// without one with its Wilson 95% interval, as before guarantees.
+fn tier_line(t: &Value) -> String {
+    let pct = |v: &Value| {
+        v.as_f64()
+            .map_or("-".into(), |x| format!("{:.1}%", x * 100.0))
+    };
+    let side = |s: &Value| {
+        let g = &s["guarantee"];
+        if !g.is_object() {
+            return format!(
+                "{} of {} against their label ({} [{}, {}])",
+                s["errors"],
+                s["labels"],
+                pct(&s["error"]),
+                pct(&s["error_low"]),
+                pct(&s["error_high"])
+            );
+        }
+        let asked = pct(&g["max_error"]);
+        let c = pct(&g["confidence"]);
+        let needed = g["labels_needed"]["side_labels"].as_u64();
+        match g["status"].as_str() {
+            Some("no_labels") => format!(
+                "no labels: it decided no labelled row, so its guarantee (error at most {asked} at {c}) is not checked{}",
+                needed.map_or(String::new(), |n| format!(
+                    " (a check needs at least {n} labelled rows on this side, none wrong)"
+                ))
+            ),
+            status => {
+                let verdict = match status {
+                    Some("held") => format!("guarantee held (upper bound within {asked})"),
+                    Some("not_enough_labels") => format!(
+                        "not enough labels to show the guarantee (upper bound above {asked}{})",
+                        needed.map_or(String::new(), |n| format!(
+                            "; at this error it needs {n} labelled rows on this side"
+                        ))
+                    ),
+                    _ => format!("guarantee NOT held (error at or above {asked})"),
+                };
+                format!(
+                    "{} of {} against their label ({}, Clopper-Pearson [{}, {}], each end {c} one-sided): {verdict}",
+                    s["errors"],
+                    s["labels"],
+                    pct(&s["error"]),
+                    pct(&g["error_low"]),
+                    pct(&g["error_high"]),
+                )
+            }
+        }
+    };
+    let a = &t["agreement"];
+    let head = if a.is_object() {
+        format!(
+            "{} labelled rows, agreement {}",
+            a["n"],
+            pct(&a["agreement"])
+        )
+    } else {
+        "no labelled rows".to_string()
+    };
+    format!(
+        "    {}: {head}; decided false: {}; decided true: {}\n",
+        t["source"].as_str().unwrap_or("?"),
+        side(&t["decided_false"]),
+        side(&t["decided_true"])
+    )
+}
+
 /// A verdict judge's TPR and TNR with their lower Clopper-Pearson bounds,
 /// and a warning where either rests on fewer labels than a gate on it
 /// should (150 per rate).
 fn rates(v: &Value) -> String {
     use refscore_stats::agreement::{MIN_RATE_LABELS, RATE_CONFIDENCE};
+    let confidence = v["rates_confidence"].as_f64().unwrap_or(RATE_CONFIDENCE);
     let c = &v["confusion"];
     let count = |a: &str, b: &str| c[a].as_u64().unwrap_or(0) + c[b].as_u64().unwrap_or(0);
     let (trues, falses) = (
@@ -152,9 +224,9 @@ fn rates(v: &Value) -> String {
             .map_or("-".into(), |x| format!("{:.1}%", x * 100.0))
     };
     let mut out = format!(
-        "  TPR {} (lower {:.0}% bound {}, {trues} label-true rows), TNR {} (lower bound {}, {falses} label-false rows)\n",
+        "  TPR {} (lower {} bound {}, {trues} label-true rows), TNR {} (lower bound {}, {falses} label-false rows)\n",
         pct(&v["sensitivity"]),
-        RATE_CONFIDENCE * 100.0,
+        shown_confidence(confidence),
         pct(&v["sensitivity_low"]),
         pct(&v["specificity"]),
         pct(&v["specificity_low"]),
@@ -165,6 +237,17 @@ fn rates(v: &Value) -> String {
         );
     }
     out
+}
+
+/// A confidence as a percentage, with as many decimals as it needs
+/// (90%, 97.5%).
+fn shown_confidence(c: f64) -> String {
+    let p = c * 100.0;
+    if (p - p.round()).abs() < 1e-9 {
+        format!("{p:.0}%")
+    } else {
+        format!("{}%", (p * 1e6).round() / 1e6)
+    }
 }
 
 /// The summary table's lines for the labelled metrics.
@@ -280,24 +363,7 @@ pub(crate) fn lines(summary: &Summary) -> String {
             );
         }
         for t in c["tiers"].as_array().into_iter().flatten() {
-            let side = |s: &serde_json::Value| {
-                format!(
-                    "{} of {} against their label ({} [{}, {}])",
-                    s["errors"],
-                    s["labels"],
-                    pct(&s["error"]),
-                    pct(&s["error_low"]),
-                    pct(&s["error_high"])
-                )
-            };
-            out += &format!(
-                "    {}: {} labelled rows, agreement {}; decided false: {}; decided true: {}\n",
-                t["source"].as_str().unwrap_or("?"),
-                t["agreement"]["n"],
-                pct(&t["agreement"]["agreement"]),
-                side(&t["decided_false"]),
-                side(&t["decided_true"])
-            );
+            out += &tier_line(t);
         }
     }
     out

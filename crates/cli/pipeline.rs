@@ -202,11 +202,25 @@ impl<'s> Pipeline<'s> {
         if self.endpoint.is_some() && !defined.is_empty() {
             out.push((footer::JUDGE_METRICS.into(), json!(defined).to_string()));
         }
+        if let Some(tiers) = s
+            .judge
+            .as_ref()
+            .filter(|_| self.endpoint.is_some())
+            .and_then(|j| j.tiers.footer())
+        {
+            out.push((footer::TIERS.into(), tiers));
+        }
         if !s.gold.is_empty() {
             out.push((
                 refscore_report::gold::FOOTER.into(),
                 refscore_report::gold::mapping_to_json(&s.gold),
             ));
+            if s.gold_confidence != refscore_stats::agreement::RATE_CONFIDENCE {
+                out.push((
+                    refscore_report::gold::CONFIDENCE_FOOTER.into(),
+                    s.gold_confidence.to_string(),
+                ));
+            }
         }
         out
     }

@@ -47,6 +47,9 @@ pub struct Settings {
     /// Where each `gold` entry was given, as messages name it:
     /// `--gold METRIC=COLUMN`, or the config file's line.
     pub gold_given: Vec<String>,
+    /// `--gold-confidence`: the confidence of a verdict judge's TPR and TNR
+    /// lower bounds (0.9 unless given).
+    pub gold_confidence: f64,
     pub batch_size: usize,
     /// `--table-version`, `--store-retries`: how the input's source is read.
     pub source: refscore_read::SourceOptions,
@@ -288,6 +291,18 @@ impl Settings {
             })
             .transpose()?;
         let (gold, gold_given) = gold_labels(&args.gold, origin)?;
+        let gold_confidence = origin.ranged(
+            args.gold_confidence,
+            "gold_confidence",
+            |c: f64| c > 0.0 && c < 1.0,
+            "a probability between 0 and 1 (not included), e.g. 0.9",
+        )?;
+        if gold_confidence.is_some() && gold.is_empty() {
+            return Err(Error::usage(
+                "--gold-confidence sets the level of --gold's TPR and TNR bounds: give --gold METRIC=COLUMN too"
+                    .to_string(),
+            ));
+        }
         let keep = args.keep.take().unwrap_or_default();
         Ok(Settings {
             commit_seconds: env_text("REFSCORE_COMMIT_SECONDS"),
@@ -308,6 +323,7 @@ impl Settings {
             keep,
             gold,
             gold_given,
+            gold_confidence: gold_confidence.unwrap_or(refscore_stats::agreement::RATE_CONFIDENCE),
             metrics,
             thresholds,
             batch_size,

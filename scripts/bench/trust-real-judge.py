@@ -16,7 +16,15 @@ usage: trust-real-judge.py [MAX_ERROR]   (default 0.05)
 env:   REFSCORE_BIN (default target/release/refscore), REFSCORE_MODEL_DIR;
        BY (default cosine): the scores the band reads, comma-separated for a
        fitted chain of tiers (e.g. token_f1,cosine,bertscore_f1);
+       CONFIDENCE (e.g. 0.9): fit with calibrate-band --confidence, so each
+       side is held to the upper Clopper-Pearson bound of its error and the
+       band carries its guarantee; the run on the other half then checks it
+       per tier (decided share, error with its bounds, held or not);
        PANEL=0 skips the escalation
+
+The held-out half is scored with the chain first, then without it, through
+one --judge-cache: the run without the chain pays only for the rows the
+chain decided (its calls are counted as calls + cache hits).
 """
 
 import json
@@ -25,6 +33,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -81,36 +90,64 @@ def main():
     second = None
     try:
         by = os.environ.get("BY", "cosine")
+        confidence = os.environ.get("CONFIDENCE")
         common = ["--metrics", "cosine,bertscore_f1,token_f1,meaning_match", "--judge-reasons", "never",
-                  "--gold", "meaning_match=label", "--quiet", "--overwrite"]
+                  "--gold", "meaning_match=label", "--quiet", "--overwrite",
+                  "--judge-cache", d / "cache"]
         one = ["--judge-url", url, "--judge-model", "qwen-1.5b"]
+        started = time.monotonic()
         run("score", d / "fit.parquet", "-o", d / "fit.result.parquet", *one, *common)
         fitted = run("calibrate-band", d / "fit.result.parquet", "--by", by,
-                     "--max-error", max_error, "--json", d / "band.json")
+                     "--max-error", max_error, "--json", d / "band.json",
+                     *(["--confidence", confidence] if confidence else []))
         band = json.loads((d / "band.json").read_text())
         bands = band.get("judge_bands") or [band["judge_band"]]
+        cmd_band = ["score", d / "test.parquet", "-o", d / "band.parquet", *one, *common,
+                    *[w for b in bands for w in ("--judge-band", b)]]
+        # Loud, for the printed lines of the tiers and their checks.
+        printed = run(*[a for a in cmd_band if a != "--quiet"])
         run("score", d / "test.parquet", "-o", d / "plain.parquet", *one, *common)
-        run("score", d / "test.parquet", "-o", d / "band.parquet", *one, *common,
-            *[w for b in bands for w in ("--judge-band", b)])
         plain, banded = summary(d / "plain.parquet"), summary(d / "band.parquet")
+        paid = lambda s: s["judge"]["calls"] - s["judge"]["retries"] + s["judge"]["cached"]
         cp, cb = calibration(plain, "meaning_match"), calibration(banded, "meaning_match")
         print(f"CPU: {subprocess.run(['lscpu'], capture_output=True, text=True).stdout.split('Model name:')[1].splitlines()[0].strip()}")
         print(f"fitted on {len(halves['fit'])} labelled rows (max error {max_error} per side):")
         print(fitted, end="")
         print(f"run on the other {len(halves['test'])} rows:")
-        print("| | judge calls | rows decided by the band | agreement with labels | band's agreement on its rows |")
+        print("| | judge questions (calls + cache hits) | rows decided by the band | agreement with labels | band's agreement on its rows |")
         print("| --- | ---: | ---: | ---: | ---: |")
-        for t in banded["judge"].get("tiers", []):
-            print(f"tier {t['tier']}: decided {t['decided']} ({t['decided_true']} true)")
         for name, s, c in (("judge only", plain, cp), ("with the band", banded, cb)):
             b = c.get("band")
             on_band = "-" if not b else "%.3f (%d rows; error %.3f)" % (b["agreement"], b["n"], 1 - b["agreement"])
-            print(f"| {name} | {s['judge']['calls']} | {s['judge']['decided_by_band']} | "
+            print(f"| {name} | {paid(s)} | {s['judge']['decided_by_band']} | "
                   f"{c['verdict']['agreement']:.3f} | {on_band} |")
-        saved = plain["judge"]["calls"] - banded["judge"]["calls"]
+        print("per tier (rows decided, share of the rows asked; each side's error on the labelled rows it decided):")
+        checks = {t["source"]: t for t in cb.get("tiers", [])}
+        for t in banded["judge"].get("tiers", []):
+            print(f"  {t['tier']}: decided {t['decided']} ({100 * t.get('share', 0):.1f}%; {t['decided_true']} true)")
+            c = checks.get(t["source"])
+            for side in ("decided_false", "decided_true"):
+                s = (c or {}).get(side)
+                if not s or not s["labels"] and "guarantee" not in s:
+                    continue
+                g = s.get("guarantee")
+                if g:
+                    bound = (f"Clopper-Pearson [{100 * (g['error_low'] or 0):.1f}%, {100 * (g['error_high'] or 1):.1f}%] "
+                             f"at {g['confidence']}: {g['status']}")
+                else:
+                    bound = f"Wilson 95% [{100 * s['error_low']:.1f}%, {100 * s['error_high']:.1f}%]"
+                err = "-" if s["error"] is None else f"{100 * s['error']:.1f}%"
+                print(f"    {side}: {s['errors']} of {s['labels']} labelled rows wrong ({err}), {bound}")
+        # Each value a tier decided is a question the judge was not asked
+        # (HTTP calls also count retries, which differ between runs).
+        saved = banded["judge"]["decided_by_band"]
         added = cp["verdict"]["agreement"] - cb["verdict"]["agreement"]
-        print(f"calls saved: {saved} of {plain['judge']['calls']}; error added: {added:+.3f} "
+        print(f"judge questions saved: {saved} of {paid(plain)}; HTTP calls with the chain "
+              f"{banded['judge']['calls']} ({banded['judge']['retries']} retries); error added: {added:+.3f} "
               f"(agreement lost), against --max-error {max_error} per side")
+        print(f"judge run time, all runs: {time.monotonic() - started:.0f} s")
+        print("printed by the run with the chain:")
+        print(printed, end="")
         if os.environ.get("PANEL", "1") == "0":
             return
         second = start("second")

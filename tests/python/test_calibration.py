@@ -305,3 +305,81 @@ def test_night_over_night_compares_the_corrected_figures(tmp_path):
     se_now = (now["high"] - now["low"]) / (2 * 1.959963984540054)
     assert k["ci_high"] < 0 and abs(k["diff"] + 0.1) < 3 * se_now * 1.5
     assert "meaning_match" in p.stdout and "worse" in p.stdout
+
+
+TIER_BAND = "cosine:0.45..0.8"
+TIER_GUARANTEE = {"max_error": 0.05, "confidence": 0.9, "sides": "both"}
+
+
+def make_tiered_result(path, seed=11):
+    """A result whose meaning_match a guaranteed cosine tier decided where
+    cosine lies outside 0.45..0.8 (below: false, above: true), the judge
+    elsewhere, with the chain recorded in the footer as `score` writes it
+    (`refscore.tiers`). The labels make the side above right about 98% of
+    the time and the side below about 90%, so one side can hold its 5%
+    guarantee and the other cannot."""
+    rng = np.random.default_rng(seed)
+    n, labelled_n = 4000, 1200
+    cosine = rng.random(n).astype(np.float32)
+    above, below = cosine > 0.8, cosine < 0.45
+    truth = np.where(above, rng.random(n) < 0.985, np.where(below, rng.random(n) < 0.1, rng.random(n) < 0.5))
+    judged = rng.random(n) < np.where(truth, 0.9, 0.2)
+    verdict = np.where(above, True, np.where(below, False, judged))
+    source = np.where(above | below, "band:cosine", "judge")
+    labelled = np.zeros(n, bool)
+    labelled[rng.choice(n, labelled_n, replace=False)] = True
+    table = pa.table(
+        {
+            "id": pa.array(np.arange(n), pa.uint64()),
+            "cosine": pa.array(cosine),
+            "meaning_match": pa.array(verdict),
+            "meaning_match_source": pa.array(source.tolist(), pa.string()),
+            "status": pa.array(["ok"] * n, pa.string()),
+            "error": pa.array([None] * n, pa.string()),
+            "human_verdict": pa.array(truth, mask=~labelled),
+        }
+    )
+    tiers = [{"tier": TIER_BAND, "source": "band:cosine", "guarantee": TIER_GUARANTEE}]
+    table = table.replace_schema_metadata({"refscore.tiers": json.dumps(tiers)})
+    pq.write_table(table, path)
+    return table, labelled, truth, above, below
+
+
+def test_each_guaranteed_side_is_checked_with_clopper_pearson(tmp_path):
+    """A tier's sides against its band's guarantee: the error on the
+    labelled rows each side decided, its one-sided Clopper-Pearson bounds at
+    the band's confidence (statsmodels' proportion_confint(alpha=2(1-C),
+    method="beta"), each end equal to scipy's beta.ppf), and whether the
+    upper one is within the guarantee's error."""
+    from scipy.stats import beta
+
+    table, labelled, truth, above, below = make_tiered_result(tmp_path / "result.parquet")
+    out = tmp_path / "r.json"
+    report(tmp_path / "result.parquet", "--json", out, "--gold", "meaning_match=human_verdict")
+    r = json.loads(out.read_text())
+    c = next(c for c in r["calibration"] if c["metric"] == "meaning_match")
+    (t,) = c["tiers"]
+    assert t["source"] == "band:cosine"
+    assert t["guarantee"] == TIER_GUARANTEE
+    e, conf = TIER_GUARANTEE["max_error"], TIER_GUARANTEE["confidence"]
+    statuses = {}
+    for name, side, decided in (("decided_true", above, True), ("decided_false", below, False)):
+        rows = labelled & side
+        labels = int(rows.sum())
+        errors = int((truth[rows] != decided).sum())
+        s = t[name]
+        assert (s["labels"], s["errors"]) == (labels, errors), name
+        g = s["guarantee"]
+        low, high = proportion_confint(errors, labels, alpha=2 * (1 - conf), method="beta")
+        close(g["error_low"], low)
+        close(g["error_high"], high)
+        close(g["error_high"], beta.ppf(conf, errors + 1, labels - errors))
+        assert g["held"] == (high <= e), name
+        assert (g["max_error"], g["confidence"]) == (e, conf)
+        statuses[name] = g["status"]
+    # The generator plants one side that holds and one that does not.
+    assert statuses == {"decided_true": "held", "decided_false": "not_held"}, statuses
+    # The tier's decided share over the whole result.
+    decided = int((above | below).sum())
+    assert c["tier_volume"]["band:cosine"]["decided"] == decided
+    close(c["tier_volume"]["band:cosine"]["share"], decided / len(truth))

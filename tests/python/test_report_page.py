@@ -246,3 +246,35 @@ def test_the_labels_section_loads_nothing_and_shows_its_figures(tmp_path, browse
     # The disagreeing rows: the first 50 of the verdict's, and the score's.
     assert ev("document.querySelectorAll('[data-table=disagreements-meaning_match] tr').length") == 51
     assert ev("document.querySelectorAll('[data-table=disagreements-similarity] tr').length") > 1
+
+
+def test_the_tiers_guarantees_show_on_the_page(tmp_path, browser):
+    """A tier whose band carries a guarantee: its line on the page, read in
+    the browser, gives the tier's decided share, each side's Clopper-Pearson
+    bounds at the band's confidence and whether the guarantee held."""
+    from statsmodels.stats.proportion import proportion_confint
+    from test_calibration import TIER_GUARANTEE, make_tiered_result
+
+    table, labelled, truth, above, below = make_tiered_result(tmp_path / "result.parquet")
+    html = tmp_path / "tiers.html"
+    subprocess.run(
+        [BIN, "report", str(tmp_path / "result.parquet"), "-o", str(html), "--quiet",
+         "--gold", "meaning_match=human_verdict"],
+        check=True,
+    )
+    url = html.as_uri()
+    s = browser.open(url)
+    assert browser.problems(url) == []
+    ev = lambda js: browser.call("Runtime.evaluate", session=s, expression=js)["result"]["value"]
+    line = ev("document.querySelector('[data-tier=\"band:cosine\"]').innerText")
+    decided = int((above | below).sum())
+    assert f"decided {decided:,} values of the run, {100 * decided / len(truth):.1f}%" in line, line
+    assert "guaranteed error at most 5.0% at 90.0% confidence (both)" in line, line
+    conf = TIER_GUARANTEE["confidence"]
+    rows = labelled & above
+    errors = int((truth[rows] != True).sum())  # noqa: E712
+    low, high = proportion_confint(errors, int(rows.sum()), alpha=2 * (1 - conf), method="beta")
+    assert f"Clopper-Pearson [{100 * low:.1f}%, {100 * high:.1f}%] at 90.0% each end): guarantee held" in line, line
+    assert "guarantee not held" in line, line
+    assert ev("document.querySelectorAll('.guarantee-held').length") == 1
+    assert ev("document.querySelectorAll('.guarantee-not_held').length") == 1

@@ -92,6 +92,11 @@ pub mod footer {
     /// The defined judge metrics of the run (a JSON object: per name its
     /// version, answer, scale, threshold and columns), read back by `report`.
     pub const JUDGE_METRICS: &str = "refscore.judge_metrics";
+    /// The judge's chain of tiers, where a tier carries a guarantee (a JSON
+    /// list: per tier its band, source and guarantee), read back by
+    /// `report` and `score --gold` to check each guarantee against the
+    /// labelled rows.
+    pub const TIERS: &str = "refscore.tiers";
     /// A part file's description (part files of a run folder only).
     pub const PART: &str = "refscore.part";
 }

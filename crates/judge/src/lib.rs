@@ -250,5 +250,13 @@ pub struct BatchReport {
 
 /// A JSON value describing the report, for the summary.
 pub fn report_json(r: &JudgeReport) -> Value {
-    json!(r)
+    let mut v = json!(r);
+    // Each tier's share of the rows asked, as the printed line gives it.
+    v["tiers"] = json!(r
+        .tiers
+        .iter()
+        .cloned()
+        .map(|t| t.with_share(r.rows_requested))
+        .collect::<Vec<_>>());
+    v
 }

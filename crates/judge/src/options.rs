@@ -94,7 +94,9 @@ pub struct JudgeArgs {
     /// others by the band's side (above: true, below: false; source = band:METRIC).
     /// Repeatable: a chain of tiers, tried in the order given; a row goes to the judge only
     /// when no tier decides it (a null score passes it on). `refscore calibrate-band` fits
-    /// one band, or a chain, from human labels
+    /// one band, or a chain, from human labels; fitted with --confidence, the band carries
+    /// its guarantee after the range (METRIC:LO..HI,max_error=E,confidence=C,sides=S), and
+    /// with --gold the run checks it against the labelled rows each side decides
     #[arg(long, value_name = "METRIC:LO..HI")]
     pub judge_band: Vec<String>,
 

@@ -43,8 +43,24 @@ fn tiers_line(j: &serde_json::Value) -> String {
             } else {
                 "no rows asked".into()
             };
+            // A band fitted at a confidence says what it promises.
+            let g = &t["guarantee"];
+            let promise = match (g["max_error"].as_f64(), g["confidence"].as_f64()) {
+                (Some(e), Some(c)) => format!(
+                    " [guaranteed error at most {:.1}% at {}% confidence, {} {}]",
+                    e * 100.0,
+                    (c * 1000.0).round() / 10.0,
+                    g["sides"].as_str().unwrap_or("?"),
+                    if g["sides"] == "both" {
+                        "sides"
+                    } else {
+                        "side"
+                    }
+                ),
+                _ => String::new(),
+            };
             format!(
-                "{}. {} decided {decided} ({share}; {yes} true, {} false)",
+                "{}. {}{promise} decided {decided} ({share}; {yes} true, {} false)",
                 k + 1,
                 t["tier"].as_str().unwrap_or("?"),
                 decided - yes

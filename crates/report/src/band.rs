@@ -8,7 +8,7 @@ use arrow::datatypes::{DataType, Float32Type};
 use refscore_core::metric::Direction;
 use refscore_core::Error;
 use refscore_read::Table;
-use refscore_stats::band::{fit_band_at, BandFit};
+use refscore_stats::band::{fit_band_at, BandFit, BandGuarantee};
 use refscore_stats::gold::{GoldState, LabelKind, LabelledRow};
 use refscore_stats::ppi::MIN_LABELS;
 use serde::Serialize;
@@ -263,7 +263,7 @@ pub fn calibrate(table: &Table, r: &BandRequest) -> Result<BandReport, Error> {
         &[&fit],
     )?;
     let (rows, rows_inside, calls_saved) = (v.rows, v.left, v.saved[0]);
-    let band = format!("{}:{}..{}", r.by, shown(fit.lo), shown(fit.hi));
+    let band = judge_band(&r.by, &fit);
     Ok(BandReport {
         metric: r.metric.clone(),
         by: r.by.clone(),
@@ -287,6 +287,18 @@ pub fn calibrate(table: &Table, r: &BandRequest) -> Result<BandReport, Error> {
         labels_reaching: pairs.len() as u64,
         warnings: too_few(&r.by, pairs.len()).into_iter().collect(),
     })
+}
+
+/// The `--judge-band` value of a band fitted over score `by`: its range,
+/// and where it was fitted at a confidence and a side held, the guarantee
+/// it carries (`,max_error=E,confidence=C,sides=S`), so that the runs it
+/// is used in can say whether their labelled rows bear it out.
+pub(crate) fn judge_band(by: &str, fit: &BandFit) -> String {
+    let range = format!("{by}:{}..{}", shown(fit.lo), shown(fit.hi));
+    match BandGuarantee::of_fit(fit) {
+        Some(g) => format!("{range},{g}"),
+        None => range,
+    }
 }
 
 /// A cut-off as `--judge-band` reads it back: f32 digits, or ±inf.

@@ -135,7 +135,7 @@ pub fn calibrate_chain(
         }
         tiers.push(TierFit {
             by: by.clone(),
-            judge_band: format!("{by}:{}..{}", band::shown(fit.lo), band::shown(fit.hi)),
+            judge_band: band::judge_band(by, &fit),
             labels_reaching: pairs.len() as u64,
             fit,
             lower_is_better: lower,
@@ -187,9 +187,11 @@ fn open_band(r: &BandRequest) -> BandFit {
     let mut none = refscore_stats::band::side(0, 0);
     none.guarantee = r.confidence.map(|confidence| Guarantee {
         confidence,
+        max_error: None,
         error_low: None,
         error_high: None,
         held: false,
+        status: None,
         labels_needed: Some(LabelsNeeded {
             basis: Basis::ZeroErrors,
             error: None,

@@ -181,9 +181,25 @@ pub(crate) fn finish(ctx: &Ctx, agg: Agg, method: Option<&'static str>) -> Resul
             .map(|e| view(e.1, f32::from_bits(e.3), Some((e.2, f32::from_bits(e.4)))))
             .collect()
     };
+    // What each tier decided of a metric, from its source column.
+    let tier_volume = |metric: &str| -> BTreeMap<String, TierVolume> {
+        let Some(counts) = agg.judge.sources.get(&format!("{metric}_source")) else {
+            return BTreeMap::new();
+        };
+        let all: u64 = counts.values().sum();
+        counts
+            .iter()
+            .filter(|(s, _)| refscore_core::schema::source::is_tier(s))
+            .map(|(s, &n)| {
+                let share = if all > 0 { n as f64 / all as f64 } else { 0.0 };
+                (s.clone(), TierVolume { decided: n, share })
+            })
+            .collect()
+    };
     let calibration: Vec<GoldReport> = gold
         .into_iter()
         .map(|(figures, rows)| GoldReport {
+            tier_volume: tier_volume(&figures.metric),
             figures,
             disagreements: rows
                 .iter()

@@ -9,11 +9,69 @@ use arrow::datatypes::{DataType, Float32Type, Float64Type, Schema};
 use refscore_core::metric::{Direction, Group, Kind, BUILTIN};
 use refscore_core::Error;
 use refscore_read::Table;
-use refscore_stats::gold::{Calibration, GoldState, LabelKind};
+use refscore_stats::gold::{Calibration, GoldState, LabelKind, TierGuarantee};
 
 /// The result footer key recording a run's `--gold` mapping, so that
 /// `report` finds the labels without being told again.
 pub const FOOTER: &str = "refscore.gold";
+
+/// The result footer key recording `score --gold-confidence`, where it is
+/// not the default (0.9), so that `report` bounds TPR and TNR as the
+/// summary did.
+pub const CONFIDENCE_FOOTER: &str = "refscore.gold_confidence";
+
+/// The guarantees of a run's tiers, from a list of tiers as the result's
+/// footer (`refscore.tiers`) and the summary's `judge.tiers` give them: each
+/// entry's `source` and `guarantee`, with its score's direction from the
+/// registry. Entries without a guarantee promise nothing and are left out.
+pub fn guarantees_of(tiers: &serde_json::Value) -> Vec<TierGuarantee> {
+    tiers
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| {
+            let source = t["source"].as_str()?.to_string();
+            let guarantee = serde_json::from_value(t.get("guarantee")?.clone()).ok()?;
+            let score = source.strip_prefix(refscore_core::schema::source::BAND_PREFIX)?;
+            Some(TierGuarantee {
+                lower_is_better: Direction::of(score).lower_is_better(),
+                source,
+                guarantee,
+            })
+        })
+        .collect()
+}
+
+/// What a result's footer says the labelled figures are measured against:
+/// its tiers' guarantees, and the confidence of the TPR and TNR bounds.
+fn footer_settings(table: &Table) -> Result<(Vec<TierGuarantee>, f64), Error> {
+    let spec = table.spec();
+    let guarantees = match table.footer_value(refscore_core::schema::footer::TIERS) {
+        Some(text) => {
+            let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+                Error::bad_input(format!(
+                    "{spec}: footer {}: {e}",
+                    refscore_core::schema::footer::TIERS
+                ))
+            })?;
+            guarantees_of(&v)
+        }
+        None => Vec::new(),
+    };
+    let confidence = match table.footer_value(CONFIDENCE_FOOTER) {
+        Some(text) => text
+            .parse::<f64>()
+            .ok()
+            .filter(|c| *c > 0.0 && *c < 1.0)
+            .ok_or_else(|| {
+                Error::bad_input(format!(
+                    "{spec}: footer {CONFIDENCE_FOOTER}: '{text}' is not a probability"
+                ))
+            })?,
+        None => refscore_stats::agreement::RATE_CONFIDENCE,
+    };
+    Ok((guarantees, confidence))
+}
 
 /// One labelled metric and the result columns its figures read.
 #[derive(Debug, Clone, PartialEq)]
@@ -263,9 +321,19 @@ pub fn gather_with_disagreements(
             stand_ins: g.stand_ins.iter().map(|s| at(s, &mut names)).collect(),
         })
         .collect();
+    let (guarantees, rates_confidence) = footer_settings(table)?;
     let mut states: Vec<GoldState> = columns
         .iter()
-        .map(|g| GoldState::new(&g.metric, &g.column, g.kind, g.stand_ins.clone()))
+        .map(|g| {
+            let mut state = GoldState::new(&g.metric, &g.column, g.kind, g.stand_ins.clone());
+            // The tiers decide the metric's own values (not a panel
+            // judge's): its guaranteed sides are checked there.
+            if g.kind == LabelKind::Verdict && g.source_column.is_some() {
+                state.guarantees = guarantees.clone();
+            }
+            state.rates_confidence = rates_confidence;
+            state
+        })
         .collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let mut disagreeing: Vec<Vec<Disagreeing>> = vec![Vec::new(); columns.len()];

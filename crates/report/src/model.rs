@@ -49,6 +49,21 @@ pub struct GoldReport {
     pub figures: refscore_stats::gold::Calibration,
     /// The first labelled rows where metric and label disagree, with texts.
     pub disagreements: Vec<Disagreement>,
+    /// Per tier of the chain (by source, `band:SCORE`): the values of the
+    /// metric it decided over the whole result and their share of the
+    /// metric's values, from its `<metric>_source` column.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub tier_volume: BTreeMap<String, TierVolume>,
+}
+
+/// What one tier decided of a metric over the whole result.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct TierVolume {
+    /// Values it decided.
+    pub decided: u64,
+    /// decided / the metric's values with a source (rule, tier, cache or
+    /// judge).
+    pub share: f64,
 }
 
 /// A labelled row where the metric and the human label disagree.

@@ -83,10 +83,15 @@ pub struct VerdictAgreement {
     /// The same bound of `specificity` (the judge's TNR).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub specificity_low: Option<f64>,
+    /// The confidence of those two bounds (`score --gold-confidence`,
+    /// [`RATE_CONFIDENCE`] unless given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rates_confidence: Option<f64>,
 }
 
-/// The confidence of the TPR and TNR lower bounds (`--gold` has no flag for
-/// it): 1 − δ = 0.9, as calibrated-judge toolkits report them.
+/// The default confidence of the TPR and TNR lower bounds
+/// (`score --gold-confidence` sets another): 1 − δ = 0.9, as
+/// calibrated-judge toolkits report them.
 pub const RATE_CONFIDENCE: f64 = 0.9;
 
 /// Labels per rate below which its bound is too loose to gate a judge on
@@ -95,8 +100,17 @@ pub const RATE_CONFIDENCE: f64 = 0.9;
 pub const MIN_RATE_LABELS: u64 = 150;
 
 /// Agreement, kappa and the confusion matrix of verdicts against labels;
-/// `None` without rows.
+/// `None` without rows. TPR and TNR are bounded at [`RATE_CONFIDENCE`].
 pub fn verdict_agreement(confusion: Confusion) -> Option<VerdictAgreement> {
+    verdict_agreement_at(confusion, RATE_CONFIDENCE)
+}
+
+/// [`verdict_agreement`] with the TPR and TNR lower bounds at
+/// `rates_confidence`.
+pub fn verdict_agreement_at(
+    confusion: Confusion,
+    rates_confidence: f64,
+) -> Option<VerdictAgreement> {
     let n = confusion.n();
     if n == 0 {
         return None;
@@ -166,7 +180,7 @@ pub fn verdict_agreement(confusion: Confusion) -> Option<VerdictAgreement> {
     }
     let ratio = |a: u64, b: u64| (a + b > 0).then(|| a as f64 / (a + b) as f64);
     let lower_bound = |a: u64, b: u64| {
-        crate::band::clopper_pearson(a as f64, (a + b) as f64, RATE_CONFIDENCE).map(|i| i.0)
+        crate::band::clopper_pearson(a as f64, (a + b) as f64, rates_confidence).map(|i| i.0)
     };
     Some(VerdictAgreement {
         n,
@@ -180,6 +194,7 @@ pub fn verdict_agreement(confusion: Confusion) -> Option<VerdictAgreement> {
         specificity: ratio(c.true_negative, c.false_positive),
         sensitivity_low: lower_bound(c.true_positive, c.false_negative),
         specificity_low: lower_bound(c.true_negative, c.false_positive),
+        rates_confidence: Some(rates_confidence),
     })
 }
 

@@ -3,7 +3,7 @@
 //! above HI: true) disagree with their labels at most a given share on each
 //! side, so the judge is asked only where the stand-in cannot be trusted.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use statrs::distribution::{Beta, ContinuousCDF};
 
 use crate::ppi::Z95;
@@ -40,6 +40,10 @@ pub struct Side {
 pub struct Guarantee {
     /// C = 1 − δ: each bound holds with this probability.
     pub confidence: f64,
+    /// E, where a run checks a band's guarantee ([`check_side`]; the fit
+    /// gives it once, as `max_error`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_error: Option<f64>,
     /// One-sided lower Clopper-Pearson bound of the error at `confidence`
     /// (null when the side decides no labelled row).
     pub error_low: Option<f64>,
@@ -48,8 +52,11 @@ pub struct Guarantee {
     /// (statsmodels' `proportion_confint(alpha=2δ, method="beta")`).
     pub error_high: Option<f64>,
     /// Whether the side decides rows with `error_high` at most the error
-    /// asked (false: the side is open).
+    /// asked (false: the side is open; in a run's check, not shown).
     pub held: bool,
+    /// In a run's check: why it held or did not, in one word.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<GuaranteeStatus>,
     /// For an open side: the labels it would need.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub labels_needed: Option<LabelsNeeded>,
@@ -88,6 +95,210 @@ pub enum Basis {
     /// these rates would not help: the count is the fewest labelled rows a
     /// side with no error at all needs, a lower bound.
     ZeroErrors,
+}
+
+/// What a band fitted at a confidence promises, carried with the band
+/// itself (`--judge-band METRIC:LO..HI,max_error=E,confidence=C,sides=S`,
+/// as `calibrate-band --confidence` prints it): each side named holds its
+/// error to `max_error` with probability `confidence`. A run reads it back
+/// to say, per tier, whether its labelled rows bear the promise out; a band
+/// written without it promises nothing (bands fitted at the point estimate,
+/// and every band written before bands carried one).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BandGuarantee {
+    /// E: the error each guaranteed side is held to.
+    pub max_error: f64,
+    /// C = 1 − δ.
+    pub confidence: f64,
+    /// Which sides, by place, the promise covers.
+    pub sides: GuaranteedSides,
+}
+
+/// The sides of a band a [`BandGuarantee`] covers, by place (below LO,
+/// above HI), as `calibrate-band`'s `below` and `above` name them: what a
+/// side decides follows from the score's direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GuaranteedSides {
+    /// Below LO only.
+    Below,
+    /// Above HI only.
+    Above,
+    /// Both.
+    Both,
+}
+
+impl GuaranteedSides {
+    /// The word the band's spec uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            GuaranteedSides::Below => "below",
+            GuaranteedSides::Above => "above",
+            GuaranteedSides::Both => "both",
+        }
+    }
+
+    /// Whether the side below LO is covered.
+    pub fn below(self) -> bool {
+        self != GuaranteedSides::Above
+    }
+
+    /// Whether the side above HI is covered.
+    pub fn above(self) -> bool {
+        self != GuaranteedSides::Below
+    }
+
+    /// The sides a fitted band's held guarantees cover; `None` where
+    /// neither side held (the band then decides nothing and promises
+    /// nothing).
+    pub fn of(below: bool, above: bool) -> Option<GuaranteedSides> {
+        match (below, above) {
+            (true, true) => Some(GuaranteedSides::Both),
+            (true, false) => Some(GuaranteedSides::Below),
+            (false, true) => Some(GuaranteedSides::Above),
+            (false, false) => None,
+        }
+    }
+}
+
+impl BandGuarantee {
+    /// The guarantee of a band fitted at a confidence: the sides whose
+    /// guarantee held; `None` for a point-estimate fit, or where no side
+    /// held.
+    pub fn of_fit(fit: &BandFit) -> Option<BandGuarantee> {
+        let confidence = fit.confidence?;
+        let held = |s: &Side| s.guarantee.is_some_and(|g| g.held);
+        Some(BandGuarantee {
+            max_error: fit.max_error,
+            confidence,
+            sides: GuaranteedSides::of(held(&fit.below), held(&fit.above))?,
+        })
+    }
+
+    /// Parses the part of a band's spec after its range:
+    /// `max_error=E,confidence=C[,sides=below|above|both]` (keys in any
+    /// order; E and C strictly between 0 and 1). Without `sides` the promise
+    /// covers both sides; the caller checks that a covered side is not open.
+    pub fn parse(text: &str) -> Result<BandGuarantee, String> {
+        let (mut max_error, mut confidence, mut sides) = (None, None, None);
+        for part in text.split(',') {
+            let (key, value) = part.split_once('=').ok_or_else(|| {
+                format!("'{part}': expected KEY=VALUE (max_error=E, confidence=C, sides=below|above|both)")
+            })?;
+            let (key, value) = (key.trim(), value.trim());
+            let share = |what: &str| -> Result<f64, String> {
+                value
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|v| *v > 0.0 && *v < 1.0)
+                    .ok_or_else(|| {
+                        format!("{key}={value}: expected {what} between 0 and 1 (not included)")
+                    })
+            };
+            let slot_taken = match key {
+                "max_error" => max_error.replace(share("a share")?).is_some(),
+                "confidence" => confidence.replace(share("a probability")?).is_some(),
+                "sides" => sides
+                    .replace(match value {
+                        "below" => GuaranteedSides::Below,
+                        "above" => GuaranteedSides::Above,
+                        "both" => GuaranteedSides::Both,
+                        _ => return Err(format!("sides={value}: expected below, above or both")),
+                    })
+                    .is_some(),
+                _ => {
+                    return Err(format!(
+                        "'{key}': a band's guarantee has max_error, confidence and sides"
+                    ))
+                }
+            };
+            if slot_taken {
+                return Err(format!("{key} is given twice"));
+            }
+        }
+        match (max_error, confidence) {
+            (Some(max_error), Some(confidence)) => Ok(BandGuarantee {
+                max_error,
+                confidence,
+                sides: sides.unwrap_or(GuaranteedSides::Both),
+            }),
+            _ => Err("a band's guarantee needs both max_error=E and confidence=C".into()),
+        }
+    }
+}
+
+impl std::fmt::Display for BandGuarantee {
+    /// What [`BandGuarantee::parse`] reads back.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "max_error={},confidence={},sides={}",
+            self.max_error,
+            self.confidence,
+            self.sides.name()
+        )
+    }
+}
+
+/// How a run's labelled rows bear out a guaranteed side
+/// ([`check_side`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GuaranteeStatus {
+    /// The upper bound of the side's error is within the error promised.
+    Held,
+    /// It is not, and the observed error is itself at or above it.
+    NotHeld,
+    /// It is not, but the observed error is below it: the side decided too
+    /// few labelled rows for the bound to show the promise (`labels_needed`
+    /// says how many would, at that error).
+    NotEnoughLabels,
+    /// The side decided no labelled row.
+    NoLabels,
+}
+
+/// The guarantee check of one side of a tier in a run: its `labels`
+/// labelled rows, `errors` of them against their label, bounded by
+/// Clopper-Pearson at the band's confidence and held to its error.
+pub fn check_side(labels: u64, errors: u64, g: &BandGuarantee) -> Guarantee {
+    let bounds = clopper_pearson(errors as f64, labels as f64, g.confidence);
+    let high = bounds.map(|b| b.1);
+    let held = high.is_some_and(|h| h <= g.max_error);
+    let observed = (labels > 0).then(|| errors as f64 / labels as f64);
+    let status = match (labels, held, observed) {
+        (0, _, _) => GuaranteeStatus::NoLabels,
+        (_, true, _) => GuaranteeStatus::Held,
+        (_, false, Some(p)) if p < g.max_error => GuaranteeStatus::NotEnoughLabels,
+        _ => GuaranteeStatus::NotHeld,
+    };
+    let labels_needed = match (status, observed) {
+        (GuaranteeStatus::NoLabels, _) => Some(LabelsNeeded {
+            basis: Basis::ZeroErrors,
+            error: None,
+            side_labels: zero_error_labels(g.max_error, g.confidence),
+            more_labels: None,
+            at: None,
+        }),
+        (GuaranteeStatus::NotEnoughLabels, Some(p)) => {
+            side_labels_at(p, labels, g.max_error, g.confidence).map(|n| LabelsNeeded {
+                basis: Basis::ObservedError,
+                error: Some(p),
+                side_labels: n,
+                more_labels: None,
+                at: None,
+            })
+        }
+        _ => None,
+    };
+    Guarantee {
+        confidence: g.confidence,
+        max_error: Some(g.max_error),
+        error_low: bounds.map(|b| b.0),
+        error_high: high,
+        held,
+        status: Some(status),
+        labels_needed,
+    }
 }
 
 /// A band fitted on labelled rows.
@@ -231,6 +442,37 @@ fn scan(cuts: &[Cut], max_error: f64, confidence: Option<f64>) -> Option<Cut> {
     chosen
 }
 
+/// The fewest labelled rows (at least `rows`) a side with observed error
+/// `p` must decide for its upper bound at `confidence` to be within
+/// `max_error`, assuming new labels keep that error; `None` where no count
+/// up to about a million does (an error at or near `max_error`).
+fn side_labels_at(p: f64, rows: u64, max_error: f64, confidence: f64) -> Option<u64> {
+    let holds = |n: u64| {
+        clopper_pearson(p * n as f64, n as f64, confidence).is_some_and(|b| b.1 <= max_error)
+    };
+    // The bound falls as n grows at a fixed rate: doubling to the first
+    // n that holds (no side is labelled beyond a million rows; the
+    // beta's inverse slows at shapes far past that), then halving.
+    const CAP: u64 = 1 << 20;
+    let mut hi = rows.max(1);
+    while !holds(hi) && hi < CAP {
+        hi *= 2;
+    }
+    if !holds(hi) {
+        return None;
+    }
+    let mut lo = rows.max(hi / 2);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if holds(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    Some(lo)
+}
+
 /// The labels an open side would need, out of `labels` labelled rows in
 /// all: at the observed error of the candidate cut that needs the fewest
 /// more labelled rows (keeping the share of rows it decides), or, where no
@@ -242,29 +484,9 @@ fn labels_needed(cuts: &[Cut], labels: u64, max_error: f64, confidence: f64) -> 
         if p >= max_error {
             continue;
         }
-        let holds = |n: u64| {
-            clopper_pearson(p * n as f64, n as f64, confidence).is_some_and(|b| b.1 <= max_error)
-        };
-        // The bound falls as n grows at a fixed rate: doubling to the first
-        // n that holds (no side is labelled beyond a million rows; the
-        // beta's inverse slows at shapes far past that), then halving.
-        const CAP: u64 = 1 << 20;
-        let mut hi = rows.max(1);
-        while !holds(hi) && hi < CAP {
-            hi *= 2;
-        }
-        if !holds(hi) {
+        let Some(lo) = side_labels_at(p, rows, max_error, confidence) else {
             continue;
-        }
-        let mut lo = rows.max(hi / 2);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if holds(mid) {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
+        };
         // Rows this cut already decides but that a scan stopped before
         // need no more labels; the sequence, not the count, blocks them.
         if lo <= rows {
@@ -307,9 +529,11 @@ fn fitted_side(
         let bounds = clopper_pearson(errors as f64, rows as f64, c);
         Guarantee {
             confidence: c,
+            max_error: None,
             error_low: bounds.map(|b| b.0),
             error_high: bounds.map(|b| b.1),
             held: chosen.is_some(),
+            status: None,
             labels_needed: chosen
                 .is_none()
                 .then(|| labels_needed(cuts, labels, max_error, c)),
@@ -562,6 +786,136 @@ mod tests {
             );
         }
         assert_eq!(clopper_pearson(0.0, 0.0, 0.9), None);
+    }
+
+    /// A run's check of a guaranteed side: Clopper-Pearson at the band's
+    /// confidence against its error, with the status in words. Figures
+    /// from scipy 1.17.1, run once:
+    ///   upper = scipy.stats.beta.ppf(c, k + 1, n - k)
+    ///   lower = scipy.stats.beta.ppf(1 - c, k, n - k + 1)
+    /// and, for the labels a side needs at its observed error p, the first
+    /// m >= n with beta.ppf(c, p m + 1, m - p m) <= E.
+    #[test]
+    fn a_run_checks_a_side_against_its_guarantee() {
+        let g = |max_error, confidence| BandGuarantee {
+            max_error,
+            confidence,
+            sides: GuaranteedSides::Both,
+        };
+        let cases = [
+            // k, n, E, C, lower, upper, status, side labels needed
+            (
+                0,
+                40,
+                0.1,
+                0.9,
+                0.0,
+                0.055939123714076625,
+                GuaranteeStatus::Held,
+                None,
+            ),
+            (
+                0,
+                10,
+                0.1,
+                0.9,
+                0.0,
+                0.2056717652757185,
+                GuaranteeStatus::NotEnoughLabels,
+                Some(22),
+            ),
+            (
+                3,
+                40,
+                0.05,
+                0.9,
+                0.027870242852176794,
+                0.15944931303445956,
+                GuaranteeStatus::NotHeld,
+                None,
+            ),
+            (
+                1,
+                30,
+                0.05,
+                0.9,
+                0.0035058572695848733,
+                0.12356999067525615,
+                GuaranteeStatus::NotEnoughLabels,
+                Some(326),
+            ),
+            (
+                2,
+                150,
+                0.05,
+                0.95,
+                0.002374192077553909,
+                0.041374969893577085,
+                GuaranteeStatus::Held,
+                None,
+            ),
+            (
+                5,
+                60,
+                0.1,
+                0.9,
+                0.041090675699303844,
+                0.14910314556864135,
+                GuaranteeStatus::NotEnoughLabels,
+                Some(581),
+            ),
+            // The example of docs/trust.md.
+            (
+                2,
+                64,
+                0.05,
+                0.9,
+                0.00834031657900519,
+                0.08102633701134153,
+                GuaranteeStatus::NotEnoughLabels,
+                Some(262),
+            ),
+        ];
+        for (k, n, e, c, low, high, status, needed) in cases {
+            let check = check_side(n, k, &g(e, c));
+            let what = format!("{k}/{n} at E {e}, C {c}: {check:?}");
+            assert!((check.error_low.unwrap() - low).abs() < 1e-9, "{what}");
+            assert!((check.error_high.unwrap() - high).abs() < 1e-9, "{what}");
+            assert_eq!(check.status, Some(status), "{what}");
+            assert_eq!(check.held, status == GuaranteeStatus::Held, "{what}");
+            assert_eq!(check.max_error, Some(e), "{what}");
+            assert_eq!(check.labels_needed.map(|l| l.side_labels), needed, "{what}");
+        }
+        // No labelled row: nothing to bound, and the fewest a check needs.
+        let none = check_side(0, 0, &g(0.05, 0.9));
+        assert_eq!(none.status, Some(GuaranteeStatus::NoLabels));
+        assert_eq!(
+            (none.error_low, none.error_high, none.held),
+            (None, None, false)
+        );
+        let need = none.labels_needed.unwrap();
+        assert_eq!((need.basis, need.side_labels), (Basis::ZeroErrors, 45));
+    }
+
+    /// The guarantee a fit carries reads back from its spec, and covers only
+    /// the sides that held.
+    #[test]
+    fn a_fit_carries_the_sides_that_held() {
+        let mut pairs: Vec<(f64, bool)> = (0..30).map(|i| (0.9 + i as f64 * 1e-3, true)).collect();
+        pairs.extend((0..100).map(|i| (0.1 + i as f64 * 1e-3, i % 2 == 0)));
+        pairs.extend((0..60).map(|i| (0.95 + i as f64 * 1e-4, true)));
+        let b = fit_band_at(&pairs, 0.05, Some(0.9)).unwrap();
+        let g = BandGuarantee::of_fit(&b).unwrap();
+        assert_eq!(g.sides, GuaranteedSides::Above, "{b:?}");
+        assert_eq!(BandGuarantee::parse(&g.to_string()).unwrap(), g);
+        assert_eq!(g.to_string(), "max_error=0.05,confidence=0.9,sides=above");
+        // Without a confidence, or with no side held, no guarantee.
+        assert_eq!(
+            BandGuarantee::of_fit(&fit_band(&pairs, 0.05).unwrap()),
+            None
+        );
+        let open = fit_band_at(&pairs[..30 + 100], 0.05, Some(0.9)).unwrap();
+        assert_eq!(BandGuarantee::of_fit(&open), None, "{open:?}");
     }
 
     #[test]

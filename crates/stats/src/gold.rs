@@ -7,10 +7,11 @@
 use serde::{Deserialize, Serialize};
 
 use crate::agreement::{
-    probability_calibration, score_agreement, score_separation, verdict_agreement, Confusion,
-    ProbabilityCalibration, ScoreAgreement, ScoreSeparation, VerdictAgreement,
+    probability_calibration, score_agreement, score_separation, Confusion, ProbabilityCalibration,
+    ScoreAgreement, ScoreSeparation, VerdictAgreement,
 };
-use crate::band::wilson;
+use crate::agreement::{verdict_agreement_at, RATE_CONFIDENCE};
+use crate::band::{check_side, wilson, BandGuarantee};
 use crate::ppi::{corrected_mean, CorrectedMean, PpiSums, MIN_LABELS};
 use crate::{fixed, SUM_SCALE};
 
@@ -78,6 +79,39 @@ pub struct GoldState {
     /// Σ value² over them, fixed point, as a decimal string.
     #[serde(with = "decimal")]
     pub unlabelled_sum_sq: i128,
+    /// The guarantees of the run's tiers, by source, as the result's footer
+    /// records them: each tier's sides are checked against them. Empty
+    /// where no tier carried one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guarantees: Vec<TierGuarantee>,
+    /// The confidence of a verdict's TPR and TNR lower bounds.
+    #[serde(
+        default = "default_rates_confidence",
+        skip_serializing_if = "is_default_rates_confidence"
+    )]
+    pub rates_confidence: f64,
+}
+
+/// What one tier of a run promised: its source (`band:SCORE`) and its
+/// band's guarantee.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TierGuarantee {
+    /// The tier's source.
+    pub source: String,
+    /// Its guarantee, sides by place.
+    pub guarantee: BandGuarantee,
+    /// Whether its score is lower-is-better (below LO decides true), which
+    /// says which verdict each guaranteed side decides.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lower_is_better: bool,
+}
+
+fn default_rates_confidence() -> f64 {
+    RATE_CONFIDENCE
+}
+
+fn is_default_rates_confidence(c: &f64) -> bool {
+    *c == RATE_CONFIDENCE
 }
 
 /// Fixed-point sums stored as decimal strings: JSON numbers beyond 2^53
@@ -142,44 +176,76 @@ pub struct Calibration {
 
 /// What one tier of the chain decided, against the labels: its agreement,
 /// and each side's error with its Wilson interval (the rows it decided
-/// false that are labelled true, and the reverse).
+/// false that are labelled true, and the reverse); where the tier's band
+/// carries a guarantee, each side it covers has a `guarantee` check
+/// (Clopper-Pearson at the band's confidence, against its error).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TierAgreement {
     /// The tier's source (`band:SCORE`).
     pub source: String,
-    /// Its verdicts against their labels.
-    pub agreement: VerdictAgreement,
+    /// Its verdicts against their labels (absent where a guaranteed tier
+    /// decided no labelled row: it is listed to say so).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agreement: Option<VerdictAgreement>,
+    /// The guarantee its band carries, where it carries one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guarantee: Option<BandGuarantee>,
     /// The rows it decided false.
     pub decided_false: crate::band::Side,
     /// The rows it decided true.
     pub decided_true: crate::band::Side,
 }
 
-/// Per tier that decided labelled rows, in the order of the sources' names.
-fn tier_agreements(rows: &[LabelledRow]) -> Vec<TierAgreement> {
+/// Per tier that decided labelled rows, and per tier whose band carries a
+/// guarantee (decided labelled rows or not), in the order of the sources'
+/// names. A guaranteed side's rows are checked against its guarantee.
+fn tier_agreements(
+    rows: &[LabelledRow],
+    guarantees: &[TierGuarantee],
+    rates_confidence: f64,
+) -> Vec<TierAgreement> {
     let mut sources: Vec<&str> = rows.iter().filter_map(|r| r.tier.as_deref()).collect();
+    sources.extend(guarantees.iter().map(|g| g.source.as_str()));
     sources.sort_unstable();
     sources.dedup();
     sources
         .into_iter()
-        .filter_map(|source| {
+        .map(|source| {
             let mine: Vec<(bool, bool)> = rows
                 .iter()
                 .filter(|r| r.tier.as_deref() == Some(source))
                 .map(|r| (r.gold >= 0.5, r.value >= 0.5))
                 .collect();
+            let promised = guarantees.iter().find(|g| g.source == source);
             let side = |verdict: bool| {
                 let decided = mine.iter().filter(|(_, v)| *v == verdict);
                 let labels = decided.clone().count() as u64;
                 let errors = decided.filter(|(g, _)| *g != verdict).count() as u64;
-                crate::band::side(labels, errors)
+                let mut s = crate::band::side(labels, errors);
+                // The side deciding `verdict`, by place: above HI decides
+                // true unless lower is better.
+                s.guarantee = promised
+                    .filter(|t| {
+                        let above = verdict != t.lower_is_better;
+                        if above {
+                            t.guarantee.sides.above()
+                        } else {
+                            t.guarantee.sides.below()
+                        }
+                    })
+                    .map(|t| check_side(labels, errors, &t.guarantee));
+                s
             };
-            Some(TierAgreement {
+            TierAgreement {
                 source: source.to_string(),
-                agreement: verdict_agreement(Confusion::of(mine.iter().copied()))?,
+                agreement: verdict_agreement_at(
+                    Confusion::of(mine.iter().copied()),
+                    rates_confidence,
+                ),
+                guarantee: promised.map(|t| t.guarantee),
                 decided_false: side(false),
                 decided_true: side(true),
-            })
+            }
         })
         .collect()
 }
@@ -233,6 +299,8 @@ impl GoldState {
             unlabelled: 0,
             unlabelled_sum: 0,
             unlabelled_sum_sq: 0,
+            guarantees: Vec::new(),
+            rates_confidence: RATE_CONFIDENCE,
         }
     }
 
@@ -276,6 +344,13 @@ impl GoldState {
             return Err(format!(
                 "the parts label differently: {} by '{}' and {} by '{}'",
                 self.metric, self.column, other.metric, other.column
+            ));
+        }
+        if (&self.guarantees, self.rates_confidence) != (&other.guarantees, other.rates_confidence)
+        {
+            return Err(format!(
+                "the parts measure {} differently: their tiers' guarantees or --gold-confidence differ",
+                self.metric
             ));
         }
         self.rows.extend(other.rows.iter().cloned());
@@ -359,12 +434,15 @@ impl GoldState {
         };
         match self.kind {
             LabelKind::Verdict => {
+                let at = self.rates_confidence;
                 let pairs = self.rows.iter().map(|r| (r.gold >= 0.5, r.value >= 0.5));
-                c.verdict = verdict_agreement(Confusion::of(pairs));
+                c.verdict = verdict_agreement_at(Confusion::of(pairs), at);
                 let band = self.rows.iter().filter(|r| r.by_band);
-                c.band =
-                    verdict_agreement(Confusion::of(band.map(|r| (r.gold >= 0.5, r.value >= 0.5))));
-                c.tiers = tier_agreements(&self.rows);
+                c.band = verdict_agreement_at(
+                    Confusion::of(band.map(|r| (r.gold >= 0.5, r.value >= 0.5))),
+                    at,
+                );
+                c.tiers = tier_agreements(&self.rows, &self.guarantees, at);
                 let (p, g): (Vec<f64>, Vec<bool>) = self
                     .rows
                     .iter()

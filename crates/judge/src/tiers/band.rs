@@ -7,6 +7,7 @@
 
 use refscore_core::metric::Direction;
 use refscore_core::schema::source;
+use refscore_stats::band::BandGuarantee;
 use serde_json::{json, Value};
 
 use super::Tier;
@@ -22,6 +23,10 @@ pub struct Band {
     pub hi: f32,
     /// Which way the score improves, from the metric registry.
     pub direction: Direction,
+    /// What the band promises, where it was fitted at a confidence
+    /// (`calibrate-band --confidence` writes it into the spec); `None` for
+    /// a band that promises nothing.
+    pub guarantee: Option<BandGuarantee>,
 }
 
 impl Band {
@@ -29,9 +34,21 @@ impl Band {
     /// `inf` leaves a side open (it decides nothing). A band with no inside
     /// (both ends infinite on the same side) would decide every row, and is
     /// refused.
+    ///
+    /// A guarantee may follow the range, as `calibrate-band --confidence`
+    /// writes it: `METRIC:LO..HI,max_error=E,confidence=C,sides=S`
+    /// ([`BandGuarantee::parse`]); a side it covers must decide rows (a
+    /// finite end).
     pub fn parse(spec: &str) -> Result<Band, String> {
         let bad = || format!("{spec}: expected METRIC:LO..HI, e.g. cosine:0.3..0.9, with LO <= HI");
-        let (metric, range) = spec.split_once(':').ok_or_else(bad)?;
+        let (band, guarantee) = match spec.split_once(',') {
+            Some((band, g)) => (
+                band,
+                Some(BandGuarantee::parse(g).map_err(|e| format!("{spec}: {e}"))?),
+            ),
+            None => (spec, None),
+        };
+        let (metric, range) = band.split_once(':').ok_or_else(bad)?;
         let (lo, hi) = range.split_once("..").ok_or_else(bad)?;
         let (lo, hi): (f32, f32) = (
             lo.trim().parse().map_err(|_| bad())?,
@@ -45,12 +62,25 @@ impl Band {
                 "{spec}: the band {lo}..{hi} is empty, so it would decide every row without the judge; give a finite end (e.g. -inf..0.9), or -inf..inf to decide nothing"
             ));
         }
+        if let Some(g) = &guarantee {
+            let open = [
+                (g.sides.below() && lo == f32::NEG_INFINITY, "below", "-inf"),
+                (g.sides.above() && hi == f32::INFINITY, "above", "inf"),
+            ];
+            if let Some((_, side, end)) = open.iter().find(|o| o.0) {
+                return Err(format!(
+                    "{spec}: sides={} covers the side {side} the band, but that side is open ({end}) and decides nothing; name only the sides that decide",
+                    g.sides.name()
+                ));
+            }
+        }
         let metric = metric.trim().to_string();
         Ok(Band {
             direction: Direction::of(&metric),
             metric,
             lo,
             hi,
+            guarantee,
         })
     }
 
@@ -107,6 +137,10 @@ impl Tier for Band {
     fn describe(&self) -> String {
         self.to_string()
     }
+
+    fn guarantee(&self) -> Option<BandGuarantee> {
+        self.guarantee
+    }
 }
 
 impl std::fmt::Display for Band {
@@ -118,6 +152,7 @@ impl std::fmt::Display for Band {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use refscore_stats::band::GuaranteedSides;
 
     #[test]
     fn parses_any_metric_and_keeps_the_cosine_fingerprint() {
@@ -135,6 +170,42 @@ mod tests {
         assert!(Band::parse("cosine:inf..inf").is_err());
         assert!(Band::parse("cosine:-inf..-inf").is_err());
         assert!(Band::parse("cosine:-inf..inf").is_ok());
+    }
+
+    /// A band may carry the guarantee it was fitted at; it changes neither
+    /// what the band decides nor the run's fingerprint, and a side it
+    /// covers must decide rows.
+    #[test]
+    fn a_band_carries_its_guarantee() {
+        let b = Band::parse("cosine:0.3..0.9,max_error=0.05,confidence=0.9,sides=above").unwrap();
+        let g = b.guarantee.unwrap();
+        assert_eq!(
+            (g.max_error, g.confidence, g.sides),
+            (0.05, 0.9, GuaranteedSides::Above)
+        );
+        assert_eq!(
+            b.fingerprint(),
+            Band::parse("cosine:0.3..0.9").unwrap().fingerprint()
+        );
+        assert_eq!(b.to_string(), "cosine:0.3..0.9");
+        // Keys in any order; without sides, both.
+        let b = Band::parse("token_f1:0.2..0.5,confidence=0.95,max_error=0.1").unwrap();
+        assert_eq!(b.guarantee.unwrap().sides, GuaranteedSides::Both);
+        assert_eq!(Band::parse("cosine:0.3..0.9").unwrap().guarantee, None);
+        for bad in [
+            "cosine:-inf..0.9,max_error=0.05,confidence=0.9,sides=both",
+            "cosine:-inf..0.9,max_error=0.05,confidence=0.9,sides=below",
+            "cosine:0.3..0.9,max_error=0.05",
+            "cosine:0.3..0.9,max_error=1,confidence=0.9",
+            "cosine:0.3..0.9,max_error=0.05,confidence=0",
+            "cosine:0.3..0.9,max_error=0.05,confidence=0.9,sides=left",
+            "cosine:0.3..0.9,max_error=0.05,confidence=0.9,delta=0.1",
+            "cosine:0.3..0.9,max_error=0.05,max_error=0.1,confidence=0.9",
+            "cosine:0.3..0.9,0.05",
+        ] {
+            assert!(Band::parse(bad).is_err(), "{bad}");
+        }
+        assert!(Band::parse("cosine:-inf..0.9,max_error=0.05,confidence=0.9,sides=above").is_ok());
     }
 
     /// Over a lower-is-better score the sides swap.

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use arrow::array::{Array, AsArray, Float32Array};
 use arrow::datatypes::Float32Type;
 use refscore_core::ScoreColumns;
+use refscore_stats::band::BandGuarantee;
 use serde_json::{json, Value};
 
 pub use band::Band;
@@ -31,6 +32,11 @@ pub trait Tier: Send + Sync + std::fmt::Debug {
     fn fingerprint(&self) -> Value;
     /// How flags, messages and the summary show it (`cosine:0.3..0.9`).
     fn describe(&self) -> String;
+    /// What it promises about its error, where it was fitted at a
+    /// confidence; `None`: nothing.
+    fn guarantee(&self) -> Option<BandGuarantee> {
+        None
+    }
 }
 
 /// Reads one `--judge-band` value as a tier. The one place a new kind of
@@ -63,6 +69,22 @@ pub struct TierCount {
     pub decided: u64,
     /// Of them, true verdicts.
     pub decided_true: u64,
+    /// decided / the rows that asked for a judge metric (set when the
+    /// summary is written; see [`TierCount::with_share`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<f64>,
+    /// What the tier promises, as its band carries it (absent: nothing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guarantee: Option<BandGuarantee>,
+}
+
+impl TierCount {
+    /// The count with its share of `rows_requested` rows (none without
+    /// rows).
+    pub fn with_share(mut self, rows_requested: u64) -> TierCount {
+        self.share = (rows_requested > 0).then(|| self.decided as f64 / rows_requested as f64);
+        self
+    }
 }
 
 impl TierChain {
@@ -94,9 +116,32 @@ impl TierChain {
             .map(|t| TierCount {
                 tier: t.describe(),
                 source: t.source(),
+                guarantee: t.guarantee(),
                 ..TierCount::default()
             })
             .collect()
+    }
+
+    /// What the result's footer records of the chain, where a tier carries
+    /// a guarantee (`None` otherwise, so that results of chains that
+    /// promise nothing are written as before): every tier's band, source
+    /// and guarantee, in order.
+    pub fn footer(&self) -> Option<String> {
+        if self.tiers.iter().all(|t| t.guarantee().is_none()) {
+            return None;
+        }
+        let tiers: Vec<Value> = self
+            .tiers
+            .iter()
+            .map(|t| {
+                let mut v = json!({"tier": t.describe(), "source": t.source()});
+                if let Some(g) = t.guarantee() {
+                    v["guarantee"] = json!(g);
+                }
+                v
+            })
+            .collect();
+        Some(Value::Array(tiers).to_string())
     }
 
     /// Each tier's score among the columns of the stages before.

@@ -99,7 +99,11 @@ fn a_span_detector_scores_and_lists_the_unsupported_spans() {
     let dir = tempfile::tempdir().unwrap();
     let (input, rows) = input(dir.path());
     let (batch, summary) = run(&input, &[]);
-    let field = batch.schema().field_with_name("cross_spans").unwrap().clone();
+    let field = batch
+        .schema()
+        .field_with_name("cross_spans")
+        .unwrap()
+        .clone();
     let DataType::List(item) = field.data_type() else {
         panic!("cross_spans is {:?}", field.data_type())
     };
@@ -153,7 +157,10 @@ fn a_span_detector_scores_and_lists_the_unsupported_spans() {
         none += usize::from(got.is_empty());
         several += usize::from(got.len() > 1);
     }
-    assert!(none >= 1 && several >= 1, "{none} without, {several} with several");
+    assert!(
+        none >= 1 && several >= 1,
+        "{none} without, {several} with several"
+    );
     let cross = &summary["cross"];
     let scored = rows.len() - 2;
     assert_eq!(cross["head"], "tokens", "{cross}");
@@ -178,8 +185,7 @@ fn detections_come_back_from_the_embed_cache() {
     assert_eq!(summary["cross"]["pairs_from_embed_cache"], 0);
     let (again, summary) = run(&input, &flags);
     assert_eq!(
-        summary["cross"]["pairs_from_embed_cache"],
-        scored as u64,
+        summary["cross"]["pairs_from_embed_cache"], scored as u64,
         "{}",
         summary["cross"]
     );

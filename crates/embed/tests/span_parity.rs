@@ -9,9 +9,7 @@ mod common;
 
 use common::{fixtures, jsonl};
 
-use refscore_embed::{
-    span_prompt, CrossOptions, CrossReport, Detected, Precision, SpanDetector,
-};
+use refscore_embed::{span_prompt, CrossOptions, CrossReport, Detected, Precision, SpanDetector};
 use serde_json::Value;
 
 const MODEL: &str = "tiny-token-modernbert";
@@ -60,7 +58,9 @@ fn spans_match_lettucedetect() {
             refused += 1;
             continue;
         }
-        let d = got.as_ref().unwrap_or_else(|r| panic!("{id}: refused {r:?}"));
+        let d = got
+            .as_ref()
+            .unwrap_or_else(|r| panic!("{id}: refused {r:?}"));
         assert_eq!(d.truncated, row["truncated"].as_bool().unwrap(), "{id}");
         let want = row["tokens"].as_array().unwrap();
         assert_eq!(d.probabilities.len(), want.len(), "{id}: labelled tokens");
@@ -90,7 +90,10 @@ fn spans_match_lettucedetect() {
         }
         spans += d.spans.len();
     }
-    assert!(refused >= 1 && spans >= 10, "{refused} refused, {spans} spans");
+    assert!(
+        refused >= 1 && spans >= 10,
+        "{refused} refused, {spans} spans"
+    );
     assert_eq!(report.pairs as usize, rows.len() - refused);
     eprintln!(
         "{MODEL}: {} rows, {spans} spans, {refused} refused, {} truncated, worst difference {worst:.2e}",

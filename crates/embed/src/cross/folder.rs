@@ -262,9 +262,8 @@ impl CrossFolder {
         c: &ClassifierConfig,
         architecture: String,
     ) -> Result<CrossFolder, Error> {
-        let refuse = |why: String| {
-            Error::config(format!("{}: {why}", dir.join("config.json").display()))
-        };
+        let refuse =
+            |why: String| Error::config(format!("{}: {why}", dir.join("config.json").display()));
         let labels = labels(c).map_err(refuse)?;
         if labels.len() != 2 {
             return Err(refuse(format!(

@@ -9,8 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, Float32Array, Float32Builder, Int32Builder, ListBuilder, StringBuilder,
-    StructBuilder,
+    ArrayRef, Float32Array, Float32Builder, Int32Builder, ListBuilder, StringBuilder, StructBuilder,
 };
 use arrow::datatypes::{DataType, Field, Fields};
 use refscore_core::metric;
@@ -200,11 +199,12 @@ impl Stage for SpanStage {
         let asked: Vec<(&str, &str)> = rows.iter().map(|(p, a)| (p.as_str(), *a)).collect();
         let found = self.detections(&asked)?;
         let mut scores = Float32Builder::with_capacity(n);
-        let mut lists = ListBuilder::new(StructBuilder::from_fields(span_fields(), 0))
-            .with_field(match spans_field().data_type() {
+        let mut lists = ListBuilder::new(StructBuilder::from_fields(span_fields(), 0)).with_field(
+            match spans_field().data_type() {
                 DataType::List(item) => Arc::clone(item),
                 _ => unreachable!("cross_spans is a list"),
-            });
+            },
+        );
         let mut out = ScoreColumns::default();
         for (i, k) in at.iter().enumerate() {
             let decoded = k.map(|k| decode(&found[k], rows[k].1));

@@ -116,7 +116,10 @@ impl SpanDetector {
         let max_length = detector_max_length(files.max_seq_length);
         let mut pairs = load_tokenizer(files, max_length)?;
         let bad = |e: tokenizers::Error| {
-            Error::config(format!("{}: {e}", files.dir.join("tokenizer.json").display()))
+            Error::config(format!(
+                "{}: {e}",
+                files.dir.join("tokenizer.json").display()
+            ))
         };
         pairs
             .with_truncation(Some(TruncationParams {
@@ -210,10 +213,7 @@ impl SpanDetector {
                 max_length: self.max_length,
             }));
         }
-        let pair = self
-            .pairs
-            .encode_char_offsets(input, true)
-            .map_err(bad)?;
+        let pair = self.pairs.encode_char_offsets(input, true).map_err(bad)?;
         let ids = pair.get_ids().to_vec();
         let answer_start = ids.len().saturating_sub(answer_tokens + 1);
         Ok(Ok(Encoded {
@@ -247,7 +247,10 @@ struct Encoded {
 fn spans_of(e: &Encoded, probs: &[Vec<f32>], answer: &str) -> Detection {
     let labelled = e.answer_start..probs.len();
     let probabilities: Vec<f32> = probs[labelled.clone()].iter().map(|p| p[1]).collect();
-    let score = probabilities.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let score = probabilities
+        .iter()
+        .copied()
+        .fold(f32::NEG_INFINITY, f32::max);
     let base = match e.offsets.get(e.answer_start) {
         Some(&(start, _)) => start as i64,
         None => 0,

@@ -469,8 +469,11 @@ pub struct ScoreArgs {
     /// CrossEncoder scores it, or T5 (HHEM-2.1-Open), scored as its own predict (its prompt; its
     /// folder needs flan-t5-base's tokenizer.json). A one-output model (STS, relevance) gives
     /// cross_score; an NLI model gives nli_precision, nli_recall, nli_equivalence (two-way
-    /// entailment) and nli_contradiction (HHEM: --nli-labels entailment=1). Runs on --device
-    /// with --precision, like --model
+    /// entailment) and nli_contradiction (HHEM: --nli-labels entailment=1). A two-label
+    /// *ForTokenClassification folder (LettuceDetect's span detectors) runs as LettuceDetect's
+    /// inference: cross_score (the largest hallucination probability over the output's tokens)
+    /// and cross_spans (the output's unsupported spans). Runs on --device with --precision,
+    /// like --model
     #[arg(long, value_name = "PATH|ORG/NAME")]
     pub cross_model: Option<String>,
 

@@ -98,8 +98,8 @@ impl<'s> Pipeline<'s> {
         if self.embedding.is_some() {
             fields.extend(refscore_embed::fields(metrics));
         }
-        if self.cross.is_some() {
-            fields.extend(refscore_embed::cross_fields(metrics));
+        if let Some((plan, _)) = &self.cross {
+            fields.extend(plan.fields());
         }
         if self.endpoint.is_some() {
             fields.extend(self.settings.judge_metrics.fields(metrics));
@@ -246,10 +246,10 @@ impl<'s> Pipeline<'s> {
     pub(crate) fn load_local(&self) -> Result<Vec<Box<dyn Stage>>, Error> {
         let mut stages: Vec<Box<dyn Stage>> = Vec::new();
         if let Some((plan, options)) = &self.cross {
-            stages.push(Box::new(match &self.shared_cross {
-                Some(model) => plan.stage(model.clone(), options)?,
+            stages.push(match &self.shared_cross {
+                Some(model) => Box::new(plan.stage(model.clone(), options)?),
                 None => plan.load(options)?,
-            }));
+            });
         }
         Ok(stages)
     }

@@ -59,10 +59,11 @@ use refscore_core::{Error, RowBatch, ScoreColumns};
 pub use baseline::read_baseline;
 pub use cross::recipe;
 pub use cross::{
-    cross_fields, CrossCapability, CrossEncoder, CrossFolder, CrossInput, CrossOptions, CrossPlan,
-    CrossReport, CrossStage, FactReading, NliEntailment, NliLabels, NliScores, PairPrediction, PairPrompt,
-    Recipe, ScoreActivation, Support, TokenClassifier, TokenPrediction, DEFAULT_RECIPE,
-    FOLDER_RECIPE, HHEM_CONSISTENT, HHEM_PROMPT,
+    cross_fields, span_prompt, spans_field, CrossCapability, CrossEncoder, CrossFolder, CrossHead,
+    CrossInput, CrossOptions, CrossPlan, CrossReport, CrossStage, Detected, Detection, FactReading,
+    NliEntailment, NliLabels, NliScores, PairPrediction, PairPrompt, Recipe, Refused,
+    ScoreActivation, Span, SpanDetector, SpanStage, Support, TokenClassifier, TokenPrediction,
+    CROSS_SPANS, DEFAULT_RECIPE, FOLDER_RECIPE, HHEM_CONSISTENT, HHEM_PROMPT,
 };
 pub use encoder::{device_ordinal, parse_device};
 pub use family::cross_families;

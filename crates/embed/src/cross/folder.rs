@@ -84,6 +84,18 @@ pub struct CrossFolder {
     /// How the folder reads a (premise, hypothesis) pair: the input a
     /// recipe's `"pair"` builds.
     pub input: CrossInput,
+    /// Whether the model labels the pair as a whole or every token.
+    pub head: CrossHead,
+}
+
+/// What a cross-encoder's head gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrossHead {
+    /// One set of label scores per pair (`*ForSequenceClassification`).
+    Sequence,
+    /// Label probabilities per token (`*ForTokenClassification`), run as
+    /// LettuceDetect's span detector ([`super::SpanDetector`]).
+    Tokens,
 }
 
 /// How a cross-encoder reads a (premise, hypothesis) pair.
@@ -158,10 +170,11 @@ impl CrossFolder {
             .first()
             .cloned()
             .ok_or_else(|| refuse("names no architectures: a cross-encoder is a *ForSequenceClassification checkpoint".into()))?;
+        if architecture.ends_with("ForTokenClassification") {
+            return CrossFolder::tokens(dir, &c, architecture);
+        }
         if !architecture.ends_with("ForSequenceClassification") {
-            let what = if architecture.ends_with("ForTokenClassification") {
-                "a token classifier"
-            } else if architecture.ends_with("ForMaskedLM") || architecture.ends_with("Model") {
+            let what = if architecture.ends_with("ForMaskedLM") || architecture.ends_with("Model") {
                 "an encoder without a classification head (an embedding model: use --model)"
             } else {
                 "not a sequence classifier"
@@ -235,14 +248,67 @@ impl CrossFolder {
             type_vocab_size: c.type_vocab_size.unwrap_or(0),
             recipe: Recipe::of_folder(dir)?.unwrap_or_else(Recipe::default_recipe),
             input: CrossInput::Pair,
+            head: CrossHead::Sequence,
         };
         folder.check_recipe()?;
         Ok(folder)
     }
 
+    /// A token classifier's folder, read as a span detector: two labels
+    /// (LettuceDetect's: 0 supported, 1 hallucinated), no recipe (the
+    /// detector builds its own input), the detector's limit.
+    fn tokens(
+        dir: &Path,
+        c: &ClassifierConfig,
+        architecture: String,
+    ) -> Result<CrossFolder, Error> {
+        let refuse =
+            |why: String| Error::config(format!("{}: {why}", dir.join("config.json").display()));
+        let labels = labels(c).map_err(refuse)?;
+        if labels.len() != 2 {
+            return Err(refuse(format!(
+                "{architecture} is a token classifier with {} labels; refscore runs token classifiers as LettuceDetect's span detector, which reads two (0 supported, 1 hallucinated)",
+                labels.len()
+            )));
+        }
+        let model_type = c.model_type.clone().unwrap_or_else(|| "bert".into());
+        let heads = crate::family::with_heads();
+        if !heads.contains(&model_type.as_str()) {
+            return Err(refuse(format!(
+                "model_type '{model_type}' has no token-classification head in refscore (it has: {})",
+                heads.join(", ")
+            )));
+        }
+        let files = read_folder(dir, false)?;
+        if files.kind != ModelKind::Transformer {
+            return Err(refuse("a static embedding table has no token head".into()));
+        }
+        let token_types = gives_token_types(dir, files.tokenizer_class.as_deref())?;
+        Ok(CrossFolder {
+            files,
+            architecture,
+            labels,
+            activation: ScoreActivation::Identity,
+            activation_from: "LettuceDetect's inference (a softmax over each token's labels)",
+            token_types,
+            type_vocab_size: c.type_vocab_size.unwrap_or(0),
+            recipe: Recipe::default_recipe(),
+            input: CrossInput::Pair,
+            head: CrossHead::Tokens,
+        })
+    }
+
     /// `--cross-recipe NAME|FILE` (None: the folder's own, else `nli`),
-    /// checked against the model.
+    /// checked against the model; refused for a span detector, which
+    /// builds its input as LettuceDetect does.
     pub fn with_recipe(mut self, spec: Option<&str>) -> Result<CrossFolder, Error> {
+        if let (Some(spec), CrossHead::Tokens) = (spec, self.head) {
+            return Err(Error::config(format!(
+                "--cross-recipe {spec}: {} is a token classifier ({}), run as LettuceDetect's span detector, which builds its own input; recipes are for sequence classifiers: leave --cross-recipe out",
+                self.files.dir.display(),
+                self.architecture
+            )));
+        }
         if let Some(spec) = spec {
             self.recipe = Recipe::resolve(spec)?;
             self.check_recipe()?;
@@ -283,9 +349,12 @@ impl CrossFolder {
         Ok(())
     }
 
-    /// The tokens an input may have: the recipe's `max_length` for this
-    /// model, else the folder's.
+    /// The tokens an input may have: a span detector's limit; else the
+    /// recipe's `max_length` for this model, else the folder's.
     pub fn max_length(&self) -> usize {
+        if self.head == CrossHead::Tokens {
+            return super::spans::detector_max_length(self.files.max_seq_length);
+        }
         self.recipe
             .max_length(&self.files.family)
             .unwrap_or(self.files.max_seq_length)
@@ -310,6 +379,7 @@ impl CrossFolder {
             type_vocab_size: 0,
             recipe: Recipe::of_folder(dir)?.unwrap_or_else(Recipe::default_recipe),
             input: CrossInput::Prompt(hhem.prompt),
+            head: CrossHead::Sequence,
         };
         folder.check_recipe()?;
         Ok(folder)

@@ -12,6 +12,8 @@ mod nli;
 mod pair_store;
 mod pairs;
 pub mod recipe;
+mod span_stage;
+mod spans;
 mod stage;
 mod tokens;
 
@@ -23,12 +25,14 @@ use rayon::prelude::*;
 use refscore_core::Error;
 
 pub use entailment::{FactReading, NliEntailment};
-pub use folder::{CrossFolder, CrossInput, ScoreActivation};
+pub use folder::{CrossFolder, CrossHead, CrossInput, ScoreActivation};
 pub use hhem::{PairPrompt, HHEM_CONSISTENT, HHEM_PROMPT};
 pub use nli::{NliLabels, NliScores};
 use pairs::{EncodedPair, PairTokenizer};
 use recipe::{Input, Piece, ScoreLabels};
 pub use recipe::{Recipe, DEFAULT_RECIPE, FOLDER_RECIPE};
+pub use span_stage::{spans_field, SpanStage, CROSS_SPANS};
+pub use spans::{prompt as span_prompt, Detected, Detection, Refused, Span, SpanDetector};
 pub use stage::{cross_fields, CrossCapability, CrossPlan, CrossStage};
 pub use tokens::{TokenClassifier, TokenPrediction};
 

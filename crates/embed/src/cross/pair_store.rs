@@ -46,6 +46,18 @@ impl PairStore {
         if folder.drops_token_types() {
             h.update(b";token_types=false");
         }
+        // A span detector's entries are its detections, not a sequence
+        // classifier's scores: a key of their own.
+        if folder.head == super::CrossHead::Tokens {
+            h.update(
+                format!(
+                    ";head=tokens;detector={};max_length={}",
+                    super::spans::DETECTOR,
+                    folder.max_length()
+                )
+                .as_bytes(),
+            );
+        }
         // A recipe other than the plain pair changes every score; the plain
         // pair names none, so earlier stores are still read.
         if !folder.recipe.is_plain() {

@@ -13,7 +13,9 @@ use refscore_core::metric::{self, MetricSet};
 use refscore_core::{Error, RowBatch, ScoreColumns, Stage};
 use serde_json::{json, Value};
 
-use super::{CrossEncoder, CrossFolder, CrossOptions, CrossReport, NliLabels, NliScores};
+use super::{
+    CrossEncoder, CrossFolder, CrossHead, CrossOptions, CrossReport, NliLabels, NliScores,
+};
 use crate::text_cache::TextCache;
 
 /// A pair's scores in the directions the run needs, from which each metric
@@ -130,6 +132,12 @@ impl CrossCapability {
                 .map_err(|why| Error::usage(format!("--nli-labels {spec}: {why}")))?),
             (_, None) => NliLabels::from_names(&folder.labels),
         };
+        let nli = match folder.head {
+            CrossHead::Sequence => nli,
+            CrossHead::Tokens => Err(format!(
+                "{arch} is a token classifier, run as LettuceDetect's span detector: it gives cross_score (with cross_spans); the nli_* metrics need an NLI sequence classifier"
+            )),
+        };
         let mut out = CrossCapability {
             gives: Vec::new(),
             why_not: Vec::new(),
@@ -137,7 +145,8 @@ impl CrossCapability {
         };
         for o in &OUTPUTS {
             let why = if !o.nli {
-                (labels != 1 && !support).then(|| format!(
+                let one = labels == 1 || support || folder.head == CrossHead::Tokens;
+                (!one).then(|| format!(
                     "cross_score needs a one-output model; this {arch} has {labels} labels ({names}): ask for its NLI metrics (--metrics nli)"
                 ))
             } else {
@@ -217,6 +226,16 @@ impl CrossPlan {
         })
     }
 
+    /// The stage's output fields: the chosen metrics', and with a span
+    /// detector's `cross_score` its spans ([`CROSS_SPANS`]).
+    pub fn fields(&self) -> Vec<Field> {
+        let mut fields = cross_fields(&self.metrics);
+        if self.folder.head == CrossHead::Tokens && self.metrics.contains(&metric::CROSS_SCORE) {
+            fields.push(super::span_stage::spans_field());
+        }
+        fields
+    }
+
     /// What changes this stage's values, for the run's fingerprint: the
     /// model's files, how its outputs are read, the metrics.
     pub fn fingerprint(&self, options: &CrossOptions) -> Result<(String, Value), Error> {
@@ -234,6 +253,9 @@ impl CrossPlan {
         if f.drops_token_types() {
             v["token_types"] = json!(false);
         }
+        if f.head == CrossHead::Tokens {
+            v["detector"] = json!(super::spans::DETECTOR);
+        }
         // The plain pair names no recipe, so earlier runs still resume.
         if !f.recipe.is_plain() {
             v["recipe"] = f.recipe.fingerprint();
@@ -241,9 +263,16 @@ impl CrossPlan {
         Ok(("cross".into(), v))
     }
 
-    /// Loads the model: the stage.
-    pub fn load(&self, options: &CrossOptions) -> Result<CrossStage, Error> {
-        self.stage(self.load_model(options)?, options)
+    /// Loads the model: the stage (a span detector's, for a token
+    /// classifier).
+    pub fn load(&self, options: &CrossOptions) -> Result<Box<dyn Stage>, Error> {
+        if self.folder.head == CrossHead::Tokens {
+            return Ok(Box::new(super::span_stage::SpanStage::load(
+                self.folder.clone(),
+                options,
+            )?));
+        }
+        Ok(Box::new(self.stage(self.load_model(options)?, options)?))
     }
 
     /// Loads the model alone, to share it with another user of the same

@@ -120,19 +120,45 @@ impl TokenClassifier {
             .par_iter()
             .map(|(a, b)| self.tokenizer.encode(a, b))
             .collect::<Result<_, _>>()?;
+        report.pairs += encoded.len() as u64;
+        report.truncated += encoded.iter().filter(|e| e.truncated).count() as u64;
+        let probabilities = self.probabilities(&encoded, report)?;
+        Ok(encoded
+            .into_iter()
+            .zip(probabilities)
+            .map(|(e, probabilities)| TokenPrediction {
+                ids: e.ids,
+                probabilities,
+                truncated: e.truncated,
+            })
+            .collect())
+    }
+
+    /// The folder's files and settings.
+    pub(crate) fn files(&self) -> &ModelFiles {
+        &self.files
+    }
+
+    /// Each input's per-token label probabilities, in `encoded`'s order,
+    /// for inputs a caller tokenised its own way (a span detector's
+    /// prompt and answer). Counts inputs, tokens and forward time; pairs
+    /// and truncations are the caller's.
+    pub(crate) fn probabilities(
+        &self,
+        encoded: &[EncodedPair],
+        report: &mut CrossReport,
+    ) -> Result<Vec<Vec<Vec<f32>>>, Error> {
         if let Some(k) = encoded.iter().position(|e| e.ids.is_empty()) {
             return Err(Error::config(format!(
                 "{}: the tokenizer gives no token at all for pair {k}: a token classifier needs one",
                 self.files.dir.display()
             )));
         }
-        report.pairs += encoded.len() as u64;
-        report.truncated += encoded.iter().filter(|e| e.truncated).count() as u64;
         super::forward_in_length_groups(
             &self.encoder,
             self.batch_tokens,
             self.files.max_seq_length,
-            &encoded,
+            encoded,
             report,
             |group, states, _| {
                 let logits: Vec<Vec<f32>> = self
@@ -144,12 +170,10 @@ impl TokenClassifier {
                 Ok(group
                     .iter()
                     .map(|&k| {
-                        let e = &encoded[k];
-                        TokenPrediction {
-                            ids: e.ids.clone(),
-                            probabilities: rows.by_ref().take(e.ids.len()).map(softmax).collect(),
-                            truncated: e.truncated,
-                        }
+                        rows.by_ref()
+                            .take(encoded[k].ids.len())
+                            .map(softmax)
+                            .collect()
                     })
                     .collect())
             },

@@ -78,7 +78,8 @@ impl Layout {
         Layout::Values
     }
 
-    /// A name for measurements.
+    /// A name for measurements (`kernels::speed`).
+    #[cfg(test)]
     pub(crate) fn name(self) -> &'static str {
         match self {
             Layout::Values => "gemm on integers",

@@ -30,8 +30,8 @@ pub fn run(args: InspectArgs) -> Result<(), Error> {
     if files.len() > 20 {
         let _ = writeln!(out, "  ... and {} more", files.len() - 20);
     }
-    if let Some(version) = dataset.table_version() {
-        let _ = writeln!(out, "Delta table version: {version}");
+    for line in dataset.table().iter().flat_map(|t| &t.about) {
+        let _ = writeln!(out, "{line}");
     }
     let _ = writeln!(out, "rows: {}", dataset.total_rows());
     let _ = writeln!(out, "schema (of {}):", files[0].path.display());

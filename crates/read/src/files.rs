@@ -62,51 +62,15 @@ struct Seen {
     files: std::collections::HashSet<PathBuf>,
 }
 
-/// The table format whose files `dir` holds, by the marks each format
-/// leaves: Delta Lake's `_delta_log/`, Iceberg's `metadata/*.metadata.json`.
-/// Such a folder's Parquet files are not a table's rows: later versions
-/// remove and rewrite files without deleting them, so reading every file
-/// counts deleted and replaced rows too.
-fn table_format(dir: &Path) -> Option<&'static str> {
-    if dir.join("_delta_log").is_dir() {
-        return Some("a Delta Lake table (_delta_log/)");
-    }
-    // Iceberg: metadata/*.metadata.json beside the table's data/ (or a
-    // Hadoop catalog's version hint), not any folder named metadata.
-    let metadata = dir.join("metadata");
-    if !dir.join("data").is_dir() && !metadata.join("version-hint.text").is_file() {
-        return None;
-    }
-    let iceberg = std::fs::read_dir(&metadata)
-        .ok()?
-        .flatten()
-        .any(|e| e.file_name().to_string_lossy().ends_with(".metadata.json"));
-    iceberg.then_some("an Iceberg table (metadata/*.metadata.json)")
-}
-
-/// The refusal of a table's folder: its files read as loose Parquet give a
-/// wrong row count without a word.
-fn table_refusal(spec: &str, dir: &Path, format: &str) -> Error {
+/// The refusal of a table's folder, `dir`, or of files inside it, read
+/// loose: they give a wrong row count without a word.
+fn table_refusal(spec: &str, dir: &Path, source: &dyn crate::source::Source) -> Error {
     let which = if Path::new(spec) == dir {
         String::new()
     } else {
         format!("{} ", dir.display())
     };
-    if format.starts_with("a Delta") {
-        return Error::config(format!(
-            "{spec}: {which}is {format}, whose Parquet files include rows that later \
-             versions deleted or replaced, so its files are never read loose: give the \
-             table's folder itself ({}) to read its current version",
-            dir.display()
-        ));
-    }
-    Error::config(format!(
-        "{spec}: {which}is {format}, whose Parquet files include rows that later \
-         versions deleted or replaced; refscore does not read table formats yet \
-         and never reads a table's files as loose Parquet: export the table's \
-         current version to Parquet (e.g. DuckDB: COPY (SELECT * FROM \
-         iceberg_scan('TABLE')) TO 'night.parquet') and score that"
-    ))
+    source.refuse_loose(spec, &which, &dir.display().to_string())
 }
 
 /// Refuses a glob match that lies inside a table's folder, checking each
@@ -136,16 +100,16 @@ fn refuse_table_folders<'p>(
         if !checked.insert(dir.to_path_buf()) {
             break;
         }
-        if let Some(format) = table_format(dir) {
-            return Err(table_refusal(spec, dir, format));
+        if let Some(source) = crate::source::table_in(dir) {
+            return Err(table_refusal(spec, dir, source));
         }
     }
     Ok(())
 }
 
 fn walk(spec: &str, dir: &Path, out: &mut Vec<PathBuf>, seen: &mut Seen) -> Result<(), Error> {
-    if let Some(format) = table_format(dir) {
-        return Err(table_refusal(spec, dir, format));
+    if let Some(source) = crate::source::table_in(dir) {
+        return Err(table_refusal(spec, dir, source));
     }
     let real = std::fs::canonicalize(dir).map_err(|e| {
         Error::io(format!(

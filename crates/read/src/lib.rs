@@ -30,7 +30,7 @@ use layout::check_unique;
 pub use layout::Layout;
 pub use mapping::{ColumnMapping, ResolvedColumns, Role, ALIASES};
 use source::{Failure, Origin, RowReader, Rows};
-pub use source::{SourceOptions, StoreOptions};
+pub use source::{SourceOptions, StoreOptions, TableVersion};
 use stream::{
     check_same_type, conform, plain_row_filter, read_dictionary_text_as_dictionary, unify,
 };
@@ -169,7 +169,7 @@ impl InputFile {
 #[derive(Debug, Clone)]
 pub struct Dataset {
     files: Vec<InputFile>,
-    table_version: Option<u64>,
+    table: Option<TableVersion>,
     layout: Layout,
     batch_size: usize,
 }
@@ -183,7 +183,7 @@ impl Dataset {
         if listing.files.is_empty() {
             return Err(Error::bad_input(format!(
                 "{spec}: the table's version {} holds no files (no rows to score)",
-                listing.table_version.unwrap_or_default()
+                listing.table.as_ref().map_or(0, |t| t.id)
             )));
         }
         let mut files_meta = Vec::with_capacity(listing.files.len());
@@ -221,7 +221,7 @@ impl Dataset {
         }
         Ok(Dataset {
             files: files_meta,
-            table_version: listing.table_version,
+            table: listing.table,
             layout,
             batch_size: options.batch_size.max(1),
         })
@@ -237,10 +237,15 @@ impl Dataset {
         self.files.iter().map(|f| f.rows).sum()
     }
 
-    /// The Delta table version read, where the input is a table: resumed
-    /// runs and the summary record it.
+    /// The table version read, where the input is a table: resumed runs
+    /// and the summary record it.
     pub fn table_version(&self) -> Option<u64> {
-        self.table_version
+        self.table.as_ref().map(|t| t.id)
+    }
+
+    /// The table version read, with how `inspect` shows it.
+    pub fn table(&self) -> Option<&TableVersion> {
+        self.table.as_ref()
     }
 
     /// Which input column plays which role.

@@ -27,27 +27,64 @@ use parquet::arrow::ProjectionMask;
 use refscore_core::Error;
 use url::Url;
 
-use super::{Found, Listing, Origin, SourceOptions};
+use super::{Found, Input, Listing, Origin, Source, SourceOptions, TableVersion};
 use refscore_store::{runtime, ObjectFile, Store};
 
-/// Whether a local spec is a Delta table's folder.
-pub(super) fn is_local_table(spec: &str) -> bool {
-    Path::new(spec).join("_delta_log").is_dir()
+/// Delta Lake tables, local or in a store: a folder holding `_delta_log/`.
+pub(super) struct Delta;
+
+impl Source for Delta {
+    fn name(&self) -> &'static str {
+        "a Delta Lake table (_delta_log/)"
+    }
+
+    fn claims(&self, input: &Input) -> Result<bool, Error> {
+        match &input.store {
+            None => Ok(self.table_in(Path::new(input.spec))),
+            Some(at) => at.is_table_of(self),
+        }
+    }
+
+    fn list(&self, input: &Input) -> Result<Listing, Error> {
+        match &input.store {
+            None => list_local(input.spec, input.options),
+            Some(at) => list_store(input.spec, &at.store, &at.key, input.options),
+        }
+    }
+
+    fn table_in(&self, dir: &Path) -> bool {
+        dir.join("_delta_log").is_dir()
+    }
+
+    fn table_of_key<'k>(
+        &self,
+        key: &'k str,
+        _keys: &std::collections::HashSet<&str>,
+    ) -> Option<&'k str> {
+        if key.starts_with("_delta_log/") {
+            return Some("");
+        }
+        key.find("/_delta_log/").map(|at| &key[..at])
+    }
+
+    fn table_at(
+        &self,
+        page: &mut dyn FnMut(&str) -> Result<Vec<String>, Error>,
+    ) -> Result<bool, Error> {
+        Ok(!page("_delta_log")?.is_empty())
+    }
 }
 
-/// Whether a store listing of `key/` is a Delta table's (its log sits
-/// directly below).
-pub(super) fn is_table_listing(key: &StorePath, all: &[ObjectFile]) -> bool {
-    all.iter().any(|o| {
-        o.key
-            .prefix_match(key)
-            .and_then(|mut parts| parts.next())
-            .is_some_and(|p| p.as_ref() == "_delta_log")
+/// How `inspect` and the listing name version `version` of a table.
+fn version_read(version: u64) -> Option<TableVersion> {
+    Some(TableVersion {
+        id: version,
+        about: vec![format!("Delta table version: {version}")],
     })
 }
 
 /// The active files of the local table at `spec`.
-pub(super) fn list_local(spec: &str, options: &SourceOptions) -> Result<Listing, Error> {
+fn list_local(spec: &str, options: &SourceOptions) -> Result<Listing, Error> {
     let dir = std::fs::canonicalize(spec)
         .map_err(|e| Error::io(format!("{spec}: cannot resolve: {e}")))?;
     let url = Url::from_directory_path(&dir)
@@ -71,12 +108,12 @@ pub(super) fn list_local(spec: &str, options: &SourceOptions) -> Result<Listing,
     }
     Ok(Listing {
         files: out,
-        table_version: Some(files.0),
+        table: version_read(files.0),
     })
 }
 
 /// The active files of the table at `key` in `store`.
-pub(super) fn list_store(
+fn list_store(
     spec: &str,
     store: &Store,
     key: &StorePath,
@@ -113,7 +150,7 @@ pub(super) fn list_store(
     }
     Ok(Listing {
         files: out,
-        table_version: Some(version),
+        table: version_read(version),
     })
 }
 

@@ -1,73 +1,73 @@
-//! Inputs named by a URL: one object, every Parquet object below a prefix,
-//! the objects a glob matches, or a Delta table's active files.
+//! Loose Parquet objects named by a URL: one object, every Parquet object
+//! below a prefix, or the objects a glob matches. Objects inside a table's
+//! folder are refused: the table sources read those.
 
 use std::path::PathBuf;
 
 use refscore_core::Error;
-use refscore_store::{redact, ObjectFile, Store};
+use refscore_store::{ObjectFile, Store};
 
-use super::{delta, Found, Listing, Origin, SourceOptions};
+use super::{Found, Input, Listing, Origin, Source};
 
-/// The objects a URL names: one object, every Parquet object below a
-/// prefix, the objects a glob matches, or a Delta table's active files.
-pub(super) fn listing(spec: &str, options: &SourceOptions) -> Result<Listing, Error> {
-    let (store, key) = refscore_store::Store::open(spec, options.store)?;
-    let shown = redact(spec);
-    let found = |o: ObjectFile| Found {
-        shown: PathBuf::from(store.shown(&o.key)),
-        origin: Origin::Object(o),
-        partition: Vec::new(),
-        delta: None,
-    };
-    let key_text = key.as_ref().to_string();
-    let files: Vec<Found> = if let Some(glob_at) = key_text.find(['*', '?', '[']) {
-        let pattern = glob::Pattern::new(&key_text)
-            .map_err(|e| Error::usage(format!("{shown}: bad glob pattern: {e}")))?;
-        // As a local glob: `*` stays within one folder.
-        let within = glob::MatchOptions {
-            require_literal_separator: true,
-            ..glob::MatchOptions::new()
-        };
-        let prefix = key_text[..glob_at]
-            .rsplit_once('/')
-            .map_or("", |(folder, _)| folder);
-        let prefix: object_store::path::Path = prefix.into();
-        refuse_table_above(&shown, &store, &prefix)?;
-        let all = store.list(&prefix)?;
-        refuse_table_objects(&shown, &store, &all)?;
-        all.into_iter()
-            .filter(|o| pattern.matches_with(o.key.as_ref(), within))
-            .map(found)
-            .collect()
-    } else if let Some(object) = (!key_text.is_empty())
-        .then(|| store.head(&key))
-        .transpose()?
-        .flatten()
-    {
-        vec![found(object)]
-    } else {
-        let all = store.list(&key)?;
-        // A folder inside a table is part of the table, as it is locally.
-        refuse_table_above(&shown, &store, &key)?;
-        if delta::is_table_listing(&key, &all) {
-            return delta::list_store(spec, &store, &key, options);
-        }
-        refuse_table_objects(&shown, &store, &all)?;
-        all.into_iter()
-            .filter(|o| is_data_object(&key, o))
-            .map(found)
-            .collect()
-    };
-    if files.is_empty() {
-        return Err(Error::missing(format!(
-            "{shown}: no Parquet objects here (no object with this key, and none ending in \
-             .parquet below it)"
-        )));
+/// Objects in a store: whatever URL no table source claims.
+pub(super) struct Objects;
+
+impl Source for Objects {
+    fn name(&self) -> &'static str {
+        "Parquet objects in a store"
     }
-    Ok(Listing {
-        files,
-        table_version: None,
-    })
+
+    fn claims(&self, input: &Input) -> Result<bool, Error> {
+        Ok(input.store.is_some())
+    }
+
+    fn list(&self, input: &Input) -> Result<Listing, Error> {
+        let at = input.store.as_ref().expect("claimed: a URL");
+        let store = &at.store;
+        let shown = input.shown();
+        let found =
+            |o: ObjectFile| Found::loose(PathBuf::from(store.shown(&o.key)), Origin::Object(o));
+        let key_text = at.key.as_ref().to_string();
+        let files: Vec<Found> = if let Some(glob_at) = key_text.find(['*', '?', '[']) {
+            let pattern = glob::Pattern::new(&key_text)
+                .map_err(|e| Error::usage(format!("{shown}: bad glob pattern: {e}")))?;
+            // As a local glob: `*` stays within one folder.
+            let within = glob::MatchOptions {
+                require_literal_separator: true,
+                ..glob::MatchOptions::new()
+            };
+            let prefix = key_text[..glob_at]
+                .rsplit_once('/')
+                .map_or("", |(folder, _)| folder);
+            let prefix: object_store::path::Path = prefix.into();
+            refuse_table_above(&shown, store, &prefix)?;
+            let all = store.list(&prefix)?;
+            refuse_table_objects(&shown, store, &all)?;
+            all.into_iter()
+                .filter(|o| pattern.matches_with(o.key.as_ref(), within))
+                .map(found)
+                .collect()
+        } else if let Some(object) = at.head()? {
+            vec![found(object.clone())]
+        } else {
+            let all = at.listing()?;
+            // A folder inside a table is part of the table, as it is locally.
+            refuse_table_above(&shown, store, &at.key)?;
+            refuse_table_objects(&shown, store, all)?;
+            all.iter()
+                .filter(|o| is_data_object(&at.key, o))
+                .cloned()
+                .map(found)
+                .collect()
+        };
+        if files.is_empty() {
+            return Err(Error::missing(format!(
+                "{shown}: no Parquet objects here (no object with this key, and none ending in \
+                 .parquet below it)"
+            )));
+        }
+        Ok(Listing { files, table: None })
+    }
 }
 
 /// Whether an object below `prefix` is a data file as a folder listing
@@ -87,38 +87,13 @@ fn is_data_object(prefix: &object_store::path::Path, o: &ObjectFile) -> bool {
 }
 
 /// Refuses a listing that holds a table's files below the spec's own
-/// folder: a Delta table's log, or an Iceberg table's metadata. That
-/// table's files read loose would count deleted and replaced rows.
+/// folder (a Delta table's log, an Iceberg table's metadata): that table's
+/// files read loose would count deleted and replaced rows.
 fn refuse_table_objects(shown: &str, store: &Store, all: &[ObjectFile]) -> Result<(), Error> {
-    if let Some(log) = all
-        .iter()
-        .find(|o| o.key.parts().any(|p| p.as_ref() == "_delta_log"))
-    {
-        let table = log.key.as_ref().split("/_delta_log").next().unwrap_or("");
-        return Err(delta_refusal(shown, &store.shown(&table.into())));
+    match super::table_of_listing(all) {
+        Some((source, table)) => Err(refusal(shown, store, source, table.into())),
+        None => Ok(()),
     }
-    let keys: std::collections::HashSet<&str> = all.iter().map(|o| o.key.as_ref()).collect();
-    for o in all {
-        let Some(table) = iceberg_table_of(o.key.as_ref()) else {
-            continue;
-        };
-        let data = format!("{table}/data/");
-        let hint = format!("{table}/metadata/version-hint.text");
-        if keys.contains(hint.as_str()) || keys.iter().any(|k| k.starts_with(&data)) {
-            return Err(iceberg_refusal(shown, &store.shown(&table.into())));
-        }
-    }
-    Ok(())
-}
-
-/// The table folder of an Iceberg metadata file's key
-/// (`TABLE/metadata/*.metadata.json`).
-fn iceberg_table_of(key: &str) -> Option<&str> {
-    let (folder, name) = key.rsplit_once('/')?;
-    let table = folder
-        .strip_suffix("/metadata")
-        .or((folder == "metadata").then_some(""))?;
-    (name.ends_with(".metadata.json") || name == "version-hint.text").then_some(table)
 }
 
 /// Refuses a folder inside a table (a Delta partition folder, an Iceberg
@@ -147,38 +122,21 @@ fn refuse_table_above(
                 Err(e) => Err(e),
             }
         };
-        if !below("_delta_log")?.is_empty() {
-            return Err(delta_refusal(shown, &store.shown(&folder)));
-        }
-        let metadata = below("metadata")?;
-        let iceberg = metadata.iter().any(|k| k.ends_with(".metadata.json"))
-            && (metadata.iter().any(|k| k.ends_with("/version-hint.text"))
-                || !below("data")?.is_empty());
-        if iceberg {
-            return Err(iceberg_refusal(shown, &store.shown(&folder)));
+        if let Some(source) = super::table_at(&mut |name| below(name))? {
+            return Err(refusal(shown, store, source, folder));
         }
     }
     Ok(())
 }
 
-/// The refusal of a Delta table's files read loose.
-fn delta_refusal(shown: &str, table: &str) -> Error {
-    let table = table.trim_end_matches('/');
-    Error::config(format!(
-        "{shown}: {table}/ is a Delta Lake table, whose Parquet files include rows that \
-         later versions deleted or replaced, so its files are never read loose; give the \
-         table's own URL ({table}) to read its current version"
-    ))
-}
-
-/// The refusal of an Iceberg table's files read loose.
-fn iceberg_refusal(shown: &str, table: &str) -> Error {
-    let table = table.trim_end_matches('/');
-    Error::config(format!(
-        "{shown}: {table}/ is an Iceberg table (metadata/*.metadata.json), whose Parquet \
-         files include rows that later snapshots deleted or replaced; refscore does not read \
-         Iceberg tables yet and never reads a table's files as loose Parquet: export the \
-         table's current snapshot to Parquet (e.g. DuckDB: COPY (SELECT * FROM \
-         iceberg_scan('TABLE')) TO 'night.parquet') and score that"
-    ))
+/// The refusal of a table's files, `table` being its folder, read loose.
+fn refusal(
+    shown: &str,
+    store: &Store,
+    source: &dyn Source,
+    table: object_store::path::Path,
+) -> Error {
+    let url = store.shown(&table);
+    let url = url.trim_end_matches('/');
+    source.refuse_loose(shown, &format!("{url}/ "), url)
 }

@@ -8,6 +8,7 @@
 mod entailment;
 mod folder;
 mod hhem;
+mod memo;
 mod nli;
 mod pair_store;
 mod pairs;

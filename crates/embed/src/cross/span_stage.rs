@@ -16,10 +16,10 @@ use refscore_core::metric;
 use refscore_core::{Error, RowBatch, ScoreColumns, Stage};
 use serde_json::{json, Value};
 
+use super::memo::Memo;
 use super::pair_store::PairStore;
 use super::spans::{self, Detected, Refused, Span, SpanDetector};
 use super::{CrossFolder, CrossOptions, CrossReport};
-use crate::text_cache::TextCache;
 
 /// The column of a span detector's unsupported spans.
 pub const CROSS_SPANS: &str = "cross_spans";
@@ -58,8 +58,8 @@ pub struct SpanStage {
     refused: u64,
     /// Spans found.
     spans: u64,
-    cache: TextCache<Vec<f32>>,
-    store: Option<PairStore>,
+    /// Detections by prompt and answer, in memory and kept between runs.
+    memo: Memo,
 }
 
 impl SpanStage {
@@ -76,8 +76,7 @@ impl SpanStage {
             report: CrossReport::default(),
             refused: 0,
             spans: 0,
-            cache: TextCache::new(options.cache_bytes),
-            store,
+            memo: Memo::new(options.cache_bytes, store),
         })
     }
 
@@ -88,35 +87,16 @@ impl SpanStage {
             .iter()
             .map(|(p, a)| format!("t{}:{p}{a}", p.len()))
             .collect();
-        let mut out: Vec<Option<Arc<Vec<f32>>>> = keys.iter().map(|k| self.cache.get(k)).collect();
-        self.report.reused += out.iter().filter(|v| v.is_some()).count() as u64;
-        if let Some(store) = &self.store {
-            for (k, key) in keys.iter().enumerate() {
-                if out[k].is_none() {
-                    if let Some(values) = store.get(key) {
-                        let values = Arc::new(values);
-                        self.cache.put(key, &values);
-                        out[k] = Some(values);
-                        self.report.from_store += 1;
-                    }
-                }
-            }
-        }
-        let missing: Vec<usize> = (0..rows.len()).filter(|&k| out[k].is_none()).collect();
-        let asked: Vec<(&str, &str)> = missing.iter().map(|&k| rows[k]).collect();
-        let found = self.detector.detect(&asked, &mut self.report)?;
-        for (k, detected) in missing.into_iter().zip(found) {
-            let values = Arc::new(encode(&detected));
-            if let Some(store) = &mut self.store {
-                store.put(&keys[k], &values);
-            }
-            self.cache.put(&keys[k], &values);
-            out[k] = Some(values);
-        }
-        Ok(out
-            .into_iter()
-            .map(|v| v.expect("every row detected"))
-            .collect())
+        let detector = &self.detector;
+        self.memo
+            .values(&keys, &mut self.report, |missing, report| {
+                let asked: Vec<(&str, &str)> = missing.iter().map(|&k| rows[k]).collect();
+                Ok(detector
+                    .detect(&asked, report)?
+                    .iter()
+                    .map(encode)
+                    .collect())
+            })
     }
 }
 

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::memo::Memo;
 use super::pair_store::PairStore;
 
 use arrow::array::{ArrayRef, Float32Array};
@@ -16,7 +17,6 @@ use serde_json::{json, Value};
 use super::{
     CrossEncoder, CrossFolder, CrossHead, CrossOptions, CrossReport, NliLabels, NliScores,
 };
-use crate::text_cache::TextCache;
 
 /// A pair's scores in the directions the run needs, from which each metric
 /// takes its value.
@@ -300,8 +300,7 @@ impl CrossPlan {
             model,
             plan: self.clone(),
             report: CrossReport::default(),
-            cache: TextCache::new(options.cache_bytes),
-            store,
+            memo: Memo::new(options.cache_bytes, store),
         })
     }
 }
@@ -311,10 +310,9 @@ pub struct CrossStage {
     model: Arc<CrossEncoder>,
     plan: CrossPlan,
     report: CrossReport,
-    /// Recent pairs' scores by direction and texts ([`pair_key`]).
-    cache: TextCache<Vec<f32>>,
-    /// Scores kept between runs (`--embed-cache`), by the same keys.
-    store: Option<PairStore>,
+    /// Pairs' scores by direction and texts ([`pair_key`]), in memory and
+    /// kept between runs (`--embed-cache`).
+    memo: Memo,
 }
 
 /// The cache's key of (first, second) in a direction: the first text's
@@ -341,48 +339,24 @@ impl CrossStage {
             .iter()
             .map(|(a, b)| pair_key(direction, a, b))
             .collect();
-        let mut out: Vec<Option<Arc<Vec<f32>>>> = keys.iter().map(|k| self.cache.get(k)).collect();
-        self.report.reused += out.iter().filter(|v| v.is_some()).count() as u64;
-        if let Some(store) = &self.store {
-            for (k, key) in keys.iter().enumerate() {
-                if out[k].is_none() {
-                    if let Some(values) = store.get(key) {
-                        let values = Arc::new(values);
-                        self.cache.put(key, &values);
-                        out[k] = Some(values);
-                        self.report.from_store += 1;
-                    }
-                }
-            }
-        }
-        let missing: Vec<usize> = (0..pairs.len()).filter(|&k| out[k].is_none()).collect();
-        let asked: Vec<(&str, &str)> = missing.iter().map(|&k| pairs[k]).collect();
-        let scored: Vec<Vec<f32>> = if self.model.scores_support() {
-            self.model
-                .support(&asked, &mut self.report)?
-                .into_iter()
-                .map(|s| vec![s.score])
-                .collect()
-        } else {
-            let softmax = self.plan.nli.is_some();
-            self.model
-                .predict(&asked, softmax, &mut self.report)?
-                .into_iter()
-                .map(|p| p.values)
-                .collect()
-        };
-        for (k, values) in missing.into_iter().zip(scored) {
-            let values = Arc::new(values);
-            if let Some(store) = &mut self.store {
-                store.put(&keys[k], &values);
-            }
-            self.cache.put(&keys[k], &values);
-            out[k] = Some(values);
-        }
-        Ok(out
-            .into_iter()
-            .map(|v| v.expect("every pair scored"))
-            .collect())
+        let (model, softmax) = (&self.model, self.plan.nli.is_some());
+        self.memo
+            .values(&keys, &mut self.report, |missing, report| {
+                let asked: Vec<(&str, &str)> = missing.iter().map(|&k| pairs[k]).collect();
+                Ok(if model.scores_support() {
+                    model
+                        .support(&asked, report)?
+                        .into_iter()
+                        .map(|s| vec![s.score])
+                        .collect()
+                } else {
+                    model
+                        .predict(&asked, softmax, report)?
+                        .into_iter()
+                        .map(|p| p.values)
+                        .collect()
+                })
+            })
     }
 }
 

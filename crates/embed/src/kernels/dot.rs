@@ -511,7 +511,12 @@ pub(crate) mod avx2 {
         #[inline(always)]
         unsafe fn load(p: *const u32) -> Self::Line {
             // SAFETY: the caller passes 16 readable values.
-            unsafe { [_mm256_loadu_si256(p.cast()), _mm256_loadu_si256(p.add(8).cast())] }
+            unsafe {
+                [
+                    _mm256_loadu_si256(p.cast()),
+                    _mm256_loadu_si256(p.add(8).cast()),
+                ]
+            }
         }
 
         #[inline(always)]

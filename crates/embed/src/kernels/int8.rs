@@ -182,7 +182,11 @@ impl Weight {
                 packed: Packed::new(out, inp.div_ceil(per), |o, g| {
                     (0..per).fold(0u32, |group, i| {
                         let k = per * g + i;
-                        let v = if k < inp { q[o * inp + k] as i32 as u32 & mask } else { 0 };
+                        let v = if k < inp {
+                            q[o * inp + k] as i32 as u32 & mask
+                        } else {
+                            0
+                        };
                         group | v << (bits * i)
                     })
                 }),
@@ -297,7 +301,10 @@ impl dot::Conversions for Tiled<'_> {
         // ran at baseline SIMD.
         let groups = self.packed.groups;
         let mut params = Vec::with_capacity(x.len() / self.weight.inp);
-        for (row, q) in x.chunks_exact(self.weight.inp).zip(xq.chunks_exact_mut(groups)) {
+        for (row, q) in x
+            .chunks_exact(self.weight.inp)
+            .zip(xq.chunks_exact_mut(groups))
+        {
             let p = row_params(row);
             if self.per_group == 4 {
                 quantise_groups::<4>(row, p, q);
@@ -347,8 +354,14 @@ mod tests {
             let portable = Weight::from_host(&w, (out, inp), Layout::Values);
             let want = portable.product(&x, n);
             let mut layouts = vec![
-                ("vpdpbusd emulated", Layout::Quads(dot::rows_plain::<dot::lanes::Vnni>)),
-                ("vpmaddwd emulated", Layout::Pairs(dot::rows_plain::<dot::lanes::MaddWd>)),
+                (
+                    "vpdpbusd emulated",
+                    Layout::Quads(dot::rows_plain::<dot::lanes::Vnni>),
+                ),
+                (
+                    "vpmaddwd emulated",
+                    Layout::Pairs(dot::rows_plain::<dot::lanes::MaddWd>),
+                ),
             ];
             #[cfg(target_arch = "x86_64")]
             if let Some(rows) = dot::maddwd_rows() {
@@ -359,7 +372,10 @@ mod tests {
             }
             for (name, layout) in layouts {
                 let packed = Weight::from_host(&w, (out, inp), layout);
-                assert!(packed.product(&x, n) == want, "{name}: n={n} in={inp} out={out}");
+                assert!(
+                    packed.product(&x, n) == want,
+                    "{name}: n={n} in={inp} out={out}"
+                );
             }
             // The groups hold the bytes of the portable quantisation.
             let params: Vec<_> = x.chunks_exact(inp).map(row_params).collect();

@@ -50,7 +50,13 @@ fn rows() -> Vec<Row> {
         reference: long,
         output: late,
     }];
-    for id in ["short-000", "short-001", "tricky-013", "uni-016", "list-023"] {
+    for id in [
+        "short-000",
+        "short-001",
+        "tricky-013",
+        "uni-016",
+        "list-023",
+    ] {
         rows.push(Row {
             reference: text(id, "reference"),
             output: text(id, "output"),
@@ -85,7 +91,10 @@ fn checks(row: &Row) -> (Vec<(String, String)>, Vec<(String, String)>) {
 fn scored(dir: &Path, pairs: &[(String, String)], metric: &str, flags: &[&str]) -> Vec<f32> {
     let input = dir.join(format!("pairs-{metric}.parquet"));
     let out = dir.join(format!("pairs-{metric}.out.parquet"));
-    let refs: Vec<(&str, &str)> = pairs.iter().map(|(p, f)| (p.as_str(), f.as_str())).collect();
+    let refs: Vec<(&str, &str)> = pairs
+        .iter()
+        .map(|(p, f)| (p.as_str(), f.as_str()))
+        .collect();
     write_rows(&input, &refs);
     let mut args = vec!["--overwrite", "--metrics", metric, "--cross-model"];
     let twin = tiny_model(TWIN);
@@ -100,7 +109,11 @@ fn scored(dir: &Path, pairs: &[(String, String)], metric: &str, flags: &[&str]) 
 
 /// The fact ratio's figures and counts of each row, from each check's
 /// score against `threshold`.
-fn expected(rows: &[Row], score: &dyn Fn(&(String, String)) -> f32, threshold: f32) -> Vec<[f64; 6]> {
+fn expected(
+    rows: &[Row],
+    score: &dyn Fn(&(String, String)) -> f32,
+    threshold: f32,
+) -> Vec<[f64; 6]> {
     rows.iter()
         .map(|row| {
             let (ref_checks, out_checks) = checks(row);
@@ -200,7 +213,12 @@ fn a_checker_recipe_checks_facts_over_the_references_chunks() {
             }
         }
     }
-    let support = scored(dir.path(), &pairs, "cross_score", &["--cross-recipe", "factcg"]);
+    let support = scored(
+        dir.path(),
+        &pairs,
+        "cross_score",
+        &["--cross-recipe", "factcg"],
+    );
     let plain = scored(
         dir.path(),
         &pairs,
@@ -236,8 +254,18 @@ fn a_checker_recipe_checks_facts_over_the_references_chunks() {
     assert_eq!(judge["calls"], 0);
     assert_eq!(judge["fact_checks_nli"], pairs.len() as u64, "{judge}");
     assert_eq!(judge["fact_check"]["recipe"], "factcg", "{judge}");
-    assert!(judge["fact_check"].get("entailment_label").is_none(), "{judge}");
-    assert_eq!(judge.get("fact_checks_nli_truncated").and_then(Value::as_u64).unwrap_or(0), 0, "{judge}");
+    assert!(
+        judge["fact_check"].get("entailment_label").is_none(),
+        "{judge}"
+    );
+    assert_eq!(
+        judge
+            .get("fact_checks_nli_truncated")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+        0,
+        "{judge}"
+    );
     // The long row: its one output fact holds (and one reference fact
     // against it), so one pair.
     assert_eq!(got[0][3], 1.0, "{:?}", got[0]);
@@ -253,6 +281,13 @@ fn a_checker_recipe_checks_facts_over_the_references_chunks() {
     let plain_want = expected(&rows, &|p| plain[at(p)], threshold);
     assert_figures(&plain_got, &plain_want, "nli");
     assert_eq!(plain_got[0][3], 0.0, "{:?}", plain_got[0]);
-    assert!(judge["fact_checks_nli_truncated"].as_u64().unwrap() >= 1, "{judge}");
-    assert_ne!(summary(&out)["run_id"], factcg_run, "the recipe is in the fingerprint");
+    assert!(
+        judge["fact_checks_nli_truncated"].as_u64().unwrap() >= 1,
+        "{judge}"
+    );
+    assert_ne!(
+        summary(&out)["run_id"],
+        factcg_run,
+        "the recipe is in the fingerprint"
+    );
 }

@@ -422,6 +422,11 @@ fn hhem_without_a_tokenizer_is_refused_in_one_line() {
     .unwrap();
     run(
         &input,
-        &["--cross-model", folder.to_str().unwrap(), "--cross-recipe", "hhem"],
+        &[
+            "--cross-model",
+            folder.to_str().unwrap(),
+            "--cross-recipe",
+            "hhem",
+        ],
     );
 }

@@ -58,8 +58,7 @@ impl Source for Iceberg {
         };
         let hint = format!("{root}metadata/version-hint.text");
         let data = format!("{root}data/");
-        (keys.contains(hint.as_str()) || keys.iter().any(|k| k.starts_with(&data)))
-            .then_some(table)
+        (keys.contains(hint.as_str()) || keys.iter().any(|k| k.starts_with(&data))).then_some(table)
     }
 
     fn table_at(

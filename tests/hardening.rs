@@ -453,7 +453,9 @@ fn a_first_file_without_the_id_column_does_not_decide_for_all() {
 }
 
 #[test]
-fn an_iceberg_folder_is_refused_naming_the_iceberg_reader() {
+fn an_iceberg_folder_is_read_as_its_table_and_its_data_folder_refused() {
+    // Iceberg tables are read (issue 68): the folder is the table, whose
+    // metadata here is not a table's; its data/ read loose is refused.
     let dir = tempfile::tempdir().unwrap();
     let ice = dir.path().join("ice");
     std::fs::create_dir_all(ice.join("metadata")).unwrap();
@@ -461,12 +463,18 @@ fn an_iceberg_folder_is_refused_naming_the_iceberg_reader() {
     std::fs::write(ice.join("metadata/v1.metadata.json"), "{}").unwrap();
     two_rows(&ice.join("data"), "a.parquet");
     let out = dir.path().join("o.parquet");
-    for spec in [ice.clone(), ice.join("data")] {
-        let err = fails(&score(&spec, &out, &["--metrics", "lexical"]), 78);
-        assert!(
-            err.contains("Iceberg table") && err.contains("iceberg_scan('TABLE')"),
-            "{err}"
-        );
-        assert!(!err.contains("delta_scan"), "{err}");
-    }
+    let err = fails(&score(&ice, &out, &["--metrics", "lexical"]), 65);
+    assert!(
+        err.contains("cannot read the Iceberg table") && err.contains("v1.metadata.json"),
+        "{err}"
+    );
+    let err = fails(
+        &score(&ice.join("data"), &out, &["--metrics", "lexical"]),
+        78,
+    );
+    assert!(
+        err.contains("Iceberg table") && err.contains(&format!("({})", ice.display())),
+        "{err}"
+    );
+    assert!(!err.contains("delta_scan"), "{err}");
 }

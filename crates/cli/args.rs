@@ -360,11 +360,12 @@ Example:
 /// try an object store.
 #[derive(Debug, Args, Default, Clone)]
 pub struct SourceArgs {
-    /// A Delta Lake table's version to read (the input is a folder or URL holding
-    /// _delta_log/) [default: the latest]
+    /// A table's version to read: a Delta Lake table's version (the input holds
+    /// _delta_log/) or an Iceberg table's snapshot id (it holds metadata/) [default: the
+    /// latest]
     #[arg(long, value_name = "N")]
     pub table_version: Option<u64>,
-    /// A Delta Lake table's version that was current at this time: RFC 3339
+    /// A table's version (Delta) or snapshot (Iceberg) that was current at this time: RFC 3339
     /// (2026-11-25T06:00:00Z) or a date (2026-11-25, its midnight UTC)
     #[arg(long, value_name = "TIME", conflicts_with = "table_version")]
     pub table_timestamp: Option<String>,
@@ -398,7 +399,7 @@ pub struct MappingArgs {
 pub struct ScoreArgs {
     /// Input: a Parquet file, a directory of them, or a quoted glob ("data/*.parquet"); local,
     /// or an s3://, gs://, az:// or https:// URL (credentials from AWS_*, GOOGLE_*, AZURE_*); or
-    /// a Delta Lake table's folder or URL (its current version, or --table-version)
+    /// a Delta Lake or Iceberg table's folder or URL (its current version, or --table-version)
     pub input: Option<String>,
 
     /// Result file to write (Parquet): a local path, or an s3://, gs://, az:// URL (written
@@ -622,7 +623,7 @@ pub struct ScoreArgs {
 #[derive(Debug, Args)]
 pub struct InspectArgs {
     /// A Parquet file, a directory of them, or a quoted glob; local, or an s3://, gs://,
-    /// az:// or https:// URL; or a Delta Lake table's folder or URL
+    /// az:// or https:// URL; or a Delta Lake or Iceberg table's folder or URL
     pub input: String,
 
     #[command(flatten)]

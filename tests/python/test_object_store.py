@@ -665,14 +665,18 @@ def test_a_tables_folders_on_the_store_are_refused_as_they_are_locally(s3, tmp_p
     r = run(["score", table, "-o", str(out), "--metrics", "exact_match"], env)
     assert r.returncode == 0, r.stderr
     assert pq.read_metadata(out).num_rows == 10
-    # An Iceberg table: its folder, its data folder and a glob are refused.
+    # An Iceberg table: its folder is the table (read since issue 68; this
+    # one's metadata is not a table's), and a folder holding it, its data
+    # folder and a glob over its files are refused.
     for name in ("a", "b"):
         client.upload_file(str(EXAMPLE), BUCKET, f"ice/night/data/{name}.parquet")
     client.put_object(Bucket=BUCKET, Key="ice/night/metadata/v1.metadata.json", Body=b"{}")
-    for spec in ("ice/night/", "ice/", "ice/night/data/", "ice/night/data/*.parquet"):
+    r = run(["score", f"s3://{BUCKET}/ice/night/", "-o", str(tmp_path / "x.parquet")], env)
+    assert r.returncode == 65 and "cannot read the Iceberg table" in r.stderr and one_line(r), r.stderr
+    for spec in ("ice/", "ice/night/data/", "ice/night/data/*.parquet"):
         r = run(["score", f"s3://{BUCKET}/{spec}", "-o", str(tmp_path / "x.parquet")], env)
         assert r.returncode == 78, (spec, r.returncode, r.stderr)
-        assert "Iceberg table" in r.stderr and "iceberg_scan" in r.stderr and one_line(r), r.stderr
+        assert "Iceberg table" in r.stderr and f"(s3://{BUCKET}/ice/night)" in r.stderr and one_line(r), r.stderr
     # Credentials that may list only the input's folder cannot look above
     # it: that is no table found, and the folder is read as before.
     client.upload_file(str(EXAMPLE), BUCKET, "scoped/night/a.parquet")

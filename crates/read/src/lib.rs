@@ -106,7 +106,7 @@ pub struct InputFile {
     partition: Vec<(arrow::datatypes::FieldRef, ArrayRef)>,
     /// A Delta table file: its table's columns and deletion vector. Its
     /// `rows` and `row_groups` then count the rows the vector leaves.
-    delta: Option<source::DeltaFile>,
+    table_file: Option<source::TableFile>,
 }
 
 impl InputFile {
@@ -129,11 +129,11 @@ impl InputFile {
         }
         self.rows = rows;
         self.row_groups = row_groups;
-        if let Some(delta) = &self.delta {
+        if let Some(table) = &self.table_file {
             let mut start = 0;
             for rows in self.row_groups.iter_mut() {
                 let physical = *rows;
-                *rows = delta.live(start, physical);
+                *rows = table.live(start, physical);
                 start += physical;
             }
             self.rows = self.row_groups.iter().sum();
@@ -336,8 +336,8 @@ impl Dataset {
         let names = self.needed_columns();
         // A Delta file with mapped columns names them by their physical
         // names (or field ids), not the logical ones the run asks for.
-        let stored: Vec<String> = match &file.delta {
-            Some(delta) => delta.stored_names(&file.meta, &names),
+        let stored: Vec<String> = match &file.table_file {
+            Some(table) => table.stored_names(&file.meta, &names),
             None => names.iter().map(|n| n.to_string()).collect(),
         };
         let bytes: i64 = (unit.row_group..unit.row_group + unit.row_groups)

@@ -17,7 +17,7 @@ pub(crate) fn read_dictionary_text_as_dictionary(
     keep: &[String],
 ) -> Result<(), Error> {
     use parquet::basic::Encoding;
-    if file.delta.is_some() {
+    if file.table_file.is_some() {
         // A table's file reads through the kernel's plan, which wants the
         // table's types (a dictionary hint is not one).
         return Ok(());

@@ -103,7 +103,7 @@ fn list_local(spec: &str, options: &SourceOptions) -> Result<Listing, Error> {
             shown: path,
             origin: Origin::Local,
             partition: file.partition,
-            delta: Some(file.read),
+            table_file: Some(file.read),
         });
     }
     Ok(Listing {
@@ -145,7 +145,7 @@ fn list_store(
             shown: PathBuf::from(store.shown(&object.key)),
             origin: Origin::Object(object),
             partition: file.partition,
-            delta: Some(file.read),
+            table_file: Some(file.read),
         });
     }
     Ok(Listing {
@@ -159,7 +159,7 @@ struct ActiveFile {
     url: Url,
     size: u64,
     partition: Vec<(FieldRef, ArrayRef)>,
-    read: DeltaFile,
+    read: TableFile,
 }
 
 /// What the kernel reports for one file, before partition values are typed
@@ -186,19 +186,47 @@ pub(crate) struct TableColumns {
     physical: Vec<StructField>,
 }
 
-/// How one file of a Delta table is read: it exists to carry what the log
-/// says about the file beyond its bytes (its table's columns, the rows its
-/// deletion vector removes) from listing to reading.
+impl TableColumns {
+    /// A table's columns from their logical and stored (physical) forms,
+    /// in the table's order; `shown` names the table in messages.
+    pub(crate) fn new(
+        shown: &str,
+        logical: Vec<StructField>,
+        physical: Vec<StructField>,
+    ) -> Result<TableColumns, Error> {
+        let arrow = logical
+            .iter()
+            .map(|f| {
+                Field::try_from_kernel(f)
+                    .map(|a| a.with_metadata(std::collections::HashMap::new()))
+                    .map_err(|e| Error::bad_input(format!("{shown}: column '{}': {e}", f.name())))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(TableColumns {
+            arrow: Arc::new(Schema::new(arrow)),
+            logical,
+            physical,
+        })
+    }
+}
+
+/// How one file of a table (Delta, Iceberg) is read: it exists to carry
+/// what the table's log or metadata says about the file beyond its bytes
+/// (its table's columns, the rows deleted since it was written) from
+/// listing to reading.
 #[derive(Debug, Clone)]
-pub(crate) struct DeltaFile {
+pub(crate) struct TableFile {
     /// The columns of the table's version, shared by all its files.
     pub(crate) columns: Arc<TableColumns>,
     /// Row indexes (within the file, ascending) that its deletion vector
-    /// removes; `None`: it has none.
+    /// (Iceberg: its position deletes) removes; `None`: it has none.
     pub(crate) deleted: Option<Arc<[u64]>>,
+    /// Iceberg equality deletes that apply to the file: when its footer
+    /// is read, the rows they match join `deleted`.
+    pub(crate) equality: Vec<Arc<super::iceberg::EqualityDeletes>>,
 }
 
-impl DeltaFile {
+impl TableFile {
     /// Rows of `start..start + rows` (a row group's, within the file) that
     /// the deletion vector leaves.
     pub(crate) fn live(&self, start: u64, rows: u64) -> u64 {
@@ -331,7 +359,7 @@ impl DeltaFile {
 }
 
 /// The kernel's fix-up of the batches read from one file: see
-/// [`DeltaFile::read_plan`].
+/// [`TableFile::read_plan`].
 pub(crate) struct Fixup {
     reorder: Vec<ReorderIndex>,
     target: delta_kernel::schema::SchemaRef,
@@ -504,9 +532,10 @@ fn active_files(
             url: file_url,
             size: file.size.max(0) as u64,
             partition,
-            read: DeltaFile {
+            read: TableFile {
                 columns: Arc::clone(&columns),
                 deleted,
+                equality: Vec::new(),
             },
         });
     }

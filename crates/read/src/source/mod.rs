@@ -22,7 +22,7 @@ use arrow::datatypes::{Field, FieldRef, Schema, SchemaRef};
 use object_store::path::Path as StorePath;
 use refscore_core::Error;
 
-pub(crate) use delta::{DeltaFile, Fixup};
+pub(crate) use delta::{Fixup, TableColumns, TableFile};
 pub(crate) use refscore_store::ObjectFile;
 use refscore_store::Store;
 pub use refscore_store::{is_url, redact, StoreOptions};
@@ -220,11 +220,13 @@ pub(crate) fn table_at(
 pub struct SourceOptions {
     /// Retries of object-store requests.
     pub store: StoreOptions,
-    /// The Delta table version to read (`--table-version`); `None`: the
-    /// latest. Refused for inputs that are not tables.
+    /// The table version to read (`--table-version`): a Delta table's
+    /// version, an Iceberg table's snapshot id; `None`: the latest. Refused
+    /// for inputs that are not tables.
     pub table_version: Option<u64>,
     /// Or the version that was current at this time (`--table-timestamp`,
-    /// milliseconds since the epoch): the last commit at or before it.
+    /// milliseconds since the epoch): the last commit (snapshot) at or
+    /// before it.
     pub table_timestamp_ms: Option<i64>,
     /// Only the files `table_version`'s commit added, not the whole
     /// version: the rows one run appended to a table of nightly results
@@ -249,8 +251,9 @@ pub(crate) struct Found {
     /// A Delta file's partition values: columns the file does not hold,
     /// one value for all its rows (a 1-row array each).
     pub(crate) partition: Vec<(FieldRef, ArrayRef)>,
-    /// A Delta file: how the table's columns and its deletion vector read.
-    pub(crate) delta: Option<DeltaFile>,
+    /// A table's file (Delta, Iceberg): how the table's columns read from
+    /// it, and which of its rows later versions deleted.
+    pub(crate) table_file: Option<TableFile>,
 }
 
 impl Found {
@@ -260,7 +263,7 @@ impl Found {
             shown,
             origin,
             partition: Vec::new(),
-            delta: None,
+            table_file: None,
         }
     }
 }
@@ -301,8 +304,8 @@ pub(crate) fn list(spec: &str, options: &SourceOptions) -> Result<Listing, Error
         && (options.table_version.is_some() || options.table_timestamp_ms.is_some())
     {
         return Err(Error::config(format!(
-            "{spec}: --table-version and --table-timestamp apply to a Delta table, and this \
-             input is not one (no _delta_log/ in it)"
+            "{spec}: --table-version and --table-timestamp apply to a Delta or Iceberg table, \
+             and this input is not one (no _delta_log/ or metadata/*.metadata.json in it)"
         )));
     }
     Ok(listing)
@@ -336,12 +339,22 @@ pub(crate) fn open(found: Found) -> Result<InputFile, Error> {
         meta: footer.meta,
         origin: found.origin,
         partition: found.partition,
-        delta: found.delta,
+        table_file: found.table_file,
     }
     .with_counts()?;
-    // A Delta file reads as its table's columns, whatever it stores.
-    let own = match &file.delta {
-        Some(delta) => Arc::clone(&delta.columns.arrow),
+    // An Iceberg file's equality deletes become positions, as its
+    // position deletes are: its rows, units and resume points then count
+    // the rows left, as the footer and the deletes say.
+    if file
+        .table_file
+        .as_ref()
+        .is_some_and(|t| !t.equality.is_empty())
+    {
+        file = iceberg::apply_equality_deletes(file)?;
+    }
+    // A table's file reads as its table's columns, whatever it stores.
+    let own = match &file.table_file {
+        Some(table) => Arc::clone(&table.columns.arrow),
         None => Arc::clone(file.meta.schema()),
     };
     file.schema = file.full_schema(&own);

@@ -88,7 +88,7 @@ pub(crate) fn open_rows(
     for name in names {
         if let Some((field, value)) = file.partition.iter().find(|(f, _)| f.name() == name) {
             constants.push((Arc::clone(field), Arc::clone(value)));
-        } else if file.delta.is_some() {
+        } else if file.table_file.is_some() {
             data.push(*name);
         } else {
             roots.push(
@@ -99,17 +99,17 @@ pub(crate) fn open_rows(
             );
         }
     }
-    let (mask, fixup, selection) = match &file.delta {
+    let (mask, fixup, selection) = match &file.table_file {
         None => (
             ProjectionMask::roots(file.meta.parquet_schema(), roots),
             None,
             rows.selection,
         ),
-        Some(delta) => {
-            let (mask, fixup) = delta
+        Some(table) => {
+            let (mask, fixup) = table
                 .read_plan(&file.meta, &data)
                 .map_err(|e| Error::bad_input(format!("{shown}: {e}")))?;
-            let selection = delta.selection(&file.meta, rows.row_groups.as_deref(), rows.selection);
+            let selection = table.selection(&file.meta, rows.row_groups.as_deref(), rows.selection);
             (mask, fixup, selection)
         }
     };

@@ -3,10 +3,14 @@
 answer text as (1) a Delta table written by deltalake in FILES files, whose
 commit after the first deletes 1% of the rows with deletion vectors stored
 beside the data (written as Delta's protocol lays them out, by the helpers of
-tests/python/test_delta_tables.py, since deltalake does not write them), and
+tests/python/test_delta_tables.py, since deltalake does not write them),
 (2) plain Parquet files holding exactly the rows the table still has, in the
-same row-group size. Both are uploaded to the S3 server at AWS_ENDPOINT_URL
-when it is set. Usage: tables.py OUT ROWS FILES"""
+same row-group size, and (3) an Iceberg table written by pyiceberg (SQL
+catalog) in FILES appends, whose last snapshot deletes the same rows with
+position delete files (tests/python/test_iceberg_tables.py's helpers). Delta
+and plain files are uploaded to the S3 server at AWS_ENDPOINT_URL when it is
+set; the Iceberg table is written there a second time by pyiceberg itself
+(its metadata names its files by their URLs). Usage: tables.py OUT ROWS FILES"""
 
 import os
 import sys
@@ -20,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "python"))
 from deltalake import DeltaTable, WriterProperties, write_deltalake  # noqa: E402
 from test_delta_tables import delete_rows, live_adds  # noqa: E402
+from test_iceberg_tables import FILE_PATH_ID, POS_ID, _field, catalog, commit_delete_file  # noqa: E402
+from pyiceberg.manifest import DataFileContent  # noqa: E402
 
 GROUP = 65536
 
@@ -33,9 +39,31 @@ def night(start, stop):
     })
 
 
+def iceberg_table(cat, rows, files, gone):
+    """The same rows as the Delta table, in FILES appends, then `gone`
+    (ids) deleted by one position delete file per data file."""
+    table = cat.create_table("nightly.bench", schema=night(0, 1).schema,
+                             properties={"write.parquet.row-group-limit": str(GROUP)})
+    per = rows // files
+    for k in range(files):
+        table.append(night(k * per, (k + 1) * per if k < files - 1 else rows))
+    for task in table.scan().plan_files():
+        path = task.file.file_path
+        ids = pq.read_table(table.io.new_input(path).open(), columns=["id"]).column("id").to_pylist()
+        positions = [p for p, i in enumerate(ids) if i in gone]
+        data = pa.table(
+            [pa.array([path] * len(positions), pa.string()), pa.array(positions, pa.int64())],
+            schema=pa.schema([_field("file_path", pa.string(), FILE_PATH_ID), _field("pos", pa.int64(), POS_ID)]),
+        )
+        commit_delete_file(table, DataFileContent.POSITION_DELETES, data)
+    return cat.load_table("nightly.bench")
+
+
 def main(out, rows, files):
     delta, plain = out / "delta", out / "plain"
-    stamp = out / f"made-{rows}-{files}"
+    # The stamp names what is made: data made by an earlier version of this
+    # script (without the Iceberg table) is made again.
+    stamp = out / f"made-{rows}-{files}-delta-plain-iceberg"
     if not stamp.exists():
         for folder in (delta, plain):
             if folder.exists():
@@ -61,10 +89,20 @@ def main(out, rows, files):
         for k in range(files):
             part = live.slice(k * per, per if k < files - 1 else live.num_rows - k * per)
             pq.write_table(part, plain / f"part-{k}.parquet", row_group_size=GROUP)
+        iceberg = out / "iceberg"
+        if iceberg.exists():
+            import shutil
+            shutil.rmtree(iceberg)
+        table = iceberg_table(catalog(iceberg), rows, files, gone)
+        assert len(table.scan().to_arrow()) == live.num_rows
+        (out / "iceberg-location").write_text(table.location().removeprefix("file://"))
+        (out / "gone.txt").write_text(" ".join(map(str, sorted(gone))))
         stamp.write_text(f"{live.num_rows} live rows of {rows}\n")
     print(stamp.read_text().strip(), file=sys.stderr)
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
     if endpoint:
+        import shutil
+        shutil.rmtree(out / "iceberg-s3-catalog", ignore_errors=True)
         import boto3
         s3 = boto3.client("s3", endpoint_url=endpoint)
         s3.create_bucket(Bucket="bench")
@@ -72,6 +110,12 @@ def main(out, rows, files):
             for f in (out / name).rglob("*"):
                 if f.is_file():
                     s3.upload_file(str(f), "bench", f"{name}/{f.relative_to(out / name)}")
+        gone = set(map(int, (out / "gone.txt").read_text().split()))
+        cat = catalog(out / "iceberg-s3-catalog", warehouse="s3://bench/iceberg", **{
+            "s3.endpoint": endpoint, "s3.access-key-id": os.environ["AWS_ACCESS_KEY_ID"],
+            "s3.secret-access-key": os.environ["AWS_SECRET_ACCESS_KEY"], "s3.region": os.environ["AWS_REGION"]})
+        table = iceberg_table(cat, rows, files, gone)
+        (out / "iceberg-s3-location").write_text(table.location())
 
 
 if __name__ == "__main__":

@@ -498,31 +498,15 @@ fn active_files(
         listed.retain(|file| !earlier.contains(&file.path));
     }
     let table_root = snapshot.table_root();
+    let vectors = deletion_vectors(&shown, &engine, table_root, &listed)?;
     let mut out = Vec::with_capacity(listed.len());
-    for file in listed {
+    for (file, deleted) in listed.into_iter().zip(vectors) {
         let file_url = url.join(&file.path).map_err(|e| {
             Error::bad_input(format!(
                 "{shown}: the log names a file '{}' that is not a path: {e}",
                 file.path
             ))
         })?;
-        // The kernel reads the vector (inline in the log, or from its file
-        // beside the table's data) and gives the rows it deletes, in order.
-        let deleted = file
-            .dv
-            .get_row_indexes(&engine, table_root)
-            .map_err(|e| {
-                let line = e.to_string();
-                let line = line.lines().next().unwrap_or("");
-                Error::bad_input(format!(
-                    "{shown}: the deletion vector of {} cannot be read: {line}",
-                    file.path
-                ))
-            })?
-            .map(|mut rows| {
-                rows.sort_unstable();
-                Arc::from(rows)
-            });
         let mut partition = Vec::with_capacity(partition_fields.len());
         for (field, stored) in &partition_fields {
             let text = file.partition_values.get(stored).cloned();
@@ -540,6 +524,45 @@ fn active_files(
         });
     }
     Ok((version, out))
+}
+
+/// The rows each file's deletion vector deletes (ascending; `None`: it
+/// has none). The kernel reads a vector inline in the log or from its file
+/// beside the table's data; stored vectors are fetched side by side, since
+/// on an object store each is one request and a table has one per file.
+fn deletion_vectors(
+    shown: &str,
+    engine: &DefaultEngine<TokioMultiThreadExecutor>,
+    table_root: &Url,
+    listed: &[Listed],
+) -> Result<Vec<Option<Arc<[u64]>>>, Error> {
+    /// Requests in flight at once.
+    const AT_ONCE: usize = 16;
+    let read = |file: &Listed| -> Result<Option<Arc<[u64]>>, Error> {
+        let rows = file.dv.get_row_indexes(engine, table_root).map_err(|e| {
+            let line = e.to_string();
+            let line = line.lines().next().unwrap_or("");
+            Error::bad_input(format!(
+                "{shown}: the deletion vector of {} cannot be read: {line}",
+                file.path
+            ))
+        })?;
+        Ok(rows.map(|mut rows| {
+            rows.sort_unstable();
+            Arc::from(rows)
+        }))
+    };
+    let per_thread = listed.len().div_ceil(AT_ONCE).max(1);
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = listed
+            .chunks(per_thread)
+            .map(|part| scope.spawn(move || part.iter().map(read).collect::<Vec<_>>()))
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|part| part.join().expect("a deletion vector read panicked"))
+            .collect()
+    })
 }
 
 /// A partition value as its column's type (the log holds them as text; no

@@ -294,3 +294,25 @@ def test_a_table_in_an_object_store_gets_the_same_appends(tmp_path):
                 assert got_report["metrics"] == want_report["metrics"], which
     finally:
         stop_server(proc)
+
+
+def test_a_span_detectors_list_column_is_appended_and_read_back(tmp_path):
+    # LettuceDetect-style span detectors write `cross_spans`, a list of
+    # structs per row: a Delta table holds it as Parquet does, deltalake,
+    # Polars and report read it.
+    fixture = ROOT / "tests" / "fixtures" / "lettuce-tiny-token-modernbert.jsonl"
+    model = ROOT / "tests" / "fixtures" / "models" / "tiny-token-modernbert"
+    lines = [json.loads(line) for line in fixture.read_text().splitlines()[1:]]
+    spec = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({k: [r.get(k) for r in lines] for k in ("id", "question", "reference", "output")}), spec)
+    flags = ["--metrics", "cross_score", "--cross-model", str(model)]
+    table, file = tmp_path / "spans", tmp_path / "spans.parquet"
+    for out, extra in ((table, ["--output-format", "delta"]), (file, [])):
+        r = run("score", str(spec), "-o", str(out), *flags, *extra)
+        assert r.returncode == 0, r.stderr
+    want = rows(pq.read_table(file), ["id", "cross_score", "cross_spans"])
+    assert any(r["cross_spans"] for r in want), "the fixture has rows with spans"
+    assert rows(DeltaTable(str(table)).to_pyarrow_table(), ["id", "cross_score", "cross_spans"]) == want
+    assert pl.read_delta(str(table)).sort("id").select(["id", "cross_score", "cross_spans"]).to_dicts() == want
+    got, plain = report(str(table), tmp_path / "table.json"), report(str(file), tmp_path / "file.json")
+    assert got["result"]["rows"] == len(want) and got["metrics"] == plain["metrics"]

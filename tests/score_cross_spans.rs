@@ -143,7 +143,9 @@ fn a_span_detector_scores_and_lists_the_unsupported_spans() {
             continue;
         }
         assert_eq!(status[k].as_deref(), Some("ok"), "{id}");
-        let want = row["score"].as_f64().unwrap() as f32;
+        // cross_score is the support: 1 − LettuceDetect's example-level
+        // hallucination probability.
+        let want = 1.0 - row["score"].as_f64().unwrap() as f32;
         assert!((scores[k].unwrap() - want).abs() < 1e-4, "{id}: {scores:?}");
         let got = got[k].as_ref().expect("a list");
         let want = row["spans"].as_array().unwrap();

@@ -472,8 +472,8 @@ pub struct ScoreArgs {
     /// cross_score; an NLI model gives nli_precision, nli_recall, nli_equivalence (two-way
     /// entailment) and nli_contradiction (HHEM: --nli-labels entailment=1). A two-label
     /// *ForTokenClassification folder (LettuceDetect's span detectors) runs as LettuceDetect's
-    /// inference: cross_score (the largest hallucination probability over the output's tokens)
-    /// and cross_spans (the output's unsupported spans). Runs on --device with --precision,
+    /// inference: cross_score (the output's support: 1 - the largest hallucination probability
+    /// over its tokens) and cross_spans (its unsupported spans). Runs on --device with --precision,
     /// like --model
     #[arg(long, value_name = "PATH|ORG/NAME")]
     pub cross_model: Option<String>,

@@ -1,7 +1,10 @@
 //! A span detector as the cross stage: each distinct (reference, question,
 //! output) row of a batch goes through [`SpanDetector`] once; the row gets
-//! `cross_score` (the detector's score) and `cross_spans` (its unsupported
-//! spans of the output). Detections are kept in the same memory cache and
+//! `cross_score` (its support: 1 − the detector's score, so that, as for
+//! every cross model, higher means better supported and bands, `report` and
+//! `calibrate-band` read it in the registry's direction) and `cross_spans`
+//! (its unsupported spans of the output, with the detector's own
+//! probabilities). Detections are kept in the same memory cache and
 //! `--embed-cache` store as a sequence classifier's scores, under keys of
 //! their own.
 
@@ -190,7 +193,10 @@ impl Stage for SpanStage {
             let decoded = k.map(|k| decode(&found[k], rows[k].1));
             match decoded {
                 Some(Ok((score, spans))) => {
-                    scores.append_value(score);
+                    // The detector's score is LettuceDetect's hallucination
+                    // probability (lower is better); the column is its
+                    // complement (see the module docs).
+                    scores.append_value(1.0 - score);
                     let items = lists.values();
                     for s in &spans {
                         items

@@ -255,6 +255,9 @@ impl CrossPlan {
         }
         if f.head == CrossHead::Tokens {
             v["detector"] = json!(super::spans::DETECTOR);
+            // cross_score became the support (1 − the detector's score):
+            // a run started before it must not resume into the other sense.
+            v["cross_score"] = json!("support");
         }
         // The plain pair names no recipe, so earlier runs still resume.
         if !f.recipe.is_plain() {

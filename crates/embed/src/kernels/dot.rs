@@ -86,8 +86,9 @@ pub(crate) fn pack_groups<const K: usize>(
 pub(crate) type Rows = fn(&[u32], &Packed, &mut [u32]);
 
 /// The bf16 product loop this CPU runs: `vdpbf16ps` where
-/// [`Instruction::Bf16`] is usable, else [`lanes::Bf16`] compiled for the
-/// kernel path in use. Both give the same bits.
+/// [`Instruction::Bf16`] is usable, [`avx2::Bf16`] on the AVX2 path, else
+/// [`lanes::Bf16`] compiled for the kernel path in use. All give the same
+/// bits.
 pub(crate) fn bf16_rows() -> Rows {
     #[cfg(target_arch = "x86_64")]
     {
@@ -98,7 +99,7 @@ pub(crate) fn bf16_rows() -> Rows {
         match super::active() {
             // SAFETY: the active path's features are checked when it is chosen.
             super::KernelPath::Avx512 => |x, w, o| unsafe { rows_bf16_lanes_avx512(x, w, o) },
-            super::KernelPath::Avx2 => |x, w, o| unsafe { rows_bf16_lanes_avx2(x, w, o) },
+            super::KernelPath::Avx2 => |x, w, o| unsafe { rows_bf16_avx2(x, w, o) },
             super::KernelPath::Portable => rows_plain::<lanes::Bf16>,
         }
     }
@@ -145,6 +146,11 @@ const TILE: (usize, usize) = (8, 3);
 /// registers, so 6 rows × 1 block is 12 accumulators, with the block's two
 /// weight registers and a broadcast 15 of the 16.
 const MADDWD_TILE: (usize, usize) = (6, 1);
+
+/// The full tile of [`avx2::Bf16`]: 4 rows × 1 block is 8 accumulators,
+/// with the block's 4 widened weight registers, 2 broadcasts and 2
+/// products 16 of the 16.
+const BF16_AVX2_TILE: (usize, usize) = (4, 1);
 
 /// The full tile of the plain-Rust units: an accumulator of 16 lanes takes
 /// two AVX2 registers (of 16), so a smaller tile avoids spills.
@@ -480,12 +486,17 @@ rows_for!(
     "avx512f,avx512vl,avx2,fma",
     (4, 2)
 );
-#[cfg(target_arch = "x86_64")]
+// The lanes' emulation at AVX2, which the AVX2 path ran before
+// `avx2::Bf16`: kept for the speed measurement's side-by-side column.
+#[cfg(all(test, target_arch = "x86_64"))]
 rows_for!(rows_bf16_lanes_avx2, lanes::Bf16, "avx2,fma", LANES_TILE);
+#[cfg(target_arch = "x86_64")]
+rows_for!(rows_bf16_avx2, avx2::Bf16, "avx2,fma", BF16_AVX2_TILE);
 #[cfg(target_arch = "x86_64")]
 rows_for!(rows_maddwd, avx2::MaddWd, "avx2", MADDWD_TILE);
 
-/// The AVX2 instruction of the int8 tiles where there is no VNNI.
+/// The AVX2 units of the tiles where AVX-512's dot-product instructions
+/// are missing: int8's `vpmaddwd`, and `vdpbf16ps` in AVX2 instructions.
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2 {
     use std::arch::x86_64::*;
@@ -535,6 +546,66 @@ pub(crate) mod avx2 {
             unsafe {
                 _mm256_storeu_si256(out.as_mut_ptr().cast(), acc[0]);
                 _mm256_storeu_si256(out.as_mut_ptr().add(8).cast(), acc[1]);
+            }
+        }
+    }
+
+    /// `vdpbf16ps` in AVX2 instructions: each lane's pair of bf16 weights
+    /// widened to two f32 registers when its line is loaded (a bf16 is the
+    /// high half of an f32), then the odd pair's product added before the
+    /// even one's, each product exact in f32 and each add rounding once,
+    /// as [`super::lanes::Bf16`] defines it: the same bits for products in
+    /// f32's normal range (as for `vdpbf16ps`), in half the instructions.
+    pub(crate) struct Bf16;
+
+    impl DotUnit for Bf16 {
+        type Acc = [__m256; 2];
+        /// Per half of the block: the odd values (high halves), the even
+        /// values (low halves shifted up), as f32.
+        type Line = [__m256; 4];
+
+        #[inline(always)]
+        unsafe fn zero() -> Self::Acc {
+            [_mm256_setzero_ps(); 2]
+        }
+
+        #[inline(always)]
+        unsafe fn load(p: *const u32) -> Self::Line {
+            // SAFETY: the caller passes 16 readable values.
+            let (lo, hi) = unsafe {
+                (
+                    _mm256_loadu_si256(p.cast()),
+                    _mm256_loadu_si256(p.add(8).cast()),
+                )
+            };
+            let high = _mm256_set1_epi32(0xffff_0000u32 as i32);
+            let odd = |v| _mm256_castsi256_ps(_mm256_and_si256(v, high));
+            let even = |v| _mm256_castsi256_ps(_mm256_slli_epi32::<16>(v));
+            [odd(lo), even(lo), odd(hi), even(hi)]
+        }
+
+        #[inline(always)]
+        unsafe fn dot(acc: Self::Acc, x: u32, w: Self::Line) -> Self::Acc {
+            let odd = _mm256_set1_ps(f32::from_bits(x & 0xffff_0000));
+            let even = _mm256_set1_ps(f32::from_bits(x << 16));
+            // Fused: a product of two bf16 values is exact in f32, so
+            // the FMA rounds the sum once, as the emulation's add does
+            // (they differ only where a product falls below f32's normal
+            // range, where `vdpbf16ps` itself flushes to zero).
+            let step = |a, w_odd, w_even| {
+                let a = _mm256_fmadd_ps(odd, w_odd, a);
+                _mm256_fmadd_ps(even, w_even, a)
+            };
+            [step(acc[0], w[0], w[1]), step(acc[1], w[2], w[3])]
+        }
+
+        #[inline(always)]
+        unsafe fn store(acc: Self::Acc, out: &mut [u32]) {
+            assert!(out.len() >= LANES);
+            // SAFETY: 16 writable values, asserted.
+            unsafe {
+                _mm256_storeu_ps(out.as_mut_ptr().cast(), acc[0]);
+                _mm256_storeu_ps(out.as_mut_ptr().add(8).cast(), acc[1]);
             }
         }
     }
@@ -806,6 +877,32 @@ mod tests {
             move |o, k| all[o * g + k]
         });
         let xb: Vec<u32> = groups(n * g, 9).into_iter().map(finite).collect();
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // Moderate values, and then a wider range of exponents, short
+            // of those whose products leave f32's normal range (there an
+            // FMA and a multiply then add round differently, and
+            // `vdpbf16ps` flushes to zero).
+            let wide = |v: u32| -> u32 {
+                let half = |h: u32| (h & 0x807f) | ((0x30 + (h >> 7) % 0x20) << 7);
+                half(v & 0xffff) | half(v >> 16) << 16
+            };
+            let wa = Packed::new(out, g, {
+                let all: Vec<u32> = groups(out * g, 11).into_iter().map(wide).collect();
+                move |o, k| all[o * g + k]
+            });
+            let xa: Vec<u32> = groups(n * g, 13).into_iter().map(wide).collect();
+            for (x, w) in [(&xb, &wb), (&xa, &wa)] {
+                // SAFETY: the CPU has AVX2 (checked).
+                let real = raw_product(x, n, w, |x, w, o| unsafe { rows_bf16_avx2(x, w, o) });
+                let emulated = raw_product(x, n, w, rows_plain::<lanes::Bf16>);
+                assert!(
+                    real == emulated,
+                    "the AVX2 bf16 unit differs from the lanes' emulation"
+                );
+            }
+        } else {
+            eprintln!("bf16 with AVX2 and FMA: not on this CPU, emulation only");
+        }
         match real_and_emulated(Instruction::Bf16, &xb, n, &wb) {
             Some((real, emulated)) => {
                 let worst = real

@@ -46,7 +46,7 @@ fn product_speed() {
         .unwrap();
     let layout = int8::Layout::here();
     println!(
-        "product,rows,inputs,outputs,threads,fp32_gflops,bf16_gflops,int8_gops ({}),int8_gemm_gops",
+        "product,rows,inputs,outputs,threads,fp32_gflops,bf16_gflops,bf16_lanes_gflops,int8_gops ({}),int8_gemm_gops",
         layout.name()
     );
     pool.install(|| {
@@ -61,6 +61,22 @@ fn product_speed() {
             let bf16 = median(15, || {
                 std::hint::black_box(wb.product(&x, rows));
             });
+            // bf16 through the lanes' emulation compiled for AVX2 (the AVX2
+            // path before its own unit), beside.
+            #[cfg(target_arch = "x86_64")]
+            let lanes: dot::Rows =
+                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                    // SAFETY: the CPU has AVX2 and FMA (checked).
+                    |x, w, o| unsafe { dot::rows_bf16_lanes_avx2(x, w, o) }
+                } else {
+                    dot::rows_plain::<dot::lanes::Bf16>
+                };
+            #[cfg(not(target_arch = "x86_64"))]
+            let lanes: dot::Rows = dot::rows_plain::<dot::lanes::Bf16>;
+            let wl = bf16::Weight::from_host(&w, (out, inp), lanes);
+            let bf16_lanes = median(15, || {
+                std::hint::black_box(wl.product(&x, rows));
+            });
             let wi = int8::Weight::from_host(&w, (out, inp), layout);
             let int8 = median(15, || {
                 std::hint::black_box(wi.product(&x, rows));
@@ -72,9 +88,10 @@ fn product_speed() {
             });
             let flops = 2.0 * (rows * inp * out) as f64 / 1e9;
             println!(
-                "{name},{rows},{inp},{out},{threads},{:.1},{:.1},{:.1},{:.1}",
+                "{name},{rows},{inp},{out},{threads},{:.1},{:.1},{:.1},{:.1},{:.1}",
                 flops / fp32,
                 flops / bf16,
+                flops / bf16_lanes,
                 flops / int8,
                 flops / int8_gemm
             );

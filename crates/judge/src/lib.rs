@@ -21,6 +21,7 @@ pub mod batch;
 mod cache;
 mod client;
 mod columns;
+mod decide;
 mod definition;
 mod endpoint;
 mod fingerprint;

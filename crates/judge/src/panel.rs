@@ -23,12 +23,11 @@ use refscore_core::{Error, RowBatch, ScoreColumns, Stage};
 use serde_json::{json, Value};
 
 use crate::batch::BatchMode;
-use crate::columns::{self, normalised, Outcome, Source};
+use crate::columns::{self, normalised};
+use crate::decide::{add_usage, Decided, Outcome, Source};
 use crate::definition::Answer;
 use crate::endpoint::Endpoint;
 use crate::metric::JudgeMetric;
-use crate::stage::add_usage;
-use crate::stage::Decided;
 use crate::tiers::ChainValues;
 use crate::where_column::{self, Wanted};
 use crate::{report_json, JudgeOptions, JudgeReport, JudgeStage};

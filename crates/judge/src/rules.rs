@@ -4,7 +4,7 @@
 
 use unicode_normalization::UnicodeNormalization;
 
-use crate::columns::Outcome;
+use crate::decide::Outcome;
 use crate::definition::Answer;
 use crate::metric::JudgeMetric;
 

@@ -60,9 +60,26 @@ pub(crate) const STEPS: &[&dyn DecisionStep] = &[
     &ask::AskJudge,
 ];
 
-/// Walks [`STEPS`] for one value until a step settles or takes it.
-pub(crate) fn walk(stage: &mut JudgeStage, row: &mut Row<'_>, work: &mut Pending) {
-    for step in STEPS {
+/// How many of [`STEPS`] come before a judge is asked (the rules and the
+/// tiers): they decide alike for every judge of a panel, so they run once,
+/// at its first judge.
+const SHARED: usize = 2;
+
+/// The steps that ask a judge (the fact ratio's path, the question, its
+/// stored answers, the call): what a panel's later judge walks for the
+/// values escalated to it, the shared steps having run at the first.
+pub(crate) fn asking() -> &'static [&'static dyn DecisionStep] {
+    &STEPS[SHARED..]
+}
+
+/// Walks `steps` for one value until a step settles or takes it.
+pub(crate) fn walk(
+    steps: &[&dyn DecisionStep],
+    stage: &mut JudgeStage,
+    row: &mut Row<'_>,
+    work: &mut Pending,
+) {
+    for step in steps {
         match step.decide(stage, row, work) {
             Step::Pass => {}
             Step::Settled(outcome, source) => {

@@ -304,11 +304,31 @@ impl JudgeStage {
 
     /// Decides every requested metric of every row (see
     /// [`score_batch`](Self::score_batch)), before the columns are built: a
-    /// panel of judges combines several stages' decisions. Each value walks
-    /// the decision steps ([`decide::STEPS`]); the work they queued then
-    /// runs, calls first and the fact ratio's checks after.
+    /// panel of judges combines several stages' decisions.
     pub(crate) fn decide(
         &mut self,
+        batch: &RowBatch,
+        requested: &[Wanted],
+        values: &ChainValues,
+    ) -> Result<Decided, Error> {
+        self.decide_by(decide::STEPS, batch, requested, values)
+    }
+
+    /// Decides the values a panel escalated to this judge (see
+    /// [`decide::asking`]): the rules and tiers already passed them on.
+    pub(crate) fn decide_escalated(
+        &mut self,
+        batch: &RowBatch,
+        requested: &[Wanted],
+    ) -> Result<Decided, Error> {
+        self.decide_by(decide::asking(), batch, requested, &ChainValues::none())
+    }
+
+    /// Each requested value walks `steps`; the work they queued then runs,
+    /// calls first and the fact ratio's checks after.
+    fn decide_by(
+        &mut self,
+        steps: &[&dyn decide::DecisionStep],
         batch: &RowBatch,
         requested: &[Wanted],
         values: &ChainValues,
@@ -334,7 +354,7 @@ impl JudgeStage {
                         columns: &columns,
                         question: None,
                     };
-                    decide::walk(self, &mut row, &mut work);
+                    decide::walk(steps, self, &mut row, &mut work);
                 }
             }
         }

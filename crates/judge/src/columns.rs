@@ -7,9 +7,10 @@ use arrow::array::{
     ArrayRef, BooleanArray, Float32Array, StringArray, StructArray, UInt32Array, UInt8Array,
 };
 use arrow::datatypes::{DataType, Field, Fields};
-use refscore_core::schema::{source, JUDGE_TEMPLATES, JUDGE_USAGE};
+use refscore_core::schema::{JUDGE_TEMPLATES, JUDGE_USAGE};
 use refscore_core::ScoreColumns;
 
+use crate::decide::{Decisions, Outcome, Source};
 use crate::definition::Answer;
 use crate::metric::{JudgeMetric, JudgeMetrics};
 use crate::transport::Usage;
@@ -19,54 +20,6 @@ use crate::transport::Usage;
 pub(crate) fn normalised(score: u8, expected: Option<f32>, (min, max): (u8, u8)) -> f32 {
     (expected.unwrap_or(f32::from(score)) - f32::from(min)) / f32::from(max - min)
 }
-
-/// How a judge metric was decided, as written to `<metric>_source`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Source {
-    Rule,
-    /// A tier of the chain, by its source name (`band:cosine`).
-    Tier(Arc<str>),
-    /// The fact ratio, its facts checked by a local NLI model.
-    Nli,
-    Cache,
-    Judge,
-}
-
-impl Source {
-    pub(crate) fn name(&self) -> &str {
-        match self {
-            Source::Rule => source::RULE,
-            Source::Tier(name) => name,
-            Source::Nli => source::NLI,
-            Source::Cache => source::CACHE,
-            Source::Judge => source::JUDGE,
-        }
-    }
-}
-
-/// The result of one metric for one row.
-#[derive(Debug, Clone)]
-pub(crate) enum Outcome {
-    /// A verdict rubric's answer: the verdict, P(true) where the judge gave
-    /// probabilities, the reason where one was asked for.
-    Verdict {
-        verdict: bool,
-        p_true: Option<f32>,
-        reason: Option<String>,
-    },
-    /// A score rubric's answer: the sampled score, the expected score where
-    /// the judge gave probabilities, the reason where one was asked for.
-    Score {
-        score: u8,
-        expected: Option<f32>,
-        reason: Option<String>,
-    },
-    /// (matched, reference facts, output facts); counts unknown when decided by rule.
-    Facts(Option<(u32, u32, u32)>),
-}
-
-/// One metric's decisions for the rows of a batch.
-pub(crate) type Decisions = Vec<Option<(Outcome, Source)>>;
 
 /// Builds the output columns of a batch: per metric of `metrics` (in
 /// order) its columns from `verdicts[m][row]`, then the per-row usage and

@@ -9,7 +9,8 @@
 //! of the chain that is sure (a score outside a `--judge-band`) → Meaning
 //! Match by its side (`band:SCORE`, [`tiers`]); an answer
 //! in the paid-answers journal (`judge`, with its original usage); an answer
-//! in the on-disk cache (`cache`); else a call (`judge`).
+//! in the on-disk cache (`cache`); else a call (`judge`). Each is a step of
+//! `decide/` (`decide::STEPS`).
 //! A call that fails after its retries leaves the metric null and the row's
 //! `error` says why; the run goes on.
 //!
@@ -21,6 +22,7 @@ pub mod batch;
 mod cache;
 mod client;
 mod columns;
+mod decide;
 mod definition;
 mod endpoint;
 mod fingerprint;
@@ -35,7 +37,6 @@ mod probs;
 mod prompts;
 mod protocol;
 mod redact;
-mod rules;
 mod stage;
 mod summary_lines;
 pub mod tiers;

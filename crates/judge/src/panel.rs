@@ -23,12 +23,11 @@ use refscore_core::{Error, RowBatch, ScoreColumns, Stage};
 use serde_json::{json, Value};
 
 use crate::batch::BatchMode;
-use crate::columns::{self, normalised, Outcome, Source};
+use crate::columns::{self, normalised};
+use crate::decide::{add_usage, Decided, Outcome, Source};
 use crate::definition::Answer;
 use crate::endpoint::Endpoint;
 use crate::metric::JudgeMetric;
-use crate::stage::add_usage;
-use crate::stage::Decided;
 use crate::tiers::ChainValues;
 use crate::where_column::{self, Wanted};
 use crate::{report_json, JudgeOptions, JudgeReport, JudgeStage};
@@ -258,22 +257,48 @@ impl JudgePanel {
         }
     }
 
-    /// Each judge's paid-answers journal, under `dir`.
-    pub fn set_journal_dir(&mut self, dir: PathBuf) -> Result<(), Error> {
+    /// Sets up every judge with its folder under `dir`.
+    fn in_folders(
+        &mut self,
+        dir: &std::path::Path,
+        set_up: impl Fn(&mut JudgeStage, PathBuf) -> Result<(), Error>,
+    ) -> Result<(), Error> {
         for k in 0..self.members.len() {
-            let d = self.folder(&dir, k);
-            self.members[k].1.set_journal_dir(d)?;
+            let d = self.folder(dir, k);
+            set_up(&mut self.members[k].1, d)?;
         }
         Ok(())
     }
 
+    /// Each judge's paid-answers journal, under `dir`.
+    pub fn set_journal_dir(&mut self, dir: PathBuf) -> Result<(), Error> {
+        self.in_folders(&dir, |stage, d| stage.set_journal_dir(d))
+    }
+
     /// Each judge's batches, under `dir`.
     pub fn use_batches(&mut self, dir: PathBuf, mode: &BatchMode) -> Result<(), Error> {
-        for k in 0..self.members.len() {
-            let d = self.folder(&dir, k);
-            self.members[k].1.use_batches(d, mode)?;
+        self.in_folders(&dir, |stage, d| stage.use_batches(d, mode))
+    }
+
+    /// What the judges say, in order, each line naming its judge on a
+    /// panel (each judge numbers its own batches); `None` when none says
+    /// anything.
+    fn gather(
+        &mut self,
+        mut say: impl FnMut(&str, &mut JudgeStage) -> Result<Option<String>, Error>,
+    ) -> Result<Option<String>, Error> {
+        let panel = self.members.len() > 1;
+        let mut out = Vec::new();
+        for (name, stage) in &mut self.members {
+            if let Some(m) = say(name, stage)? {
+                out.push(if panel {
+                    format!("judge {name}: {m}")
+                } else {
+                    m
+                });
+            }
         }
-        Ok(())
+        Ok((!out.is_empty()).then(|| out.join("; ")))
     }
 
     /// Collects every judge's batches; `Some` while any still run.
@@ -282,36 +307,15 @@ impl JudgePanel {
         wait: Option<std::time::Duration>,
         progress: &mut dyn FnMut(&str),
     ) -> Result<Option<String>, Error> {
-        let mut out = Vec::new();
-        let panel = self.members.len() > 1;
-        for (name, stage) in &mut self.members {
+        self.gather(|name, stage| {
             let mut tell = |line: &str| progress(&format!("{name}: {line}"));
-            if let Some(m) = stage.batches_still_out(wait, &mut tell)? {
-                out.push(if panel {
-                    format!("judge {name}: {m}")
-                } else {
-                    m
-                });
-            }
-        }
-        Ok((!out.is_empty()).then(|| out.join("; ")))
+            stage.batches_still_out(wait, &mut tell)
+        })
     }
 
     /// Submits what each judge set aside.
     pub fn send_out_batches(&mut self) -> Result<Option<String>, Error> {
-        let mut out = Vec::new();
-        let panel = self.members.len() > 1;
-        for (name, stage) in &mut self.members {
-            if let Some(m) = stage.send_out_batches()? {
-                // Each judge numbers its own batches: name whose they are.
-                out.push(if panel {
-                    format!("judge {name}: {m}")
-                } else {
-                    m
-                });
-            }
-        }
-        Ok((!out.is_empty()).then(|| out.join("; ")))
+        self.gather(|_, stage| stage.send_out_batches())
     }
 
     /// Escalation reads each judge's P(true): the judges (all but the last)
@@ -497,9 +501,7 @@ impl JudgePanel {
                     let d = if count == 0 {
                         Decided::new(metrics, n)
                     } else {
-                        self.members[k]
-                            .1
-                            .decide(batch, &ask, &ChainValues::none())?
+                        self.members[k].1.decide_escalated(batch, &ask)?
                     };
                     for (i, w) in ask.iter().enumerate() {
                         for (m, jm) in self.metrics.iter().enumerate() {

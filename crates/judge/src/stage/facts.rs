@@ -208,7 +208,7 @@ impl JudgeStage {
     /// Makes sure the facts of `answer` are known or asked for:
     /// from memory, the journal or cache, else a new extraction job (once
     /// per batch for each distinct text).
-    pub(super) fn want_facts(
+    pub(crate) fn want_facts(
         &mut self,
         texts: &str,
         answer: &str,

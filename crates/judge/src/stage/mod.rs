@@ -22,7 +22,10 @@ use serde_json::{json, Value};
 use crate::batch::{BatchMode, Collected, JudgeBatches};
 use crate::cache::{DiskCache, Store};
 use crate::client::{AskFailure, Client};
-use crate::columns::{self, normalised, Decisions, Outcome, Source};
+use crate::columns::{self, normalised};
+use crate::decide::{
+    self, add_usage, fail, rules, Answers, Decided, Outcome, Pending, Row, Source,
+};
 use crate::definition::{Answer, Rubric};
 use crate::keyed_log::KeyedLog;
 use crate::metric::{JudgeMetric, JudgeMetrics};
@@ -33,183 +36,24 @@ use crate::protocol::Ask;
 use crate::tiers::ChainValues;
 use crate::transport::{Reply, Usage};
 use crate::where_column::Wanted;
-use crate::{rules, BatchReport, JudgeOptions, JudgeReport, Reasons};
+use crate::{BatchReport, JudgeOptions, JudgeReport, Reasons};
 
 mod core_stage;
 mod facts;
 mod reasons;
 mod rubric;
 mod stored;
+mod work;
 
 pub use rubric::Prompt;
+pub(crate) use work::Work;
 
 use facts::{parse_check, read_word_verdict};
-
-/// One question for the model, asked on a worker thread; its paid answer
-/// is kept the moment it arrives. `texts` (in each) is the hash of the
-/// texts the prompt is made of; with the request's other parameters it
-/// makes the cache and journal key (see [`JudgeStage::key`]).
-trait Question: Sync {
-    /// Asks it, with retries: the parsed answer, its cost and the output
-    /// mode that produced it.
-    fn ask(&self, stage: &JudgeStage) -> JobResult;
-    /// Keeps a paid answer in the cache and journal when it parses as this
-    /// question's kind of answer (a reply that will be retried is not).
-    fn keep(&self, stage: &JudgeStage, v: &Value, u: Usage, mode: &str);
-}
-
-/// The first phase's work: the rubrics of the rows, and the facts of the
-/// answers the fact ratio needs.
-enum Work {
-    /// One rubric of one row; `metric` indexes the stage's metrics, `user`
-    /// is the rendered user message.
-    Ask {
-        row: usize,
-        metric: usize,
-        rubric: Arc<Rubric>,
-        texts: String,
-        user: String,
-    },
-    /// The atomic facts of one answer (a reference or an output).
-    Extract { texts: String, answer: String },
-}
-
-impl Question for Work {
-    fn ask(&self, stage: &JudgeStage) -> JobResult {
-        match self {
-            Work::Extract { answer, .. } => stage.client.ask(
-                &FACT_EXTRACT,
-                &FACT_EXTRACT.render(&[("answer", answer)]),
-                |v| parse::facts(v).map(|_| v.clone()),
-            ),
-            Work::Ask { rubric, user, .. } => stage.ask_rubric(rubric, user),
-        }
-    }
-
-    fn keep(&self, stage: &JudgeStage, v: &Value, u: Usage, mode: &str) {
-        match self {
-            Work::Ask { rubric, texts, .. } => {
-                if stage.verdict(rubric, v).is_ok() {
-                    stage.record(&rubric.template, mode, texts, v, u);
-                }
-            }
-            Work::Extract { texts, .. } => {
-                if parse::facts(v).is_ok() {
-                    stage.record(&FACT_EXTRACT, mode, texts, v, u);
-                }
-            }
-        }
-    }
-}
-
-/// The second phase's work: does `answer` state `fact`? One check of the
-/// fact ratio.
-struct Check {
-    texts: String,
-    input: String,
-    answer: String,
-    fact: String,
-}
-
-impl Question for Check {
-    fn ask(&self, stage: &JudgeStage) -> JobResult {
-        stage.fact_checks.fetch_add(1, Ordering::Relaxed);
-        let ask = Ask {
-            template: &FACT_CHECK,
-            user: FACT_CHECK.render(&[
-                ("input", &self.input),
-                ("answer", &self.answer),
-                ("fact", &self.fact),
-            ]),
-            max_tokens: FACT_CHECK.max_tokens,
-            logprobs: true,
-        };
-        stage
-            .client
-            .send_ask(&ask, read_word_verdict)
-            .map(|(v, u, _)| (v, u, NO_FORMAT))
-    }
-
-    fn keep(&self, stage: &JudgeStage, v: &Value, u: Usage, mode: &str) {
-        if parse_check(v).is_ok() {
-            stage.record(&FACT_CHECK, mode, &self.texts, v, u);
-        }
-    }
-}
-
-/// What the judging of one batch has decided so far.
-#[derive(Clone)]
-pub(crate) struct Decided {
-    /// `verdicts[m][row]`, m indexing the stage's metrics.
-    pub(crate) verdicts: Vec<Decisions>,
-    /// What each row's answers cost.
-    pub(crate) usage: Vec<Usage>,
-    /// Why each row's failed metrics failed.
-    pub(crate) errors: Vec<Option<String>>,
-    /// Rows with a failure of the endpoint itself (see
-    /// [`JudgeStage::last_batch_rows_retryable`]).
-    pub(crate) transient: Vec<bool>,
-    /// Rows where at least one metric went to the model.
-    pub(crate) judged: Vec<bool>,
-}
-
-impl Decided {
-    /// Rows with a failed metric, of them the rows a later try may fix
-    /// (the endpoint failed), and the first of those rows' error.
-    pub(crate) fn failures(&self) -> (u64, u64, Option<String>) {
-        let failed = self.errors.iter().filter(|e| e.is_some()).count() as u64;
-        let mut retryable = self
-            .errors
-            .iter()
-            .zip(&self.transient)
-            .filter(|(e, t)| e.is_some() && **t)
-            .map(|(e, _)| e.as_deref());
-        let reason = retryable.next().flatten().map(String::from);
-        let count = reason.is_some() as u64 + retryable.count() as u64;
-        (failed, count, reason)
-    }
-
-    /// Rows a judge was asked about whose judge failed for good: a
-    /// rejection or an unusable answer ([`fail`]'s errors), not the
-    /// endpoint failing (which a later try may fix) nor a tied jury (where
-    /// every judge answered); and the first such row's error.
-    pub(crate) fn failures_for_good(&self) -> (u64, Option<String>) {
-        let mut rows = self
-            .errors
-            .iter()
-            .zip(self.transient.iter().zip(&self.judged))
-            .filter_map(|(e, (t, judged))| {
-                e.as_deref()
-                    .filter(|e| !*t && *judged && e.contains(JUDGE_FAILED))
-            });
-        let first = rows.next().map(String::from);
-        (u64::from(first.is_some()) + rows.count() as u64, first)
-    }
-
-    /// Metric values a judge answered usably (or the local NLI model
-    /// decided), not a rule or a tier.
-    pub(crate) fn values_answered(&self) -> u64 {
-        self.verdicts
-            .iter()
-            .flatten()
-            .filter(|v| matches!(v, Some((_, Source::Judge | Source::Cache | Source::Nli))))
-            .count() as u64
-    }
-
-    pub(crate) fn new(metrics: usize, rows: usize) -> Decided {
-        Decided {
-            verdicts: vec![vec![None; rows]; metrics],
-            usage: vec![Usage::default(); rows],
-            errors: vec![None; rows],
-            transient: vec![false; rows],
-            judged: vec![false; rows],
-        }
-    }
-}
+use work::{Check, Question};
 
 /// A row wanting the fact ratio: its row, the metric's index, and the
 /// hashes of its reference's and its output's texts.
-type FactRow = (usize, usize, String, String);
+pub(crate) type FactRow = (usize, usize, String, String);
 
 /// The judge stage: endpoint client, caches and counters.
 pub struct JudgeStage {
@@ -467,144 +311,62 @@ impl JudgeStage {
         requested: &[Wanted],
         values: &ChainValues,
     ) -> Result<Decided, Error> {
-        let n = batch.len();
-        let metrics = self.metrics.clone();
-        let mut d = Decided::new(metrics.len(), n);
-        let mut extraction_down: HashSet<String> = HashSet::new();
-        let mut jobs: Vec<Work> = Vec::new();
-        // Fact-ratio rows: (row, metric, hash of its reference's texts, of
-        // its output's).
-        let mut fact_rows: Vec<FactRow> = Vec::new();
-        let mut extracting: HashSet<String> = HashSet::new();
+        self.decide_by(decide::STEPS, batch, requested, values)
+    }
 
-        let prompt_columns = columns_as_text(batch)?;
-        for (i, wanted) in requested.iter().enumerate().take(n) {
+    /// Decides the values a panel escalated to this judge (see
+    /// [`decide::asking`]): the rules and tiers already passed them on.
+    pub(crate) fn decide_escalated(
+        &mut self,
+        batch: &RowBatch,
+        requested: &[Wanted],
+    ) -> Result<Decided, Error> {
+        self.decide_by(decide::asking(), batch, requested, &ChainValues::none())
+    }
+
+    /// Each requested value walks `steps`; the work they queued then runs,
+    /// calls first and the fact ratio's checks after.
+    fn decide_by(
+        &mut self,
+        steps: &[&dyn decide::DecisionStep],
+        batch: &RowBatch,
+        requested: &[Wanted],
+        values: &ChainValues,
+    ) -> Result<Decided, Error> {
+        let metrics = self.metrics.clone();
+        let mut work = Pending::new(metrics.len(), batch.len());
+        let columns = columns_as_text(batch)?;
+        for (i, wanted) in requested.iter().enumerate().take(batch.len()) {
             if batch.unscorable(i).is_some() || !metrics.iter().any(|j| wanted.asks(j.metric())) {
                 continue;
             }
             self.report.rows_requested += 1;
-            let (reference, output) = (
-                batch.reference.get(i).unwrap_or(""),
-                batch.output.get(i).unwrap_or(""),
-            );
-            let empty = output.trim().is_empty();
-            let same = !empty && rules::same_answer(reference, output);
-            for (m, jm) in metrics.iter().enumerate() {
-                if !wanted.asks(jm.metric()) {
-                    continue;
-                }
-                if let Some(verdict) = rules::by_rule(jm, empty, same) {
-                    self.report.decided_by_rule += 1;
-                    d.verdicts[m][i] = Some((verdict, Source::Rule));
-                    continue;
-                }
-                if jm.band() {
-                    if let Some((k, verdict, why)) = self.options.tiers.decide(values, i) {
-                        self.report.decided_by_band += 1;
-                        let count = &mut self.report.tiers[k];
-                        count.decided += 1;
-                        count.decided_true += u64::from(verdict);
-                        let outcome = Outcome::Verdict {
-                            verdict,
-                            p_true: None,
-                            reason: Some(why),
-                        };
-                        d.verdicts[m][i] =
-                            Some((outcome, Source::Tier(self.options.tiers.source(k))));
-                        continue;
-                    }
-                }
-                let rubric = match jm {
-                    JudgeMetric::Rubric(r) => r,
-                    JudgeMetric::FactRatio => {
-                        let [ref_key, out_key] = [reference, output].map(|answer| {
-                            let texts = DiskCache::key(&[answer]);
-                            self.want_facts(&texts, answer, &mut extracting, &mut jobs);
-                            texts
-                        });
-                        fact_rows.push((i, m, ref_key, out_key));
-                        continue;
-                    }
-                };
-                let user = match render(rubric, batch, i, &prompt_columns) {
-                    Ok(user) => user,
-                    Err(e) => {
-                        fail(&mut d.errors[i], &mut self.report, rubric.name(), &e);
-                        continue;
-                    }
-                };
-                let texts = self.ask_texts(rubric, &user);
-                if let Some((v, u, source)) = self.lookup(&rubric.template, &texts) {
-                    if let Ok(verdict) = self.verdict(rubric, &v) {
-                        if source == Source::Judge {
-                            self.count_replay(u);
-                            add_usage(&mut d.usage[i], u);
-                            d.judged[i] = true;
-                        } else {
-                            self.report.cached += 1;
-                        }
-                        d.verdicts[m][i] = Some((verdict, source));
-                        continue;
-                    }
-                }
-                jobs.push(Work::Ask {
-                    row: i,
-                    metric: m,
-                    rubric: Arc::clone(rubric),
-                    texts,
-                    user,
-                });
-            }
-        }
-
-        // Phase 1: rubrics and fact extraction.
-        let results = self.run_jobs(&jobs);
-        for (job, result) in jobs.iter().zip(results) {
-            match (job, result) {
-                (
-                    Work::Ask {
-                        row,
+            let answers = Answers::of(batch, i);
+            for (m, metric) in metrics.iter().enumerate() {
+                if wanted.asks(metric.metric()) {
+                    let mut row = Row {
+                        batch,
+                        i,
+                        m,
                         metric,
-                        rubric,
-                        ..
-                    },
-                    Ok((v, u, _)),
-                ) => {
-                    add_usage(&mut d.usage[*row], u);
-                    d.judged[*row] = true;
-                    match self.verdict(rubric, &v) {
-                        Ok(verdict) => {
-                            d.verdicts[*metric][*row] = Some((verdict, Source::Judge));
-                        }
-                        Err(e) => fail(&mut d.errors[*row], &mut self.report, rubric.name(), &e),
-                    }
-                }
-                (Work::Ask { row, rubric, .. }, Err(e)) => {
-                    d.judged[*row] = true;
-                    d.transient[*row] |= e.transient;
-                    fail(
-                        &mut d.errors[*row],
-                        &mut self.report,
-                        rubric.name(),
-                        &e.message,
-                    );
-                }
-                (Work::Extract { texts, .. }, Ok((v, _, _))) => {
-                    if let Ok(f) = parse::facts(&v) {
-                        self.facts.put(texts.clone(), Arc::new(f));
-                    }
-                }
-                (Work::Extract { texts, .. }, Err(e)) => {
-                    if e.transient {
-                        extraction_down.insert(texts.clone());
-                    }
+                        answers: &answers,
+                        values,
+                        columns: &columns,
+                        question: None,
+                    };
+                    decide::walk(steps, self, &mut row, &mut work);
                 }
             }
         }
+        let extraction_down = self.run_work(&mut work);
+        self.check_facts(batch, &work.fact_rows, &extraction_down, &mut work.decided);
+        self.close_batch(&work.decided);
+        Ok(work.decided)
+    }
 
-        // Phase 2: the fact checks.
-        self.check_facts(batch, &fact_rows, &extraction_down, &mut d);
-
+    /// Counts what a batch's decisions came to, for the report and
+    /// [`Self::last_batch_rows_failed`] and its kin.
+    fn close_batch(&mut self, d: &Decided) {
         self.record_mode();
         self.report.rows_judged += d.judged.iter().filter(|j| **j).count() as u64;
         (
@@ -619,40 +381,11 @@ impl JudgeStage {
         if self.report.first_failure_for_good.is_none() {
             self.report.first_failure_for_good = first;
         }
-        Ok(d)
     }
 
-    /// Asks `questions` on `concurrency` worker threads; results in their
-    /// order. A paid answer is journaled the moment it arrives: a crash
-    /// later in the batch must not lose it.
-    fn run_jobs<Q: Question>(&self, questions: &[Q]) -> Vec<JobResult> {
-        let results: Vec<OnceLock<JobResult>> =
-            (0..questions.len()).map(|_| OnceLock::new()).collect();
-        let next = AtomicUsize::new(0);
-        let workers = self
-            .options
-            .endpoint
-            .concurrency
-            .clamp(1, questions.len().max(1));
-        std::thread::scope(|s| {
-            for _ in 0..workers {
-                s.spawn(|| loop {
-                    let k = next.fetch_add(1, Ordering::Relaxed);
-                    if k >= questions.len() {
-                        break;
-                    }
-                    let result = questions[k].ask(self);
-                    if let Ok((v, u, mode)) = &result {
-                        questions[k].keep(self, v, *u, mode);
-                    }
-                    let _ = results[k].set(result);
-                });
-            }
-        });
-        results
-            .into_iter()
-            .map(|r| r.into_inner().expect("every question was asked"))
-            .collect()
+    /// The run's totals, where the decision steps count what they settle.
+    pub(crate) fn counts(&mut self) -> &mut JudgeReport {
+        &mut self.report
     }
 }
 
@@ -686,7 +419,7 @@ pub(super) fn columns_as_text(batch: &RowBatch) -> Result<Vec<(&str, StringArray
 /// A rubric's user message for row `i`: its template over the row's
 /// question, reference, output and the input columns it reads (a null
 /// value is empty text).
-pub(super) fn render(
+pub(crate) fn render(
     rubric: &Rubric,
     batch: &RowBatch,
     i: usize,
@@ -709,30 +442,6 @@ pub(super) fn render(
         output => batch.output.get(i).unwrap_or(""),
         row => row,
     })
-}
-
-/// Adds one answer's cost to a row's.
-pub(crate) fn add_usage(total: &mut Usage, u: Usage) {
-    total.prompt_tokens += u.prompt_tokens;
-    total.completion_tokens += u.completion_tokens;
-    total.cached_tokens += u.cached_tokens;
-    total.latency_ms += u.latency_ms;
-}
-
-/// What every error of a judge's failure says after the metric's name, so
-/// that such rows can be told from a tied jury's.
-const JUDGE_FAILED: &str = ": judge failed: ";
-
-fn fail(slot: &mut Option<String>, report: &mut JudgeReport, metric: &str, why: &str) {
-    report.failures += 1;
-    let msg = format!("{metric}{JUDGE_FAILED}{why}");
-    match slot {
-        Some(s) => {
-            s.push_str("; ");
-            s.push_str(&msg);
-        }
-        None => *slot = Some(msg),
-    }
 }
 
 #[cfg(test)]

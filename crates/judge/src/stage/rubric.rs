@@ -5,7 +5,7 @@ use super::*;
 
 impl JudgeStage {
     /// A stored or fresh answer to a rubric as the row's verdict.
-    pub(super) fn verdict(&self, r: &Rubric, v: &Value) -> Result<Outcome, String> {
+    pub(crate) fn verdict(&self, r: &Rubric, v: &Value) -> Result<Outcome, String> {
         match r.answer {
             Answer::Verdict => {
                 parse::verdict(v, r.value_keys, r.reason_keys).map(|a| Outcome::Verdict {
@@ -47,14 +47,9 @@ impl JudgeStage {
                 "the row is not scored ({why}): no judge metric is asked for it"
             )));
         }
-        let (reference, output) = (
-            batch.reference.get(i).unwrap_or(""),
-            batch.output.get(i).unwrap_or(""),
-        );
-        let empty = output.trim().is_empty();
-        let same = !empty && rules::same_answer(reference, output);
-        if rules::by_rule(&jm, empty, same).is_some() {
-            let rule = if empty {
+        let answers = Answers::of(batch, i);
+        if rules::by_rule(&jm, answers.empty, answers.same).is_some() {
+            let rule = if answers.empty {
                 "the output is empty, so it fails"
             } else {
                 "the output is the reference's answer, so it passes"

@@ -43,7 +43,7 @@ impl JudgeStage {
     /// The hash of a rubric's question for a row (its rendered user
     /// message), with what else decides the stored answer: with `failures`,
     /// whether a reason was asked depends on the metric's pass threshold.
-    pub(super) fn ask_texts(&self, r: &Rubric, user: &str) -> String {
+    pub(crate) fn ask_texts(&self, r: &Rubric, user: &str) -> String {
         match self.options.reasons {
             Reasons::Always => DiskCache::key(&[user]),
             Reasons::Never => DiskCache::key(&[user, "never"]),
@@ -76,7 +76,7 @@ impl JudgeStage {
     /// A stored answer for a request in the current output mode: from the
     /// journal first (a paid answer replayed with its usage, source
     /// `judge`), else from the cache (source `cache`, no usage).
-    pub(super) fn lookup(
+    pub(crate) fn lookup(
         &self,
         template: &Template,
         texts: &str,
@@ -103,7 +103,7 @@ impl JudgeStage {
     }
 
     /// Counts an answer replayed from the journal like the call it stands for.
-    pub(super) fn count_replay(&mut self, usage: Usage) {
+    pub(crate) fn count_replay(&mut self, usage: Usage) {
         self.report.replayed += 1;
         self.replayed_tokens.0 += u64::from(usage.prompt_tokens);
         self.replayed_tokens.1 += u64::from(usage.completion_tokens);

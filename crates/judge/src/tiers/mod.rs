@@ -186,7 +186,8 @@ impl TierChain {
 }
 
 impl ChainValues {
-    /// No values: a chain that decides nothing (a panel's later judges).
+    /// No values: a chain that decides nothing (a panel's later judges,
+    /// which no tier step reaches).
     pub(crate) fn none() -> ChainValues {
         ChainValues(Vec::new())
     }

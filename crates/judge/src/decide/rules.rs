@@ -1,12 +1,29 @@
-//! The cheap decisions taken before any call: an empty output, an output
-//! that says exactly what the reference says (the tiers after them live in
-//! `tiers/`).
+//! The cheap decisions taken before any call, the first decision step: an
+//! empty output, an output that says exactly what the reference says (the
+//! tiers after them live in `tiers/`).
 
 use unicode_normalization::UnicodeNormalization;
 
-use crate::columns::Outcome;
 use crate::definition::Answer;
 use crate::metric::JudgeMetric;
+use crate::JudgeStage;
+
+use super::{DecisionStep, Outcome, Pending, Row, Source, Step};
+
+/// The rules as a decision step, counted as `decided_by_rule`.
+pub(crate) struct ByRule;
+
+impl DecisionStep for ByRule {
+    fn decide(&self, stage: &mut JudgeStage, row: &mut Row<'_>, _: &mut Pending) -> Step {
+        match by_rule(row.metric, row.answers.empty, row.answers.same) {
+            Some(outcome) => {
+                stage.counts().decided_by_rule += 1;
+                Step::Settled(outcome, Source::Rule)
+            }
+            None => Step::Pass,
+        }
+    }
+}
 
 /// True when the output gives the reference's answer so plainly that no
 /// judge is needed for Meaning Match: equal after a normalisation that only

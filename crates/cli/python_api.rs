@@ -133,9 +133,12 @@ pub fn plan(flags: &[String], schema: &Schema, partitioned: bool) -> Result<Plan
     let pipeline = Pipeline::plan(&settings)?;
     if partitioned && pipeline.embeds() {
         let whole = [
-            (settings.embed.idf, "idf"),
+            (settings.embed.options.idf, "idf"),
             (
-                matches!(settings.embed.rescale, Some(refscore_embed::Rescale::Auto)),
+                matches!(
+                    settings.embed.options.rescale,
+                    Some(refscore_embed::Rescale::Auto)
+                ),
                 "rescale_baseline auto",
             ),
         ];

@@ -285,6 +285,21 @@ impl EmbedSettings {
         out
     }
 
+    /// The option (as its config key and Python keyword name it) whose
+    /// figures are fitted on a pass over the whole input, if one is set
+    /// (`idf`, `rescale_baseline auto`): a worker that sees only its part
+    /// of the data would fit other figures than the CLI.
+    pub fn fitted_on_whole_input(&self) -> Option<&'static str> {
+        let o = &self.options;
+        if o.idf {
+            Some("idf")
+        } else if matches!(o.rescale, Some(Rescale::Auto)) {
+            Some("rescale_baseline auto")
+        } else {
+            None
+        }
+    }
+
     /// Whether a model was asked for (`--model`, or `REFSCORE_MODEL_DIR`):
     /// then a model that is not found is an error, not a warning.
     pub fn model_asked(&self) -> bool {
@@ -469,4 +484,116 @@ fn check_precision_on(precision: Precision, device: &str, given: &impl Given) ->
         _ => return Ok(()),
     };
     Err(given.bad("precision", precision.name(), why))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use refscore_core::given::CommandLine;
+    use refscore_core::ErrorClass;
+
+    /// Every value came from the config file: a bad one is a configuration
+    /// error at its line.
+    struct InFile;
+
+    impl Given for InFile {
+        fn in_file(&self, _id: &str) -> bool {
+            true
+        }
+
+        fn in_file_error(&self, _id: &str, _index: usize, msg: &str) -> Error {
+            Error::config(format!("conf.toml:1: {msg}"))
+        }
+
+        fn file_values(&self, _id: &str) -> usize {
+            1
+        }
+    }
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn a_bad_value_is_a_usage_error_as_a_flag_and_a_config_error_in_the_file() {
+        let args = || EmbedArgs {
+            layer: Some(5000),
+            ..EmbedArgs::default()
+        };
+        let flag = resolve(&mut args(), &CommandLine, &no_env).unwrap_err();
+        assert_eq!(flag.class, ErrorClass::Usage);
+        assert_eq!(flag.message, "--layer 5000: expected 0 to 1000");
+        let file = resolve(&mut args(), &InFile, &no_env).unwrap_err();
+        assert_eq!(file.class, ErrorClass::Config);
+        assert_eq!(
+            file.message,
+            "conf.toml:1: layer = 5000: expected 0 to 1000"
+        );
+    }
+
+    #[test]
+    fn the_environment_names_the_model_folder_the_kernels_and_the_hubs_use() {
+        let env = |name: &str| match name {
+            MODEL_DIR_ENV => Some("/models/e5".to_string()),
+            KERNELS_ENV => Some("portable".to_string()),
+            OFFLINE_ENV => Some("0".to_string()),
+            _ => None,
+        };
+        let s = resolve(&mut EmbedArgs::default(), &CommandLine, &env).unwrap();
+        assert!(
+            s.model_asked(),
+            "a folder the environment names is asked for"
+        );
+        assert_eq!(s.options.lookup.default_dir, PathBuf::from("/models/e5"));
+        assert!(!s.options.lookup.offline, "HF_HUB_OFFLINE=0 is online");
+        assert_eq!(s.kernels.as_deref(), Some("portable"));
+        let offline = |name: &str| (name == OFFLINE_ENV).then(|| "1".to_string());
+        let s = resolve(&mut EmbedArgs::default(), &CommandLine, &offline).unwrap();
+        assert!(s.options.lookup.offline);
+        assert!(!s.model_asked());
+        assert_eq!(
+            s.options.lookup.default_dir,
+            PathBuf::from(crate::DEFAULT_MODEL_DIR)
+        );
+    }
+
+    #[test]
+    fn the_cross_encoder_runs_with_the_embedding_models_precision_and_caches() {
+        let mut args = EmbedArgs {
+            precision: Some("bf16".into()),
+            embed_cache_mb: Some(3),
+            embed_cache: Some("cache".into()),
+            ..EmbedArgs::default()
+        };
+        let s = resolve(&mut args, &CommandLine, &no_env).unwrap();
+        let cross = s.cross_options().unwrap();
+        assert_eq!(cross.precision, Precision::Bf16);
+        assert_eq!(cross.cache_bytes, 3 << 20);
+        assert_eq!(cross.cache_bytes, s.options.cache_bytes);
+        assert_eq!(cross.store, Some(PathBuf::from("cache")));
+        assert_eq!(cross.batch_tokens, s.options.batch_tokens);
+    }
+
+    #[test]
+    fn idf_and_an_auto_baseline_are_fitted_on_the_whole_input() {
+        let with = |idf: bool, rescale: Option<&str>| {
+            let mut args = EmbedArgs {
+                idf,
+                rescale_baseline: rescale.map(String::from),
+                ..EmbedArgs::default()
+            };
+            let s = resolve(&mut args, &CommandLine, &no_env).unwrap();
+            s.fitted_on_whole_input()
+        };
+        assert_eq!(with(true, None), Some("idf"));
+        assert_eq!(with(false, Some("auto")), Some("rescale_baseline auto"));
+        assert_eq!(with(false, Some("0.1,0.2,0.3")), None);
+    }
+
+    #[test]
+    fn in_a_config_file_only_a_recipe_file_is_taken_from_the_files_folder() {
+        assert!(names_file_in_config("cross_recipe", "recipes/mine.json"));
+        assert!(!names_file_in_config("cross_recipe", "factcg"));
+        assert!(!names_file_in_config("embed_cache", "cache"));
+    }
 }

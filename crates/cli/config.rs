@@ -253,18 +253,19 @@ fn add_key(
     let values = values_of(key, arg, value, paths).map_err(|e| at(path, line, &e))?;
     let values: Vec<String> = if paths {
         values.into_iter().map(|v| relative(&base, v)).collect()
-    } else if id == "cross_recipe" {
-        // A recipe file, not a shipped recipe's name, is relative to
-        // the config file's folder like the other paths.
+    } else {
+        // A feature's values that name files (a recipe file, not a shipped
+        // recipe's name) are relative to the config file's folder too.
         values
             .into_iter()
-            .map(|v| match refscore_embed::Recipe::builtin(&v) {
-                Some(_) => v,
-                None => relative(&base, v),
+            .map(|v| {
+                if refscore_embed::options::names_file_in_config(id, &v) {
+                    relative(&base, v)
+                } else {
+                    v
+                }
             })
             .collect()
-    } else {
-        values
     };
     let mut words = Vec::new();
     for v in values {

@@ -19,7 +19,7 @@ use refscore_lexical::{LexicalStage, Selection};
 use refscore_read::{Dataset, ReadOptions, Role};
 use serde_json::{json, Value};
 
-use crate::settings::{Settings, KERNELS_ENV};
+use crate::settings::Settings;
 
 /// The stages a run's settings ask for, resolved (the model found, the
 /// judge endpoint built) but not loaded.
@@ -55,7 +55,12 @@ impl<'s> Pipeline<'s> {
             _ => Vec::new(),
         };
         let embedding = match resolve_model(settings)? {
-            Some(files) => Some((files, embed_options(settings)?)),
+            Some(files) => Some((
+                files,
+                settings
+                    .embed
+                    .stage_options(settings.metrics.metrics.clone())?,
+            )),
             None => None,
         };
         let cross = cross_plan(settings)?;
@@ -193,10 +198,7 @@ impl<'s> Pipeline<'s> {
         let s = self.settings;
         let mut out = Vec::new();
         if self.embedding.is_some() {
-            out.push((footer::PRECISION.into(), s.embed.precision.name().into()));
-            if let Some(dims) = s.embed.truncate_dim {
-                out.push((footer::TRUNCATE_DIM.into(), dims.to_string()));
-            }
+            out.extend(s.embed.footer());
         }
         let defined = s.judge_metrics.record(&s.metrics.metrics);
         if self.endpoint.is_some() && !defined.is_empty() {
@@ -318,42 +320,7 @@ fn cross_plan(settings: &Settings) -> Result<Option<(CrossPlan, CrossOptions)>, 
     }
     let folder = e.cross_folder()?.expect("a cross model is named");
     let plan = CrossPlan::new(folder, &settings.metrics.metrics, e.nli_labels.as_deref())?;
-    Ok(Some((plan, cross_options(settings)?)))
-}
-
-/// How the run's cross-encoders run: the embedding model's device,
-/// precision and batch size, the run's cache budget.
-fn cross_options(settings: &Settings) -> Result<CrossOptions, Error> {
-    let e = &settings.embed;
-    Ok(CrossOptions {
-        device: refscore_embed::parse_device(&e.device)?,
-        precision: e.precision,
-        batch_tokens: EmbedOptions::default().batch_tokens,
-        cache_bytes: e.cache_mb << 20,
-        store: e.store.clone(),
-    })
-}
-
-/// The embedding stage's options from the run's settings.
-fn embed_options(settings: &Settings) -> Result<EmbedOptions, Error> {
-    let e = &settings.embed;
-    Ok(EmbedOptions {
-        model: e.model.clone(),
-        device: refscore_embed::parse_device(&e.device)?,
-        metrics: settings.metrics.metrics.clone(),
-        max_seq_length: e.max_seq_length,
-        cache_bytes: e.cache_mb << 20,
-        store: e.store.clone(),
-        store_outputs: e.store_outputs,
-        precision: e.precision,
-        layer: e.layer,
-        truncate_dim: e.truncate_dim,
-        prompt: e.prompt.clone(),
-        lookup: e.lookup.clone(),
-        idf: e.idf,
-        rescale: e.rescale.clone(),
-        ..EmbedOptions::default()
-    })
+    Ok(Some((plan, e.cross_options()?)))
 }
 
 /// How the input is read: the column mapping, `--keep`, batch size and the
@@ -437,7 +404,7 @@ fn nli_fact_check(
             (model, Some(weights))
         }
         None => (
-            NliEntailment::load(folder, labels, &cross_options(settings)?)?,
+            NliEntailment::load(folder, labels, &e.cross_options()?)?,
             None,
         ),
     };
@@ -490,12 +457,11 @@ fn resolve_model(settings: &Settings) -> Result<Option<ModelFiles>, Error> {
     if !plan.wants_embedding() {
         return Ok(None);
     }
-    let model = settings.embed.model.as_deref();
     // A model named by the environment is a model asked for, like --model.
-    let named = model.is_some() || settings.embed.model_dir_named;
-    match refscore_embed::resolve(model, &settings.embed.lookup) {
+    let named = settings.embed.model_asked();
+    match settings.embed.find_model() {
         Ok(files) => {
-            check_against_model(settings, &files)?;
+            settings.embed.check_model(&files, settings.given())?;
             Ok(Some(files))
         }
         Err(e) if plan.explicit || named => Err(e),
@@ -521,57 +487,6 @@ fn resolve_model(settings: &Settings) -> Result<Option<ModelFiles>, Error> {
             Ok(None)
         }
     }
-}
-
-/// The embedding settings checked against the model found: its layers, its
-/// position limit, the kernels this machine has (the device is checked as
-/// the stage's options are built).
-fn check_against_model(settings: &Settings, files: &ModelFiles) -> Result<(), Error> {
-    let e = &settings.embed;
-    if let (Some(n), true) = (e.layer, files.is_static()) {
-        return Err(settings.bad_value(
-            "layer",
-            &n.to_string(),
-            &format!(
-                "{} is a static embedding model ({}), which has no layers",
-                files.dir.display(),
-                files.family
-            ),
-        ));
-    }
-    if let Some(n) = e.layer.filter(|&n| n > files.layers) {
-        return Err(settings.bad_value(
-            "layer",
-            &n.to_string(),
-            &format!("the model has {} layers (0 = the embeddings)", files.layers),
-        ));
-    }
-    if let Some(width) = files.sentence_width() {
-        if let Some(n) = e.truncate_dim.filter(|&n| n > width) {
-            return Err(settings.bad_value(
-                "truncate_dim",
-                &n.to_string(),
-                &format!("expected 1 to {width}, the model's sentence embedding width"),
-            ));
-        }
-    }
-    if let Some(n) = e
-        .max_seq_length
-        .filter(|&n| n < 2 || n > files.max_positions)
-    {
-        return Err(settings.bad_value(
-            "max_seq_length",
-            &n.to_string(),
-            &format!(
-                "must be between 2 and the model's position limit {}",
-                files.max_positions
-            ),
-        ));
-    }
-    let kernels = e.kernels.as_deref();
-    refscore_embed::use_kernels(kernels)
-        .map_err(|err| Error::config(format!("{KERNELS_ENV}={}: {err}", kernels.unwrap_or(""))))?;
-    Ok(())
 }
 
 /// A job's stages, pass by pass: the judge answers from the run's batches

@@ -132,14 +132,7 @@ pub fn plan(flags: &[String], schema: &Schema, partitioned: bool) -> Result<Plan
     let layout = Layout::new(schema, &read_options(&settings), Path::new(DATA_NAME))?;
     let pipeline = Pipeline::plan(&settings)?;
     if partitioned && pipeline.embeds() {
-        let whole = [
-            (settings.embed.idf, "idf"),
-            (
-                matches!(settings.embed.rescale, Some(refscore_embed::Rescale::Auto)),
-                "rescale_baseline auto",
-            ),
-        ];
-        if let Some((_, name)) = whole.iter().find(|(on, _)| *on) {
+        if let Some(name) = settings.embed.fitted_on_whole_input() {
             return Err(Error::config(format!(
                 "{name}: fitted on the whole input, which no worker sees when the data is split \
                  across workers; run the job over files (each shard fits it on the whole input, as the CLI does), \

@@ -1,7 +1,6 @@
 //! The settings of one `score` run: command-line flags merged over an
 //! optional TOML config file, then checked.
 
-mod embed;
 mod judge;
 mod origin;
 
@@ -12,7 +11,8 @@ use std::sync::Arc;
 
 use clap::{Args, FromArgMatches};
 use refscore_core::metric;
-use refscore_core::Error;
+use refscore_core::{Error, Given};
+use refscore_embed::EmbedSettings;
 use refscore_read::ColumnMapping;
 use refscore_write::{DeltaTable, LocalFile, ObjectUpload, Sink};
 
@@ -21,7 +21,6 @@ use crate::config;
 use crate::metrics::{self, MetricPlan};
 use origin::Origin;
 
-pub(crate) use embed::{EmbedSettings, KERNELS_ENV};
 pub(crate) use judge::api_key;
 pub(crate) use refscore_judge::options::{JudgeSettings, LOCAL_FACTS_URL};
 
@@ -76,7 +75,7 @@ pub struct Settings {
     /// and benchmark knob; the job reads the text).
     pub commit_seconds: Option<String>,
     /// Which values came from the config file, for checks made later
-    /// against the data or the model (see [`Settings::bad_value`]).
+    /// against the data or the model (see [`Settings::given`]).
     origin: Origin,
 }
 
@@ -104,11 +103,12 @@ pub(crate) fn first_line(e: &clap::Error) -> String {
 }
 
 impl Settings {
-    /// The error for a value found bad after the settings were read (out of
-    /// the model's range, say): a usage error for a flag, a configuration
-    /// error for a config-file key, as when the settings are read.
-    pub(crate) fn bad_value(&self, id: &str, shown: &str, why: &str) -> Error {
-        self.origin.bad(id, shown, why)
+    /// Where each value was given, for a value found bad after the
+    /// settings were read (out of the model's range, say): a usage error
+    /// for a flag, a configuration error for a config-file key, as when the
+    /// settings are read.
+    pub(crate) fn given(&self) -> &impl Given {
+        &self.origin
     }
 
     /// Reads the words after `score`, with the `--config` file's keys as
@@ -223,7 +223,7 @@ impl Settings {
         let target = refscore_judge::options::target(&mut args.judge, origin, !needs_output)?;
         // A bad --metrics value is a usage error (64); the same in the
         // config file is a configuration error (78).
-        let embed = embed::resolve(&mut args, origin)?;
+        let embed = refscore_embed::options::resolve(&mut args.embed, origin, &env_text)?;
         let configured = metrics::Configured {
             judge: target.url.is_some(),
             local_facts_only: target.local_facts_only,

@@ -16,9 +16,10 @@
 //!
 //! # Settings, not environment
 //!
-//! This crate reads no environment variable: the CLI turns
-//! `REFSCORE_KERNELS`, `REFSCORE_MODEL_DIR` and `HF_HUB_OFFLINE` into
-//! [`use_kernels`] and [`ModelLookup`]. The kernel path (`auto`, `avx512`,
+//! This crate reads no environment variable: the CLI reads
+//! `REFSCORE_KERNELS`, `REFSCORE_MODEL_DIR` and `HF_HUB_OFFLINE` (named in
+//! [`options`]) for [`options::resolve`], which turns them into
+//! [`use_kernels`]' path and [`ModelLookup`]. The kernel path (`auto`, `avx512`,
 //! `avx2`, `portable`) picks the compiled form of the fused CPU kernels
 //! (attention, bias + GELU, add + layer norm); all paths give the same bits,
 //! in every precision (checked on AMD EPYC Zen 5, where all run). See
@@ -33,6 +34,7 @@ mod idf;
 mod kernels;
 mod math;
 mod model;
+pub mod options;
 mod outputs;
 mod precision;
 mod prepare;
@@ -74,6 +76,7 @@ pub use model::{
     read_settings, resolve, Activation, AfterPooling, DenseFiles, ModelFiles, ModelKind,
     ModelLookup, Pooling, DEFAULT_MODEL_DIR,
 };
+pub use options::{EmbedArgs, EmbedSettings};
 pub use outputs::fields;
 pub use precision::Precision;
 pub use prepare::Rescale;

@@ -295,6 +295,80 @@ mod tests {
             .is_none());
     }
 
+    /// A test kind reading two scores: true where the first beats the
+    /// second by more than 0.5, else passed on.
+    #[derive(Debug)]
+    struct Gap;
+
+    impl TierKind for Gap {
+        fn name(&self) -> &'static str {
+            "gap"
+        }
+        fn key(&self) -> &'static str {
+            "judge_gap"
+        }
+        fn shape(&self) -> &'static str {
+            "A,B"
+        }
+        fn example(&self) -> &'static str {
+            "cosine,token_f1"
+        }
+        fn take_specs(&self, _: &mut crate::JudgeArgs) -> Vec<String> {
+            Vec::new()
+        }
+        fn parse(&self, _: &str) -> Result<Arc<dyn Tier>, String> {
+            Ok(Arc::new(Gap))
+        }
+    }
+
+    static READS: std::sync::LazyLock<[String; 2]> =
+        std::sync::LazyLock::new(|| ["cosine".into(), "token_f1".into()]);
+
+    impl Tier for Gap {
+        fn kind(&self) -> &'static dyn TierKind {
+            &Gap
+        }
+        fn reads(&self) -> &[String] {
+            READS.as_slice()
+        }
+        fn source(&self) -> String {
+            refscore_core::schema::source::tier(self.kind().name(), "cosine")
+        }
+        fn decide(&self, values: &[f32]) -> Option<(bool, String)> {
+            (values[0] - values[1] > 0.5).then(|| (true, format!("{values:?}")))
+        }
+        fn fingerprint(&self) -> Value {
+            json!("gap")
+        }
+        fn describe(&self) -> String {
+            "gap".into()
+        }
+    }
+
+    /// A tier may read several scores: after a one-score band, the
+    /// two-score tier gets its own columns, in its order; a null in either
+    /// passes the row on.
+    #[test]
+    fn a_tier_reads_any_number_of_scores() {
+        let c = TierChain::new(vec![parse("token_f1:0.2..0.5").unwrap(), Arc::new(Gap)]);
+        let v = values(&[
+            &[Some(0.3), Some(0.3), Some(0.3), Some(0.9)],
+            &[Some(0.9), Some(0.9), None, Some(0.9)],
+            &[Some(0.1), Some(0.6), Some(0.1), Some(0.1)],
+        ]);
+        let got: Vec<Option<(usize, bool, String)>> = (0..4).map(|r| c.decide(&v, r)).collect();
+        assert_eq!(
+            got,
+            [
+                Some((1, true, "[0.9, 0.1]".into())),
+                None,
+                None,
+                Some((0, true, "token_f1 0.900 is above the band 0.2..0.5".into())),
+            ]
+        );
+        assert_eq!(c.source(1).as_ref(), "gap:cosine");
+    }
+
     /// One band keeps the fingerprint earlier versions stored.
     #[test]
     fn one_band_keeps_the_old_fingerprint() {

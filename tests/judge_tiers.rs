@@ -672,6 +672,40 @@ fn an_empty_band_is_refused() {
     assert!(server.requests().is_empty());
 }
 
+/// The tier tables the config file refuses, each with the message the
+/// reader gave before tier kinds were a registry (exit 78): a table of no
+/// known kind, a non-table, and tiers named both ways.
+#[test]
+fn a_tier_table_of_no_known_kind_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = input(dir.path());
+    let out = dir.path().join("o.parquet");
+    let server = yes_judge();
+    for (text, says) in [
+        (
+            "[[judge.tier]]\ncosine = \"0.3..0.9\"\n",
+            "[[judge.tier]]: each tier is a table with one key, band = \"METRIC:LO..HI\" (e.g. band = \"cosine:0.3..0.9\")",
+        ),
+        (
+            "[[judge.tier]]\nband = \"token_f1:0.3..0.8\"\nnote = \"x\"\n",
+            "[[judge.tier]]: each tier is a table with one key, band = \"METRIC:LO..HI\"",
+        ),
+        (
+            "[judge]\ntier = \"token_f1:0.3..0.8\"\n",
+            "[[judge.tier]]: expected tables, each with band = \"METRIC:LO..HI\"",
+        ),
+        (
+            "judge_band = [\"token_f1:0.3..0.8\"]\n\n[[judge.tier]]\nband = \"token_f1:0.3..0.8\"\n",
+            "[[judge.tier]] and judge_band: name the tiers one way",
+        ),
+    ] {
+        let err = config_refused(&server, &input, &out, &dir.path().join("t.toml"), text);
+        assert!(err.contains("t.toml") && err.contains(says), "{text}: {err}");
+        assert!(!out.exists());
+    }
+    assert!(server.requests().is_empty());
+}
+
 /// A bad band in the second `[[judge.tier]]` is reported at its own line,
 /// not the first tier's.
 #[test]

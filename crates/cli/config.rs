@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Arg, ArgAction, Command};
 use refscore_core::Error;
+use refscore_judge::tiers::{flag, TierKind, KINDS};
 use refscore_judge::JudgeMetrics;
 use serde::Deserialize;
 use toml::{Spanned, Value};
@@ -150,13 +151,14 @@ pub(crate) fn read(
                 }
             }
             if let Some(tiers) = value.get("tier") {
-                // --judge-band on the command line replaces the file's chain.
-                if !on_command_line("judge_band") {
+                // A tier flag (--judge-band, …) on the command line replaces
+                // the file's chain.
+                if !KINDS.iter().any(|k| on_command_line(k.key())) {
                     let words = tier_words(tiers, &file.table).map_err(|e| at(path, line, &e))?;
                     let lines = tier_lines(text);
-                    for (k, word) in words.into_iter().enumerate() {
+                    for (k, (key, word)) in words.into_iter().enumerate() {
                         out.lines
-                            .entry("judge_band".into())
+                            .entry(key.into())
                             .or_default()
                             .push(lines.get(k).copied().unwrap_or(key_line));
                         out.words.push(word.into());
@@ -359,34 +361,57 @@ fn panel_words(
     Ok(words)
 }
 
-/// The words `[[judge.tier]]` tables stand for: each one's `band` as a
-/// `--judge-band`, in the file's order (the order the chain runs).
+/// The words `[[judge.tier]]` tables stand for, in the file's order (the
+/// order the chain runs): each table has one key, a tier kind's name, and
+/// stands for that kind's flag (`band = "..."` is a `--judge-band`); with
+/// each word, the key of the flag's values.
 fn tier_words(
     tiers: &Value,
     file: &BTreeMap<Spanned<String>, Value>,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<(&'static str, String)>, String> {
     let head = "[[judge.tier]]";
-    if file.keys().any(|k| k.get_ref() == "judge_band") {
-        return Err(format!("{head} and judge_band: name the tiers one way"));
+    if let Some(kind) = KINDS
+        .iter()
+        .find(|k| file.keys().any(|f| f.get_ref() == k.key()))
+    {
+        return Err(format!("{head} and {}: name the tiers one way", kind.key()));
     }
+    // Each kind's key with a value of its shape (`band = "METRIC:LO..HI"`)
+    // or an example value.
+    let keys = |value: fn(&dyn TierKind) -> &'static str| {
+        KINDS
+            .iter()
+            .map(|k| format!("{} = \"{}\"", k.name(), value(*k)))
+            .collect::<Vec<_>>()
+            .join(" or ")
+    };
     let Value::Array(tiers) = tiers else {
         return Err(format!(
-            "{head}: expected tables, each with band = \"METRIC:LO..HI\""
+            "{head}: expected tables, each with {}",
+            keys(|k| k.shape())
         ));
+    };
+    let kind_of = |t: &Value| {
+        let t = t.as_table().filter(|t| t.len() == 1)?;
+        let (name, value) = t.iter().next()?;
+        let kind = KINDS.iter().find(|k| k.name() == name)?;
+        Some((kind.key(), flag(*kind), value.as_str()?.to_string()))
     };
     tiers
         .iter()
-        .map(|t| match t.as_table().map(|t| (t.len(), t.get("band"))) {
-            Some((1, Some(Value::String(band)))) => Ok(format!("--judge-band={band}")),
-            _ => Err(format!(
-                "{head}: each tier is a table with one key, band = \"METRIC:LO..HI\" (e.g. band = \"cosine:0.3..0.9\")"
+        .map(|t| match kind_of(t) {
+            Some((key, flag, spec)) => Ok((key, format!("{flag}={spec}"))),
+            None => Err(format!(
+                "{head}: each tier is a table with one key, {} (e.g. {})",
+                keys(|k| k.shape()),
+                keys(|k| k.example())
             )),
         })
         .collect()
 }
 
-/// The line of each `[[judge.tier]]`'s `band`, in the file's order, so that
-/// a bad band is reported at its own line rather than the first tier's;
+/// The line of each `[[judge.tier]]`'s value, in the file's order, so that
+/// a bad tier is reported at its own line rather than the first tier's;
 /// empty when the file spells the tiers in a shape this does not read (the
 /// callers then fall back to the `judge` key's line).
 fn tier_lines(text: &str) -> Vec<usize> {
@@ -396,11 +421,7 @@ fn tier_lines(text: &str) -> Vec<usize> {
     }
     #[derive(Deserialize)]
     struct Judge {
-        tier: Option<Vec<Tier>>,
-    }
-    #[derive(Deserialize)]
-    struct Tier {
-        band: Spanned<String>,
+        tier: Option<Vec<BTreeMap<String, Spanned<String>>>>,
     }
     let Ok(File {
         judge: Some(Judge { tier: Some(tiers) }),
@@ -410,7 +431,8 @@ fn tier_lines(text: &str) -> Vec<usize> {
     };
     tiers
         .iter()
-        .map(|t| line_of(text, t.band.span().start))
+        .filter_map(|t| t.values().next())
+        .map(|v| line_of(text, v.span().start))
         .collect()
 }
 

@@ -466,19 +466,19 @@ fn resolve_model(settings: &Settings) -> Result<Option<ModelFiles>, Error> {
         }
         Err(e) if plan.explicit || named => Err(e),
         Err(e) => {
-            let reads_embedding = |t: &std::sync::Arc<dyn refscore_judge::tiers::Tier>| {
-                refscore_core::metric::find(t.reads())
+            let embedding = |score: &&String| {
+                refscore_core::metric::find(score)
                     .is_some_and(|m| m.group == refscore_core::metric::Group::Embedding)
             };
-            if let Some(t) = settings
-                .judge
-                .as_ref()
-                .and_then(|j| j.tiers.tiers().iter().find(|t| reads_embedding(t)))
+            let tiers = settings.judge.iter().flat_map(|j| j.tiers.tiers());
+            if let Some((t, score)) = tiers
+                .flat_map(|t| t.reads().iter().find(embedding).map(|s| (t, s)))
+                .next()
             {
                 return Err(Error::config(format!(
-                    "--judge-band {} reads {}, but the embedding model is missing: {e}",
+                    "{} {} reads {score}, but the embedding model is missing: {e}",
+                    refscore_judge::tiers::flag(t.kind()),
                     t.describe(),
-                    t.reads()
                 )));
             }
             if !settings.quiet {

@@ -41,9 +41,6 @@ pub mod source {
     /// A `--judge-band` decided it from a score, in results written before
     /// the chain of tiers (now `band:SCORE`).
     pub const BAND: &str = "band";
-    /// A tier of the chain decided it: `band:SCORE` for a `--judge-band`
-    /// over SCORE.
-    pub const BAND_PREFIX: &str = "band:";
     /// The judge cache answered it.
     pub const CACHE: &str = "cache";
     /// The judge answered it.
@@ -56,15 +53,34 @@ pub mod source {
     /// A panel's judge answered it: `judge:NAME`.
     pub const PANEL_JUDGE_PREFIX: &str = "judge:";
 
-    /// The source a `--judge-band` over `score` writes.
-    pub fn band(score: &str) -> String {
-        format!("{BAND_PREFIX}{score}")
+    /// The source a tier of the chain writes: `KIND:SCORE`, its kind's
+    /// name and the score it reads (`band:cosine` for `--judge-band
+    /// cosine:LO..HI`). Every tier kind writes this shape, so that readers
+    /// of results know a tier's value without knowing its kind.
+    pub fn tier(kind: &str, score: &str) -> String {
+        format!("{kind}:{score}")
     }
 
-    /// Whether a local tier decided the value (a band, as written now or
-    /// before the chain).
+    /// Whether a local tier decided the value: `KIND:SCORE` (see [`tier`];
+    /// `judge:NAME` is a panel's judge, not a tier), or `band` as results
+    /// written before the chain say.
     pub fn is_tier(source: &str) -> bool {
-        source == BAND || source.starts_with(BAND_PREFIX)
+        source == BAND || tier_score(source).is_some()
+    }
+
+    /// The score a tier's source names (`cosine` of `band:cosine`); `None`
+    /// for a source no tier writes in that shape.
+    pub fn tier_score(source: &str) -> Option<&str> {
+        match source.split_once(':') {
+            Some((kind, score))
+                if !kind.is_empty()
+                    && !score.is_empty()
+                    && !source.starts_with(PANEL_JUDGE_PREFIX) =>
+            {
+                Some(score)
+            }
+            _ => None,
+        }
     }
 
     /// Whether a source names a judge that was paid for the value: the
@@ -99,4 +115,32 @@ pub mod footer {
     pub const TIERS: &str = "refscore.tiers";
     /// A part file's description (part files of a run folder only).
     pub const PART: &str = "refscore.part";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::source;
+
+    /// A tier's source is told from the others by its shape alone, so a
+    /// new tier kind needs nothing here; a panel's judge is no tier.
+    #[test]
+    fn a_tier_source_is_kind_colon_score() {
+        assert_eq!(source::tier("band", "cosine"), "band:cosine");
+        for (s, tier, score) in [
+            ("band:cosine", true, Some("cosine")),
+            ("quantile:token_f1", true, Some("token_f1")),
+            ("band", true, None),
+            ("judge:gpt", false, None),
+            ("judge", false, None),
+            ("jury", false, None),
+            ("rule", false, None),
+            ("cache", false, None),
+            ("nli", false, None),
+            (":cosine", false, None),
+            ("band:", false, None),
+        ] {
+            assert_eq!(source::is_tier(s), tier, "{s}");
+            assert_eq!(source::tier_score(s), score, "{s}");
+        }
+    }
 }

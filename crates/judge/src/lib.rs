@@ -59,7 +59,7 @@ pub use panel::{escalation_warnings, JudgePanel, PanelMember, PanelMode, DEFAULT
 pub use protocol::{Api, Mode, ModeArgs, ModeContext};
 pub use stage::{JudgeStage, Prompt};
 pub use summary_lines::summary_lines;
-pub use tiers::{Band, TierChain};
+pub use tiers::TierChain;
 pub use transport::{Usage, MAX_RETRY_AFTER};
 pub use where_column::check_requests;
 

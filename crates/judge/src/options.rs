@@ -547,48 +547,34 @@ fn panel(
     Ok((judges, Some(mode)))
 }
 
-/// The chain of `--judge-band` tiers, in the order given, each checked
-/// against the run: it must read a score the run computes before judging,
-/// and the run must have a judge metric a tier decides (`decidable`).
+/// The chain of tiers (`--judge-band`, …: each kind of
+/// [`crate::tiers::KINDS`] in turn, its values in the order given), each
+/// parsed and checked against the run by its kind: the run must compute
+/// the scores it reads and have a judge metric a tier decides
+/// (`decidable`).
 fn tiers(
     args: &mut JudgeArgs,
     origin: &impl Given,
     metrics: &MetricSet,
     decidable: bool,
 ) -> Result<crate::TierChain, Error> {
-    let specs = std::mem::take(&mut args.judge_band);
-    let in_file = origin.file_values("judge_band");
-    let readable =
-        |m: &metric::Metric| m.group != metric::Group::Judge && m.kind == metric::Kind::Score;
-    let mut tiers = Vec::with_capacity(specs.len());
-    for (k, spec) in specs.into_iter().enumerate() {
-        // A bad value names its flag (64) or its line in the config file (78).
-        let bad = |why: String| {
-            if k < in_file {
-                origin.in_file_error("judge_band", k, &format!("judge_band = {why}"))
-            } else {
-                Error::usage(format!("--judge-band {why}"))
-            }
-        };
-        let tier = crate::tiers::parse(&spec).map_err(bad)?;
-        let score = tier.reads();
-        let Some(read) = metric::find(score).filter(|m| readable(m)) else {
-            let scores: Vec<&str> = metric::BUILTIN
-                .iter()
-                .filter(|m| readable(m))
-                .map(|m| m.name.as_str())
-                .collect();
-            return Err(Error::config(format!(
-                "--judge-band {spec}: a tier reads a lexical, embedding or cross-encoder score ({}), not '{score}'",
-                scores.join(", "),
-            )));
-        };
-        if !(decidable && metrics.contains(&read)) {
-            return Err(Error::config(format!(
-                "--judge-band {spec} needs the {score} metric and a judge metric a tier decides (meaning_match, or one defined with band = true) in the run",
-            )));
+    let mut tiers = Vec::new();
+    for &kind in crate::tiers::KINDS {
+        let key = kind.key();
+        let in_file = origin.file_values(key);
+        for (k, spec) in kind.take_specs(args).into_iter().enumerate() {
+            // A bad value names its flag (64) or its line in the config file (78).
+            let bad = |why: String| {
+                if k < in_file {
+                    origin.in_file_error(key, k, &format!("{key} = {why}"))
+                } else {
+                    Error::usage(format!("{} {why}", crate::tiers::flag(kind)))
+                }
+            };
+            let tier = kind.parse(&spec).map_err(bad)?;
+            tier.check(&spec, metrics, decidable)?;
+            tiers.push(tier);
         }
-        tiers.push(tier);
     }
     Ok(crate::TierChain::new(tiers))
 }

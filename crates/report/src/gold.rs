@@ -32,7 +32,7 @@ pub fn guarantees_of(tiers: &serde_json::Value) -> Vec<TierGuarantee> {
         .filter_map(|t| {
             let source = t["source"].as_str()?.to_string();
             let guarantee = serde_json::from_value(t.get("guarantee")?.clone()).ok()?;
-            let score = source.strip_prefix(refscore_core::schema::source::BAND_PREFIX)?;
+            let score = refscore_core::schema::source::tier_score(&source)?;
             Some(TierGuarantee {
                 lower_is_better: Direction::of(score).lower_is_better(),
                 source,

@@ -5,12 +5,48 @@
 //! better (`nli_contradiction`, see `refscore_core::metric::Direction`) the
 //! sides swap: above HI false, below LO true.
 
+use std::sync::Arc;
+
 use refscore_core::metric::Direction;
 use refscore_core::schema::source;
 use refscore_stats::band::BandGuarantee;
 use serde_json::{json, Value};
 
-use super::Tier;
+use super::{Tier, TierKind};
+use crate::options::JudgeArgs;
+
+/// The band kind of tier: `--judge-band METRIC:LO..HI`, `[[judge.tier]]
+/// band = "..."`, source `band:METRIC`.
+pub struct BandKind;
+
+/// The band kind's entry in [`super::KINDS`].
+pub static BAND: BandKind = BandKind;
+
+impl TierKind for BandKind {
+    fn name(&self) -> &'static str {
+        "band"
+    }
+
+    fn key(&self) -> &'static str {
+        "judge_band"
+    }
+
+    fn shape(&self) -> &'static str {
+        "METRIC:LO..HI"
+    }
+
+    fn example(&self) -> &'static str {
+        "cosine:0.3..0.9"
+    }
+
+    fn take_specs(&self, args: &mut JudgeArgs) -> Vec<String> {
+        std::mem::take(&mut args.judge_band)
+    }
+
+    fn parse(&self, spec: &str) -> Result<Arc<dyn Tier>, String> {
+        Ok(Arc::new(Band::parse(spec)?))
+    }
+}
 
 /// A band on an embedding or lexical score of the same run.
 #[derive(Debug, Clone, PartialEq)]
@@ -100,17 +136,39 @@ impl Band {
 }
 
 impl Tier for Band {
-    fn reads(&self) -> &str {
-        &self.metric
+    fn kind(&self) -> &'static dyn TierKind {
+        &BAND
+    }
+
+    fn reads(&self) -> &[String] {
+        std::slice::from_ref(&self.metric)
     }
 
     fn source(&self) -> String {
-        source::band(&self.metric)
+        source::tier(BAND.name(), &self.metric)
     }
 
+    fn decide(&self, values: &[f32]) -> Option<(bool, String)> {
+        Band::decide(self, values[0])
+    }
+
+    fn fingerprint(&self) -> Value {
+        Band::fingerprint(self)
+    }
+
+    fn describe(&self) -> String {
+        self.to_string()
+    }
+
+    fn guarantee(&self) -> Option<BandGuarantee> {
+        self.guarantee
+    }
+}
+
+impl Band {
     /// Below LO false, above HI true (the other way round where lower is
     /// better); inside the band (or NaN) passed on.
-    fn decide(&self, value: f32) -> Option<(bool, String)> {
+    pub fn decide(&self, value: f32) -> Option<(bool, String)> {
         if !(value < self.lo || value > self.hi) {
             return None;
         }
@@ -128,18 +186,6 @@ impl Tier for Band {
             }
         );
         Some((above != self.direction.lower_is_better(), why))
-    }
-
-    fn fingerprint(&self) -> Value {
-        Band::fingerprint(self)
-    }
-
-    fn describe(&self) -> String {
-        self.to_string()
-    }
-
-    fn guarantee(&self) -> Option<BandGuarantee> {
-        self.guarantee
     }
 }
 

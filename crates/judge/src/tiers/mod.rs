@@ -1,33 +1,52 @@
 //! The cascade's local deciders (docs/trust.md#the-chain-of-tiers): after
 //! the rules and before the cache and the judge, an ordered chain of tiers,
-//! each reading one score of the same run (lexical, embedding or
+//! each reading scores of the same run (lexical, embedding or
 //! cross-encoder) and settling the rows it is sure of. A row is decided by
 //! the first tier that decides it; a row no tier decides goes on to the
-//! judge. A new kind of decider is one module here implementing [`Tier`]
-//! and its place in [`parse`].
+//! judge. A new kind of decider is one module here implementing
+//! [`TierKind`] and [`Tier`], plus its entry in [`KINDS`] (and the field
+//! of `JudgeArgs` its flag fills).
 
 mod band;
+mod kind;
 
 use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, Float32Array};
 use arrow::datatypes::Float32Type;
-use refscore_core::ScoreColumns;
+use refscore_core::metric::MetricSet;
+use refscore_core::{Error, ScoreColumns};
 use refscore_stats::band::BandGuarantee;
 use serde_json::{json, Value};
 
-pub use band::Band;
+pub use band::{Band, BAND};
+pub use kind::{check_reads, flag, TierKind};
+
+/// Every kind of tier, each self-describing (see [`TierKind`]): the one
+/// place a new kind is registered. Tiers of several kinds run in this
+/// order, then in the order given.
+pub static KINDS: &[&dyn TierKind] = &[&BAND];
 
 /// One local decider of the chain.
 pub trait Tier: Send + Sync + std::fmt::Debug {
-    /// The score column of the run it reads.
-    fn reads(&self) -> &str;
-    /// What `<metric>_source` says for the rows it decides (see
-    /// `refscore_core::schema::source`).
+    /// Its kind.
+    fn kind(&self) -> &'static dyn TierKind;
+    /// The score columns of the run it reads (any number), in the order
+    /// [`Tier::decide`] gets their values.
+    fn reads(&self) -> &[String];
+    /// Checks it against the run: the run's `metrics`, and whether the run
+    /// has a judge metric a tier decides (`decidable`); `spec` is the tier
+    /// as given. By default [`check_reads`].
+    fn check(&self, spec: &str, metrics: &MetricSet, decidable: bool) -> Result<(), Error> {
+        check_reads(self, spec, metrics, decidable)
+    }
+    /// What `<metric>_source` says for the rows it decides:
+    /// `refscore_core::schema::source::tier` of its kind's name.
     fn source(&self) -> String;
-    /// The verdict for a row whose score is `value`, with why; `None`
-    /// passes the row on (a NaN always does).
-    fn decide(&self, value: f32) -> Option<(bool, String)>;
+    /// The verdict for a row whose scores are `values` (one per column of
+    /// [`Tier::reads`], none null), with why; `None` passes the row on (a
+    /// NaN always does).
+    fn decide(&self, values: &[f32]) -> Option<(bool, String)>;
     /// Its part of the run's fingerprint.
     fn fingerprint(&self) -> Value;
     /// How flags, messages and the summary show it (`cosine:0.3..0.9`).
@@ -39,10 +58,10 @@ pub trait Tier: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// Reads one `--judge-band` value as a tier. The one place a new kind of
-/// decider is registered.
-pub fn parse(spec: &str) -> Result<Arc<dyn Tier>, String> {
-    Ok(Arc::new(Band::parse(spec)?))
+/// Reads one `--judge-band` value as a tier (the tests' shorthand).
+#[cfg(test)]
+fn parse(spec: &str) -> Result<Arc<dyn Tier>, String> {
+    BAND.parse(spec)
 }
 
 /// The ordered tiers of a run (none: every row the rules leave goes to the
@@ -52,10 +71,13 @@ pub struct TierChain {
     tiers: Vec<Arc<dyn Tier>>,
     /// Each tier's source name, made once.
     sources: Vec<Arc<str>>,
+    /// Where each tier's columns start in [`ChainValues`].
+    starts: Vec<usize>,
 }
 
-/// A batch's values of each tier's score (null where the run lacks it for
-/// a row, or lacks the column).
+/// A batch's values of each score the tiers read, tier after tier, each
+/// tier's in the order of its [`Tier::reads`] (null where the run lacks a
+/// score for a row, or lacks the column).
 pub(crate) struct ChainValues(Vec<Option<Float32Array>>);
 
 /// What one tier decided over the run, for the summary.
@@ -91,7 +113,19 @@ impl TierChain {
     /// The chain of `tiers`, in the order they run.
     pub fn new(tiers: Vec<Arc<dyn Tier>>) -> TierChain {
         let sources = tiers.iter().map(|t| Arc::from(t.source())).collect();
-        TierChain { tiers, sources }
+        let starts = tiers
+            .iter()
+            .scan(0, |next, t| {
+                let start = *next;
+                *next += t.reads().len();
+                Some(start)
+            })
+            .collect();
+        TierChain {
+            tiers,
+            sources,
+            starts,
+        }
     }
 
     /// Tier `k`'s source name.
@@ -144,14 +178,15 @@ impl TierChain {
         Some(Value::Array(tiers).to_string())
     }
 
-    /// Each tier's score among the columns of the stages before.
+    /// Each tier's scores among the columns of the stages before.
     pub(crate) fn values(&self, earlier: &ScoreColumns) -> ChainValues {
         ChainValues(
             self.tiers
                 .iter()
-                .map(|t| {
+                .flat_map(|t| t.reads())
+                .map(|score| {
                     earlier
-                        .column(t.reads())
+                        .column(score)
                         .map(|c| c.as_primitive::<Float32Type>().clone())
                 })
                 .collect(),
@@ -159,18 +194,22 @@ impl TierChain {
     }
 
     /// The first tier that decides row `row`: its index, the verdict and
-    /// why; `None` when every tier passes it on.
+    /// why; `None` when every tier passes it on (a tier with a score
+    /// missing or null at the row does).
     pub(crate) fn decide(&self, values: &ChainValues, row: usize) -> Option<(usize, bool, String)> {
+        let mut scores = Vec::new();
         self.tiers
             .iter()
-            .zip(&values.0)
+            .zip(&self.starts)
             .enumerate()
-            .find_map(|(k, (tier, column))| {
-                let column = column.as_ref()?;
-                if !column.is_valid(row) {
-                    return None;
+            .find_map(|(k, (tier, &start))| {
+                let columns = values.0.get(start..start + tier.reads().len())?;
+                scores.clear();
+                for column in columns {
+                    let column = column.as_ref().filter(|c| c.is_valid(row))?;
+                    scores.push(column.value(row));
                 }
-                tier.decide(column.value(row)).map(|(v, why)| (k, v, why))
+                tier.decide(&scores).map(|(v, why)| (k, v, why))
             })
     }
 
@@ -254,6 +293,80 @@ mod tests {
         assert!(chain(&["cosine:0.3..0.9"])
             .decide(&ChainValues::none(), 0)
             .is_none());
+    }
+
+    /// A test kind reading two scores: true where the first beats the
+    /// second by more than 0.5, else passed on.
+    #[derive(Debug)]
+    struct Gap;
+
+    impl TierKind for Gap {
+        fn name(&self) -> &'static str {
+            "gap"
+        }
+        fn key(&self) -> &'static str {
+            "judge_gap"
+        }
+        fn shape(&self) -> &'static str {
+            "A,B"
+        }
+        fn example(&self) -> &'static str {
+            "cosine,token_f1"
+        }
+        fn take_specs(&self, _: &mut crate::JudgeArgs) -> Vec<String> {
+            Vec::new()
+        }
+        fn parse(&self, _: &str) -> Result<Arc<dyn Tier>, String> {
+            Ok(Arc::new(Gap))
+        }
+    }
+
+    static READS: std::sync::LazyLock<[String; 2]> =
+        std::sync::LazyLock::new(|| ["cosine".into(), "token_f1".into()]);
+
+    impl Tier for Gap {
+        fn kind(&self) -> &'static dyn TierKind {
+            &Gap
+        }
+        fn reads(&self) -> &[String] {
+            READS.as_slice()
+        }
+        fn source(&self) -> String {
+            refscore_core::schema::source::tier(self.kind().name(), "cosine")
+        }
+        fn decide(&self, values: &[f32]) -> Option<(bool, String)> {
+            (values[0] - values[1] > 0.5).then(|| (true, format!("{values:?}")))
+        }
+        fn fingerprint(&self) -> Value {
+            json!("gap")
+        }
+        fn describe(&self) -> String {
+            "gap".into()
+        }
+    }
+
+    /// A tier may read several scores: after a one-score band, the
+    /// two-score tier gets its own columns, in its order; a null in either
+    /// passes the row on.
+    #[test]
+    fn a_tier_reads_any_number_of_scores() {
+        let c = TierChain::new(vec![parse("token_f1:0.2..0.5").unwrap(), Arc::new(Gap)]);
+        let v = values(&[
+            &[Some(0.3), Some(0.3), Some(0.3), Some(0.9)],
+            &[Some(0.9), Some(0.9), None, Some(0.9)],
+            &[Some(0.1), Some(0.6), Some(0.1), Some(0.1)],
+        ]);
+        let got: Vec<Option<(usize, bool, String)>> = (0..4).map(|r| c.decide(&v, r)).collect();
+        assert_eq!(
+            got,
+            [
+                Some((1, true, "[0.9, 0.1]".into())),
+                None,
+                None,
+                Some((0, true, "token_f1 0.900 is above the band 0.2..0.5".into())),
+            ]
+        );
+        assert_eq!(c.source(1).as_ref(), "gap:cosine");
     }
 
     /// One band keeps the fingerprint earlier versions stored.

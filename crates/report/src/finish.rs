@@ -206,6 +206,16 @@ fn intervals(ctx: &Ctx, agg: &Agg) -> HashMap<Task, Option<(f64, f64)>> {
         .collect()
 }
 
+/// A change's interval bounds (both `None` where it has none: no
+/// baseline, or too few pairs).
+fn interval(
+    intervals: &HashMap<Task, Option<(f64, f64)>>,
+    task: Task,
+) -> (Option<f64>, Option<f64>) {
+    let ci = intervals.get(&task).copied().flatten();
+    (ci.map(|c| c.0), ci.map(|c| c.1))
+}
+
 /// The rows each metric shows: its lowest, and the rows that flipped
 /// against the baseline, in order.
 struct Shown {
@@ -350,8 +360,7 @@ fn metric_report(
     };
     let change = has_base.then(|| {
         let p = &agg.paired[k];
-        let ci = intervals.get(&(k, None)).copied().flatten();
-        let (lo, hi) = (ci.map(|c| c.0), ci.map(|c| c.1));
+        let (lo, hi) = interval(intervals, (k, None));
         let v = verdict(name, lo, hi);
         let pr = |passed: u64| (t.is_some() && p.pairs > 0).then(|| passed as f64 / p.pairs as f64);
         Change {
@@ -445,8 +454,7 @@ fn slice_row(
     let c = &acc.cur[k];
     let change = ctx.base.is_some().then(|| {
         let p = &acc.paired[k];
-        let ci = intervals.get(&(k, Some(s))).copied().flatten();
-        let (lo, hi) = (ci.map(|c| c.0), ci.map(|c| c.1));
+        let (lo, hi) = interval(intervals, (k, Some(s)));
         SliceChange {
             pairs: p.pairs,
             mean_baseline: p.mean_base(),

@@ -294,6 +294,14 @@ impl Store {
         Ok(out)
     }
 
+    /// The whole of a small object (a table's metadata file, a manifest, a
+    /// delete file) in one request; data files are read by ranges
+    /// ([`ObjectFile::ranges`]).
+    pub fn whole(&self, key: &StorePath) -> Result<Bytes, Error> {
+        block_on(async { self.store.get(key).await?.bytes().await })
+            .map_err(|e| store_error(&self.shown(key), &e))
+    }
+
     fn object(&self, meta: object_store::ObjectMeta) -> ObjectFile {
         ObjectFile {
             store: Arc::clone(&self.store),

@@ -528,16 +528,13 @@ fn active_files(
 
 /// The rows each file's deletion vector deletes (ascending; `None`: it
 /// has none). The kernel reads a vector inline in the log or from its file
-/// beside the table's data; stored vectors are fetched side by side, since
-/// on an object store each is one request and a table has one per file.
+/// beside the table's data; stored vectors are fetched side by side.
 fn deletion_vectors(
     shown: &str,
     engine: &DefaultEngine<TokioMultiThreadExecutor>,
     table_root: &Url,
     listed: &[Listed],
 ) -> Result<Vec<Option<Arc<[u64]>>>, Error> {
-    /// Requests in flight at once.
-    const AT_ONCE: usize = 16;
     let read = |file: &Listed| -> Result<Option<Arc<[u64]>>, Error> {
         let rows = file.dv.get_row_indexes(engine, table_root).map_err(|e| {
             let line = e.to_string();
@@ -552,17 +549,7 @@ fn deletion_vectors(
             Arc::from(rows)
         }))
     };
-    let per_thread = listed.len().div_ceil(AT_ONCE).max(1);
-    std::thread::scope(|scope| {
-        let parts: Vec<_> = listed
-            .chunks(per_thread)
-            .map(|part| scope.spawn(move || part.iter().map(read).collect::<Vec<_>>()))
-            .collect();
-        parts
-            .into_iter()
-            .flat_map(|part| part.join().expect("a deletion vector read panicked"))
-            .collect()
-    })
+    super::side_by_side(listed, read).into_iter().collect()
 }
 
 /// A partition value as its column's type (the log holds them as text; no

@@ -64,7 +64,7 @@ pub(super) fn plan(
     shown: &str,
     metadata: &TableMetadata,
     snapshot: &Snapshot,
-    read: &dyn Fn(&str) -> Result<Bytes, Error>,
+    read: &(dyn Fn(&str) -> Result<Bytes, Error> + Sync),
 ) -> Result<Vec<DataTask>, Error> {
     let manifests = match &snapshot.manifest_list {
         Some(list) => manifest_list(shown, list, &read(list)?)?,
@@ -78,10 +78,12 @@ pub(super) fn plan(
             })
             .collect(),
     };
+    // One request each on a store: fetched side by side.
+    let bytes = crate::source::side_by_side(&manifests, |m| read(&m.path));
     let mut data = Vec::new();
     let mut deletes = Vec::new();
-    for manifest in &manifests {
-        for entry in manifest_entries(shown, manifest, &read(&manifest.path)?)? {
+    for (manifest, bytes) in manifests.iter().zip(bytes) {
+        for entry in manifest_entries(shown, manifest, &bytes?)? {
             match &entry.content {
                 Content::Data => data.push(entry),
                 Content::Deletes(_) => deletes.push(entry),

@@ -19,9 +19,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use object_store::path::Path as StorePath;
-use object_store::ObjectStoreExt;
 use refscore_core::Error;
-use refscore_store::{block_on, store_error, ObjectFile, Store};
+use refscore_store::{ObjectFile, Store};
 
 use super::{Found, Input, Listing, Origin, Source, TableFile, TableVersion};
 pub(crate) use deletes::{apply_equality_deletes, EqualityDeletes};
@@ -88,7 +87,7 @@ impl Source for Iceberg {
                     .collect();
                 let hint_key = folder.clone().join("version-hint.text");
                 let hint = match listing.iter().find(|o| o.key == hint_key) {
-                    Some(o) => Some(String::from_utf8_lossy(&place.read_object(o)?).into_owned()),
+                    Some(o) => Some(String::from_utf8_lossy(&at.store.whole(&o.key)?).into_owned()),
                     None => None,
                 };
                 let name = current_metadata(&input.shown(), &names, hint.as_deref())?;
@@ -208,22 +207,8 @@ impl Place {
                     ))
                 })
             }
-            Place::Store(store) => {
-                let key = self.key(shown_table, location)?;
-                let shown = store.shown(&key);
-                block_on(async { store.store.get(&key).await?.bytes().await })
-                    .map_err(|e| store_error(&shown, &e))
-            }
+            Place::Store(store) => store.whole(&self.key(shown_table, location)?),
         }
-    }
-
-    fn read_object(&self, object: &ObjectFile) -> Result<Bytes, Error> {
-        let Place::Store(store) = self else {
-            unreachable!("objects are in stores")
-        };
-        let shown = store.shown(&object.key);
-        block_on(async { store.store.get(&object.key).await?.bytes().await })
-            .map_err(|e| store_error(&shown, &e))
     }
 }
 

@@ -270,7 +270,7 @@ impl Scorer {
         if let Some(stage) = self.stages.embed.as_mut() {
             stage.prepare(
                 DATA_NAME,
-                || Ok(rows.iter().map(|b| Ok(b.reference.clone()))),
+                || Ok(rows.iter().map(|b| Ok(b.reference().clone()))),
                 || refscore_job::fit::mismatched_pairs_of(rows.iter().cloned().map(Ok), 1000),
             )?;
         }

@@ -124,6 +124,10 @@ pub fn is_text_type(data_type: &DataType) -> bool {
 }
 
 /// One batch of input rows, as read from the dataset, in input order.
+///
+/// The reference and output are private so that whether each row can be
+/// scored is worked out once, when the batch is built ([`RowBatch::new`],
+/// [`RowBatch::set_answers`]), and every stage reads that one verdict.
 #[derive(Debug, Clone)]
 pub struct RowBatch {
     /// Ordinal (0-based, across all input files) of the first row of the batch.
@@ -138,9 +142,12 @@ pub struct RowBatch {
     /// The question/prompt, when the input has one.
     pub input: Option<TextColumn>,
     /// The ground-truth answer.
-    pub reference: TextColumn,
+    reference: TextColumn,
     /// The model's answer being scored.
-    pub output: TextColumn,
+    output: TextColumn,
+    /// Per row, why it cannot be scored (`None`: it can), from `reference`
+    /// and `output`.
+    unscorable: Vec<Option<Unscorable>>,
     /// Input columns the user asked to copy into the output unchanged.
     pub passthrough: Vec<ArrayRef>,
     /// The column that says per row which optional (judge) metrics to
@@ -151,7 +158,88 @@ pub struct RowBatch {
     pub prompt_columns: Vec<(String, ArrayRef)>,
 }
 
+/// Why a row cannot be scored at all; one byte per row, kept by [`RowBatch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unscorable {
+    NullReference,
+    EmptyReference,
+    NullOutput,
+}
+
+impl Unscorable {
+    /// The verdict for one row: a null reference, an empty (whitespace-only)
+    /// reference, or a null output, checked in that order.
+    fn of(reference: Option<&str>, output: Option<&str>) -> Option<Unscorable> {
+        match (reference, output) {
+            (None, _) => Some(Unscorable::NullReference),
+            (Some(r), _) if r.trim().is_empty() => Some(Unscorable::EmptyReference),
+            (_, None) => Some(Unscorable::NullOutput),
+            _ => None,
+        }
+    }
+
+    /// The message the writer puts in the row's `error` column.
+    fn message(self) -> &'static str {
+        match self {
+            Unscorable::NullReference => "reference is null",
+            Unscorable::EmptyReference => "reference is empty",
+            Unscorable::NullOutput => "output is null",
+        }
+    }
+}
+
 impl RowBatch {
+    /// A batch of the given texts, with no passthrough, row filter or prompt
+    /// columns (set those fields afterwards). Works out each row's
+    /// scorability here, once. `reference` and `output` must be as long as
+    /// `id`.
+    pub fn new(
+        first_row: u64,
+        source: Arc<str>,
+        first_row_in_source: u64,
+        id: ArrayRef,
+        input: Option<TextColumn>,
+        reference: TextColumn,
+        output: TextColumn,
+    ) -> RowBatch {
+        let mut batch = RowBatch {
+            first_row,
+            source,
+            first_row_in_source,
+            id,
+            input,
+            reference: TextColumn::Null(0),
+            output: TextColumn::Null(0),
+            unscorable: Vec::new(),
+            passthrough: Vec::new(),
+            row_filter: None,
+            prompt_columns: Vec::new(),
+        };
+        batch.set_answers(reference, output);
+        batch
+    }
+
+    /// Replaces the reference and output of every row, and works out again
+    /// which rows can be scored.
+    pub fn set_answers(&mut self, reference: TextColumn, output: TextColumn) {
+        debug_assert_eq!(reference.len(), output.len());
+        self.unscorable = (0..reference.len())
+            .map(|i| Unscorable::of(reference.get(i), output.get(i)))
+            .collect();
+        self.reference = reference;
+        self.output = output;
+    }
+
+    /// The ground-truth answer of every row.
+    pub fn reference(&self) -> &TextColumn {
+        &self.reference
+    }
+
+    /// The model's answer of every row.
+    pub fn output(&self) -> &TextColumn {
+        &self.output
+    }
+
     /// Number of rows in the batch.
     pub fn len(&self) -> usize {
         self.reference.len()
@@ -165,13 +253,9 @@ impl RowBatch {
     /// Why row `i` cannot be scored at all, if it cannot: a null reference, an
     /// empty (whitespace-only) reference, or a null output. Every metric stage
     /// leaves such rows null and the writer marks them `status = error`.
+    /// Worked out when the batch was built; this only looks it up.
     pub fn unscorable(&self, i: usize) -> Option<&'static str> {
-        match (self.reference.get(i), self.output.get(i)) {
-            (None, _) => Some("reference is null"),
-            (Some(r), _) if r.trim().is_empty() => Some("reference is empty"),
-            (_, None) => Some("output is null"),
-            _ => None,
-        }
+        self.unscorable[i].map(Unscorable::message)
     }
 }
 
@@ -503,7 +587,43 @@ impl std::error::Error for Error {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{DictionaryArray, NullArray};
+    use arrow::array::{DictionaryArray, NullArray, UInt64Array};
+
+    fn texts(values: &[Option<&str>]) -> TextColumn {
+        TextColumn::Utf8(StringArray::from(values.to_vec()))
+    }
+
+    #[test]
+    fn scorability_is_worked_out_when_the_batch_is_built() {
+        let reference = texts(&[None, Some("  \n"), Some("r"), Some("r"), None]);
+        let output = texts(&[Some("o"), Some("o"), None, Some(""), None]);
+        let mut batch = RowBatch::new(
+            0,
+            "in.parquet".into(),
+            0,
+            Arc::new(UInt64Array::from_iter_values(0..5)) as ArrayRef,
+            None,
+            reference,
+            output,
+        );
+        let why: Vec<_> = (0..5).map(|i| batch.unscorable(i)).collect();
+        assert_eq!(
+            why,
+            [
+                Some("reference is null"),
+                Some("reference is empty"),
+                Some("output is null"),
+                None,
+                Some("reference is null"),
+            ]
+        );
+        batch.set_answers(
+            texts(&[Some("r"); 5]),
+            texts(&[Some("o"), None, Some("o"), Some("o"), Some("o")]),
+        );
+        let why: Vec<_> = (0..5).map(|i| batch.unscorable(i)).collect();
+        assert_eq!(why, [None, Some("output is null"), None, None, None]);
+    }
 
     #[test]
     fn an_error_is_one_line_whatever_a_library_put_in_it() {

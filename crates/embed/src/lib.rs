@@ -411,8 +411,8 @@ impl EmbeddingStage {
                 continue;
             }
             let (r, o) = (
-                batch.reference.get(i).expect("scorable"),
-                batch.output.get(i).expect("scorable"),
+                batch.reference().get(i).expect("scorable"),
+                batch.output().get(i).expect("scorable"),
             );
             let mut slot = |t| -> usize {
                 *index.entry(t).or_insert_with(|| {

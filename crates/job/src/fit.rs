@@ -42,8 +42,8 @@ pub fn mismatched_pairs_of(
             if batch.unscorable(i).is_some() {
                 continue;
             }
-            let reference = batch.reference.get(i).unwrap_or("");
-            let output = batch.output.get(i).unwrap_or("");
+            let reference = batch.reference().get(i).unwrap_or("");
+            let output = batch.output().get(i).unwrap_or("");
             // One keyed digest of the row's texts: it identifies the row, its
             // first half ranks the reference and its second half the output
             // (independent halves of a cryptographic hash).

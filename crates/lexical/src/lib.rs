@@ -266,7 +266,7 @@ pub fn score_batch(batch: &RowBatch, sel: Selection) -> ScoreColumns {
             if batch.unscorable(i).is_some() {
                 return None;
             }
-            let (r, o) = (batch.reference.get(i)?, batch.output.get(i)?);
+            let (r, o) = (batch.reference().get(i)?, batch.output().get(i)?);
             Some(scorer.score_selected(r, o, sel))
         })
         .collect();

@@ -200,31 +200,32 @@ impl Layout {
                 first_row..first_row + batch.num_rows() as u64,
             )),
         };
-        Ok(RowBatch {
+        let mut rows = RowBatch::new(
             first_row,
-            source: Arc::from(shown.to_string()),
-            first_row_in_source: row_in_source,
+            Arc::from(shown.to_string()),
+            row_in_source,
             id,
-            input: self.columns.input.as_deref().map(text).transpose()?,
-            reference: text(&self.columns.reference)?,
-            output: text(&self.columns.output)?,
-            passthrough: self
-                .keep
-                .iter()
-                .zip(&self.keep_fields)
-                .map(|(k, f)| conform(col(k)?, f, source))
-                .collect::<Result<_, _>>()?,
-            row_filter: self
-                .row_filter
-                .as_deref()
-                .map(|k| col(k).map(plain_row_filter))
-                .transpose()?,
-            prompt_columns: self
-                .prompt_columns
-                .iter()
-                .map(|k| col(k).map(|a| (k.clone(), a.clone())))
-                .collect::<Result<_, _>>()?,
-        })
+            self.columns.input.as_deref().map(text).transpose()?,
+            text(&self.columns.reference)?,
+            text(&self.columns.output)?,
+        );
+        rows.passthrough = self
+            .keep
+            .iter()
+            .zip(&self.keep_fields)
+            .map(|(k, f)| conform(col(k)?, f, source))
+            .collect::<Result<_, _>>()?;
+        rows.row_filter = self
+            .row_filter
+            .as_deref()
+            .map(|k| col(k).map(plain_row_filter))
+            .transpose()?;
+        rows.prompt_columns = self
+            .prompt_columns
+            .iter()
+            .map(|k| col(k).map(|a| (k.clone(), a.clone())))
+            .collect::<Result<_, _>>()?;
+        Ok(rows)
     }
 }
 

@@ -75,7 +75,7 @@ fn read_in_bounded_batches(input: &str, what: &str) {
             batch.len()
         );
         for i in 0..batch.len() {
-            let text = batch.output.get(i).unwrap();
+            let text = batch.output().get(i).unwrap();
             assert_eq!(&text[..2], format!("{:02}", seen + i), "rows in order");
         }
         seen += batch.len();
@@ -129,7 +129,7 @@ fn tiny_row_groups_are_grouped_into_full_batches_at_fixed_cuts() {
         .flat_map(|b| {
             let b = b.unwrap();
             (0..b.len())
-                .map(|i| b.output.get(i).unwrap().to_string())
+                .map(|i| b.output().get(i).unwrap().to_string())
                 .collect::<Vec<_>>()
         })
         .collect();

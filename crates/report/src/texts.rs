@@ -196,8 +196,8 @@ fn from_input(
                 for (role, _) in &role_names {
                     let col = match role {
                         Role::Input => batch.input.as_ref(),
-                        Role::Reference => Some(&batch.reference),
-                        _ => Some(&batch.output),
+                        Role::Reference => Some(batch.reference()),
+                        _ => Some(batch.output()),
                     };
                     set(t, *role, col.and_then(|c| c.get(i)).map(clip));
                 }

@@ -166,10 +166,10 @@ impl Stage for SpanStage {
             .map(|i| {
                 batch.unscorable(i).is_none().then(|| {
                     let question = batch.input.as_ref().and_then(|q| q.get(i));
-                    let reference = batch.reference.get(i).expect("scorable");
+                    let reference = batch.reference().get(i).expect("scorable");
                     let key = (
                         spans::prompt(reference, question),
-                        batch.output.get(i).expect("scorable"),
+                        batch.output().get(i).expect("scorable"),
                     );
                     let next = rows.len();
                     *index.entry(key.clone()).or_insert_with(|| {

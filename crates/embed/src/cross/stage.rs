@@ -377,8 +377,8 @@ impl Stage for CrossStage {
             .map(|i| {
                 batch.unscorable(i).is_none().then(|| {
                     let key = (
-                        batch.reference.get(i).expect("scorable"),
-                        batch.output.get(i).expect("scorable"),
+                        batch.reference().get(i).expect("scorable"),
+                        batch.output().get(i).expect("scorable"),
                     );
                     *index.entry(key).or_insert_with(|| {
                         pairs.push(key);

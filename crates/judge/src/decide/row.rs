@@ -24,8 +24,8 @@ impl<'a> Answers<'a> {
     /// Row `i`'s answers (a null is empty text).
     pub(crate) fn of(batch: &'a RowBatch, i: usize) -> Answers<'a> {
         let (reference, output) = (
-            batch.reference.get(i).unwrap_or(""),
-            batch.output.get(i).unwrap_or(""),
+            batch.reference().get(i).unwrap_or(""),
+            batch.output().get(i).unwrap_or(""),
         );
         let empty = output.trim().is_empty();
         let same = !empty && rules::same_answer(reference, output);

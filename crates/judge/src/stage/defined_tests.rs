@@ -196,7 +196,7 @@ fn a_defined_verdict_passes_at_its_own_threshold() {
     });
     let (mut stage, _f) = stage_of(RUBRICS, &server.url, &["cites"], None);
     let mut b = batch();
-    b.output = super::tests::text(&["Lyon", ""]);
+    b.set_answers(b.reference().clone(), super::tests::text(&["Lyon", ""]));
     let cols = stage
         .score_batch(&b, &[Wanted::Every, Wanted::Every], &ChainValues::none())
         .unwrap();

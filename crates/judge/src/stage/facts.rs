@@ -61,8 +61,8 @@ impl JudgeStage {
             d.judged[i] |= self.options.facts == crate::FactSource::Judge || !local;
             let (input, reference, output) = (
                 batch.input.as_ref().and_then(|c| c.get(i)).unwrap_or(""),
-                batch.reference.get(i).unwrap_or(""),
-                batch.output.get(i).unwrap_or(""),
+                batch.reference().get(i).unwrap_or(""),
+                batch.output().get(i).unwrap_or(""),
             );
             let mut tally = (i, ref_facts.len(), out_facts.len(), 0, 0);
             let sides = [(true, output, &ref_facts), (false, reference, &out_facts)];

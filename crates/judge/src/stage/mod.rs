@@ -438,8 +438,8 @@ pub(crate) fn render(
         .collect();
     template.render_row(&minijinja::context! {
         input => input,
-        reference => batch.reference.get(i).unwrap_or(""),
-        output => batch.output.get(i).unwrap_or(""),
+        reference => batch.reference().get(i).unwrap_or(""),
+        output => batch.output().get(i).unwrap_or(""),
         row => row,
     })
 }

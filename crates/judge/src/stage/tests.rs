@@ -17,18 +17,15 @@ pub(super) fn text(values: &[&str]) -> TextColumn {
 
 pub(super) fn batch() -> RowBatch {
     let refs = ["Paris is the capital of France", "Water boils at 100 C"];
-    RowBatch {
-        first_row: 0,
-        source: "in.parquet".into(),
-        first_row_in_source: 0,
-        id: Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef,
-        input: Some(text(&["Capital?", "Boiling point?"])),
-        reference: text(&refs),
-        output: text(&["Lyon", "It boils at 90 C"]),
-        passthrough: vec![],
-        row_filter: None,
-        prompt_columns: vec![],
-    }
+    RowBatch::new(
+        0,
+        "in.parquet".into(),
+        0,
+        Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef,
+        Some(text(&["Capital?", "Boiling point?"])),
+        text(&refs),
+        text(&["Lyon", "It boils at 90 C"]),
+    )
 }
 
 /// Options for a judge at `url` asking for the built-in metrics `names`.
@@ -191,7 +188,11 @@ fn rows_with_a_judge_failure_are_counted() {
     let mut stage =
         JudgeStage::new(options(&server.url, &["meaning_match", "similarity"], None)).unwrap();
     let mut b = batch();
-    b.output = text(&["Lyon", "Water boils at 100 C."]); // row 1: decided by rule
+    // row 1: decided by rule
+    b.set_answers(
+        b.reference().clone(),
+        text(&["Lyon", "Water boils at 100 C."]),
+    );
     stage
         .score_batch(&b, &[Wanted::Every, Wanted::Every], &ChainValues::none())
         .unwrap();
@@ -557,14 +558,16 @@ fn the_fact_ratio_counts_checked_facts_in_refscore() {
     });
     let mut b = batch();
     b.input = Some(text(&["What does Amy like?", "What does Amy like?"]));
-    b.reference = text(&[
-        "Amy likes apples and bananas",
-        "Amy likes apples and bananas",
-    ]);
-    b.output = text(&[
-        "Amy likes apples, berries and plums",
-        "Amy likes apples, berries and plums",
-    ]);
+    b.set_answers(
+        text(&[
+            "Amy likes apples and bananas",
+            "Amy likes apples and bananas",
+        ]),
+        text(&[
+            "Amy likes apples, berries and plums",
+            "Amy likes apples, berries and plums",
+        ]),
+    );
     let mut stage = verdict_first(&server.url, &["fact_similarity"], Reasons::Failures);
     let cols = stage
         .score_batch(&b, &[Wanted::Every, Wanted::Every], &ChainValues::none())

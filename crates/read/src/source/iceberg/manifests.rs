@@ -8,6 +8,7 @@ use apache_avro::types::Value;
 use bytes::Bytes;
 use refscore_core::Error;
 
+use super::delete_index::DeleteIndex;
 use super::metadata::{Snapshot, TableMetadata};
 
 /// One data file of the snapshot, with the delete files that apply to it.
@@ -34,19 +35,20 @@ pub(super) enum DeleteKind {
 }
 
 /// A live file entry of a manifest.
-struct Entry {
-    path: String,
-    size: u64,
+pub(super) struct Entry {
+    pub path: String,
+    pub size: u64,
     /// Its data sequence number.
-    sequence: i64,
-    spec_id: i32,
-    partition: Value,
-    content: Content,
+    pub sequence: i64,
+    pub spec_id: i32,
+    pub partition: Value,
+    pub content: Content,
     /// A position delete file's one data file, where it names it.
-    referenced: Option<String>,
+    pub referenced: Option<String>,
 }
 
-enum Content {
+/// What a manifest entry holds: rows, or deletes of rows.
+pub(super) enum Content {
     Data,
     Deletes(DeleteKind),
 }
@@ -92,12 +94,16 @@ pub(super) fn plan(
     }
     data.sort_by(|a, b| a.path.cmp(&b.path));
     deletes.sort_by(|a, b| a.path.cmp(&b.path));
+    // Each data file meets only the deletes that can reach it, not all of
+    // them; in the order of `deletes` (by path), as meeting all would give.
+    let index = DeleteIndex::new(metadata, &deletes);
     Ok(data
         .into_iter()
         .map(|file| {
-            let applying = deletes
-                .iter()
-                .filter(|d| applies(metadata, d, &file))
+            let applying = index
+                .applying(&file)
+                .into_iter()
+                .map(|at| &deletes[at])
                 .map(|d| DeleteTask {
                     path: d.path.clone(),
                     kind: match &d.content {
@@ -120,7 +126,7 @@ pub(super) fn plan(
 /// those of an equal or lower data sequence number (and only the file
 /// they name, where they name one), equality deletes those of a strictly
 /// lower one.
-fn applies(metadata: &TableMetadata, delete: &Entry, data: &Entry) -> bool {
+pub(super) fn applies(metadata: &TableMetadata, delete: &Entry, data: &Entry) -> bool {
     let in_scope = !metadata.partitioned(delete.spec_id)
         || (delete.spec_id == data.spec_id && delete.partition == data.partition);
     in_scope

@@ -8,6 +8,7 @@
 //! the rows a position delete names, or an equality delete matches, left
 //! out as a Delta file's deletion vector leaves its rows out.
 
+mod delete_index;
 mod deletes;
 mod manifests;
 mod metadata;

@@ -603,3 +603,65 @@ fn calibrate_band_counts_a_panels_calls_by_the_judges_that_answered() {
     );
     assert_eq!(band["calls_saved"], 30, "{band}");
 }
+
+#[test]
+fn a_jurys_rules_and_tiers_run_once_and_every_juror_holds_what_they_settled() {
+    // An empty output (a rule: false), the reference's own answer (a rule:
+    // true), an output sharing no word with it (the token_f1 band: false)
+    // and one sharing some (asked of every juror).
+    let dir = tempfile::tempdir().unwrap();
+    let inp = dir.path().join("in.parquet");
+    let outs = ["", "Red apple pie.", "blue sky", "red apple tart"];
+    write_parquet(
+        &inp,
+        vec![
+            ("reference", s(&["red apple pie"; 4])),
+            ("output", s(&outs)),
+        ],
+    );
+    let servers = [
+        start(|_, _| verdict(0.9)),
+        start(|_, _| verdict(0.1)),
+        start(|_, _| verdict(0.8)),
+    ];
+    let judges: Vec<(&str, &str)> = servers
+        .iter()
+        .zip(["a", "b", "c"])
+        .map(|(s, name)| (s.url.as_str(), name))
+        .collect();
+    let mut args = panel_args(&judges, "jury");
+    args[1] = "meaning_match,token_f1";
+    args.extend(["--judge-band", "token_f1:0.1..0.9"]);
+    let out = dir.path().join("o.parquet");
+    ok(&score(&inp, &out, &args));
+    let b = read_parquet(&out);
+    let sources: Vec<Option<String>> = ["rule", "rule", "band:token_f1", "jury"]
+        .iter()
+        .map(|s| Some(s.to_string()))
+        .collect();
+    assert_eq!(texts(&b, "meaning_match_source"), sources);
+    let settled = [Some(false), Some(true), Some(false)];
+    assert_eq!(
+        bools(&b, "meaning_match"),
+        [settled.as_slice(), &[Some(true)]].concat()
+    );
+    // What the shared steps settled is every juror's value.
+    for (name, server) in ["a", "b", "c"].iter().zip(&servers) {
+        let column = bools(&b, &format!("meaning_match__{name}"));
+        assert_eq!(column[..3], settled, "juror {name}");
+        assert_eq!(
+            server.requests().len(),
+            1,
+            "juror {name} is asked the open row only"
+        );
+    }
+    // And every juror's report counts them, as the first juror's does.
+    let panel = &summary(&out)["judge"]["panel"];
+    for j in panel["judges"].as_array().unwrap() {
+        assert_eq!(j["values_asked"], 4, "{j}");
+        assert_eq!(j["report"]["rows_requested"], 4, "{j}");
+        assert_eq!(j["report"]["decided_by_rule"], 2, "{j}");
+        assert_eq!(j["report"]["decided_by_band"], 1, "{j}");
+        assert_eq!(j["report"]["tiers"][0]["decided"], 1, "{j}");
+    }
+}

@@ -66,6 +66,18 @@ impl Decided {
             .count() as u64
     }
 
+    /// Takes on the values the shared steps settled in `first` (a panel's
+    /// first judge's decisions), where the steps ran once for every judge.
+    pub(crate) fn adopt_shared(&mut self, first: &Decided) {
+        for (mine, theirs) in self.verdicts.iter_mut().zip(&first.verdicts) {
+            for (value, settled) in mine.iter_mut().zip(theirs) {
+                if settled.as_ref().is_some_and(|(_, s)| s.shared()) {
+                    value.clone_from(settled);
+                }
+            }
+        }
+    }
+
     /// Nothing decided yet for `rows` rows of `metrics` metrics.
     pub(crate) fn new(metrics: usize, rows: usize) -> Decided {
         Decided {

@@ -67,7 +67,8 @@ const SHARED: usize = 2;
 
 /// The steps that ask a judge (the fact ratio's path, the question, its
 /// stored answers, the call): what a panel's later judge walks for the
-/// values escalated to it, the shared steps having run at the first.
+/// values passed on to it (escalated to it, or left open for a jury), the
+/// shared steps having run at the first.
 pub(crate) fn asking() -> &'static [&'static dyn DecisionStep] {
     &STEPS[SHARED..]
 }

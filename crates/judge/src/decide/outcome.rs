@@ -20,6 +20,13 @@ pub(crate) enum Source {
 }
 
 impl Source {
+    /// Whether a shared step settled it (a rule or a tier: the steps
+    /// before [`super::asking`]'s), deciding alike for every judge of a
+    /// panel, so no later judge is asked about it.
+    pub(crate) fn shared(&self) -> bool {
+        matches!(self, Source::Rule | Source::Tier(_))
+    }
+
     /// The value `<metric>_source` holds for it.
     pub(crate) fn name(&self) -> &str {
         match self {

@@ -314,9 +314,10 @@ impl JudgeStage {
         self.decide_by(decide::STEPS, batch, requested, values)
     }
 
-    /// Decides the values a panel escalated to this judge (see
-    /// [`decide::asking`]): the rules and tiers already passed them on.
-    pub(crate) fn decide_escalated(
+    /// Decides the values a panel asks this later judge about (see
+    /// [`decide::asking`]): the shared steps, run at the panel's first
+    /// judge, already passed them on.
+    pub(crate) fn decide_asking(
         &mut self,
         batch: &RowBatch,
         requested: &[Wanted],

@@ -12,7 +12,8 @@ use refscore_core::schema::source;
 use refscore_stats::band::BandGuarantee;
 use serde_json::{json, Value};
 
-use super::{Tier, TierKind};
+use super::band_fit::BandFit;
+use super::{Tier, TierFit, TierKind};
 use crate::options::JudgeArgs;
 
 /// The band kind of tier: `--judge-band METRIC:LO..HI`, `[[judge.tier]]
@@ -45,6 +46,10 @@ impl TierKind for BandKind {
 
     fn parse(&self, spec: &str) -> Result<Arc<dyn Tier>, String> {
         Ok(Arc::new(Band::parse(spec)?))
+    }
+
+    fn fitter(&self) -> Option<&'static dyn TierFit> {
+        Some(&BandFit)
     }
 }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use refscore_core::metric::{self, MetricSet};
 use refscore_core::Error;
 
-use super::Tier;
+use super::{Tier, TierFit};
 use crate::options::JudgeArgs;
 
 /// One kind of tier (a band, …): an entry of [`super::KINDS`].
@@ -33,6 +33,11 @@ pub trait TierKind: Sync {
     /// Reads one value as a tier; the error says why, without the flag's
     /// name (the caller adds it, or the config line).
     fn parse(&self, spec: &str) -> Result<Arc<dyn Tier>, String>;
+    /// How `calibrate-band` fits its tiers to labelled rows, where they can
+    /// be fitted (see [`TierFit`]); none by default.
+    fn fitter(&self) -> Option<&'static dyn TierFit> {
+        None
+    }
 }
 
 /// `kind`'s flag as the command line spells it (`--judge-band`).

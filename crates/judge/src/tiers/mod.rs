@@ -5,9 +5,12 @@
 //! the first tier that decides it; a row no tier decides goes on to the
 //! judge. A new kind of decider is one module here implementing
 //! [`TierKind`] and [`Tier`], plus its entry in [`KINDS`] (and the field
-//! of `JudgeArgs` its flag fills).
+//! of `JudgeArgs` its flag fills); a kind whose tiers can be fitted to
+//! labels also offers `calibrate-band` a [`TierFit`].
 
 mod band;
+mod band_fit;
+mod fit;
 mod kind;
 
 use std::sync::Arc;
@@ -20,6 +23,7 @@ use refscore_stats::band::BandGuarantee;
 use serde_json::{json, Value};
 
 pub use band::{Band, BAND};
+pub use fit::{FitRequest, Fitted, TierFit};
 pub use kind::{check_reads, flag, TierKind};
 
 /// Every kind of tier, each self-describing (see [`TierKind`]): the one

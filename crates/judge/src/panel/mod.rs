@@ -26,11 +26,15 @@ use crate::batch::BatchMode;
 use crate::columns::{self, normalised};
 use crate::decide::{add_usage, Decided, Outcome, Source};
 use crate::definition::Answer;
-use crate::endpoint::Endpoint;
 use crate::metric::JudgeMetric;
 use crate::tiers::ChainValues;
 use crate::where_column::{self, Wanted};
 use crate::{report_json, JudgeOptions, JudgeReport, JudgeStage};
+
+mod escalate;
+mod jury;
+
+pub use escalate::{escalation_warnings, DEFAULT_ESCALATE_BAND};
 
 /// How a panel of several judges decides.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -64,35 +68,6 @@ impl PanelMode {
         }
     }
 }
-
-/// What to say before an escalating panel runs: a judge (but the last)
-/// whose API offers no token probabilities has no P(true), so it is never
-/// unsure of a verdict and no verdict it gives goes on to the next judge. One line per
-/// such judge, naming it; none for a jury or a single judge.
-pub fn escalation_warnings(mode: Option<PanelMode>, judges: &[(String, Endpoint)]) -> Vec<String> {
-    if !matches!(mode, Some(PanelMode::Escalate { .. })) || judges.len() < 2 {
-        return Vec::new();
-    }
-    judges
-        .windows(2)
-        .filter(|w| !w[0].1.api.protocol().token_probabilities())
-        .map(|w| {
-            format!(
-                "judge {} speaks the {} API, which gives no token probabilities: escalation \
-                 reads a verdict's P(true), so no verdict it gives goes on to judge {} (scores \
-                 go on by their sampled value; put a judge with probabilities first, or use \
-                 --judge-panel jury)",
-                w[0].0,
-                w[0].1.api.name(),
-                w[1].0
-            )
-        })
-        .collect()
-}
-
-/// Default `--judge-escalate-band`: P(true) or the expected score between
-/// a fifth and four fifths of the scale.
-pub const DEFAULT_ESCALATE_BAND: (f32, f32) = (0.2, 0.8);
 
 /// One judge of a panel: its name (for columns, sources and folders) and
 /// its stage's options.
@@ -318,33 +293,6 @@ impl JudgePanel {
         self.gather(|_, stage| stage.send_out_batches())
     }
 
-    /// Escalation reads each judge's P(true): the judges (all but the last)
-    /// whose replies came without token probabilities in this run, and
-    /// so could not be found unsure, each as a line naming the judge.
-    pub fn escalation_gaps(&self) -> Vec<String> {
-        if !matches!(self.mode, Some(PanelMode::Escalate { .. })) {
-            return Vec::new();
-        }
-        let last = self.members.len() - 1;
-        self.members[..last]
-            .iter()
-            .enumerate()
-            .filter_map(|(k, (name, stage))| {
-                let r = stage.report();
-                (r.replies_without_logprobs > 0).then(|| {
-                    format!(
-                        "judge {name} sent no token probabilities for {} of {} replies: \
-                         escalation reads a verdict's P(true), so a verdict among them was \
-                         never passed to judge {}",
-                        r.replies_without_logprobs,
-                        r.replies_with_logprobs + r.replies_without_logprobs,
-                        self.members[k + 1].0
-                    )
-                })
-            })
-            .collect()
-    }
-
     /// The judges' totals: calls, tokens and seconds summed; rows requested
     /// and decided by rule or band as the first judge counted them; rows
     /// judged and failed as the panel counted them.
@@ -384,19 +332,24 @@ impl JudgePanel {
     /// The panel's part of the summary: mode, each judge's accounting, the
     /// values each was asked and decided, jury ties and Fleiss' kappa.
     fn panel_summary(&self) -> Value {
+        let first = self.members[0].1.report();
         let judges: Vec<Value> = self
             .members
             .iter()
             .enumerate()
             .map(|(k, (name, stage))| {
                 let o = stage.options();
+                let report = match self.mode {
+                    Some(PanelMode::Jury) => jury::with_shared_counts(stage.report(), &first),
+                    _ => stage.report(),
+                };
                 json!({
                     "name": name,
                     "url": o.endpoint.display_url(),
                     "model": o.endpoint.model,
                     "values_asked": self.asked[k],
                     "values_decided": self.decided[k],
-                    "report": report_json(&stage.report()),
+                    "report": report_json(&report),
                 })
             })
             .collect();
@@ -429,30 +382,6 @@ impl JudgePanel {
         v
     }
 
-    /// Escalation: what the next judge is asked, after `decided` by
-    /// `deciders` — each judged value whose level lies inside the band.
-    fn escalate_to(&self, final_: &Decided, band: (f32, f32), requested: &[Wanted]) -> Vec<Wanted> {
-        (0..requested.len())
-            .map(|i| {
-                let list: Vec<_> = self
-                    .metrics
-                    .iter()
-                    .enumerate()
-                    .filter(|(m, jm)| {
-                        jm.rubric().is_some()
-                            && matches!(
-                                &final_.verdicts[*m][i],
-                                Some((o, Source::Judge | Source::Cache))
-                                    if level(jm, o).is_some_and(|l| band.0 <= l && l <= band.1)
-                            )
-                    })
-                    .map(|(_, jm)| Arc::clone(jm.metric()))
-                    .collect();
-                Wanted::These(list)
-            })
-            .collect()
-    }
-
     /// Metric values the rows ask for.
     fn requested_values(&self, requested: &[Wanted]) -> u64 {
         requested
@@ -461,19 +390,31 @@ impl JudgePanel {
             .sum()
     }
 
-    /// Judges one batch: every member's decisions, combined.
+    /// Per row, the metrics `pick(m, i)` chooses (m indexing the panel's
+    /// metrics, i the row): what a later judge of the panel is asked.
+    fn wanted(&self, rows: usize, pick: impl Fn(usize, usize) -> bool) -> Vec<Wanted> {
+        (0..rows)
+            .map(|i| {
+                let list = self.metrics.iter().enumerate();
+                let list = list.filter(|(m, _)| pick(*m, i));
+                Wanted::These(list.map(|(_, jm)| Arc::clone(jm.metric())).collect())
+            })
+            .collect()
+    }
+
+    /// Judges one batch: the first judge walks every decision step, the
+    /// shared ones (rules, tiers) for the whole panel; the panel's mode
+    /// then asks the other judges about the values left open and combines
+    /// their answers.
     fn judge(
         &mut self,
         batch: &RowBatch,
         requested: &[Wanted],
         values: &ChainValues,
     ) -> Result<Judged, Error> {
-        let n = batch.len();
-        let metrics = self.metrics.len();
-        let mut each: Vec<Decided> = Vec::with_capacity(self.members.len());
-        // Which member decided each value (None: rule, band, or failed).
         let first = self.members[0].1.decide(batch, requested, values)?;
-        let mut decider: Vec<Vec<Option<usize>>> = first
+        // Which member decided each value (None: a shared step, or failed).
+        let decider: Vec<Vec<Option<usize>>> = first
             .verdicts
             .iter()
             .map(|rows| {
@@ -485,195 +426,13 @@ impl JudgePanel {
         match self.mode {
             None => Ok((first, Vec::new(), decider)),
             Some(PanelMode::Escalate { band }) => {
-                self.asked[0] += self.requested_values(requested);
-                let mut fin = first;
-                each.push(fin.clone());
-                for k in 1..self.members.len() {
-                    let ask = self.escalate_to(&fin, band, requested);
-                    let count: usize = ask
-                        .iter()
-                        .map(|w| match w {
-                            Wanted::These(l) => l.len(),
-                            Wanted::Every => metrics,
-                        })
-                        .sum();
-                    self.asked[k] += count as u64;
-                    let d = if count == 0 {
-                        Decided::new(metrics, n)
-                    } else {
-                        self.members[k].1.decide_escalated(batch, &ask)?
-                    };
-                    for (i, w) in ask.iter().enumerate() {
-                        for (m, jm) in self.metrics.iter().enumerate() {
-                            if !w.asks(jm.metric()) {
-                                continue;
-                            }
-                            // The next judge's answer replaces the uncertain
-                            // one; where it failed, the value fails (a
-                            // resumed run asks again, the answers already
-                            // paid for replayed from the journals).
-                            fin.verdicts[m][i] = d.verdicts[m][i].clone();
-                            decider[m][i] = d.verdicts[m][i].as_ref().map(|_| k);
-                            if d.verdicts[m][i].is_none() {
-                                let why = d.errors[i].clone().unwrap_or_else(|| {
-                                    format!(
-                                        "{}: judge {} gave no answer",
-                                        jm.name(),
-                                        self.members[k].0
-                                    )
-                                });
-                                note(&mut fin.errors[i], why);
-                                fin.transient[i] |= d.transient[i];
-                            }
-                        }
-                        fin.judged[i] |= d.judged[i];
-                        add_usage(&mut fin.usage[i], d.usage[i]);
-                    }
-                    each.push(d);
-                }
-                Ok((fin, each, decider))
+                self.escalate(batch, requested, first, decider, band)
             }
-            Some(PanelMode::Jury) => {
-                each.push(first);
-                for k in 1..self.members.len() {
-                    each.push(self.members[k].1.decide(batch, requested, values)?);
-                }
-                let values = self.requested_values(requested);
-                self.asked.iter_mut().for_each(|a| *a += values);
-                let fin = self.vote(&each, &mut decider);
-                Ok((fin, each, decider))
-            }
+            Some(PanelMode::Jury) => self.jury(batch, requested, first, decider),
         }
     }
 
-    /// The jury's decisions: majority of verdicts (a tie fails the value),
-    /// mean of scores; a juror that failed fails the value.
-    // Row i indexes every juror's decisions and the combined ones alike.
-    #[allow(clippy::needless_range_loop)]
-    fn vote(&mut self, each: &[Decided], decider: &mut [Vec<Option<usize>>]) -> Decided {
-        let n = each[0].usage.len();
-        let metrics = self.metrics.len();
-        let jurors = each.len();
-        let mut fin = Decided::new(metrics, n);
-        for i in 0..n {
-            for d in each {
-                add_usage(&mut fin.usage[i], d.usage[i]);
-                fin.judged[i] |= d.judged[i];
-            }
-            for (m, jm) in self.metrics.iter().enumerate() {
-                let answers: Vec<&Option<(Outcome, Source)>> =
-                    each.iter().map(|d| &d.verdicts[m][i]).collect();
-                if answers.iter().all(|a| a.is_none()) {
-                    // Not requested, or every juror failed.
-                    if let Some(k) = (0..jurors).find(|&k| each[k].errors[i].is_some()) {
-                        if fin.errors[i].is_none() {
-                            fin.errors[i] = each[k].errors[i].clone();
-                        }
-                        fin.transient[i] |= each.iter().any(|d| d.transient[i]);
-                    }
-                    continue;
-                }
-                if let Some(k) = answers.iter().position(|a| a.is_none()) {
-                    note(
-                        &mut fin.errors[i],
-                        format!(
-                            "{}: juror {} gave no answer: {}",
-                            jm.name(),
-                            self.members[k].0,
-                            each[k].errors[i].as_deref().unwrap_or("no reason")
-                        ),
-                    );
-                    fin.transient[i] |= each[k].transient[i];
-                    continue;
-                }
-                let decided: Vec<&(Outcome, Source)> =
-                    answers.iter().filter_map(|a| a.as_ref()).collect();
-                // Rules and the band decide alike for every juror.
-                if !matches!(decided[0].1, Source::Judge | Source::Cache) {
-                    fin.verdicts[m][i] = Some(decided[0].clone());
-                    continue;
-                }
-                match &decided[0].0 {
-                    Outcome::Verdict { .. } => {
-                        let votes: Vec<bool> = decided
-                            .iter()
-                            .map(|(o, _)| matches!(o, Outcome::Verdict { verdict: true, .. }))
-                            .collect();
-                        let trues = votes.iter().filter(|v| **v).count();
-                        self.fleiss[m].add(trues as u64);
-                        if trues * 2 == jurors {
-                            self.ties += 1;
-                            note(
-                                &mut fin.errors[i],
-                                format!(
-                                    "{}: the jury tied ({trues} true, {} false)",
-                                    jm.name(),
-                                    jurors - trues
-                                ),
-                            );
-                            continue;
-                        }
-                        let verdict = trues * 2 > jurors;
-                        let ps: Vec<f32> =
-                            decided.iter().filter_map(|(o, _)| level(jm, o)).collect();
-                        let p_true =
-                            (ps.len() == jurors).then(|| ps.iter().sum::<f32>() / jurors as f32);
-                        let reason = decided.iter().find_map(|(o, _)| match o {
-                            Outcome::Verdict {
-                                verdict: v, reason, ..
-                            } if *v == verdict => reason.clone(),
-                            _ => None,
-                        });
-                        fin.verdicts[m][i] = Some((
-                            Outcome::Verdict {
-                                verdict,
-                                p_true,
-                                reason,
-                            },
-                            Source::Judge,
-                        ));
-                    }
-                    Outcome::Score { .. } => {
-                        let levels: Vec<f32> =
-                            decided.iter().filter_map(|(o, _)| level(jm, o)).collect();
-                        let scores: Vec<f32> = decided
-                            .iter()
-                            .filter_map(|(o, _)| match o {
-                                Outcome::Score { score, .. } => Some(*score as f32),
-                                _ => None,
-                            })
-                            .collect();
-                        let Some(Answer::Score { min, max }) = jm.rubric().map(|r| r.answer) else {
-                            continue;
-                        };
-                        let mean = levels.iter().sum::<f32>() / levels.len() as f32;
-                        // The expected score on the rubric's own scale, so
-                        // that the normalised column is the jurors' mean.
-                        let expected = min as f32 + mean * (max - min) as f32;
-                        let score =
-                            (scores.iter().sum::<f32>() / scores.len() as f32).round() as u8;
-                        fin.verdicts[m][i] = Some((
-                            Outcome::Score {
-                                score,
-                                expected: Some(expected),
-                                reason: None,
-                            },
-                            Source::Judge,
-                        ));
-                    }
-                    Outcome::Facts(_) => {
-                        fin.verdicts[m][i] = Some(decided[0].clone());
-                    }
-                }
-                for k in 0..jurors {
-                    self.decided[k] += 1;
-                }
-                decider[m][i] = None;
-            }
-        }
-        fin
-    }
-
+    /// Judges one batch: every member's decisions, combined.
     /// The panel's columns: the combined judge columns with each value's
     /// source naming the judge that decided it, then the agreement and
     /// per-judge columns.
@@ -730,39 +489,7 @@ impl JudgePanel {
         for (m, jm) in self.metrics.iter().enumerate() {
             let Some(r) = jm.rubric() else { continue };
             if mode == PanelMode::Jury {
-                let agreement: Float32Array = (0..n)
-                    .map(|i| {
-                        let answers: Vec<&Outcome> = each
-                            .iter()
-                            .filter_map(|d| d.verdicts[m][i].as_ref())
-                            .filter(|(_, s)| matches!(s, Source::Judge | Source::Cache))
-                            .map(|(o, _)| o)
-                            .collect();
-                        (answers.len() == each.len() && !answers.is_empty()).then(|| {
-                            match r.answer {
-                                Answer::Verdict => {
-                                    let t = answers
-                                        .iter()
-                                        .filter(|o| {
-                                            matches!(o, Outcome::Verdict { verdict: true, .. })
-                                        })
-                                        .count();
-                                    t.max(answers.len() - t) as f32 / answers.len() as f32
-                                }
-                                Answer::Score { .. } => {
-                                    let l: Vec<f32> =
-                                        answers.iter().filter_map(|o| level(jm, o)).collect();
-                                    let (lo, hi) =
-                                        l.iter().fold((f32::MAX, f32::MIN), |(a, b), v| {
-                                            (a.min(*v), b.max(*v))
-                                        });
-                                    1.0 - (hi - lo)
-                                }
-                            }
-                        })
-                    })
-                    .collect();
-                push(&mut out, Arc::new(agreement));
+                push(&mut out, Arc::new(jury::agreement(jm, m, n, each)));
             }
             for d in each {
                 let get = |i: usize| d.verdicts[m][i].as_ref().map(|(o, _)| o);

@@ -620,6 +620,41 @@ mod tests {
     }
 
     #[test]
+    fn the_cross_models_folder_is_read_once_as_the_settings_are_resolved() {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/models/tiny-cross-roberta-nli");
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("nli");
+        std::fs::create_dir(&folder).unwrap();
+        for entry in std::fs::read_dir(&fixture).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), folder.join(entry.file_name())).unwrap();
+        }
+        let mut args = EmbedArgs {
+            cross_model: Some(folder.display().to_string()),
+            ..EmbedArgs::default()
+        };
+        let s = resolve(&mut args, &CommandLine, &no_env).unwrap();
+        // Gone after the settings were read: what checks the metrics and
+        // plans the stage is the folder read then, not a second reading.
+        std::fs::remove_dir_all(&folder).unwrap();
+        let capability = s.cross_capability(&CommandLine).unwrap().unwrap();
+        assert!(capability.gives("nli_precision"));
+        let mut metrics = MetricSet::new();
+        metrics.insert(&refscore_core::metric::NLI_PRECISION);
+        let plan = s.cross_plan(&metrics).unwrap().expect("a cross stage");
+        let names: Vec<String> = refscore_core::StagePlan::fields(&plan)
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        assert_eq!(names, ["nli_precision"]);
+        assert!(
+            s.cross_plan(&MetricSet::new()).unwrap().is_none(),
+            "no cross stage without a cross metric"
+        );
+    }
+
+    #[test]
     fn in_a_config_file_only_a_recipe_file_is_taken_from_the_files_folder() {
         assert!(names_file_in_config("cross_recipe", "recipes/mine.json"));
         assert!(!names_file_in_config("cross_recipe", "factcg"));

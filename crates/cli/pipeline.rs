@@ -31,10 +31,17 @@ pub(crate) struct Pipeline<'s> {
     judge: Option<Arc<JudgePlan>>,
 }
 
+/// The run's stage plans in data-flow order, and the judge's again for
+/// what only it does.
+type Plans = (Vec<Box<dyn StagePlan>>, Option<Arc<JudgePlan>>);
+
+/// The judge endpoint (a panel's first) and a panel's judges by name.
+type Judges = (Endpoint, Vec<(String, Endpoint)>);
+
 /// The registry of stages: the plan of each stage the run's settings ask
 /// for, in data-flow order (each stage sees the columns of those before
 /// it). A new stage is its own crate's [`StagePlan`] and one line here.
-fn plans(settings: &Settings) -> Result<(Vec<Box<dyn StagePlan>>, Option<Arc<JudgePlan>>), Error> {
+fn plans(settings: &Settings) -> Result<Plans, Error> {
     let metrics = &settings.metrics.metrics;
     // The judge's endpoints first: a bad URL or key fails before any model
     // is looked for.
@@ -294,9 +301,7 @@ pub(crate) fn judge_options(
 
 /// The judge endpoint when judge metrics are wanted (a panel's first),
 /// with a panel's judges by name (none for one judge).
-fn judge_endpoints(
-    settings: &Settings,
-) -> Result<Option<(Endpoint, Vec<(String, Endpoint)>)>, Error> {
+fn judge_endpoints(settings: &Settings) -> Result<Option<Judges>, Error> {
     let (Some(j), true) = (&settings.judge, settings.metrics.wants_judge()) else {
         return Ok(None);
     };

@@ -4,19 +4,18 @@
 //! `score`, Python's `Scorer` and `judge-prompt` all build through it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use arrow::datatypes::Field;
 use refscore_core::metric::MetricSet;
-use refscore_core::{Error, Stage};
-use refscore_embed::{
-    CrossOptions, CrossPlan, EmbedOptions, EmbeddingStage, FactReading, ModelFiles, NliEntailment,
-};
+use refscore_core::{Error, FitInput, Stage, StagePlan};
+use refscore_embed::{CrossStagePlan, FactReading, ModelFiles, NliEntailment};
+use refscore_job::fit::DatasetFit;
 use refscore_job::{Job, JobSpec, Passes};
-use refscore_judge::batch::BatchMode;
-use refscore_judge::{Endpoint, JudgeOptions, JudgePanel, NliFactCheck, PanelMember};
+use refscore_judge::{Endpoint, JudgeOptions, JudgePanel, JudgeParts, JudgePlan, NliFactCheck};
 use refscore_lexical::{LexicalStage, Selection};
-use refscore_read::{Dataset, ReadOptions, Role};
+use refscore_read::{Dataset, ReadOptions};
 use serde_json::{json, Value};
 
 use crate::settings::Settings;
@@ -25,98 +24,83 @@ use crate::settings::Settings;
 /// judge endpoint built) but not loaded.
 pub(crate) struct Pipeline<'s> {
     settings: &'s Settings,
-    /// The model found and the embedding stage's options, built once for
-    /// its fingerprint and its loading, when the run embeds.
-    embedding: Option<(ModelFiles, EmbedOptions)>,
-    /// The cross-encoder checked against the metrics asked of it, and its
-    /// options, when the run has cross metrics.
-    cross: Option<(CrossPlan, CrossOptions)>,
-    endpoint: Option<Endpoint>,
-    /// A panel's judges (the first is `endpoint`), by name; empty for one.
-    panel: Vec<(String, Endpoint)>,
-    /// `--fact-check nli`'s model, loaded, when the run judges with it.
-    fact_check: Option<NliFactCheck>,
-    /// The cross-encoder's weights when the cross metrics and the fact
-    /// check both use them: loaded once, for both.
-    shared_cross: Option<std::sync::Arc<refscore_embed::CrossEncoder>>,
+    /// Every stage's plan, in data-flow order ([`plans`], the registry).
+    plans: Vec<Box<dyn StagePlan>>,
+    /// The judge's plan again, for what only the judge does (built per
+    /// pass, probed, batched), when the run judges.
+    judge: Option<Arc<JudgePlan>>,
+}
+
+/// The run's stage plans in data-flow order, and the judge's again for
+/// what only it does.
+type Plans = (Vec<Box<dyn StagePlan>>, Option<Arc<JudgePlan>>);
+
+/// The judge endpoint (a panel's first) and a panel's judges by name.
+type Judges = (Endpoint, Vec<(String, Endpoint)>);
+
+/// The registry of stages: the plan of each stage the run's settings ask
+/// for, in data-flow order (each stage sees the columns of those before
+/// it). A new stage is its own crate's [`StagePlan`] and one line here.
+fn plans(settings: &Settings) -> Result<Plans, Error> {
+    let metrics = &settings.metrics.metrics;
+    // The judge's endpoints first: a bad URL or key fails before any model
+    // is looked for.
+    let endpoints = judge_endpoints(settings)?;
+    let mut plans: Vec<Box<dyn StagePlan>> = vec![Box::new(LexicalStage(Selection::of(metrics)))];
+    if let Some(files) = resolve_model(settings)? {
+        plans.push(Box::new(settings.embed.plan(files, metrics.clone())?));
+    }
+    let mut cross = settings.embed.cross_plan(metrics)?;
+    let judge = match endpoints {
+        // The fact check may load the cross stage's weights, to share them.
+        Some((endpoint, panel)) => Some(Arc::new(judge_plan(
+            settings,
+            endpoint,
+            panel,
+            cross.as_mut(),
+        )?)),
+        None => None,
+    };
+    plans.extend(cross.map(|c| Box::new(c) as Box<dyn StagePlan>));
+    plans.extend(judge.clone().map(|j| Box::new(j) as Box<dyn StagePlan>));
+    Ok((plans, judge))
 }
 
 impl<'s> Pipeline<'s> {
     /// Resolves the stages `settings` ask for. A model or layer the
     /// settings cannot have fails here, before any work.
     pub(crate) fn plan(settings: &'s Settings) -> Result<Pipeline<'s>, Error> {
-        let endpoint = judge_endpoint(settings)?;
-        let panel = match (&settings.judge, &endpoint) {
-            (Some(j), Some(_)) => j
-                .panel
-                .iter()
-                .map(|p| Ok((p.name.clone(), endpoint_at(settings, &p.url, &p.model)?)))
-                .collect::<Result<Vec<_>, Error>>()?,
-            _ => Vec::new(),
-        };
-        let embedding = match resolve_model(settings)? {
-            Some(files) => Some((
-                files,
-                settings
-                    .embed
-                    .stage_options(settings.metrics.metrics.clone())?,
-            )),
-            None => None,
-        };
-        let cross = cross_plan(settings)?;
-        let (fact_check, shared_cross) = match endpoint {
-            Some(_) => nli_fact_check(settings, cross.as_ref())?,
-            None => (None, None),
-        };
+        let (plans, judge) = plans(settings)?;
         Ok(Pipeline {
             settings,
-            embedding,
-            cross,
-            endpoint,
-            panel,
-            fact_check,
-            shared_cross,
+            plans,
+            judge,
         })
     }
 
     /// Warnings to give before the run: judges of an escalating panel that
-    /// can never be unsure (see [`refscore_judge::escalation_warnings`]).
+    /// can never be unsure.
     pub(crate) fn warnings(&self) -> Vec<String> {
-        let mode = self.settings.judge.as_ref().and_then(|j| j.panel_mode);
-        refscore_judge::escalation_warnings(mode, &self.panel)
+        self.judge
+            .as_ref()
+            .map(|j| j.warnings())
+            .unwrap_or_default()
     }
 
-    /// Whether the run has an embedding stage.
-    pub(crate) fn embeds(&self) -> bool {
-        self.embedding.is_some()
+    /// The option whose figures a stage fits on the whole input, if one is
+    /// set (see [`StagePlan::fitted_on_whole_input`]).
+    pub(crate) fn fitted_on_whole_input(&self) -> Option<&'static str> {
+        self.plans.iter().find_map(|p| p.fitted_on_whole_input())
     }
 
     /// The judge endpoint, when the run has judge metrics.
     pub(crate) fn endpoint(&self) -> Option<&Endpoint> {
-        self.endpoint.as_ref()
+        self.judge.as_ref().map(|j| j.endpoint())
     }
 
     /// The metric columns of the result, in order.
     pub(crate) fn metric_fields(&self) -> Vec<Field> {
-        let metrics = &self.settings.metrics.metrics;
-        let mut fields = refscore_lexical::fields(Selection::of(metrics));
-        if self.embedding.is_some() {
-            fields.extend(refscore_embed::fields(metrics));
-        }
-        if let Some((plan, _)) = &self.cross {
-            fields.extend(plan.fields());
-        }
-        if self.endpoint.is_some() {
-            fields.extend(self.settings.judge_metrics.fields(metrics));
-            let names: Vec<String> = self.panel.iter().map(|(n, _)| n.clone()).collect();
-            let mode = self.settings.judge.as_ref().and_then(|j| j.panel_mode);
-            fields.extend(
-                self.settings
-                    .judge_metrics
-                    .panel_fields(metrics, &names, mode),
-            );
-        }
-        fields
+        self.plans.iter().flat_map(|p| p.fields()).collect()
     }
 
     /// The job over `dataset`: the output and how to treat one already
@@ -138,7 +122,7 @@ impl<'s> Pipeline<'s> {
 
     /// Everything beside the chosen metrics (the job's record names them)
     /// that changes a result value: the run's own settings here, each
-    /// stage's from its options.
+    /// stage's from its plan.
     fn fingerprint(&self, dataset: &Dataset) -> Result<BTreeMap<String, Value>, Error> {
         let s = self.settings;
         let mut f = BTreeMap::new();
@@ -154,64 +138,18 @@ impl<'s> Pipeline<'s> {
             f.insert("gold".into(), json!(s.gold));
         }
         f.insert("batch_size".into(), json!(s.batch_size));
-        if let Some((files, options)) = &self.embedding {
-            f.extend(options.fingerprint(files, &s.embed.device)?);
-        }
-        if let Some((plan, options)) = &self.cross {
-            let (key, value) = plan.fingerprint(options)?;
-            f.insert(key, value);
-        }
-        if let Some(endpoint) = &self.endpoint {
-            let batch = s.judge.as_ref().and_then(|j| j.batch.as_ref());
-            let options = self.judge_options(endpoint);
-            f.extend(options.fingerprint(batch));
-            if let (false, Some(mode)) = (
-                self.panel.is_empty(),
-                s.judge.as_ref().and_then(|j| j.panel_mode),
-            ) {
-                let judges: Vec<Value> = self
-                    .panel
-                    .iter()
-                    .map(
-                        |(name, e)| json!({"name": name, "url": e.display_url(), "model": e.model}),
-                    )
-                    .collect();
-                let band = match mode {
-                    refscore_judge::PanelMode::Escalate { band } => Some([band.0, band.1]),
-                    refscore_judge::PanelMode::Jury => None,
-                };
-                f.insert(
-                    "judge_panel".into(),
-                    json!({"mode": mode.name(), "band": band, "judges": judges}),
-                );
-            }
+        for plan in &self.plans {
+            f.extend(plan.fingerprint()?);
         }
         Ok(f)
     }
 
-    /// The result file's footer beyond the run hash and thresholds: the
-    /// embedding precision, the defined judge metrics with their versions
-    /// (so a report can tell that a rubric changed between two nights), and
-    /// the `--gold` mapping (so a report finds the labels).
+    /// The result file's footer beyond the run hash and thresholds: each
+    /// stage's entries, then the `--gold` mapping (so a report finds the
+    /// labels).
     fn footer(&self) -> Vec<(String, String)> {
-        use refscore_core::schema::footer;
         let s = self.settings;
-        let mut out = Vec::new();
-        if self.embedding.is_some() {
-            out.extend(s.embed.footer());
-        }
-        let defined = s.judge_metrics.record(&s.metrics.metrics);
-        if self.endpoint.is_some() && !defined.is_empty() {
-            out.push((footer::JUDGE_METRICS.into(), json!(defined).to_string()));
-        }
-        if let Some(tiers) = s
-            .judge
-            .as_ref()
-            .filter(|_| self.endpoint.is_some())
-            .and_then(|j| j.tiers.footer())
-        {
-            out.push((footer::TIERS.into(), tiers));
-        }
+        let mut out: Vec<(String, String)> = self.plans.iter().flat_map(|p| p.footer()).collect();
         if !s.gold.is_empty() {
             out.push((
                 refscore_report::gold::FOOTER.into(),
@@ -227,31 +165,11 @@ impl<'s> Pipeline<'s> {
         out
     }
 
-    /// The lexical stage.
-    pub(crate) fn lexical(&self) -> LexicalStage {
-        LexicalStage(Selection::of(&self.settings.metrics.metrics))
-    }
-
-    /// The embedding stage with its model loaded, when the run embeds.
-    pub(crate) fn load_embedding(&self) -> Result<Option<EmbeddingStage>, Error> {
-        match &self.embedding {
-            Some((files, options)) => {
-                EmbeddingStage::load_found(files.clone(), options.clone()).map(Some)
-            }
-            None => Ok(None),
-        }
-    }
-
-    /// The stages between the embeddings and the judge that need only their
-    /// model loaded (today the cross-encoder's), in data-flow order: a new
-    /// such stage is one line here.
-    pub(crate) fn load_local(&self) -> Result<Vec<Box<dyn Stage>>, Error> {
-        let mut stages: Vec<Box<dyn Stage>> = Vec::new();
-        if let Some((plan, options)) = &self.cross {
-            stages.push(match &self.shared_cross {
-                Some(model) => Box::new(plan.stage(model.clone(), options)?),
-                None => plan.load(options)?,
-            });
+    /// The stages loaded once (all but the judge's), in data-flow order.
+    pub(crate) fn load(&self) -> Result<Vec<Box<dyn Stage>>, Error> {
+        let mut stages = Vec::new();
+        for plan in &self.plans {
+            stages.extend(plan.load()?);
         }
         Ok(stages)
     }
@@ -260,38 +178,7 @@ impl<'s> Pipeline<'s> {
     /// are probed first so that a wrong URL, key or model fails before any
     /// work.
     pub(crate) fn online_judge(&self) -> Result<Option<JudgePanel>, Error> {
-        if self.endpoint.is_none() {
-            return Ok(None);
-        }
-        self.probe()?;
-        self.new_judge().map(Some)
-    }
-
-    /// Probes every judge of the run.
-    fn probe(&self) -> Result<(), Error> {
-        match (&self.endpoint, self.panel.is_empty()) {
-            // A wholly local fact ratio: no judge to probe.
-            (Some(e), true) if e.display_url() == crate::settings::LOCAL_FACTS_URL => Ok(()),
-            (Some(e), true) => refscore_judge::probe(e),
-            _ => self
-                .panel
-                .iter()
-                .try_for_each(|(_, e)| refscore_judge::probe(e)),
-        }
-    }
-
-    /// The judge stage: the one judge, or the panel.
-    fn new_judge(&self) -> Result<JudgePanel, Error> {
-        let s = self.settings;
-        let member = |name: &str, e: &Endpoint| PanelMember {
-            name: name.to_string(),
-            options: self.judge_options(e),
-        };
-        let members = match (&self.endpoint, self.panel.is_empty()) {
-            (Some(e), true) => vec![member("judge", e)],
-            _ => self.panel.iter().map(|(n, e)| member(n, e)).collect(),
-        };
-        JudgePanel::new(members, s.judge.as_ref().and_then(|j| j.panel_mode))
+        self.judge.as_ref().map(|j| j.online()).transpose()
     }
 
     /// The stages of a job, built pass by pass as [`Passes`] asks.
@@ -299,28 +186,10 @@ impl<'s> Pipeline<'s> {
         JobStages {
             pipeline: self,
             input,
-            stages: Stages {
-                lexical: self.lexical(),
-                embed: None,
-                local: Vec::new(),
-                judge: None,
-            },
+            stages: Stages::default(),
             loaded: false,
         }
     }
-}
-
-/// The cross-encoder found and checked against the run's cross metrics,
-/// with its options (the embedding model's device, precision and batch
-/// size); `None` when the run has no cross metric.
-fn cross_plan(settings: &Settings) -> Result<Option<(CrossPlan, CrossOptions)>, Error> {
-    let e = &settings.embed;
-    if e.cross_model.is_none() || !settings.metrics.wants_cross() {
-        return Ok(None);
-    }
-    let folder = e.cross_folder()?.expect("a cross model is named");
-    let plan = CrossPlan::new(folder, &settings.metrics.metrics, e.nli_labels.as_deref())?;
-    Ok(Some((plan, e.cross_options()?)))
 }
 
 /// How the input is read: the column mapping, `--keep`, batch size and the
@@ -349,72 +218,68 @@ pub(crate) fn read_options(settings: &Settings) -> ReadOptions {
     }
 }
 
-impl Pipeline<'_> {
-    /// The judge stage's options at `endpoint` for the run's metrics, with
-    /// the fact checker loaded at planning.
-    fn judge_options(&self, endpoint: &Endpoint) -> JudgeOptions {
-        let s = self.settings;
-        JudgeOptions {
-            fact_check: self.fact_check.clone(),
-            ..judge_options(s, endpoint.clone(), s.metrics.metrics.clone())
-        }
-    }
+/// The judge's plan at `endpoint` (and `panel`'s judges), with
+/// `--fact-check nli`'s model loaded.
+fn judge_plan(
+    settings: &Settings,
+    endpoint: Endpoint,
+    panel: Vec<(String, Endpoint)>,
+    cross: Option<&mut CrossStagePlan>,
+) -> Result<JudgePlan, Error> {
+    Ok(JudgePlan::new(JudgeParts {
+        settings: settings.judge.clone().expect("judge settings"),
+        endpoint,
+        panel,
+        fact_check: nli_fact_check(settings, cross)?,
+        metrics: settings.metrics.metrics.clone(),
+        thresholds: settings.thresholds.clone(),
+        judge_metrics: settings.judge_metrics.clone(),
+        where_column: settings.judge_where.clone(),
+    }))
 }
 
 /// `--fact-check nli`'s model: the `--cross-model` NLI model (or checker,
 /// under a checker recipe), loaded once for the run (refused before any
-/// work without one, or when it is neither). Where the run also has cross metrics (`cross`), their stage
-/// gets the same loaded weights (the second value).
+/// work without one, or when it is neither). Where the run also has cross
+/// metrics (`cross`), their stage gets the same loaded weights.
 fn nli_fact_check(
     settings: &Settings,
-    cross: Option<&(CrossPlan, CrossOptions)>,
-) -> Result<
-    (
-        Option<NliFactCheck>,
-        Option<std::sync::Arc<refscore_embed::CrossEncoder>>,
-    ),
-    Error,
-> {
+    cross: Option<&mut CrossStagePlan>,
+) -> Result<Option<NliFactCheck>, Error> {
     let Some(threshold) = settings.judge.as_ref().and_then(|j| j.nli_fact_check) else {
-        return Ok((None, None));
+        return Ok(None);
     };
     let e = &settings.embed;
-    let Some(spec) = e.cross_model.as_deref() else {
+    let (Some(spec), Some(folder)) = (e.cross_model.as_deref(), e.cross_folder.as_ref()) else {
         return Err(Error::config(
             "--fact-check nli checks facts with the NLI model of --cross-model: name one (a *ForSequenceClassification folder with an entailment label)",
         ));
     };
-    let folder = e.cross_folder()?.expect("a cross model is named");
     let labels = e.nli_labels.as_deref();
     // The labels (or the recipe's score) are checked before any weights load.
     let mut described = serde_json::json!({
         "model": spec,
         "architecture": folder.architecture,
     });
-    match NliEntailment::reading(&folder, labels)? {
+    match NliEntailment::reading(folder, labels)? {
         FactReading::Entailment(label) => {
             described["entailment_label"] = folder.labels[label].clone().into();
         }
         FactReading::Support => described["recipe"] = folder.recipe.name().into(),
     }
-    let (model, shared) = match cross {
-        Some((plan, options)) => {
-            let weights = plan.load_model(options)?;
-            let model = NliEntailment::sharing(&folder, labels, options, weights.clone())?;
-            (model, Some(weights))
+    let model = match cross {
+        Some(plan) => {
+            let weights = plan.share_model()?;
+            NliEntailment::sharing(folder, labels, plan.options(), weights)?
         }
-        None => (
-            NliEntailment::load(folder, labels, &e.cross_options()?)?,
-            None,
-        ),
+        None => NliEntailment::load(folder.clone(), labels, &e.cross_options()?)?,
     };
-    let check = NliFactCheck {
+    Ok(Some(NliFactCheck {
         fingerprint: model.fingerprint().clone(),
-        model: std::sync::Arc::new(model),
+        model: Arc::new(model),
         threshold,
         described,
-    };
-    Ok((Some(check), shared))
+    }))
 }
 
 /// The judge stage's options for `metrics` at `endpoint`, from the run's
@@ -434,12 +299,19 @@ pub(crate) fn judge_options(
     )
 }
 
-/// The judge endpoint when judge metrics are wanted (a panel's first).
-pub(crate) fn judge_endpoint(settings: &Settings) -> Result<Option<Endpoint>, Error> {
+/// The judge endpoint when judge metrics are wanted (a panel's first),
+/// with a panel's judges by name (none for one judge).
+fn judge_endpoints(settings: &Settings) -> Result<Option<Judges>, Error> {
     let (Some(j), true) = (&settings.judge, settings.metrics.wants_judge()) else {
         return Ok(None);
     };
-    endpoint_at(settings, &j.url, &j.model).map(Some)
+    let endpoint = endpoint_at(settings, &j.url, &j.model)?;
+    let panel = j
+        .panel
+        .iter()
+        .map(|p| Ok((p.name.clone(), endpoint_at(settings, &p.url, &p.model)?)))
+        .collect::<Result<Vec<_>, Error>>()?;
+    Ok(Some((endpoint, panel)))
 }
 
 /// The endpoint of the judge at `url` serving `model`, with the run's
@@ -490,7 +362,7 @@ fn resolve_model(settings: &Settings) -> Result<Option<ModelFiles>, Error> {
 }
 
 /// A job's stages, pass by pass: the judge answers from the run's batches
-/// in batch mode, or calls the endpoint (probed first); the model loads
+/// in batch mode, or calls the endpoint (probed first); the models load
 /// once, when rows are first left to score.
 pub(crate) struct JobStages<'s> {
     pipeline: &'s Pipeline<'s>,
@@ -510,25 +382,21 @@ impl JobStages<'_> {
     pub(crate) fn judge(&self) -> Option<&JudgePanel> {
         self.stages.judge.as_ref()
     }
-
-    fn batch_mode(&self) -> Option<&BatchMode> {
-        (self.pipeline.settings.judge.as_ref()).and_then(|j| j.batch.as_ref())
-    }
 }
 
 impl Passes for JobStages<'_> {
     fn set_up(&mut self, job: &Job, to_do: u64) -> Result<(), Error> {
         self.stages.judge = None;
-        let (Some(_), true) = (self.pipeline.endpoint(), to_do > 0) else {
+        let (Some(plan), true) = (self.pipeline.judge.as_ref(), to_do > 0) else {
             return Ok(());
         };
-        let mut stage = self.pipeline.new_judge()?;
+        let mut stage = plan.stage()?;
         // Answers paid for in this job, kept with its progress: a part
         // scored again after a crash or a judge failure never pays twice.
         stage.set_journal_dir(job.journal_dir())?;
-        match self.batch_mode() {
+        match plan.batch_mode() {
             Some(mode) => stage.use_batches(job.batch_dir(), mode)?,
-            None => self.pipeline.probe()?,
+            None => plan.probe()?,
         }
         self.stages.judge = Some(stage);
         Ok(())
@@ -551,22 +419,12 @@ impl Passes for JobStages<'_> {
         if std::mem::replace(&mut self.loaded, true) {
             return Ok(());
         }
-        self.stages.local = self.pipeline.load_local()?;
-        let Some(mut stage) = self.pipeline.load_embedding()? else {
-            return Ok(());
+        self.stages.loaded = self.pipeline.load()?;
+        let input = DatasetFit {
+            name: &self.pipeline.settings.input,
+            dataset: self.input,
         };
-        let input = self.input;
-        stage.prepare(
-            &self.pipeline.settings.input,
-            || {
-                Ok(input
-                    .text_column(Role::Reference)?
-                    .expect("reference column is always mapped"))
-            },
-            || refscore_job::fit::mismatched_pairs(input, 1000),
-        )?;
-        self.stages.embed = Some(stage);
-        Ok(())
+        self.stages.fit(&input)
     }
 
     fn stages(&mut self) -> Vec<&mut dyn Stage> {
@@ -581,26 +439,25 @@ impl Passes for JobStages<'_> {
     }
 }
 
-/// The stages of a run, in their order: lexical, then embedding, the local
-/// model stages and the judge where the run has them.
+/// The stages of a run, in data-flow order: those loaded once, then the
+/// judge (built per pass) where the run has one.
+#[derive(Default)]
 pub(crate) struct Stages {
-    pub lexical: LexicalStage,
-    /// The embedding stage (apart: it is fitted to the input before it
-    /// scores, [`EmbeddingStage::prepare`]).
-    pub embed: Option<EmbeddingStage>,
-    /// The stages that need only a model loaded ([`Pipeline::load_local`]).
-    pub local: Vec<Box<dyn Stage>>,
+    /// The stages loaded once ([`Pipeline::load`]).
+    pub loaded: Vec<Box<dyn Stage>>,
     pub judge: Option<JudgePanel>,
 }
 
 impl Stages {
+    /// Fits each stage to `input` before it is scored.
+    pub(crate) fn fit(&mut self, input: &dyn FitInput) -> Result<(), Error> {
+        self.loaded.iter_mut().try_for_each(|s| s.fit(input))
+    }
+
     /// The stages to score a batch with, in order.
     pub(crate) fn chain(&mut self) -> Vec<&mut dyn Stage> {
-        let mut chain: Vec<&mut dyn Stage> = vec![&mut self.lexical];
-        if let Some(s) = self.embed.as_mut() {
-            chain.push(s);
-        }
-        for s in self.local.iter_mut() {
+        let mut chain: Vec<&mut dyn Stage> = Vec::new();
+        for s in self.loaded.iter_mut() {
             chain.push(s.as_mut());
         }
         if let Some(s) = self.judge.as_mut() {
@@ -609,13 +466,9 @@ impl Stages {
         chain
     }
 
-    /// The stages with something to say in the summary.
+    /// The stages, for what each says in the summary.
     pub(crate) fn ran(&self) -> Vec<&dyn Stage> {
-        let mut out: Vec<&dyn Stage> = Vec::new();
-        if let Some(s) = self.embed.as_ref() {
-            out.push(s);
-        }
-        out.extend(self.local.iter().map(|s| s.as_ref()));
+        let mut out: Vec<&dyn Stage> = self.loaded.iter().map(|s| s.as_ref()).collect();
         if let Some(s) = self.judge.as_ref() {
             out.push(s);
         }

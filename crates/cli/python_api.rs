@@ -131,8 +131,8 @@ pub fn plan(flags: &[String], schema: &Schema, partitioned: bool) -> Result<Plan
     let settings = parse_in_memory(flags)?;
     let layout = Layout::new(schema, &read_options(&settings), Path::new(DATA_NAME))?;
     let pipeline = Pipeline::plan(&settings)?;
-    if partitioned && pipeline.embeds() {
-        if let Some(name) = settings.embed.fitted_on_whole_input() {
+    if partitioned {
+        if let Some(name) = pipeline.fitted_on_whole_input() {
             return Err(Error::config(format!(
                 "{name}: fitted on the whole input, which no worker sees when the data is split \
                  across workers; run the job over files (each shard fits it on the whole input, as the CLI does), \
@@ -188,11 +188,8 @@ impl Scorer {
         let pipeline = Pipeline::plan(&settings)?;
         // Fails loudly before any work when the judge cannot answer.
         let judge = pipeline.online_judge()?;
-        let embed = pipeline.load_embedding()?;
         let stages = Stages {
-            lexical: pipeline.lexical(),
-            embed,
-            local: pipeline.load_local()?,
+            loaded: pipeline.load()?,
             judge,
         };
         let metric_fields = pipeline.metric_fields();
@@ -267,13 +264,10 @@ impl Scorer {
                 }
             }
         }
-        if let Some(stage) = self.stages.embed.as_mut() {
-            stage.prepare(
-                DATA_NAME,
-                || Ok(rows.iter().map(|b| Ok(b.reference().clone()))),
-                || refscore_job::fit::mismatched_pairs_of(rows.iter().cloned().map(Ok), 1000),
-            )?;
-        }
+        self.stages.fit(&refscore_job::fit::RowsFit {
+            name: DATA_NAME,
+            rows: &rows,
+        })?;
         let mut chain = self.stages.chain();
         let mut out = Vec::with_capacity(rows.len());
         for b in &rows {

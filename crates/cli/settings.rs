@@ -22,7 +22,7 @@ use crate::metrics::{self, MetricPlan};
 use origin::Origin;
 
 pub(crate) use judge::api_key;
-pub(crate) use refscore_judge::options::{JudgeSettings, LOCAL_FACTS_URL};
+pub(crate) use refscore_judge::options::JudgeSettings;
 
 /// Everything a `score` run needs to know, resolved.
 #[derive(Debug, Clone)]

@@ -10,11 +10,13 @@ pub mod entailment;
 pub mod files;
 pub mod given;
 pub mod metric;
+pub mod plan;
 pub mod schema;
 
 use std::sync::Arc;
 
 pub use given::Given;
+pub use plan::{FitInput, StagePlan};
 
 use arrow::array::{
     Array, ArrayRef, AsArray, Int32Array, LargeStringArray, StringArray, StringViewArray,
@@ -344,6 +346,12 @@ pub trait Stage: Send {
     /// counters, timings), once the run is done; `None` adds nothing.
     fn summary(&self) -> Option<(&'static str, serde_json::Value)> {
         None
+    }
+
+    /// Fits the stage to the input it is about to score, before its first
+    /// batch (IDF weights, an `auto` baseline); most stages fit nothing.
+    fn fit(&mut self, _input: &dyn FitInput) -> Result<(), Error> {
+        Ok(())
     }
 }
 

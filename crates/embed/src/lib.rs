@@ -36,6 +36,7 @@ mod math;
 mod model;
 pub mod options;
 mod outputs;
+mod plan;
 mod precision;
 mod prepare;
 mod sentence_head;
@@ -62,10 +63,10 @@ pub use baseline::read_baseline;
 pub use cross::recipe;
 pub use cross::{
     cross_fields, span_prompt, spans_field, CrossCapability, CrossEncoder, CrossFolder, CrossHead,
-    CrossInput, CrossOptions, CrossPlan, CrossReport, CrossStage, Detected, Detection, FactReading,
-    NliEntailment, NliLabels, NliScores, PairPrediction, PairPrompt, Recipe, Refused,
-    ScoreActivation, Span, SpanDetector, SpanStage, Support, TokenClassifier, TokenPrediction,
-    CROSS_SPANS, DEFAULT_RECIPE, FOLDER_RECIPE, HHEM_CONSISTENT, HHEM_PROMPT,
+    CrossInput, CrossOptions, CrossPlan, CrossReport, CrossStage, CrossStagePlan, Detected,
+    Detection, FactReading, NliEntailment, NliLabels, NliScores, PairPrediction, PairPrompt,
+    Recipe, Refused, ScoreActivation, Span, SpanDetector, SpanStage, Support, TokenClassifier,
+    TokenPrediction, CROSS_SPANS, DEFAULT_RECIPE, FOLDER_RECIPE, HHEM_CONSISTENT, HHEM_PROMPT,
 };
 pub use encoder::{device_ordinal, parse_device};
 pub use family::cross_families;
@@ -78,6 +79,7 @@ pub use model::{
 };
 pub use options::{EmbedArgs, EmbedSettings};
 pub use outputs::fields;
+pub use plan::EmbeddingPlan;
 pub use precision::Precision;
 pub use prepare::Rescale;
 pub use static_model::{StaticLayout, StaticRules};
@@ -565,6 +567,10 @@ impl refscore_core::Stage for EmbeddingStage {
 
     fn score(&mut self, batch: &RowBatch, _: &ScoreColumns) -> Result<ScoreColumns, Error> {
         self.score_batch(batch)
+    }
+
+    fn fit(&mut self, input: &dyn refscore_core::FitInput) -> Result<(), Error> {
+        self.fit_to(input)
     }
 
     /// The model, its settings and the run's counters and timings.

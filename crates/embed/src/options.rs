@@ -15,8 +15,8 @@ use refscore_core::metric::MetricSet;
 use refscore_core::{Error, Given};
 
 use crate::{
-    CrossCapability, CrossFolder, CrossOptions, EmbedOptions, ModelFiles, ModelLookup, NliLabels,
-    Precision, Prompt, Recipe, Rescale,
+    CrossCapability, CrossFolder, CrossOptions, CrossPlan, CrossStagePlan, EmbedOptions,
+    EmbeddingPlan, ModelFiles, ModelLookup, NliLabels, Precision, Prompt, Recipe, Rescale,
 };
 
 /// The local models' options, as `refscore score` takes them: the
@@ -175,6 +175,10 @@ pub struct EmbedSettings {
     /// `--cross-recipe`: a shipped recipe's name or a recipe file (None:
     /// the folder's own, else `nli`).
     pub cross_recipe: Option<String>,
+    /// `--cross-model`'s folder with its recipe, read and checked once,
+    /// as the settings are resolved: the metrics' check, the cross stage
+    /// and the fact check all take this one (None without a cross model).
+    pub cross_folder: Option<CrossFolder>,
 }
 
 /// Reads the local models' settings out of `args`, a bad value named as
@@ -237,18 +241,41 @@ pub fn resolve(
         },
         ..EmbedOptions::default()
     };
+    let cross_model = args.cross_model.take();
+    let nli_labels = args.nli_labels.take();
+    let cross_recipe = cross_recipe(args.cross_recipe.take(), given)?;
+    let cross_folder = match cross_model.as_deref() {
+        Some(spec) => {
+            Some(CrossFolder::find(spec, &options.lookup)?.with_recipe(cross_recipe.as_deref())?)
+        }
+        None => None,
+    };
     Ok(EmbedSettings {
         options,
         device,
         kernels: env(KERNELS_ENV),
         model_dir_named: model_dir.is_some(),
-        cross_model: args.cross_model.take(),
-        nli_labels: args.nli_labels.take(),
-        cross_recipe: cross_recipe(args.cross_recipe.take(), given)?,
+        cross_model,
+        nli_labels,
+        cross_recipe,
+        cross_folder,
     })
 }
 
 impl EmbedSettings {
+    /// The embedding stage's plan with `files` as its model, for the run's
+    /// `metrics`, on the device opened (a GPU this build or machine lacks:
+    /// exit 78).
+    pub fn plan(&self, files: ModelFiles, metrics: MetricSet) -> Result<EmbeddingPlan, Error> {
+        Ok(EmbeddingPlan {
+            files,
+            options: self.stage_options(metrics)?,
+            device: self.device.clone(),
+            footer: self.footer(),
+            fitted_on_whole_input: self.fitted_on_whole_input(),
+        })
+    }
+
     /// The embedding stage's options for the run's `metrics`, on the
     /// device opened (a GPU this build or machine lacks: exit 78).
     pub fn stage_options(&self, metrics: MetricSet) -> Result<EmbedOptions, Error> {
@@ -364,16 +391,18 @@ impl EmbedSettings {
         Ok(())
     }
 
-    /// `--cross-model`'s folder with its recipe (`--cross-recipe`, else the
-    /// folder's `refscore_recipe.json`, else `nli`), read and checked;
-    /// `None` without a cross-encoder.
-    pub fn cross_folder(&self) -> Result<Option<CrossFolder>, Error> {
-        let Some(spec) = self.cross_model.as_deref() else {
+    /// The cross-encoder stage's plan: the folder read with the settings,
+    /// checked against the cross metrics of `metrics` (exit 78 for one it
+    /// cannot give); `None` without a cross model or a cross metric.
+    pub fn cross_plan(&self, metrics: &MetricSet) -> Result<Option<CrossStagePlan>, Error> {
+        let Some(folder) = self.cross_folder.clone() else {
             return Ok(None);
         };
-        CrossFolder::find(spec, &self.options.lookup)?
-            .with_recipe(self.cross_recipe.as_deref())
-            .map(Some)
+        if !metrics.has_group(refscore_core::metric::Group::Cross) {
+            return Ok(None);
+        }
+        let plan = CrossPlan::new(folder, metrics, self.nli_labels.as_deref())?;
+        Ok(Some(CrossStagePlan::new(plan, self.cross_options()?)))
     }
 
     /// What `--cross-model`'s model can give, read from its folder (exit
@@ -381,7 +410,7 @@ impl EmbedSettings {
     /// `--cross-recipe` or `--nli-labels` without it is refused, named as
     /// `given` says it was given.
     pub fn cross_capability(&self, given: &impl Given) -> Result<Option<CrossCapability>, Error> {
-        let Some(folder) = self.cross_folder()? else {
+        let Some(folder) = &self.cross_folder else {
             if let Some(recipe) = &self.cross_recipe {
                 return Err(given.bad(
                     "cross_recipe",
@@ -402,7 +431,7 @@ impl EmbedSettings {
             NliLabels::parse(labels, folder.labels.len())
                 .map_err(|why| given.bad("nli_labels", labels, &why))?;
         }
-        CrossCapability::of(&folder, self.nli_labels.as_deref()).map(Some)
+        CrossCapability::of(folder, self.nli_labels.as_deref()).map(Some)
     }
 }
 
@@ -588,6 +617,41 @@ mod tests {
         assert_eq!(with(true, None), Some("idf"));
         assert_eq!(with(false, Some("auto")), Some("rescale_baseline auto"));
         assert_eq!(with(false, Some("0.1,0.2,0.3")), None);
+    }
+
+    #[test]
+    fn the_cross_models_folder_is_read_once_as_the_settings_are_resolved() {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/models/tiny-cross-roberta-nli");
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("nli");
+        std::fs::create_dir(&folder).unwrap();
+        for entry in std::fs::read_dir(&fixture).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), folder.join(entry.file_name())).unwrap();
+        }
+        let mut args = EmbedArgs {
+            cross_model: Some(folder.display().to_string()),
+            ..EmbedArgs::default()
+        };
+        let s = resolve(&mut args, &CommandLine, &no_env).unwrap();
+        // Gone after the settings were read: what checks the metrics and
+        // plans the stage is the folder read then, not a second reading.
+        std::fs::remove_dir_all(&folder).unwrap();
+        let capability = s.cross_capability(&CommandLine).unwrap().unwrap();
+        assert!(capability.gives("nli_precision"));
+        let mut metrics = MetricSet::new();
+        metrics.insert(&refscore_core::metric::NLI_PRECISION);
+        let plan = s.cross_plan(&metrics).unwrap().expect("a cross stage");
+        let names: Vec<String> = refscore_core::StagePlan::fields(&plan)
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        assert_eq!(names, ["nli_precision"]);
+        assert!(
+            s.cross_plan(&MetricSet::new()).unwrap().is_none(),
+            "no cross stage without a cross metric"
+        );
     }
 
     #[test]

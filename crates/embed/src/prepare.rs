@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use refscore_core::{Error, TextColumn};
+use refscore_core::{Error, FitInput, TextColumn};
 
 use crate::{read_baseline, EmbeddingStage};
 
@@ -20,7 +20,21 @@ pub enum Rescale {
     File(PathBuf),
 }
 
+/// How many mismatched pairs of the input `--rescale-baseline auto`
+/// averages.
+const BASELINE_PAIRS: usize = 1000;
+
 impl EmbeddingStage {
+    /// [`EmbeddingStage::prepare`] on `input`: the passes over it that the
+    /// options ask for ([`refscore_core::Stage::fit`]).
+    pub fn fit_to(&mut self, input: &dyn FitInput) -> Result<(), Error> {
+        self.prepare(
+            input.name(),
+            || input.references(),
+            || input.mismatched_pairs(BASELINE_PAIRS),
+        )
+    }
+
     /// Runs the passes the stage's options ask for before scoring.
     /// `references` and `pairs` read the input only when a pass needs it;
     /// `input` names the input in messages.

@@ -3,9 +3,62 @@
 
 use std::collections::BinaryHeap;
 
-use refscore_core::{Error, RowBatch};
-use refscore_read::Dataset;
+use refscore_core::{Error, FitInput, RowBatch, TextColumn};
+use refscore_read::{Dataset, Role};
 use sha2::{Digest, Sha256};
+
+/// A job's input as the stages fit to it ([`refscore_core::Stage::fit`]):
+/// the files, read again only for the passes a stage asks for.
+pub struct DatasetFit<'a> {
+    /// The input as the user named it.
+    pub name: &'a str,
+    /// The input's files.
+    pub dataset: &'a Dataset,
+}
+
+impl FitInput for DatasetFit<'_> {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn references(
+        &self,
+    ) -> Result<Box<dyn Iterator<Item = Result<TextColumn, Error>> + '_>, Error> {
+        let column = self.dataset.text_column(Role::Reference)?;
+        Ok(Box::new(column.expect("reference column is always mapped")))
+    }
+
+    fn mismatched_pairs(&self, k: usize) -> Result<Vec<(String, String)>, Error> {
+        mismatched_pairs(self.dataset, k)
+    }
+}
+
+/// In-memory batches as the stages fit to them (Python's `Scorer`: each
+/// call's data is its own input).
+pub struct RowsFit<'a> {
+    /// The data as messages name it.
+    pub name: &'a str,
+    /// All of the call's rows.
+    pub rows: &'a [RowBatch],
+}
+
+impl FitInput for RowsFit<'_> {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn references(
+        &self,
+    ) -> Result<Box<dyn Iterator<Item = Result<TextColumn, Error>> + '_>, Error> {
+        Ok(Box::new(
+            self.rows.iter().map(|b| Ok(b.reference().clone())),
+        ))
+    }
+
+    fn mismatched_pairs(&self, k: usize) -> Result<Vec<(String, String)>, Error> {
+        mismatched_pairs_of(self.rows.iter().cloned().map(Ok), k)
+    }
+}
 
 /// Seeded random pairs of one row's reference with another row's output,
 /// for the BERTScore rescaling baseline (`--rescale-baseline auto`).

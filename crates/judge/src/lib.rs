@@ -33,6 +33,7 @@ mod metric;
 pub mod options;
 mod panel;
 mod parse;
+mod plan;
 mod probs;
 mod prompts;
 mod protocol;
@@ -56,6 +57,7 @@ pub use local_facts::{sentences, FactSource, NliFactCheck, DEFAULT_FACT_CHECK_TH
 pub use metric::JudgeMetrics;
 pub use options::JudgeArgs;
 pub use panel::{escalation_warnings, JudgePanel, PanelMember, PanelMode, DEFAULT_ESCALATE_BAND};
+pub use plan::{JudgeParts, JudgePlan};
 pub use protocol::{Api, Mode, ModeArgs, ModeContext};
 pub use stage::{JudgeStage, Prompt};
 pub use summary_lines::summary_lines;

@@ -6,6 +6,7 @@
 //! token sequences of normalisation N (see [`normalize`]).
 
 mod normalize;
+mod plan;
 
 use std::sync::Arc;
 

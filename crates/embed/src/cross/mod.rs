@@ -16,6 +16,7 @@ pub mod recipe;
 mod span_stage;
 mod spans;
 mod stage;
+mod stage_plan;
 mod tokens;
 
 use std::time::{Duration, Instant};
@@ -35,6 +36,7 @@ pub use recipe::{Recipe, DEFAULT_RECIPE, FOLDER_RECIPE};
 pub use span_stage::{spans_field, SpanStage, CROSS_SPANS};
 pub use spans::{prompt as span_prompt, Detected, Detection, Refused, Span, SpanDetector};
 pub use stage::{cross_fields, CrossCapability, CrossPlan, CrossStage};
+pub use stage_plan::CrossStagePlan;
 pub use tokens::{TokenClassifier, TokenPrediction};
 
 use crate::encoder::Encoder;

@@ -164,70 +164,26 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
     job.close(lacking)?;
     // Only a result with nothing left to do goes to the store; one that
     // lacks judge metrics goes up when --resume completes it.
-    if !lacking {
-        sink.publish(&run)?;
-    }
     if lacking {
-        let n = finished.retryable_rows;
-        return Err(Error::temporary(format!(
-            "{n} {} judge metrics because the judge failed (first failure: {}); {} holds everything else; run the same command with --resume once the judge is back",
-            if n == 1 { "row lacks" } else { "rows lack" },
-            finished.retry_reason.as_deref().unwrap_or("unknown"),
-            output.display()
-        )));
+        return Err(refscore_judge::lacking_for_now(
+            finished.retryable_rows,
+            finished.retry_reason.as_deref(),
+            &output,
+        ));
     }
-    // Rows whose judge failed for good (a rejection, an unusable answer):
-    // a retry would fail the same way, so --resume does not ask again, but
-    // a judge that answered no value usably, or spoiled more rows than
-    // --max-judge-failures accepts, makes a failed run, not one that exits
-    // 0 with a warning.
-    if let Some(r) = stages.judge().map(|stage| stage.report()) {
-        let for_good = r.rows_failed_for_good;
-        let failed_run = if settings.judge_failures_limited {
-            for_good > allowed
-        } else {
-            for_good > 0 && r.values_answered == 0
+    sink.publish(&run)?;
+    if let Some(judge) = stages.judge() {
+        let limit = refscore_judge::FailureLimit {
+            allowed,
+            given: settings.judge_failures_limited,
         };
-        if failed_run {
-            let which = if settings.judge_failures_limited {
-                format!("more than --max-judge-failures {allowed} accepts")
-            } else {
-                "and no value it was asked for came back usable".to_string()
-            };
-            return Err(Error::config(format!(
-                "{for_good} {} judge metrics because the judge rejected the request or answered unusably, {which} (first failure: {}); a retry would fail the same way: check the judge's model, key and context limit; {} holds everything else",
-                if for_good == 1 { "row lacks" } else { "rows lack" },
-                r.first_failure_for_good.as_deref().unwrap_or("unknown"),
-                output.display()
-            )));
+        if let Some(e) = judge.failed_for_good(limit, &output) {
+            return Err(e);
         }
-    }
-    if let (Some(stage), false) = (stages.judge(), settings.quiet) {
-        let r = stage.report();
-        if let Some(note) = &r.token_probabilities {
-            eprintln!("refscore: note: token probabilities: {note}");
-        }
-        for gap in stage.escalation_gaps() {
-            eprintln!("refscore: warning: {gap}");
-        }
-        if r.replies_without_logprobs > 0 {
-            eprintln!(
-                "refscore: note: the judge sent no token probabilities for {} of {} replies; there, meaning_match_p is null and similarity is the sampled score",
-                r.replies_without_logprobs,
-                r.replies_with_logprobs + r.replies_without_logprobs
-            );
-        }
-        if r.fact_checks_nli_truncated > 0 {
-            eprintln!(
-                "refscore: warning: {} of {} fact checks by the NLI model (--fact-check nli) cut the answer at the model's token limit: a fact stated past the cut counts as unsupported",
-                r.fact_checks_nli_truncated, r.fact_checks_nli
-            );
-        }
-        if r.rows_failed > finished.retryable_rows {
-            eprintln!(
-                "refscore: warning: {} rows got judge answers that could not be used (see their error column); a retry would fail the same way",
-                r.rows_failed - finished.retryable_rows
-            );
+        if !settings.quiet {
+            for line in judge.closing_lines(finished.retryable_rows) {
+                eprintln!("refscore: {line}");
+            }
         }
     }
     Ok(Outcome::Scored {

@@ -177,11 +177,13 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
             allowed,
             given: settings.judge_failures_limited,
         };
-        if let Some(e) = judge.failed_for_good(limit, &output) {
+        // One report for the verdict and the notes.
+        let report = judge.report();
+        if let Some(e) = judge.failed_for_good(&report, limit, &output) {
             return Err(e);
         }
         if !settings.quiet {
-            for line in judge.closing_lines(finished.retryable_rows) {
+            for line in judge.closing_lines(&report, finished.retryable_rows) {
                 eprintln!("refscore: {line}");
             }
         }

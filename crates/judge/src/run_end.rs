@@ -7,7 +7,7 @@ use std::path::Path;
 
 use refscore_core::Error;
 
-use crate::JudgePanel;
+use crate::{JudgePanel, JudgeReport};
 
 /// `--max-judge-failures`: how many rows may lack judge metrics for good
 /// before the run fails, and whether the user set it (unset, a run fails
@@ -37,8 +37,12 @@ impl JudgePanel {
     /// them unusably beyond `limit`: a retry would fail the same way, so
     /// `--resume` does not ask again, but such a run is a failed one, not
     /// one that exits 0 with a warning. `None` when the run stands.
-    pub fn failed_for_good(&self, limit: FailureLimit, output: &Path) -> Option<Error> {
-        let r = self.report();
+    pub fn failed_for_good(
+        &self,
+        r: &JudgeReport,
+        limit: FailureLimit,
+        output: &Path,
+    ) -> Option<Error> {
         let for_good = r.rows_failed_for_good;
         let failed = if limit.given {
             for_good > limit.allowed
@@ -64,8 +68,7 @@ impl JudgePanel {
     /// The notes and warnings a finished run prints about its judge (the
     /// lines after `refscore: `), `retryable_rows` being the rows a resumed
     /// run would judge again.
-    pub fn closing_lines(&self, retryable_rows: u64) -> Vec<String> {
-        let r = self.report();
+    pub fn closing_lines(&self, r: &JudgeReport, retryable_rows: u64) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(note) = &r.token_probabilities {
             out.push(format!("note: token probabilities: {note}"));

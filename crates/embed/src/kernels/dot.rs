@@ -157,8 +157,10 @@ const BF16_AVX2_TILE: (usize, usize) = (4, 1);
 const LANES_TILE: (usize, usize) = (4, 1);
 
 /// Rows per parallel task: each panel of weight lines (one tile's blocks)
-/// is read from L2 once per task and reused from L1 by its row tiles.
-const ROWS_PER_TASK: usize = 64;
+/// is read from L2 once per task and reused from L1 by its row tiles. A
+/// multiple of every tile's rows (8, 6, 4), so only a product's last task
+/// can end in a panel padded with zero rows.
+const ROWS_PER_TASK: usize = 72;
 
 /// A weight matrix packed for a dot-product instruction (see the module
 /// docs): `blocks × groups` lines of [`LANES`] 32-bit groups.
@@ -227,36 +229,54 @@ pub(crate) trait DotUnit {
 }
 
 /// `out[r][lane of block b] = Σ_g x[r][g] · w[b][g]` (raw accumulator
-/// bits) for `R` rows and `B` blocks starting at `block`.
+/// bits) for the first `rows` of `R` rows and `B` blocks starting at
+/// `block`. `panel` holds the `R` rows interleaved (`groups × R`: group
+/// `g` of row `r` at `g·R + r`), so one step's broadcasts read one
+/// contiguous run and the weights one line per block, both walked by
+/// pointer (no bounds check inside the loop).
 ///
 /// # Safety
 /// The CPU must have `U`'s features.
 #[inline(always)]
 unsafe fn tile<U: DotUnit, const R: usize, const B: usize>(
-    x: &[u32],
+    panel: &[u32],
+    rows: usize,
     w: &Packed,
     block: usize,
     out: &mut [u32],
 ) {
     let groups = w.groups;
     let width = w.width();
-    assert!(x.len() >= R * groups && out.len() >= R * width && block + B <= w.blocks);
-    // SAFETY (whole body): the caller guarantees U's features; every line
-    // read is inside `w.lines` (block + B <= blocks, g < groups).
+    assert!(
+        panel.len() >= R * groups
+            && rows <= R
+            && out.len() >= (rows.max(1) - 1) * width + (block + B) * LANES
+            && block + B <= w.blocks
+    );
+    // SAFETY (whole body): the caller guarantees U's features; the panel
+    // holds `groups · R` values and each block `groups` lines (asserted),
+    // and the pointers advance `groups` times by one step of each.
     let mut acc = [[unsafe { U::zero() }; B]; R];
-    for g in 0..groups {
-        let mut lines = [unsafe { U::load(w.line(block, g)) }; B];
-        for (b, line) in lines.iter_mut().enumerate().skip(1) {
-            *line = unsafe { U::load(w.line(block + b, g)) };
+    let mut ws = [w.line(block, 0); B];
+    for (b, p) in ws.iter_mut().enumerate().skip(1) {
+        *p = w.line(block + b, 0);
+    }
+    for step in panel[..groups * R].chunks_exact(R) {
+        let mut lines = [unsafe { U::load(ws[0]) }; B];
+        for (line, &p) in lines.iter_mut().zip(&ws).skip(1) {
+            *line = unsafe { U::load(p) };
         }
         for (r, row) in acc.iter_mut().enumerate() {
-            let xg = x[r * groups + g];
+            let xg = step[r];
             for (a, &line) in row.iter_mut().zip(&lines) {
                 *a = unsafe { U::dot(*a, xg, line) };
             }
         }
+        for p in ws.iter_mut() {
+            *p = p.wrapping_add(LANES);
+        }
     }
-    for (r, row) in acc.iter().enumerate() {
+    for (r, row) in acc.iter().enumerate().take(rows) {
         for (b, &a) in row.iter().enumerate() {
             let at = r * width + (block + b) * LANES;
             unsafe { U::store(a, &mut out[at..at + LANES]) };
@@ -264,10 +284,30 @@ unsafe fn tile<U: DotUnit, const R: usize, const B: usize>(
     }
 }
 
+/// Rows `first..first + R` of `x` (each `groups` groups; rows past `n`
+/// as zeros) interleaved into `panel` as [`tile`] reads them.
+#[inline(always)]
+fn interleave<const R: usize>(x: &[u32], groups: usize, first: usize, n: usize, panel: &mut [u32]) {
+    for (r, row) in (first..first + R).enumerate() {
+        if row < n {
+            let src = &x[row * groups..(row + 1) * groups];
+            for (g, &v) in src.iter().enumerate() {
+                panel[g * R + r] = v;
+            }
+        } else {
+            for g in 0..groups {
+                panel[g * R + r] = 0;
+            }
+        }
+    }
+}
+
 /// The rows of `x` (each `w.groups` groups) times the packed weights, for
-/// `rows` rows: `rows × w.width()` raw accumulator values. Panels of `B`
-/// blocks outside, tiles of `R` rows inside, so a panel stays in L1 while
-/// the rows pass; tails take 1-row or 1-block tiles. Every output is summed
+/// `rows` rows: `rows × w.width()` raw accumulator values. The rows are
+/// first interleaved into panels of `R` (the last padded with zero rows,
+/// whose sums are computed and never written), then panels of `B` blocks
+/// outside, row panels inside, so a weight panel stays in L1 while the
+/// rows pass; a tail of blocks takes 1-block tiles. Every output is summed
 /// over the groups in order whatever the tile, so the shape never changes
 /// a bit of the result.
 ///
@@ -279,28 +319,38 @@ unsafe fn rows_body<U: DotUnit, const R: usize, const B: usize>(
     w: &Packed,
     out: &mut [u32],
 ) {
+    thread_local! {
+        static PANELS: std::cell::Cell<Vec<u32>> = const { std::cell::Cell::new(Vec::new()) };
+    }
     let (groups, width) = (w.groups, w.width());
     let rows = out.len() / width;
+    let tiles = rows.div_ceil(R);
+    // The buffer is taken out of the thread's slot and put back, so the
+    // loops below are compiled here, at the caller's target features (a
+    // closure passed to `with` was compiled at baseline SIMD).
+    let mut panels = PANELS.take();
+    panels.resize(tiles * R * groups, 0);
+    for (t, panel) in panels.chunks_exact_mut(R * groups).enumerate() {
+        interleave::<R>(x, groups, t * R, rows, panel);
+    }
     let mut b = 0;
     while b < w.blocks {
         let full_b = w.blocks - b >= B;
-        let mut r = 0;
-        while r < rows {
-            let full_r = rows - r >= R;
-            let (xr, or) = (&x[r * groups..], &mut out[r * width..]);
+        for (t, panel) in panels.chunks_exact(R * groups).enumerate() {
+            let n = R.min(rows - t * R);
+            let or = &mut out[t * R * width..];
             // SAFETY: the caller guarantees U's features.
             unsafe {
-                match (full_r, full_b) {
-                    (true, true) => tile::<U, R, B>(xr, w, b, or),
-                    (true, false) => tile::<U, R, 1>(xr, w, b, or),
-                    (false, true) => tile::<U, 1, B>(xr, w, b, or),
-                    (false, false) => tile::<U, 1, 1>(xr, w, b, or),
+                if full_b {
+                    tile::<U, R, B>(panel, n, w, b, or)
+                } else {
+                    tile::<U, R, 1>(panel, n, w, b, or)
                 }
             }
-            r += if full_r { R } else { 1 };
         }
         b += if full_b { B } else { 1 };
     }
+    PANELS.set(panels);
 }
 
 /// The product of the rows of `x` (`inp` f32 values each) with `w`, `out`

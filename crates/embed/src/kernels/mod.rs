@@ -637,14 +637,16 @@ impl ScoreBias<'_> {
 /// Working memory of [`attend_sequence`], reused across calls.
 #[derive(Default)]
 pub(crate) struct AttentionScratch {
-    /// Keys of one head, transposed: `head_dim × lp` (lp = len rounded up to
-    /// whole lanes; the padding columns stay zero).
+    /// Every head's keys, transposed: `heads × head_dim × lp` (lp = len
+    /// rounded up to whole lanes; the padding columns are zero).
     kt: Vec<f32>,
-    /// Values of one head: `len × dp` (dp = head_dim rounded up likewise).
+    /// Every head's values: `heads × len × dp` (dp = head_dim rounded up
+    /// likewise; the padding columns are zero).
     v: Vec<f32>,
-    /// One query block: queries with bias (`R × head_dim`), score rows, then
-    /// probabilities (`R × lp`), outputs (`R × dp`).
+    /// Every head's queries with their bias: `heads × len × head_dim`.
     q: Vec<f32>,
+    /// One query block's score rows, then probabilities (`R × lp`), and
+    /// outputs (`R × dp`).
     scores: Vec<f32>,
     out: Vec<f32>,
 }
@@ -730,24 +732,47 @@ unsafe fn attend_body<P: AttentionProducts>(
     let h = s.heads * d;
     let lp = len.div_ceil(LANES) * LANES;
     let dp = d.div_ceil(LANES) * LANES;
-    let kt = zeroed(&mut scratch.kt, d * lp);
-    let v = zeroed(&mut scratch.v, len * dp);
-    let q = zeroed(&mut scratch.q, R * d);
+    let (kt, v, q) = (&mut scratch.kt, &mut scratch.v, &mut scratch.q);
+    kt.resize(s.heads * d * lp, 0.0);
+    v.resize(s.heads * len * dp, 0.0);
+    q.resize(s.heads * len * d, 0.0);
+    // One pass over the sequence's rows lays out every head (a pass per
+    // head re-read the rows from L2 for each head): biases added, keys
+    // transposed; then only the padding columns are zeroed.
+    for (j, row) in qkv.chunks_exact(3 * h).take(len).enumerate() {
+        for head in 0..s.heads {
+            let (qo, ko, vo) = (head * d, h + head * d, 2 * h + head * d);
+            add(
+                &mut q[(head * len + j) * d..][..d],
+                &row[qo..qo + d],
+                &s.qkv_bias[qo..qo + d],
+            );
+            let keys = &mut kt[head * d * lp..][..d * lp];
+            for (c, (&x, &b)) in row[ko..ko + d].iter().zip(&s.qkv_bias[ko..ko + d]).enumerate() {
+                keys[c * lp + j] = x + b;
+            }
+            add(
+                &mut v[(head * len + j) * dp..][..d],
+                &row[vo..vo + d],
+                &s.qkv_bias[vo..vo + d],
+            );
+        }
+    }
+    for line in kt.chunks_exact_mut(lp) {
+        line[len..].fill(0.0);
+    }
+    for line in v.chunks_exact_mut(dp) {
+        line[d..].fill(0.0);
+    }
     let scores = zeroed(&mut scratch.scores, R * lp);
     let o = zeroed(&mut scratch.out, R * dp);
     for head in 0..s.heads {
-        let (qo, ko, vo) = (head * d, h + head * d, 2 * h + head * d);
-        let (qb, kb, vb) = (
-            &s.qkv_bias[qo..qo + d],
-            &s.qkv_bias[ko..ko + d],
-            &s.qkv_bias[vo..vo + d],
+        let qo = head * d;
+        let (kt, v, q) = (
+            &kt[head * d * lp..][..d * lp],
+            &v[head * len * dp..][..len * dp],
+            &q[head * len * d..][..len * d],
         );
-        for (j, row) in qkv.chunks_exact(3 * h).take(len).enumerate() {
-            for (c, (&x, &b)) in row[ko..ko + d].iter().zip(kb).enumerate() {
-                kt[c * lp + j] = x + b;
-            }
-            add(&mut v[j * dp..j * dp + d], &row[vo..vo + d], vb);
-        }
         let mut i = 0;
         while i < len {
             let r = match len - i {
@@ -755,9 +780,6 @@ unsafe fn attend_body<P: AttentionProducts>(
                 n if n >= 4 => 4,
                 _ => 1,
             };
-            for (k, qr) in q.chunks_exact_mut(d).take(r).enumerate() {
-                add(qr, &qkv[(i + k) * 3 * h + qo..][..d], qb);
-            }
             // The keys queries i..i + r see: all, or those of their
             // windows, from a whole lane on (so the block stays inside
             // the lp columns).
@@ -777,7 +799,11 @@ unsafe fn attend_body<P: AttentionProducts>(
                 width,
                 dp,
             };
-            let (q, scores, o) = (&q[..r * d], &mut scores[..r * width], &mut o[..r * dp]);
+            let (q, scores, o) = (
+                &q[i * d..(i + r) * d],
+                &mut scores[..r * width],
+                &mut o[..r * dp],
+            );
             let block = Block {
                 head,
                 first: i,

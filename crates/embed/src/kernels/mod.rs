@@ -926,20 +926,21 @@ unsafe fn query_block<const R: usize, P: AttentionProducts>(
 
 /// 0.5·x·erfc(−x/√2), with erfc from the Chebyshev-fitted formula of
 /// Numerical Recipes (fractional error < 1.2e-7) and a branch-free exp, so
-/// loops over it vectorise.
+/// loops over it vectorise. Both polynomials are evaluated in Estrin's
+/// scheme (powers of t, then pairs), not Horner's: the same worst error
+/// against f64 (1.1e-7 over −6..6), at half the chain of dependent
+/// operations, which was what bounded the vectorised loop.
 #[inline(always)]
 pub(crate) fn gelu(x: f32) -> f32 {
     let u = -x * std::f32::consts::FRAC_1_SQRT_2;
     let z = u.abs();
     let t = 1.0 / (1.0 + 0.5 * z);
-    let poly = -1.265_512_2
-        + t * (1.000_023_7
-            + t * (0.374_091_96
-                + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_204
-                                + t * (1.488_515_9 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+    let t2 = t * t;
+    let t4 = t2 * t2;
+    let t8 = t4 * t4;
+    let poly = ((-1.265_512_2 + t * 1.000_023_7) + t2 * (0.374_091_96 + t * 0.096_784_18))
+        + t4 * ((-0.186_288_06 + t * 0.278_868_07) + t2 * (-1.135_204 + t * 1.488_515_9))
+        + t8 * (-0.822_152_23 + t * 0.170_872_77);
     let ans = t * exp_neg(-z * z + poly);
     let erfc = if u >= 0.0 { ans } else { 2.0 - ans };
     0.5 * x * erfc
@@ -954,11 +955,12 @@ pub(crate) fn exp_neg(x: f32) -> f32 {
     let shifted = x * std::f32::consts::LOG2_E + MAGIC;
     let n = shifted - MAGIC;
     let r = x - n * 0.693_145_75 - n * 1.428_606_8e-6;
-    let p = 1.0
-        + r * (1.0
-            + r * (0.5
-                + r * (0.166_666_67
-                    + r * (0.041_666_668 + r * (0.008_333_334 + r * 0.001_388_889)))));
+    // Estrin's scheme, as in [`gelu`].
+    let r2 = r * r;
+    let r4 = r2 * r2;
+    let p = (1.0 + r)
+        + r2 * (0.5 + r * 0.166_666_67)
+        + r4 * ((0.041_666_668 + r * 0.008_333_334) + r2 * 0.001_388_889);
     // n as an integer, read from the mantissa bits rather than by a float
     // to int conversion (Rust's saturating `as` does not vectorise).
     let n_int = shifted.to_bits().wrapping_sub(MAGIC.to_bits());

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The fp32 ceiling of this CPU (scripts/bench/fma-peak.c): GFLOP/s of 256-bit
 # and, where the CPU has them, 512-bit fused multiply-adds from registers, on
-# one thread and on THREADS (default 2). Prints the CPU first: a ceiling
+# one thread and on THREADS (default 2); beside it the AVX2 int8 tiles' step
+# (`vpmaddwd` + `vpaddd`, G ops/s). Prints the CPU first: a ceiling
 # belongs to one CPU. Run it on an idle machine: it measures the clock too.
 #
 # Usage: scripts/bench/peak.sh        Environment: THREADS, ITERS (default 2e8)

@@ -748,7 +748,11 @@ unsafe fn attend_body<P: AttentionProducts>(
                 &s.qkv_bias[qo..qo + d],
             );
             let keys = &mut kt[head * d * lp..][..d * lp];
-            for (c, (&x, &b)) in row[ko..ko + d].iter().zip(&s.qkv_bias[ko..ko + d]).enumerate() {
+            for (c, (&x, &b)) in row[ko..ko + d]
+                .iter()
+                .zip(&s.qkv_bias[ko..ko + d])
+                .enumerate()
+            {
                 keys[c * lp + j] = x + b;
             }
             add(

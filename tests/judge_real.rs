@@ -30,6 +30,29 @@ fn url() -> Option<String> {
     }
 }
 
+/// `example`'s columns and the boolean columns `flags` (which rows a run
+/// asks the judge about), written to `path`.
+fn write_with_flags(
+    example: &arrow::record_batch::RecordBatch,
+    path: &Path,
+    flags: Vec<(&str, Vec<Option<bool>>)>,
+) {
+    let schema = example.schema();
+    let mut columns: Vec<(&str, arrow::array::ArrayRef)> = schema
+        .fields()
+        .iter()
+        .zip(example.columns())
+        .map(|(f, c)| (f.name().as_str(), c.clone()))
+        .collect();
+    for (name, values) in flags {
+        columns.push((
+            name,
+            std::sync::Arc::new(arrow::array::BooleanArray::from(values)),
+        ));
+    }
+    write_parquet(path, columns);
+}
+
 /// `--judge-timeout` for every call here. The tests bound their work (a few
 /// rows, two workers), not the wall clock of a call: on a machine shared
 /// with other jobs the 1.5B judge has taken up to 547 s for one answer, and
@@ -68,18 +91,7 @@ fn a_real_judge_scores_the_example_judge_rows() {
         })
         .collect();
     let input = dir.path().join("sample.parquet");
-    let schema = example.schema();
-    let mut columns: Vec<(&str, arrow::array::ArrayRef)> = schema
-        .fields()
-        .iter()
-        .zip(example.columns())
-        .map(|(f, c)| (f.name().as_str(), c.clone()))
-        .collect();
-    columns.push((
-        "sample",
-        std::sync::Arc::new(arrow::array::BooleanArray::from(sample)),
-    ));
-    write_parquet(&input, columns);
+    write_with_flags(&example, &input, vec![("sample", sample)]);
     let base = |out: &Path, extra: &[&str]| {
         let mut args = vec![
             "--judge-url",
@@ -473,22 +485,14 @@ fn the_docs_rubrics_run_on_the_example_with_a_real_judge() {
         direct_rows.push(Some(hedged || k % 6 == 1));
     }
     let input = dir.path().join("rubric-rows.parquet");
-    let schema = example.schema();
-    let mut columns: Vec<(&str, arrow::array::ArrayRef)> = schema
-        .fields()
-        .iter()
-        .zip(example.columns())
-        .map(|(f, c)| (f.name().as_str(), c.clone()))
-        .collect();
-    columns.push((
-        "accuracy_rows",
-        std::sync::Arc::new(arrow::array::BooleanArray::from(accuracy_rows)),
-    ));
-    columns.push((
-        "direct_rows",
-        std::sync::Arc::new(arrow::array::BooleanArray::from(direct_rows)),
-    ));
-    write_parquet(&input, columns);
+    write_with_flags(
+        &example,
+        &input,
+        vec![
+            ("accuracy_rows", accuracy_rows),
+            ("direct_rows", direct_rows),
+        ],
+    );
     // One rubric on the rows its column names; reads the output back.
     let run = |metric: &str, rows: &str| {
         let out = dir.path().join(format!("{metric}.parquet"));

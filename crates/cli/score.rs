@@ -179,7 +179,7 @@ pub fn run(settings: &Settings) -> Result<Outcome, Error> {
         };
         // One report for the verdict and the notes.
         let report = judge.report();
-        if let Some(e) = judge.failed_for_good(&report, limit, &output) {
+        if let Some(e) = report.failed_for_good(limit, &output) {
             return Err(e);
         }
         if !settings.quiet {

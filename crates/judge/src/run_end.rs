@@ -32,22 +32,17 @@ pub fn lacking_for_now(rows: u64, first_failure: Option<&str>, output: &Path) ->
     ))
 }
 
-impl JudgePanel {
+impl JudgeReport {
     /// The error (exit 78) of a run whose judge rejected rows or answered
     /// them unusably beyond `limit`: a retry would fail the same way, so
     /// `--resume` does not ask again, but such a run is a failed one, not
     /// one that exits 0 with a warning. `None` when the run stands.
-    pub fn failed_for_good(
-        &self,
-        r: &JudgeReport,
-        limit: FailureLimit,
-        output: &Path,
-    ) -> Option<Error> {
-        let for_good = r.rows_failed_for_good;
+    pub fn failed_for_good(&self, limit: FailureLimit, output: &Path) -> Option<Error> {
+        let for_good = self.rows_failed_for_good;
         let failed = if limit.given {
             for_good > limit.allowed
         } else {
-            for_good > 0 && r.values_answered == 0
+            for_good > 0 && self.values_answered == 0
         };
         if !failed {
             return None;
@@ -60,11 +55,13 @@ impl JudgePanel {
         Some(Error::config(format!(
             "{for_good} {} judge metrics because the judge rejected the request or answered unusably, {which} (first failure: {}); a retry would fail the same way: check the judge's model, key and context limit; {} holds everything else",
             if for_good == 1 { "row lacks" } else { "rows lack" },
-            r.first_failure_for_good.as_deref().unwrap_or("unknown"),
+            self.first_failure_for_good.as_deref().unwrap_or("unknown"),
             output.display()
         )))
     }
+}
 
+impl JudgePanel {
     /// The notes and warnings a finished run prints about its judge (the
     /// lines after `refscore: `), `retryable_rows` being the rows a resumed
     /// run would judge again.

@@ -319,6 +319,12 @@ macro_rules! tiled_products {
             }
         }
 
+        /// Query rows per sub-block and key (or value) vectors per step:
+        /// 4 × 2 accumulators, so each step loads 2 vectors and broadcasts
+        /// 4 values for 8 multiplies and adds (a 1-vector block loaded 9
+        /// for 8, and its loads, not its arithmetic, bounded it).
+        const SUB_ROWS: usize = 4;
+
         /// `scores[r][j] = Σ_c q[r][c] · kt[c][j]`.
         ///
         /// # Safety
@@ -334,11 +340,65 @@ macro_rules! tiled_products {
                     && scores.len() >= R * width
                     && width.is_multiple_of($lanes)
             );
+            let mut r0 = 0;
+            while r0 < R {
+                let (q, out) = (&q[r0 * d..], &mut scores[r0 * width..]);
+                // SAFETY: rows r0.. of q and scores, within the asserted sizes.
+                unsafe {
+                    if R - r0 >= SUB_ROWS {
+                        scores_rows::<SUB_ROWS>(keys, d, q, out);
+                        r0 += SUB_ROWS;
+                    } else {
+                        scores_rows::<1>(keys, d, q, out);
+                        r0 += 1;
+                    }
+                }
+            }
+        }
+
+        /// [`tile_scores`] for `S` rows, two key vectors a step, then one.
+        /// Each score is still the sum over `c` in order, from zero.
+        ///
+        /// # Safety
+        /// As [`tile_scores`], with `q` and `scores` holding `S` rows.
+        #[target_feature(enable = $feature)]
+        #[inline]
+        unsafe fn scores_rows<const S: usize>(
+            keys: &Keys<'_>,
+            d: usize,
+            q: &[f32],
+            scores: &mut [f32],
+        ) {
+            let Keys { stride, width, .. } = *keys;
             let (kt, q, out) = (keys.kt.as_ptr(), q.as_ptr(), scores.as_mut_ptr());
-            for j0 in (0..width).step_by($lanes) {
-                let mut acc = [$zero(); R];
+            let mut j0 = 0;
+            while j0 + 2 * $lanes <= width {
+                let mut acc = [[$zero(); 2]; S];
                 for c in 0..d {
-                    // SAFETY: c < d, r < R and j0 + lanes <= width, asserted above.
+                    // SAFETY: c < d, r < S and j0 + 2·lanes <= width (the
+                    // caller's sizes).
+                    let (k0, k1) = unsafe {
+                        let at = kt.add(c * stride + j0);
+                        ($load(at), $load(at.add($lanes)))
+                    };
+                    for (r, a) in acc.iter_mut().enumerate() {
+                        let x = $set1(unsafe { *q.add(r * d + c) });
+                        a[0] = $add(a[0], $mul(x, k0));
+                        a[1] = $add(a[1], $mul(x, k1));
+                    }
+                }
+                for (r, a) in acc.iter().enumerate() {
+                    unsafe {
+                        $store(out.add(r * width + j0), a[0]);
+                        $store(out.add(r * width + j0 + $lanes), a[1]);
+                    }
+                }
+                j0 += 2 * $lanes;
+            }
+            if j0 < width {
+                let mut acc = [$zero(); S];
+                for c in 0..d {
+                    // SAFETY: as above, one vector.
                     let k = unsafe { $load(kt.add(c * stride + j0)) };
                     for (r, a) in acc.iter_mut().enumerate() {
                         let x = $set1(unsafe { *q.add(r * d + c) });
@@ -365,11 +425,61 @@ macro_rules! tiled_products {
                     && o.len() >= R * dp
                     && dp % $lanes == 0
             );
+            let mut r0 = 0;
+            while r0 < R {
+                let (p, out) = (&p[r0 * width..], &mut o[r0 * dp..]);
+                // SAFETY: rows r0.. of p and o, within the asserted sizes.
+                unsafe {
+                    if R - r0 >= SUB_ROWS {
+                        weighted_rows::<SUB_ROWS>(keys, p, out);
+                        r0 += SUB_ROWS;
+                    } else {
+                        weighted_rows::<1>(keys, p, out);
+                        r0 += 1;
+                    }
+                }
+            }
+        }
+
+        /// [`tile_weighted_values`] for `S` rows, two value vectors a step,
+        /// then one. Each output is still the sum over `j` in order, from
+        /// zero.
+        ///
+        /// # Safety
+        /// As [`tile_weighted_values`], with `p` and `o` holding `S` rows.
+        #[target_feature(enable = $feature)]
+        #[inline]
+        unsafe fn weighted_rows<const S: usize>(keys: &Keys<'_>, p: &[f32], o: &mut [f32]) {
+            let Keys { len, width, dp, .. } = *keys;
             let (v, p, out) = (keys.v.as_ptr(), p.as_ptr(), o.as_mut_ptr());
-            for c0 in (0..dp).step_by($lanes) {
-                let mut acc = [$zero(); R];
+            let mut c0 = 0;
+            while c0 + 2 * $lanes <= dp {
+                let mut acc = [[$zero(); 2]; S];
                 for j in 0..len {
-                    // SAFETY: j < len <= width, r < R and c0 + lanes <= dp, asserted above.
+                    // SAFETY: j < len, r < S and c0 + 2·lanes <= dp (the
+                    // caller's sizes).
+                    let (x0, x1) = unsafe {
+                        let at = v.add(j * dp + c0);
+                        ($load(at), $load(at.add($lanes)))
+                    };
+                    for (r, a) in acc.iter_mut().enumerate() {
+                        let w = $set1(unsafe { *p.add(r * width + j) });
+                        a[0] = $add(a[0], $mul(w, x0));
+                        a[1] = $add(a[1], $mul(w, x1));
+                    }
+                }
+                for (r, a) in acc.iter().enumerate() {
+                    unsafe {
+                        $store(out.add(r * dp + c0), a[0]);
+                        $store(out.add(r * dp + c0 + $lanes), a[1]);
+                    }
+                }
+                c0 += 2 * $lanes;
+            }
+            if c0 < dp {
+                let mut acc = [$zero(); S];
+                for j in 0..len {
+                    // SAFETY: as above, one vector.
                     let x = unsafe { $load(v.add(j * dp + c0)) };
                     for (r, a) in acc.iter_mut().enumerate() {
                         let w = $set1(unsafe { *p.add(r * width + j) });

@@ -37,7 +37,7 @@ impl EmbedOptions {
             "embed".into(),
             json!({
                 "device": device,
-                "precision": self.precision.name(),
+                "precision": self.precision.fingerprint_text(),
                 "idf": self.idf,
                 "rescale": match &self.rescale {
                     None => "None".to_string(),

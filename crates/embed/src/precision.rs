@@ -9,7 +9,10 @@
 //! |-----------|--------------------------------|-------------------------------|--------------|
 //! | `fp32`    | f32                            | f32                           | f32          |
 //! | `bf16`    | bf16 (round to nearest even)   | rounded to bf16               | f32          |
-//! | `int8`    | s8, one scale per output       | u8, one scale + zero per row  | i32, exact   |
+//! | `int8`    | s8, one scale per output (1)   | u8, one scale + zero per row  | i32, exact   |
+//!
+//! (1) 64 to 127 levels per output, so that no pair of same-sign weights
+//! passes 128 (see [`crate::kernels::int8`]).
 //!
 //! On a GPU (`--device cuda`) `bf16` and `fp16` mean something wider: the
 //! BERT-shaped body (BERT, RoBERTa/XLM-R, MPNet, DistilBERT) runs its layers
@@ -64,6 +67,17 @@ impl Precision {
             Precision::Bf16 => "bf16",
             Precision::Int8 => "int8",
             Precision::Fp16 => "fp16",
+        }
+    }
+
+    /// How run fingerprints and cache keys record the precision: its name,
+    /// and for `int8` the form of its weights too, since that changed the
+    /// values (levels limited per input pair): an int8 run or cache entry
+    /// made with the earlier weights must not be continued or reused.
+    pub fn fingerprint_text(self) -> &'static str {
+        match self {
+            Precision::Int8 => "int8 (weight pairs within 128)",
+            other => other.name(),
         }
     }
 

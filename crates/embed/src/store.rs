@@ -44,7 +44,7 @@ impl Numerics {
     pub(crate) fn of(precision: Precision) -> Numerics {
         Numerics {
             version: NUMERICS_VERSION,
-            precision: precision.name(),
+            precision: precision.fingerprint_text(),
         }
     }
 }

@@ -97,7 +97,7 @@ impl NliEntailment {
             fingerprint["entailment"] = json!(label);
         }
         fingerprint["max_length"] = json!(folder.max_length());
-        fingerprint["precision"] = json!(options.precision.name());
+        fingerprint["precision"] = json!(options.precision.fingerprint_text());
         if folder.drops_token_types() {
             fingerprint["token_types"] = json!(false);
         }

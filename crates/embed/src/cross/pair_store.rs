@@ -39,7 +39,7 @@ impl PairStore {
                 "cross;max_seq_length={};activation={};softmax={softmax};numerics={NUMERICS_VERSION};precision={}",
                 folder.files.max_seq_length,
                 folder.activation.name(),
-                options.precision.name()
+                options.precision.fingerprint_text()
             )
             .as_bytes(),
         );

@@ -247,7 +247,7 @@ impl CrossPlan {
             "activation": f.activation.name(),
             "max_length": f.max_length(),
             "nli_labels": self.nli.map(|n| json!([n.entailment, n.contradiction])),
-            "precision": options.precision.name(),
+            "precision": options.precision.fingerprint_text(),
             "metrics": self.metrics.iter().map(|m| m.name.clone()).collect::<Vec<_>>(),
         });
         if f.drops_token_types() {

@@ -116,16 +116,31 @@ pub(crate) fn vnni_rows() -> Rows {
     |x, w, o| unsafe { rows_vnni(x, w, o) }
 }
 
-/// The int8 tile loop with `vpmaddwd` (AVX2) on pairs of 16-bit values,
-/// where no `vpdpbusd` is usable but a SIMD kernel path is in use: the same
-/// exact i32 sums as the VNNI tiles and the portable path, at half the
-/// instructions of an f32 product per multiply-add. `None` on the portable
-/// path (which runs gemm on exact integers).
+/// The int8 tile loop with `vpmaddubsw` (AVX2) on groups of 4 bytes, the
+/// layout of `vpdpbusd`, where no `vpdpbusd` is usable but a SIMD kernel
+/// path is in use: the same exact i32 sums as the VNNI tiles and the
+/// portable path, since the weights keep every pair of products inside
+/// i16 (see `int8`). `None` on the portable path (which runs gemm on exact
+/// integers).
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn maddwd_rows() -> Option<Rows> {
+pub(crate) fn maddubs_rows() -> Option<Rows> {
     match super::active() {
         // SAFETY: both paths' features (AVX2 included) are checked when the
         // path is chosen.
+        super::KernelPath::Avx512 | super::KernelPath::Avx2 => {
+            Some(|x, w, o| unsafe { rows_maddubs(x, w, o) })
+        }
+        super::KernelPath::Portable => None,
+    }
+}
+
+/// The int8 tile loop with `vpmaddwd` on pairs of 16-bit values, which the
+/// AVX2 path ran before `vpmaddubsw` (tests: the speed measurement's
+/// side-by-side column).
+#[cfg(all(test, target_arch = "x86_64"))]
+pub(crate) fn maddwd_rows() -> Option<Rows> {
+    match super::active() {
+        // SAFETY: as `maddubs_rows`.
         super::KernelPath::Avx512 | super::KernelPath::Avx2 => {
             Some(|x, w, o| unsafe { rows_maddwd(x, w, o) })
         }
@@ -142,10 +157,17 @@ pub(crate) const LANES: usize = 16;
 /// 24 products; with the 3 lines that is 27 of the 32 AVX-512 registers.
 const TILE: (usize, usize) = (8, 3);
 
-/// The full tile of `vpmaddwd`: an accumulator of 16 lanes is two AVX2
+/// The full tile of `vpmaddwd` (tests): an accumulator of 16 lanes is two AVX2
 /// registers, so 6 rows × 1 block is 12 accumulators, with the block's two
 /// weight registers and a broadcast 15 of the 16.
+#[cfg(test)]
 const MADDWD_TILE: (usize, usize) = (6, 1);
+
+/// The full tile of `vpmaddubsw`: as for `vpmaddwd`, an accumulator is two
+/// AVX2 registers, so 4 rows × 1 block is 8 accumulators, with the block's
+/// two weight registers, a broadcast, the ones and two products 14 of the
+/// 16 (6 rows measured no faster).
+const MADDUBS_TILE: (usize, usize) = (4, 1);
 
 /// The full tile of [`avx2::Bf16`]: 4 rows × 1 block is 8 accumulators,
 /// with the block's 4 widened weight registers, 2 broadcasts and 2
@@ -542,24 +564,81 @@ rows_for!(
 rows_for!(rows_bf16_lanes_avx2, lanes::Bf16, "avx2,fma", LANES_TILE);
 #[cfg(target_arch = "x86_64")]
 rows_for!(rows_bf16_avx2, avx2::Bf16, "avx2,fma", BF16_AVX2_TILE);
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(test, target_arch = "x86_64"))]
 rows_for!(rows_maddwd, avx2::MaddWd, "avx2", MADDWD_TILE);
+#[cfg(target_arch = "x86_64")]
+rows_for!(rows_maddubs, avx2::MaddUbs, "avx2", MADDUBS_TILE);
 
 /// The AVX2 units of the tiles where AVX-512's dot-product instructions
-/// are missing: int8's `vpmaddwd`, and `vdpbf16ps` in AVX2 instructions.
+/// are missing: int8's `vpmaddubsw` (and `vpmaddwd`, which it replaced),
+/// and `vdpbf16ps` in AVX2 instructions.
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2 {
     use std::arch::x86_64::*;
 
     use super::{DotUnit, LANES};
 
+    /// `vpmaddubsw`, `vpmaddwd` by ones, then `vpaddd`: in each 32-bit
+    /// lane, four u8 activations times four s8 weights, each pair of
+    /// products summed to i16 (saturating), the two pairs to i32 and into
+    /// the lane's accumulator. `vpdpbusd`'s sums wherever no pair saturates,
+    /// which `int8`'s weights guarantee (two weights of a pair with the same
+    /// sign add up to at most 128 in magnitude: 255 · 128 = 32,640 ≤
+    /// 32,767). Twice `vpmaddwd`'s multiply-adds per instruction, and bytes
+    /// where it read 16-bit values.
+    pub(crate) struct MaddUbs;
+
+    impl DotUnit for MaddUbs {
+        type Acc = [__m256i; 2];
+        type Line = [__m256i; 2];
+
+        #[inline(always)]
+        unsafe fn zero() -> Self::Acc {
+            [_mm256_setzero_si256(); 2]
+        }
+
+        #[inline(always)]
+        unsafe fn load(p: *const u32) -> Self::Line {
+            // SAFETY: the caller passes 16 readable values.
+            unsafe {
+                [
+                    _mm256_loadu_si256(p.cast()),
+                    _mm256_loadu_si256(p.add(8).cast()),
+                ]
+            }
+        }
+
+        #[inline(always)]
+        unsafe fn dot(acc: Self::Acc, x: u32, w: Self::Line) -> Self::Acc {
+            // Unsigned bytes in the first operand, signed in the second.
+            let x = _mm256_set1_epi32(x as i32);
+            let ones = _mm256_set1_epi16(1);
+            let quad = |w| _mm256_madd_epi16(_mm256_maddubs_epi16(x, w), ones);
+            [
+                _mm256_add_epi32(acc[0], quad(w[0])),
+                _mm256_add_epi32(acc[1], quad(w[1])),
+            ]
+        }
+
+        #[inline(always)]
+        unsafe fn store(acc: Self::Acc, out: &mut [u32]) {
+            assert!(out.len() >= LANES);
+            // SAFETY: 16 writable values, asserted.
+            unsafe {
+                _mm256_storeu_si256(out.as_mut_ptr().cast(), acc[0]);
+                _mm256_storeu_si256(out.as_mut_ptr().add(8).cast(), acc[1]);
+            }
+        }
+    }
+
     /// `vpmaddwd` then `vpaddd`: in each 32-bit lane, a pair of i16
     /// activations (u8 values, so never negative) times a pair of i16
     /// weights (s8 values), both products added into the lane's i32
-    /// accumulator. Exact: |2 · 255 · 127| is far inside i16 × i16 → i32,
-    /// unlike `vpmaddubsw`, whose i16 pair sums saturate.
+    /// accumulator (tests: the speed measurement's side-by-side column).
+    #[cfg(test)]
     pub(crate) struct MaddWd;
 
+    #[cfg(test)]
     impl DotUnit for MaddWd {
         type Acc = [__m256i; 2];
         type Line = [__m256i; 2];
@@ -778,6 +857,44 @@ pub(crate) mod lanes {
         }
     }
 
+    /// `vpmaddubsw` + `vpmaddwd` by ones + `vpaddd` lane by lane: each
+    /// lane's pairs of u8 × s8 products summed and saturated to i16, both
+    /// pairs added into its i32 accumulator, wrapping as the instructions
+    /// do (tests: the real AVX2 tiles are held to it).
+    #[cfg(test)]
+    pub(crate) struct MaddUbs;
+
+    #[cfg(test)]
+    impl DotUnit for MaddUbs {
+        type Acc = [i32; LANES];
+        type Line = [u32; LANES];
+
+        unsafe fn zero() -> Self::Acc {
+            [0; LANES]
+        }
+
+        unsafe fn load(p: *const u32) -> Self::Line {
+            // SAFETY: the caller passes 16 readable values.
+            unsafe { std::ptr::read_unaligned(p.cast()) }
+        }
+
+        unsafe fn dot(mut acc: Self::Acc, x: u32, w: Self::Line) -> Self::Acc {
+            let product =
+                |w: u32, i: u32| (x >> (8 * i)) as u8 as i32 * (w >> (8 * i)) as u8 as i8 as i32;
+            for (a, w) in acc.iter_mut().zip(w) {
+                let pair = |i| (product(w, i) + product(w, i + 1)).clamp(-32_768, 32_767);
+                *a = a.wrapping_add(pair(0) + pair(2));
+            }
+            acc
+        }
+
+        unsafe fn store(acc: Self::Acc, out: &mut [u32]) {
+            for (o, a) in out.iter_mut().zip(acc) {
+                *o = a as u32;
+            }
+        }
+    }
+
     /// `vpmaddwd` + `vpaddd` lane by lane: each lane's two i16 products
     /// added into its i32 accumulator, wrapping as the instructions do
     /// (tests: the real AVX2 tiles are held to it).
@@ -914,8 +1031,13 @@ mod tests {
             let real = raw_product(&x, n, &w, |x, w, o| unsafe { rows_maddwd(x, w, o) });
             let emulated = raw_product(&x, n, &w, rows_plain::<lanes::MaddWd>);
             assert!(real == emulated, "vpmaddwd differs from its emulation");
+            // Any bytes, so saturated pairs included.
+            // SAFETY: as above.
+            let real = raw_product(&x, n, &w, |x, w, o| unsafe { rows_maddubs(x, w, o) });
+            let emulated = raw_product(&x, n, &w, rows_plain::<lanes::MaddUbs>);
+            assert!(real == emulated, "vpmaddubsw differs from its emulation");
         } else {
-            eprintln!("vpmaddwd: not on this CPU, emulation only");
+            eprintln!("vpmaddwd, vpmaddubsw: not on this CPU, emulation only");
         }
         // bf16 pairs of moderate, finite values (no NaN/Inf patterns).
         let finite = |v: u32| -> u32 {
@@ -967,5 +1089,42 @@ mod tests {
             }
             None => eprintln!("vdpbf16ps: not on this CPU, emulation only"),
         }
+    }
+
+    /// `vpmaddubsw`'s sums are `vpdpbusd`'s when the two weights of every
+    /// pair with the same sign add up to at most 128 in magnitude, for any
+    /// activation bytes; with any weights they are not (so the limit
+    /// matters).
+    #[test]
+    fn maddubs_sums_are_vnnis_within_the_pair_limit() {
+        let (n, g, out) = (21, 53, 40);
+        let x = groups(n * g, 17);
+        let any = groups(out * g, 19);
+        // Each byte pair brought within the limit by halving both until it
+        // fits (or their signs differ).
+        let limited: Vec<u32> = any
+            .iter()
+            .map(|&v| {
+                let mut b = v.to_le_bytes().map(|b| b as i8 as i32);
+                for p in b.chunks_exact_mut(2) {
+                    while p[0] * p[1] > 0 && p[0].abs() + p[1].abs() > 128 {
+                        p[0] /= 2;
+                        p[1] /= 2;
+                    }
+                }
+                u32::from_le_bytes(b.map(|v| v as i8 as u8))
+            })
+            .collect();
+        let packed = |all: Vec<u32>| Packed::new(out, g, move |o, k| all[o * g + k]);
+        let (wl, wa) = (packed(limited), packed(any));
+        assert!(
+            raw_product(&x, n, &wl, rows_plain::<lanes::MaddUbs>)
+                == raw_product(&x, n, &wl, rows_plain::<lanes::Vnni>)
+        );
+        assert!(
+            raw_product(&x, n, &wa, rows_plain::<lanes::MaddUbs>)
+                != raw_product(&x, n, &wa, rows_plain::<lanes::Vnni>),
+            "no pair saturated: the test's weights are too small"
+        );
     }
 }

@@ -578,6 +578,36 @@ pub(crate) mod avx2 {
 
     use super::{DotUnit, LANES};
 
+    /// A line of 16 32-bit groups as two registers: how both integer
+    /// units load their weights.
+    ///
+    /// # Safety
+    /// `p` must point to 16 readable values, and the CPU must have AVX2.
+    #[inline(always)]
+    unsafe fn load_two(p: *const u32) -> [__m256i; 2] {
+        // SAFETY: as the caller guarantees.
+        unsafe {
+            [
+                _mm256_loadu_si256(p.cast()),
+                _mm256_loadu_si256(p.add(8).cast()),
+            ]
+        }
+    }
+
+    /// Writes a 16-lane accumulator held in two registers.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[inline(always)]
+    unsafe fn store_two(acc: [__m256i; 2], out: &mut [u32]) {
+        assert!(out.len() >= LANES);
+        // SAFETY: 16 writable values, asserted.
+        unsafe {
+            _mm256_storeu_si256(out.as_mut_ptr().cast(), acc[0]);
+            _mm256_storeu_si256(out.as_mut_ptr().add(8).cast(), acc[1]);
+        }
+    }
+
     /// `vpmaddubsw`, `vpmaddwd` by ones, then `vpaddd`: in each 32-bit
     /// lane, four u8 activations times four s8 weights, each pair of
     /// products summed to i16 (saturating), the two pairs to i32 and into
@@ -600,12 +630,7 @@ pub(crate) mod avx2 {
         #[inline(always)]
         unsafe fn load(p: *const u32) -> Self::Line {
             // SAFETY: the caller passes 16 readable values.
-            unsafe {
-                [
-                    _mm256_loadu_si256(p.cast()),
-                    _mm256_loadu_si256(p.add(8).cast()),
-                ]
-            }
+            unsafe { load_two(p) }
         }
 
         #[inline(always)]
@@ -622,12 +647,8 @@ pub(crate) mod avx2 {
 
         #[inline(always)]
         unsafe fn store(acc: Self::Acc, out: &mut [u32]) {
-            assert!(out.len() >= LANES);
-            // SAFETY: 16 writable values, asserted.
-            unsafe {
-                _mm256_storeu_si256(out.as_mut_ptr().cast(), acc[0]);
-                _mm256_storeu_si256(out.as_mut_ptr().add(8).cast(), acc[1]);
-            }
+            // SAFETY: the caller guarantees AVX2.
+            unsafe { store_two(acc, out) }
         }
     }
 
@@ -651,12 +672,7 @@ pub(crate) mod avx2 {
         #[inline(always)]
         unsafe fn load(p: *const u32) -> Self::Line {
             // SAFETY: the caller passes 16 readable values.
-            unsafe {
-                [
-                    _mm256_loadu_si256(p.cast()),
-                    _mm256_loadu_si256(p.add(8).cast()),
-                ]
-            }
+            unsafe { load_two(p) }
         }
 
         #[inline(always)]
@@ -670,12 +686,8 @@ pub(crate) mod avx2 {
 
         #[inline(always)]
         unsafe fn store(acc: Self::Acc, out: &mut [u32]) {
-            assert!(out.len() >= LANES);
-            // SAFETY: 16 writable values, asserted.
-            unsafe {
-                _mm256_storeu_si256(out.as_mut_ptr().cast(), acc[0]);
-                _mm256_storeu_si256(out.as_mut_ptr().add(8).cast(), acc[1]);
-            }
+            // SAFETY: the caller guarantees AVX2.
+            unsafe { store_two(acc, out) }
         }
     }
 

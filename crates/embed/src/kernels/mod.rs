@@ -319,10 +319,10 @@ macro_rules! tiled_products {
             }
         }
 
-        /// Query rows per sub-block and key (or value) vectors per step:
-        /// 4 × 2 accumulators, so each step loads 2 vectors and broadcasts
-        /// 4 values for 8 multiplies and adds (a 1-vector block loaded 9
-        /// for 8, and its loads, not its arithmetic, bounded it).
+        /// Rows per sub-block and vectors per step: 4 × 2 accumulators, so
+        /// each step loads 2 vectors and broadcasts 4 values for 8
+        /// multiplies and adds (a 1-vector block of 8 rows loaded 9 for 8,
+        /// and its loads, not its arithmetic, bounded it).
         const SUB_ROWS: usize = 4;
 
         /// `scores[r][j] = Σ_c q[r][c] · kt[c][j]`.
@@ -340,75 +340,14 @@ macro_rules! tiled_products {
                     && scores.len() >= R * width
                     && width.is_multiple_of($lanes)
             );
-            let mut r0 = 0;
-            while r0 < R {
-                let (q, out) = (&q[r0 * d..], &mut scores[r0 * width..]);
-                // SAFETY: rows r0.. of q and scores, within the asserted sizes.
-                unsafe {
-                    if R - r0 >= SUB_ROWS {
-                        scores_rows::<SUB_ROWS>(keys, d, q, out);
-                        r0 += SUB_ROWS;
-                    } else {
-                        scores_rows::<1>(keys, d, q, out);
-                        r0 += 1;
-                    }
-                }
-            }
-        }
-
-        /// [`tile_scores`] for `S` rows, two key vectors a step, then one.
-        /// Each score is still the sum over `c` in order, from zero.
-        ///
-        /// # Safety
-        /// As [`tile_scores`], with `q` and `scores` holding `S` rows.
-        #[target_feature(enable = $feature)]
-        #[inline]
-        unsafe fn scores_rows<const S: usize>(
-            keys: &Keys<'_>,
-            d: usize,
-            q: &[f32],
-            scores: &mut [f32],
-        ) {
-            let Keys { stride, width, .. } = *keys;
-            let (kt, q, out) = (keys.kt.as_ptr(), q.as_ptr(), scores.as_mut_ptr());
-            let mut j0 = 0;
-            while j0 + 2 * $lanes <= width {
-                let mut acc = [[$zero(); 2]; S];
-                for c in 0..d {
-                    // SAFETY: c < d, r < S and j0 + 2·lanes <= width (the
-                    // caller's sizes).
-                    let (k0, k1) = unsafe {
-                        let at = kt.add(c * stride + j0);
-                        ($load(at), $load(at.add($lanes)))
-                    };
-                    for (r, a) in acc.iter_mut().enumerate() {
-                        let x = $set1(unsafe { *q.add(r * d + c) });
-                        a[0] = $add(a[0], $mul(x, k0));
-                        a[1] = $add(a[1], $mul(x, k1));
-                    }
-                }
-                for (r, a) in acc.iter().enumerate() {
-                    unsafe {
-                        $store(out.add(r * width + j0), a[0]);
-                        $store(out.add(r * width + j0 + $lanes), a[1]);
-                    }
-                }
-                j0 += 2 * $lanes;
-            }
-            if j0 < width {
-                let mut acc = [$zero(); S];
-                for c in 0..d {
-                    // SAFETY: as above, one vector.
-                    let k = unsafe { $load(kt.add(c * stride + j0)) };
-                    for (r, a) in acc.iter_mut().enumerate() {
-                        let x = $set1(unsafe { *q.add(r * d + c) });
-                        *a = $add(*a, $mul(x, k));
-                    }
-                }
-                for (r, a) in acc.iter().enumerate() {
-                    unsafe { $store(out.add(r * width + j0), *a) };
-                }
-            }
+            let b = Operand {
+                values: keys.kt,
+                stride,
+                len: d,
+                width,
+            };
+            // SAFETY: the sizes asserted above are those `rows_times` needs.
+            unsafe { rows_times::<R>(q, d, &b, scores) }
         }
 
         /// `o[r][c] = Σ_j p[r][j] · v[j][c]`.
@@ -425,69 +364,115 @@ macro_rules! tiled_products {
                     && o.len() >= R * dp
                     && dp % $lanes == 0
             );
+            let b = Operand {
+                values: keys.v,
+                stride: dp,
+                len,
+                width: dp,
+            };
+            // SAFETY: as above.
+            unsafe { rows_times::<R>(p, width, &b, o) }
+        }
+
+        /// The right-hand side of [`rows_times`]: `len` rows, `stride`
+        /// apart, of which the first `width` columns (whole vectors) are
+        /// used.
+        struct Operand<'a> {
+            values: &'a [f32],
+            stride: usize,
+            len: usize,
+            width: usize,
+        }
+
+        /// `out[r][j] = Σ_k a[r][k] · b[k][j]` for `R` rows of `a` (`a_width`
+        /// apart; `b.len` values each are used) and `out` (`b.width` apart),
+        /// in sub-blocks of [`SUB_ROWS`] rows over two vectors a step, then
+        /// one. Each output is the sum over `k` in order, from zero, a
+        /// multiply then an add: the portable loops' bits.
+        ///
+        /// # Safety
+        /// The CPU must have this module's features; `a` must hold `R` rows,
+        /// `out` `R` rows of `b.width`, `b.values` `b.len` rows; `b.width` a
+        /// whole number of vectors.
+        #[target_feature(enable = $feature)]
+        #[inline]
+        unsafe fn rows_times<const R: usize>(
+            a: &[f32],
+            a_width: usize,
+            b: &Operand<'_>,
+            out: &mut [f32],
+        ) {
             let mut r0 = 0;
             while r0 < R {
-                let (p, out) = (&p[r0 * width..], &mut o[r0 * dp..]);
-                // SAFETY: rows r0.. of p and o, within the asserted sizes.
+                let (a, out) = (&a[r0 * a_width..], &mut out[r0 * b.width..]);
+                // SAFETY: rows r0.. of a and out, within the caller's sizes.
                 unsafe {
                     if R - r0 >= SUB_ROWS {
-                        weighted_rows::<SUB_ROWS>(keys, p, out);
+                        sub_block::<SUB_ROWS>(a, a_width, b, out);
                         r0 += SUB_ROWS;
                     } else {
-                        weighted_rows::<1>(keys, p, out);
+                        sub_block::<1>(a, a_width, b, out);
                         r0 += 1;
                     }
                 }
             }
         }
 
-        /// [`tile_weighted_values`] for `S` rows, two value vectors a step,
-        /// then one. Each output is still the sum over `j` in order, from
-        /// zero.
+        /// [`rows_times`] for `S` rows.
         ///
         /// # Safety
-        /// As [`tile_weighted_values`], with `p` and `o` holding `S` rows.
+        /// As [`rows_times`], with `S` rows.
         #[target_feature(enable = $feature)]
         #[inline]
-        unsafe fn weighted_rows<const S: usize>(keys: &Keys<'_>, p: &[f32], o: &mut [f32]) {
-            let Keys { len, width, dp, .. } = *keys;
-            let (v, p, out) = (keys.v.as_ptr(), p.as_ptr(), o.as_mut_ptr());
-            let mut c0 = 0;
-            while c0 + 2 * $lanes <= dp {
+        unsafe fn sub_block<const S: usize>(
+            a: &[f32],
+            a_width: usize,
+            b: &Operand<'_>,
+            out: &mut [f32],
+        ) {
+            let Operand {
+                values,
+                stride,
+                len,
+                width,
+            } = *b;
+            let (bv, a, out) = (values.as_ptr(), a.as_ptr(), out.as_mut_ptr());
+            let mut j0 = 0;
+            while j0 + 2 * $lanes <= width {
                 let mut acc = [[$zero(); 2]; S];
-                for j in 0..len {
-                    // SAFETY: j < len, r < S and c0 + 2·lanes <= dp (the
+                for k in 0..len {
+                    // SAFETY: k < len, r < S and j0 + 2·lanes <= width (the
                     // caller's sizes).
-                    let (x0, x1) = unsafe {
-                        let at = v.add(j * dp + c0);
+                    let (b0, b1) = unsafe {
+                        let at = bv.add(k * stride + j0);
                         ($load(at), $load(at.add($lanes)))
                     };
-                    for (r, a) in acc.iter_mut().enumerate() {
-                        let w = $set1(unsafe { *p.add(r * width + j) });
-                        a[0] = $add(a[0], $mul(w, x0));
-                        a[1] = $add(a[1], $mul(w, x1));
+                    for (r, acc) in acc.iter_mut().enumerate() {
+                        let x = $set1(unsafe { *a.add(r * a_width + k) });
+                        acc[0] = $add(acc[0], $mul(x, b0));
+                        acc[1] = $add(acc[1], $mul(x, b1));
                     }
                 }
-                for (r, a) in acc.iter().enumerate() {
+                for (r, acc) in acc.iter().enumerate() {
                     unsafe {
-                        $store(out.add(r * dp + c0), a[0]);
-                        $store(out.add(r * dp + c0 + $lanes), a[1]);
+                        $store(out.add(r * width + j0), acc[0]);
+                        $store(out.add(r * width + j0 + $lanes), acc[1]);
                     }
                 }
-                c0 += 2 * $lanes;
+                j0 += 2 * $lanes;
             }
-            if c0 < dp {
+            if j0 < width {
                 let mut acc = [$zero(); S];
-                for j in 0..len {
+                for k in 0..len {
                     // SAFETY: as above, one vector.
-                    let x = unsafe { $load(v.add(j * dp + c0)) };
-                    for (r, a) in acc.iter_mut().enumerate() {
-                        let w = $set1(unsafe { *p.add(r * width + j) });
-                        *a = $add(*a, $mul(w, x));
+                    let b0 = unsafe { $load(bv.add(k * stride + j0)) };
+                    for (r, acc) in acc.iter_mut().enumerate() {
+                        let x = $set1(unsafe { *a.add(r * a_width + k) });
+                        *acc = $add(*acc, $mul(x, b0));
                     }
                 }
-                for (r, a) in acc.iter().enumerate() {
-                    unsafe { $store(out.add(r * dp + c0), *a) };
+                for (r, acc) in acc.iter().enumerate() {
+                    unsafe { $store(out.add(r * width + j0), *acc) };
                 }
             }
         }

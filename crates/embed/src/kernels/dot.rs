@@ -614,8 +614,8 @@ pub(crate) mod avx2 {
     /// the lane's accumulator. `vpdpbusd`'s sums wherever no pair saturates,
     /// which `int8`'s weights guarantee (two weights of a pair with the same
     /// sign add up to at most 128 in magnitude: 255 · 128 = 32,640 ≤
-    /// 32,767). Twice `vpmaddwd`'s multiply-adds per instruction, and bytes
-    /// where it read 16-bit values.
+    /// 32,767). Three instructions per 32 multiply-adds where `vpmaddwd`
+    /// took four, on bytes where it read 16-bit values.
     pub(crate) struct MaddUbs;
 
     impl DotUnit for MaddUbs {

@@ -29,6 +29,8 @@ def main() -> None:
     for fixture in sorted(glob.glob(str(ROOT / "tests/fixtures/cross-*.jsonl"))):
         lines = pathlib.Path(fixture).read_text().splitlines()
         header = json.loads(lines[0])["header"]
+        if "model" not in header:
+            continue  # the checker recipes' fixture: several twins, no one model
         rows = [json.loads(line) for line in lines[1:]]
         name = header["model"]
         inp = f"{out}/{name}.parquet"
@@ -39,8 +41,12 @@ def main() -> None:
             flags, columns = ["--metrics", "cross"], ["cross_score"]
         else:
             flags, columns = ["--metrics", "nli_precision,nli_recall"], ["nli_precision", "nli_recall"]
-            if all(label.startswith("LABEL_") for label in header["id2label"].values()):
+            labels = header["id2label"]
+            if all(label.startswith("LABEL_") for label in labels.values()):
                 flags += ["--nli-labels", "entailment=1"]  # MiniCheck's order
+            elif "consistent" in labels.values():  # HHEM's names
+                index = next(i for i, label in labels.items() if label == "consistent")
+                flags += ["--nli-labels", f"entailment={index}"]
         scores = {}
         for precision in ["fp32", "bf16", "int8"]:
             o = f"{out}/{name}-{precision}.parquet"

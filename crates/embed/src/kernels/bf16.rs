@@ -11,6 +11,8 @@
 //! same bits (the portable path is slower than gemm would be, but gemm's
 //! order would move end-to-end cosines by up to 1e-3 between CPUs).
 
+use std::mem::MaybeUninit;
+
 use candle_core::{Result, Tensor};
 
 use super::dot::{self, Packed};
@@ -108,11 +110,11 @@ impl dot::Conversions for Weight {
     }
 
     #[inline(always)]
-    fn finish(&self, (): (), _: &[f32], raw: &[u32], y: &mut [f32]) {
+    fn finish(&self, (): (), _: &[f32], raw: &[u32], y: &mut [MaybeUninit<f32>]) {
         let width = self.packed.width();
         for (yr, rr) in y.chunks_exact_mut(self.out).zip(raw.chunks_exact(width)) {
             for (y, &r) in yr.iter_mut().zip(rr) {
-                *y = f32::from_bits(r);
+                y.write(f32::from_bits(r));
             }
         }
     }

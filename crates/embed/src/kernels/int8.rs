@@ -22,6 +22,8 @@
 //!   chunks of [`CHUNK`] inputs, small enough that every partial sum is an
 //!   integer below 2²⁴ and so exact in f32 whatever the order of the adds.
 
+use std::mem::MaybeUninit;
+
 use candle_core::{Result, Tensor};
 
 #[cfg(target_arch = "x86_64")]
@@ -266,9 +268,9 @@ impl Weight {
     /// `y = (Σ q_x·q_w − zero·Σ q_w) · scale_x · scale_w` for one row of
     /// exact sums `acc`.
     #[inline(always)]
-    fn dequantise(&self, (scale, zero): (f32, i32), acc: &[u32], y: &mut [f32]) {
+    fn dequantise(&self, (scale, zero): (f32, i32), acc: &[u32], y: &mut [MaybeUninit<f32>]) {
         for (((y, &a), &sum), &ws) in y.iter_mut().zip(acc).zip(&self.sums).zip(&self.scales) {
-            *y = (a as i32 - zero * sum) as f32 * (scale * ws);
+            y.write((a as i32 - zero * sum) as f32 * (scale * ws));
         }
     }
 
@@ -282,14 +284,16 @@ impl Weight {
             Form::Values(w) => {
                 let params: Vec<(f32, i32)> = x.chunks_exact(inp).map(row_params).collect();
                 let acc = self.portable(x, n, &params, w);
-                let mut y = vec![0f32; n * out];
-                for ((yr, ar), &p) in y
+                let mut y: Vec<f32> = Vec::with_capacity(n * out);
+                for ((yr, ar), &p) in y.spare_capacity_mut()[..n * out]
                     .chunks_exact_mut(out)
                     .zip(acc.chunks_exact(out))
                     .zip(&params)
                 {
                     self.dequantise(p, ar, yr);
                 }
+                // SAFETY: `n` rows of `out`, each written whole above.
+                unsafe { y.set_len(n * out) };
                 y
             }
             Form::Tiles {
@@ -368,7 +372,7 @@ impl dot::Conversions for Tiled<'_> {
     }
 
     #[inline(always)]
-    fn finish(&self, params: Vec<(f32, i32)>, _: &[f32], raw: &[u32], y: &mut [f32]) {
+    fn finish(&self, params: Vec<(f32, i32)>, _: &[f32], raw: &[u32], y: &mut [MaybeUninit<f32>]) {
         let (out, width) = (self.weight.out, self.packed.width());
         for ((yr, rr), &p) in y
             .chunks_exact_mut(out)

@@ -136,20 +136,6 @@ pub(crate) fn maddubs_rows() -> Option<Rows> {
     }
 }
 
-/// The int8 tile loop with `vpmaddwd` on pairs of 16-bit values, which the
-/// AVX2 path ran before `vpmaddubsw` (tests: the speed measurement's
-/// side-by-side column).
-#[cfg(all(test, target_arch = "x86_64"))]
-pub(crate) fn maddwd_rows() -> Option<Rows> {
-    match super::active() {
-        // SAFETY: as `maddubs_rows`.
-        super::KernelPath::Avx512 | super::KernelPath::Avx2 => {
-            Some(|x, w, o| unsafe { rows_maddwd(x, w, o) })
-        }
-        super::KernelPath::Portable => None,
-    }
-}
-
 /// Lanes of one accumulator: one AVX-512 register of 32-bit values.
 pub(crate) const LANES: usize = 16;
 
@@ -159,14 +145,8 @@ pub(crate) const LANES: usize = 16;
 /// 24 products; with the 3 lines that is 27 of the 32 AVX-512 registers.
 const TILE: (usize, usize) = (8, 3);
 
-/// The full tile of `vpmaddwd` (tests): an accumulator of 16 lanes is two AVX2
-/// registers, so 6 rows × 1 block is 12 accumulators, with the block's two
-/// weight registers and a broadcast 15 of the 16.
-#[cfg(test)]
-const MADDWD_TILE: (usize, usize) = (6, 1);
-
-/// The full tile of `vpmaddubsw`: as for `vpmaddwd`, an accumulator is two
-/// AVX2 registers, so 4 rows × 1 block is 8 accumulators, with the block's
+/// The full tile of `vpmaddubsw`: an accumulator of 16 lanes is two AVX2
+/// registers, so 4 rows × 1 block is 8 accumulators, with the block's
 /// two weight registers, a broadcast, the ones and two products 14 of the
 /// 16 (6 rows measured no faster).
 const MADDUBS_TILE: (usize, usize) = (4, 1);
@@ -576,49 +556,16 @@ rows_for!(
 rows_for!(rows_bf16_lanes_avx2, lanes::Bf16, "avx2,fma", LANES_TILE);
 #[cfg(target_arch = "x86_64")]
 rows_for!(rows_bf16_avx2, avx2::Bf16, "avx2,fma", BF16_AVX2_TILE);
-#[cfg(all(test, target_arch = "x86_64"))]
-rows_for!(rows_maddwd, avx2::MaddWd, "avx2", MADDWD_TILE);
 #[cfg(target_arch = "x86_64")]
 rows_for!(rows_maddubs, avx2::MaddUbs, "avx2", MADDUBS_TILE);
 
 /// The AVX2 units of the tiles where AVX-512's dot-product instructions
-/// are missing: int8's `vpmaddubsw` (and `vpmaddwd`, which it replaced),
-/// and `vdpbf16ps` in AVX2 instructions.
+/// are missing: int8's `vpmaddubsw`, and `vdpbf16ps` in AVX2 instructions.
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2 {
     use std::arch::x86_64::*;
 
     use super::{DotUnit, LANES};
-
-    /// A line of 16 32-bit groups as two registers: how both integer
-    /// units load their weights.
-    ///
-    /// # Safety
-    /// `p` must point to 16 readable values, and the CPU must have AVX2.
-    #[inline(always)]
-    unsafe fn load_two(p: *const u32) -> [__m256i; 2] {
-        // SAFETY: as the caller guarantees.
-        unsafe {
-            [
-                _mm256_loadu_si256(p.cast()),
-                _mm256_loadu_si256(p.add(8).cast()),
-            ]
-        }
-    }
-
-    /// Writes a 16-lane accumulator held in two registers.
-    ///
-    /// # Safety
-    /// The CPU must have AVX2.
-    #[inline(always)]
-    unsafe fn store_two(acc: [__m256i; 2], out: &mut [u32]) {
-        assert!(out.len() >= LANES);
-        // SAFETY: 16 writable values, asserted.
-        unsafe {
-            _mm256_storeu_si256(out.as_mut_ptr().cast(), acc[0]);
-            _mm256_storeu_si256(out.as_mut_ptr().add(8).cast(), acc[1]);
-        }
-    }
 
     /// `vpmaddubsw`, `vpmaddwd` by ones, then `vpaddd`: in each 32-bit
     /// lane, four u8 activations times four s8 weights, each pair of
@@ -626,8 +573,8 @@ pub(crate) mod avx2 {
     /// the lane's accumulator. `vpdpbusd`'s sums wherever no pair saturates,
     /// which `int8`'s weights guarantee (two weights of a pair with the same
     /// sign add up to at most 128 in magnitude: 255 · 128 = 32,640 ≤
-    /// 32,767). Three instructions per 32 multiply-adds where `vpmaddwd`
-    /// took four, on bytes where it read 16-bit values.
+    /// 32,767). Three instructions per 32 multiply-adds where the `vpmaddwd`
+    /// unit it replaced took four, on bytes where that read 16-bit values.
     pub(crate) struct MaddUbs;
 
     impl DotUnit for MaddUbs {
@@ -642,7 +589,12 @@ pub(crate) mod avx2 {
         #[inline(always)]
         unsafe fn load(p: *const u32) -> Self::Line {
             // SAFETY: the caller passes 16 readable values.
-            unsafe { load_two(p) }
+            unsafe {
+                [
+                    _mm256_loadu_si256(p.cast()),
+                    _mm256_loadu_si256(p.add(8).cast()),
+                ]
+            }
         }
 
         #[inline(always)]
@@ -659,47 +611,12 @@ pub(crate) mod avx2 {
 
         #[inline(always)]
         unsafe fn store(acc: Self::Acc, out: &mut [u32]) {
-            // SAFETY: the caller guarantees AVX2.
-            unsafe { store_two(acc, out) }
-        }
-    }
-
-    /// `vpmaddwd` then `vpaddd`: in each 32-bit lane, a pair of i16
-    /// activations (u8 values, so never negative) times a pair of i16
-    /// weights (s8 values), both products added into the lane's i32
-    /// accumulator (tests: the speed measurement's side-by-side column).
-    #[cfg(test)]
-    pub(crate) struct MaddWd;
-
-    #[cfg(test)]
-    impl DotUnit for MaddWd {
-        type Acc = [__m256i; 2];
-        type Line = [__m256i; 2];
-
-        #[inline(always)]
-        unsafe fn zero() -> Self::Acc {
-            [_mm256_setzero_si256(); 2]
-        }
-
-        #[inline(always)]
-        unsafe fn load(p: *const u32) -> Self::Line {
-            // SAFETY: the caller passes 16 readable values.
-            unsafe { load_two(p) }
-        }
-
-        #[inline(always)]
-        unsafe fn dot(acc: Self::Acc, x: u32, w: Self::Line) -> Self::Acc {
-            let x = _mm256_set1_epi32(x as i32);
-            [
-                _mm256_add_epi32(acc[0], _mm256_madd_epi16(x, w[0])),
-                _mm256_add_epi32(acc[1], _mm256_madd_epi16(x, w[1])),
-            ]
-        }
-
-        #[inline(always)]
-        unsafe fn store(acc: Self::Acc, out: &mut [u32]) {
-            // SAFETY: the caller guarantees AVX2.
-            unsafe { store_two(acc, out) }
+            assert!(out.len() >= LANES);
+            // SAFETY: 16 writable values, asserted.
+            unsafe {
+                _mm256_storeu_si256(out.as_mut_ptr().cast(), acc[0]);
+                _mm256_storeu_si256(out.as_mut_ptr().add(8).cast(), acc[1]);
+            }
         }
     }
 
@@ -919,42 +836,6 @@ pub(crate) mod lanes {
         }
     }
 
-    /// `vpmaddwd` + `vpaddd` lane by lane: each lane's two i16 products
-    /// added into its i32 accumulator, wrapping as the instructions do
-    /// (tests: the real AVX2 tiles are held to it).
-    #[cfg(test)]
-    pub(crate) struct MaddWd;
-
-    #[cfg(test)]
-    impl DotUnit for MaddWd {
-        type Acc = [i32; LANES];
-        type Line = [u32; LANES];
-
-        unsafe fn zero() -> Self::Acc {
-            [0; LANES]
-        }
-
-        unsafe fn load(p: *const u32) -> Self::Line {
-            // SAFETY: the caller passes 16 readable values.
-            unsafe { std::ptr::read_unaligned(p.cast()) }
-        }
-
-        unsafe fn dot(mut acc: Self::Acc, x: u32, w: Self::Line) -> Self::Acc {
-            let half = |v: u32, i: u32| (v >> (16 * i)) as u16 as i16 as i32;
-            for (a, w) in acc.iter_mut().zip(w) {
-                let pair = (half(x, 0) * half(w, 0)).wrapping_add(half(x, 1) * half(w, 1));
-                *a = a.wrapping_add(pair);
-            }
-            acc
-        }
-
-        unsafe fn store(acc: Self::Acc, out: &mut [u32]) {
-            for (o, a) in out.iter_mut().zip(acc) {
-                *o = a as u32;
-            }
-        }
-    }
-
     /// `vdpbf16ps` lane by lane: the odd pair's product first, as the
     /// instruction's definition adds them; each product is exact in f32 and
     /// each add rounds once.
@@ -1051,17 +932,13 @@ mod tests {
             None => eprintln!("vpdpbusd: not on this CPU, emulation only"),
         }
         if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2 (checked).
-            let real = raw_product(&x, n, &w, |x, w, o| unsafe { rows_maddwd(x, w, o) });
-            let emulated = raw_product(&x, n, &w, rows_plain::<lanes::MaddWd>);
-            assert!(real == emulated, "vpmaddwd differs from its emulation");
             // Any bytes, so saturated pairs included.
-            // SAFETY: as above.
+            // SAFETY: the CPU has AVX2 (checked).
             let real = raw_product(&x, n, &w, |x, w, o| unsafe { rows_maddubs(x, w, o) });
             let emulated = raw_product(&x, n, &w, rows_plain::<lanes::MaddUbs>);
             assert!(real == emulated, "vpmaddubsw differs from its emulation");
         } else {
-            eprintln!("vpmaddwd, vpmaddubsw: not on this CPU, emulation only");
+            eprintln!("vpmaddubsw: not on this CPU, emulation only");
         }
         // bf16 pairs of moderate, finite values (no NaN/Inf patterns).
         let finite = |v: u32| -> u32 {

@@ -48,14 +48,9 @@ pub(crate) struct Weight {
 enum Form {
     /// The quantised weights as f32 (`out × in`), for gemm.
     Values(Vec<f32>),
-    /// Packed for a tile loop: groups of `per_group` values (4 s8 for
-    /// `vpdpbusd` and `vpmaddubsw`, 2 i16 for `vpmaddwd`), and the loop to
-    /// run.
-    Tiles {
-        packed: Packed,
-        rows: Rows,
-        per_group: usize,
-    },
+    /// Packed for a tile loop (`vpdpbusd` or `vpmaddubsw`): groups of 4 s8
+    /// values, and the loop to run.
+    Tiles { packed: Packed, rows: Rows },
 }
 
 /// Which loop computes a product's exact sums, and so how its weights are
@@ -67,10 +62,6 @@ pub(crate) enum Layout {
     /// Groups of 4 bytes, for `vpdpbusd` or `vpmaddubsw` tiles (or their
     /// emulations).
     Quads(Rows),
-    /// Pairs of 16-bit values, for `vpmaddwd` tiles (or their emulation):
-    /// the AVX2 path before `vpmaddubsw` (tests: measured beside it).
-    #[cfg(test)]
-    Pairs(Rows),
 }
 
 impl Layout {
@@ -96,7 +87,6 @@ impl Layout {
             #[cfg(target_arch = "x86_64")]
             Layout::Quads(_) if Instruction::Vnni.usable() => "vpdpbusd",
             Layout::Quads(_) => "vpmaddubsw",
-            Layout::Pairs(_) => "vpmaddwd",
         }
     }
 }
@@ -151,13 +141,13 @@ fn quantise_row(row: &[f32], (scale, zero): (f32, i32), out: &mut [u8]) {
     }
 }
 
-/// `row` quantised with `(scale, zero)` as groups of `K` values of 32/K
-/// bits (first value lowest): 4 u8, as `vpdpbusd` takes them, or 2 u8 each
-/// in 16 bits, as `vpmaddwd` does; values past the row are zero.
+/// `row` quantised with `(scale, zero)` as groups of 4 u8 (first value
+/// lowest), as `vpdpbusd` and `vpmaddubsw` take them; values past the row
+/// are zero.
 #[inline(always)]
-fn quantise_groups<const K: usize>(row: &[f32], (scale, zero): (f32, i32), out: &mut [u32]) {
+fn quantise_quads(row: &[f32], (scale, zero): (f32, i32), out: &mut [u32]) {
     let (inv, zero) = (1.0 / scale, zero as f32);
-    dot::pack_groups::<K>(row, out, |v| byte(v, inv, zero));
+    dot::pack_groups::<4>(row, out, |v| byte(v, inv, zero));
 }
 
 /// The most two weights of an input pair with the same sign may add up to
@@ -224,31 +214,21 @@ impl Weight {
             scales.push(quantise_weights(row, qr));
             sums.push(qr.iter().map(|&v| v as i32).sum());
         }
-        // The weights as groups of `per` values of `32 / per` bits each
-        // (two's complement, first value lowest; zero past the row).
-        let tiles = |rows: Rows, per: usize| {
-            let bits = 32 / per;
-            let mask = ((1u64 << bits) - 1) as u32;
-            Form::Tiles {
-                packed: Packed::new(out, inp.div_ceil(per), |o, g| {
-                    (0..per).fold(0u32, |group, i| {
-                        let k = per * g + i;
-                        let v = if k < inp {
-                            q[o * inp + k] as i32 as u32 & mask
-                        } else {
-                            0
-                        };
-                        group | v << (bits * i)
-                    })
+        let form = match layout {
+            // The weights as groups of 4 bytes (two's complement, first
+            // value lowest; zero past the row).
+            Layout::Quads(rows) => Form::Tiles {
+                packed: Packed::new(out, inp.div_ceil(4), |o, g| {
+                    let byte = |k: usize| if k < inp { q[o * inp + k] as u8 } else { 0 };
+                    u32::from_le_bytes([
+                        byte(4 * g),
+                        byte(4 * g + 1),
+                        byte(4 * g + 2),
+                        byte(4 * g + 3),
+                    ])
                 }),
                 rows,
-                per_group: per,
-            }
-        };
-        let form = match layout {
-            Layout::Quads(rows) => tiles(rows, 4),
-            #[cfg(test)]
-            Layout::Pairs(rows) => tiles(rows, 2),
+            },
             Layout::Values => Form::Values(q.iter().map(|&v| v as f32).collect()),
         };
         Weight {
@@ -296,11 +276,7 @@ impl Weight {
                 unsafe { y.set_len(n * out) };
                 y
             }
-            Form::Tiles {
-                packed,
-                rows,
-                per_group,
-            } => dot::product(
+            Form::Tiles { packed, rows } => dot::product(
                 x,
                 inp,
                 out,
@@ -309,7 +285,6 @@ impl Weight {
                 &Tiled {
                     weight: self,
                     packed,
-                    per_group: *per_group,
                 },
             ),
         }
@@ -342,9 +317,6 @@ impl Weight {
 struct Tiled<'a> {
     weight: &'a Weight,
     packed: &'a Packed,
-    /// Values per 32-bit group: 4 (`vpdpbusd`, `vpmaddubsw`) or 2
-    /// (`vpmaddwd`).
-    per_group: usize,
 }
 
 impl dot::Conversions for Tiled<'_> {
@@ -361,11 +333,7 @@ impl dot::Conversions for Tiled<'_> {
             .zip(xq.chunks_exact_mut(groups))
         {
             let p = row_params(row);
-            if self.per_group == 4 {
-                quantise_groups::<4>(row, p, q);
-            } else {
-                quantise_groups::<2>(row, p, q);
-            }
+            quantise_quads(row, p, q);
             params.push(p);
         }
         params
@@ -414,18 +382,10 @@ mod tests {
                     Layout::Quads(dot::rows_plain::<dot::lanes::Vnni>),
                 ),
                 (
-                    "vpmaddwd emulated",
-                    Layout::Pairs(dot::rows_plain::<dot::lanes::MaddWd>),
+                    "vpmaddubsw emulated",
+                    Layout::Quads(dot::rows_plain::<dot::lanes::MaddUbs>),
                 ),
             ];
-            layouts.push((
-                "vpmaddubsw emulated",
-                Layout::Quads(dot::rows_plain::<dot::lanes::MaddUbs>),
-            ));
-            #[cfg(target_arch = "x86_64")]
-            if let Some(rows) = dot::maddwd_rows() {
-                layouts.push(("vpmaddwd", Layout::Pairs(rows)));
-            }
             #[cfg(target_arch = "x86_64")]
             if let Some(rows) = dot::maddubs_rows() {
                 layouts.push(("vpmaddubsw", Layout::Quads(rows)));
@@ -444,7 +404,7 @@ mod tests {
             let mut g = vec![0u32; inp.div_ceil(4)];
             for r in 0..n {
                 quantise_row(&x[r * inp..][..inp], params[r], &mut q);
-                quantise_groups::<4>(&x[r * inp..][..inp], params[r], &mut g);
+                quantise_quads(&x[r * inp..][..inp], params[r], &mut g);
                 let bytes: Vec<u8> = g.iter().flat_map(|v| v.to_le_bytes()).collect();
                 assert_eq!(&bytes[..inp], &q[..], "row {r}");
                 assert!(bytes[inp..].iter().all(|&b| b == 0));

@@ -46,7 +46,7 @@ fn product_speed() {
         .unwrap();
     let layout = int8::Layout::here();
     println!(
-        "product,rows,inputs,outputs,threads,fp32_gflops,bf16_gflops,bf16_lanes_gflops,int8_gops ({}),int8_vpmaddwd_gops,int8_gemm_gops",
+        "product,rows,inputs,outputs,threads,fp32_gflops,bf16_gflops,bf16_lanes_gflops,int8_gops ({}),int8_gemm_gops",
         layout.name()
     );
     pool.install(|| {
@@ -81,17 +81,6 @@ fn product_speed() {
             let int8 = median(15, || {
                 std::hint::black_box(wi.product(&x, rows));
             });
-            // `vpmaddwd`, which the AVX2 path ran before `vpmaddubsw`, beside.
-            #[cfg(target_arch = "x86_64")]
-            let maddwd = dot::maddwd_rows();
-            #[cfg(not(target_arch = "x86_64"))]
-            let maddwd: Option<dot::Rows> = None;
-            let int8_maddwd = maddwd.map(|r| {
-                let wp = int8::Weight::from_host(&w, (out, inp), int8::Layout::Pairs(r));
-                median(15, || {
-                    std::hint::black_box(wp.product(&x, rows));
-                })
-            });
             // The portable integers beside, for the tiles' gain over them.
             let wg = int8::Weight::from_host(&w, (out, inp), int8::Layout::Values);
             let int8_gemm = median(15, || {
@@ -99,12 +88,11 @@ fn product_speed() {
             });
             let flops = 2.0 * (rows * inp * out) as f64 / 1e9;
             println!(
-                "{name},{rows},{inp},{out},{threads},{:.1},{:.1},{:.1},{:.1},{},{:.1}",
+                "{name},{rows},{inp},{out},{threads},{:.1},{:.1},{:.1},{:.1},{:.1}",
                 flops / fp32,
                 flops / bf16,
                 flops / bf16_lanes,
                 flops / int8,
-                int8_maddwd.map_or("n/a".to_string(), |t| format!("{:.1}", flops / t)),
                 flops / int8_gemm
             );
         }

@@ -50,7 +50,8 @@
 #                                  nightly set of that many rows (rows/s, RSS, GPU);
 #                               5. profile (only when STEPS names it): Nsight Compute's
 #                                  kernel times over one MiniLM run of PROFILE_ROWS
-#                                  (2000) rows, to $OUT/ncu-minilm.csv;
+#                                  (2000) rows in each of PROFILE_PRECISIONS (fp32),
+#                                  to $OUT/ncu-minilm-PRECISION.csv;
 #                               each record goes to $OUT/gpu-results.jsonl as it is
 #                               made (a run cut short keeps what it did), the log to
 #                               $OUT/gpu.log, and the table to the output.
@@ -64,7 +65,7 @@
 # CrossEncoder.predict's types, default fp32), ROWS (default 20000), BIG_ROWS (default 200000), TOL (default 1e-4),
 # SPEED_RUNS (default: minilm and mpnet each on nightly, distinct and nightly-big, as
 # "minilm:nightly ..."), PYTHON_RUNS (default "minilm:nightly minilm:distinct
-# mpnet:nightly"), ENCODER_MODELS (default "minilm mpnet"; empty: none),
+# mpnet:nightly"; empty: none), ENCODER_MODELS (default "minilm mpnet"; empty: none),
 # STEPS (run: default "parity speed python cross"), DEVICE (run: default cuda; `cpu` walks
 # the same steps on a machine without a GPU, to check the script, with REFSCORE_BIN
 # naming a CPU build and REFSCORE_BASE_BIN a CPU base), REFSCORE_CUDA_BIN (pack:
@@ -410,24 +411,31 @@ cross_night() {
     "$work/monitor.json" "refscore fp32, nli_equivalence" minilm "nightly-$rows" >>"$results"
 }
 
-# Nsight Compute over one embedding run of PROFILE_ROWS distinct rows (MiniLM): each
-# kernel's name and time (gpu__time_duration.sum, one replay pass), to $OUT/ncu-minilm.csv,
-# beside an unprofiled run of the same rows (its forward_seconds): the kernels' sum
-# against the forward's wall time says how much of the forward the GPU is idle.
+# Nsight Compute over one embedding run of PROFILE_ROWS distinct rows (MiniLM) in each
+# of PROFILE_PRECISIONS (default fp32): each kernel's name and time
+# (gpu__time_duration.sum, one replay pass), to $OUT/ncu-minilm-PRECISION.csv, beside an
+# unprofiled run of the same rows (its forward_seconds): the kernels' sum against the
+# forward's wall time says how much of the forward the GPU is idle.
 profile() {
-  local device=$1 ncu rows="${PROFILE_ROWS:-2000}"
+  local device=$1 ncu rows="${PROFILE_ROWS:-2000}" precision
   ncu="$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1 || true)"
   [ -n "$ncu" ] || { note "profile: no ncu on this machine"; return 0; }
-  log "5. Nsight Compute, MiniLM, $rows rows"
   python3 scripts/bench/cross.py head "$rows" "$work/sets/distinct.parquet" "$work/profile-in.parquet"
-  "$bin" score "$work/profile-in.parquet" -o "$work/profile-plain.parquet" --overwrite --quiet \
-    --metrics embedding --model "$work/minilm" --device "$device" || { note "profile: plain run failed"; return 0; }
-  python3 scripts/bench/gpu.py record refscore "$work/profile-plain.parquet.summary.json" - \
-    "refscore fp32, unprofiled" minilm "distinct-$rows" >>"$results"
-  timeout "${PROFILE_SECONDS:-150}" "$ncu" --metrics gpu__time_duration.sum --csv \
-    --launch-count "${PROFILE_KERNELS:-4000}" "$bin" score "$work/profile-in.parquet" \
-    -o "$work/profile.parquet" --overwrite --quiet --metrics embedding --model "$work/minilm" \
-    --device "$device" >"$out/ncu-minilm.csv" 2>"$out/ncu-minilm.err" || note "profile: ncu exit $? (see ncu-minilm.err)"
+  for precision in ${PROFILE_PRECISIONS:-fp32}; do
+    log "5. Nsight Compute, MiniLM, $rows rows, $precision"
+    "$bin" score "$work/profile-in.parquet" -o "$work/profile-plain.parquet" --overwrite --quiet \
+      --metrics embedding --model "$work/minilm" --device "$device" --precision "$precision" || {
+      note "profile: plain run ($precision) failed"
+      continue
+    }
+    python3 scripts/bench/gpu.py record refscore "$work/profile-plain.parquet.summary.json" - \
+      "refscore $precision, unprofiled" minilm "distinct-$rows" >>"$results"
+    timeout "${PROFILE_SECONDS:-150}" "$ncu" --metrics gpu__time_duration.sum --csv \
+      --launch-count "${PROFILE_KERNELS:-4000}" "$bin" score "$work/profile-in.parquet" \
+      -o "$work/profile.parquet" --overwrite --quiet --metrics embedding --model "$work/minilm" \
+      --device "$device" --precision "$precision" >"$out/ncu-minilm-$precision.csv" 2>"$out/ncu-minilm-$precision.err" ||
+      note "profile: ncu exit $? at $precision (see ncu-minilm-$precision.err)"
+  done
 }
 
 # What a user would otherwise run, on the same GPU and sets.
@@ -444,7 +452,7 @@ python_engines() {
       >"$work/$model-encoder.jsonl" || { note "encoder-only $model failed"; continue; }
     python3 scripts/bench/gpu.py record encoder "$work/$model-encoder.jsonl" - - "$model" distinct >>"$results"
   done
-  for set in ${PYTHON_RUNS:-minilm:nightly minilm:distinct mpnet:nightly}; do
+  for set in ${PYTHON_RUNS-minilm:nightly minilm:distinct mpnet:nightly}; do
     model="${set%:*}"
     set="${set#*:}"
     log "sentence-transformers + bert_score $model $set"

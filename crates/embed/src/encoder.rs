@@ -10,6 +10,7 @@ use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStr
 use crate::family::{self, EncoderModel};
 use crate::model::ModelFiles;
 use crate::precision::Precision;
+use crate::readback::{Copying, HostRows, Readback};
 
 fn internal(context: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
     move |e| Error::internal(format!("{context}: {e}"))
@@ -105,9 +106,9 @@ pub(crate) struct Launched {
     lengths: Vec<usize>,
     /// How many taps were asked for.
     taps: usize,
-    /// Each tap's packed f32 states on the device; empty when every
-    /// sequence is.
-    states: Vec<Tensor>,
+    /// Each tap's packed f32 states on their way to the host; `None` when
+    /// every sequence is empty.
+    copying: Option<Copying>,
 }
 
 /// A batch's token states read back to the host ([`Encoder::read`]): each
@@ -117,7 +118,7 @@ pub(crate) struct HostStates {
     /// Where each sequence's first row is.
     starts: Vec<usize>,
     hidden: usize,
-    flat: Vec<Vec<f32>>,
+    flat: Vec<HostRows>,
 }
 
 impl HostStates {
@@ -144,6 +145,7 @@ pub(crate) struct Encoder {
     device: Device,
     pub(crate) hidden: usize,
     pad_id: u32,
+    readback: Readback,
 }
 
 impl Encoder {
@@ -164,6 +166,7 @@ impl Encoder {
         Ok(Encoder {
             hidden: model.hidden(),
             model,
+            readback: Readback::new(device).map_err(internal("the device's copy stream"))?,
             device: device.clone(),
             pad_id: files.pad_token_id,
         })
@@ -229,35 +232,39 @@ impl Encoder {
             return Ok(Launched {
                 lengths,
                 taps: taps.len(),
-                states: Vec::new(),
+                copying: None,
             });
         }
         // Widened to f32 on the device: Candle's widening on the host runs
         // on one thread and cost more than the bytes it saves (measured on
         // an H100, docs/performance.md#gpu).
         let states = self.forward_on_device(seqs, second, taps)?;
+        let copying = self
+            .readback
+            .start(states)
+            .map_err(internal("queuing encoder output"))?;
         Ok(Launched {
             lengths,
             taps: taps.len(),
-            states,
+            copying: Some(copying),
         })
     }
 
-    /// Waits for a launched batch and copies its states to the host.
+    /// Waits for a launched batch's states to reach the host. On a GPU
+    /// their copy was queued at launch and ran beside the batches launched
+    /// after it ([`Readback`]).
     pub(crate) fn read(&self, launched: Launched) -> Result<HostStates, Error> {
         let Launched {
             lengths,
             taps,
-            states,
+            copying,
         } = launched;
-        let flat: Vec<Vec<f32>> = if states.is_empty() {
-            vec![Vec::new(); taps]
-        } else {
-            states
-                .iter()
-                .map(|o| o.flatten_all()?.to_vec1())
-                .collect::<Result<_, _>>()
-                .map_err(internal("reading encoder output"))?
+        let flat = match copying {
+            None => (0..taps).map(|_| HostRows::Owned(Vec::new())).collect(),
+            Some(copying) => self
+                .readback
+                .finish(copying)
+                .map_err(internal("reading encoder output"))?,
         };
         let mut starts = Vec::with_capacity(lengths.len());
         let mut start = 0;
@@ -286,7 +293,7 @@ impl Encoder {
     ) -> Result<Vec<Tensor>, Error> {
         self.queue(seqs, second, taps)?
             .iter()
-            .map(|o| o.to_dtype(DType::F32))
+            .map(|o| o.to_dtype(DType::F32)?.contiguous())
             .collect::<Result<_, _>>()
             .map_err(internal("reading encoder output"))
     }
@@ -361,14 +368,40 @@ pub fn parse_device(spec: &str) -> Result<Device, Error> {
     }
 }
 
-/// GPU `ordinal`, set up for a run ([`keep_freed_memory`]); `spec` is the
-/// `--device` value its errors name.
+/// GPU `ordinal`, set up for a run ([`keep_freed_memory`],
+/// [`skip_allocation_events`]); `spec` is the `--device` value its errors
+/// name.
 fn open_cuda(ordinal: usize, spec: &str) -> Result<Device, Error> {
     let device = Device::new_cuda(ordinal)
         .and_then(|device| keep_freed_memory(&device).map(|()| device))
+        .map(|device| {
+            skip_allocation_events(&device);
+            device
+        })
         .map_err(|e| Error::config(format!("--device {spec}: {e}")))?;
     Ok(device)
 }
+
+/// Stops cudarc from creating two CUDA events with every allocation (and
+/// destroying them with every free): with event tracking on, which is its
+/// default, each tensor Candle makes costs two `cuEventCreate` and two
+/// `cuEventDestroy` calls on the host, a few hundred tensors a forward
+/// batch, although the events are only ever used once a context has a
+/// second stream. refscore orders its one extra stream itself
+/// ([`crate::readback`]).
+#[cfg(feature = "cuda")]
+fn skip_allocation_events(device: &Device) {
+    if let Device::Cuda(cuda) = device {
+        // SAFETY: no tensor exists on the device yet, and the only second
+        // stream refscore makes (the copy stream of `crate::readback`)
+        // orders itself against Candle's with an event of its own.
+        unsafe { cuda.disable_event_tracking() };
+    }
+}
+
+/// Without CUDA compiled in there are no allocation events.
+#[cfg(not(feature = "cuda"))]
+fn skip_allocation_events(_: &Device) {}
 
 /// Tells the CUDA driver to keep memory freed by the run in its pool rather
 /// than hand it back to the system at every synchronisation. Candle

@@ -39,6 +39,7 @@ mod outputs;
 mod plan;
 mod precision;
 mod prepare;
+mod readback;
 mod sentence_head;
 mod static_model;
 mod store;

@@ -287,8 +287,8 @@ impl TextModel for TransformerModel {
             if let Some((group, tokens, states)) = read.take() {
                 self.pool(group, tokens, states, out, report);
             }
-            // The batch queued before this one, read back (on a GPU this
-            // waits for the one just queued too: one stream).
+            // The batch queued before this one, read back (on a GPU its
+            // copy runs beside the kernels of the one just queued).
             if let Some((group, tokens, launched)) = queued.take() {
                 let t0 = Instant::now();
                 let states = self.encoder.read(launched)?;

@@ -348,8 +348,16 @@ cross() {
   : >"$cases"
   for m in tests/fixtures/models/tiny-cross-*; do
     name="$(basename "$m")"
-    # MiniCheck's labels are unnamed (LABEL_0, LABEL_1): its entailment is said.
-    case "$name" in *minicheck*) flags="--metrics nli --nli-labels entailment=1" ;; *) flags="--metrics cross" ;; esac
+    # The checker recipes' models are scored through cross-recipes.jsonl's
+    # recipes, not a fixture of their own.
+    [ -f "tests/fixtures/cross-$name.jsonl" ] || continue
+    # MiniCheck's labels are unnamed (LABEL_0, LABEL_1) and HHEM's are
+    # (hallucinated, consistent): their entailment is said.
+    case "$name" in
+      *minicheck*) flags="--metrics nli --nli-labels entailment=1" ;;
+      *hhem*) flags="--metrics nli --nli-labels entailment=1" ;;
+      *) flags="--metrics cross" ;;
+    esac
     echo "$name tests/fixtures/cross-$name.jsonl $flags --cross-model $m" >>"$cases"
   done
   parity_cases "$device" "$cases"

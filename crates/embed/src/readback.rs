@@ -169,7 +169,11 @@ mod cuda {
             // (`Lease` exposes only the `n` values the copy wrote). Flags 0:
             // cached memory, which the host reads at full speed (cudarc's
             // default, write-combined, is slow to read).
-            unsafe { self.context.alloc_pinned_with_flags::<f32>(n.next_power_of_two(), 0) }.w()
+            unsafe {
+                self.context
+                    .alloc_pinned_with_flags::<f32>(n.next_power_of_two(), 0)
+            }
+            .w()
         }
 
         fn give_back(&self, buffer: PinnedHostSlice<f32>) {

@@ -22,6 +22,7 @@ mod head;
 mod modernbert;
 mod mpnet;
 mod ops;
+mod packed_attention;
 mod padded;
 mod qwen3;
 mod relative;

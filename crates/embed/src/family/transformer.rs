@@ -18,6 +18,7 @@ use serde::Deserialize;
 
 use super::accelerator::{spread_mask, Affine};
 use super::ops::{host, AddNorm, Attention, BiasGelu, HostNorm};
+use super::packed_attention::{self, Packing};
 use super::padded::{self, Rows};
 use super::EncoderModel;
 use crate::kernels::{AttentionShape, RelativeBias};
@@ -310,26 +311,17 @@ impl Layer {
         Ok(out)
     }
 
-    /// The padded form: `x` holds the batch's real tokens packed
-    /// (`[Σ lengths, hidden]`); only attention sees them padded to
-    /// `[b, t]` (`rows` moves them), so no product, norm or activation is
-    /// spent on padding. `mask`: additive, broadcast to `[b, heads, t, t]`
-    /// (padding, plus the relative bias where a family has one).
-    fn forward(&self, x: &Tensor, rows: &Rows, mask: Option<&Tensor>) -> Result<Tensor> {
-        let h = self.heads * self.head_dim;
-        let qkv = rows.pad(&self.qkv.forward(x)?)?; // [b, t, 3·hidden]
-        let (b, t, _) = qkv.dims3()?;
-        let qkv = qkv.reshape((b, t, 3, self.heads, self.head_dim))?;
-        let qkv = qkv.permute((2, 0, 3, 1, 4))?; // [3, b, heads, t, dim]
-        let q = qkv.get(0)?.contiguous()?;
-        let k = qkv.get(1)?.contiguous()?;
-        let v = qkv.get(2)?.contiguous()?;
-        let mut scores = q.matmul(&k.t()?)?; // [b, heads, t, t]
-        if let Some(mask) = mask {
-            scores = scores.broadcast_add(mask)?;
-        }
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-        let ctx = rows.unpad(&probs.matmul(&v)?.transpose(1, 2)?.reshape((b * t, h))?)?;
+    /// The form of the padded path: `x` holds the batch's real tokens
+    /// packed (`[Σ lengths, hidden]`), so no product, norm or activation is
+    /// spent on padding; attention sees them as `batch` says.
+    fn forward(&self, x: &Tensor, batch: &Batch) -> Result<Tensor> {
+        let qkv = self.qkv.forward(x)?; // [Σ lengths, 3·hidden]
+        let ctx = match batch {
+            Batch::Padded { rows, mask } => self.padded_attention(&qkv, rows, *mask)?,
+            Batch::Packed { packing, bias } => {
+                packed_attention::attend(&qkv, packing, self.heads, self.head_dim, *bias)?
+            }
+        };
         let attn = self
             .attn_norm
             .forward(&(self.attn_out.forward(&ctx)? + x)?)?;
@@ -342,6 +334,42 @@ impl Layer {
         self.ff_norm
             .forward(&(self.ff_out.forward(&inner)? + attn)?)
     }
+
+    /// Attention through Candle's operations: `qkv` padded to `[b, t]`
+    /// (`rows` moves it), `mask` additive, broadcast to `[b, heads, t, t]`
+    /// (padding, plus the relative bias where a family has one).
+    fn padded_attention(&self, qkv: &Tensor, rows: &Rows, mask: Option<&Tensor>) -> Result<Tensor> {
+        let h = self.heads * self.head_dim;
+        let qkv = rows.pad(qkv)?; // [b, t, 3·hidden]
+        let (b, t, _) = qkv.dims3()?;
+        let qkv = qkv.reshape((b, t, 3, self.heads, self.head_dim))?;
+        let qkv = qkv.permute((2, 0, 3, 1, 4))?; // [3, b, heads, t, dim]
+        let q = qkv.get(0)?.contiguous()?;
+        let k = qkv.get(1)?.contiguous()?;
+        let v = qkv.get(2)?.contiguous()?;
+        let mut scores = q.matmul(&k.t()?)?; // [b, heads, t, t]
+        if let Some(mask) = mask {
+            scores = scores.broadcast_add(mask)?;
+        }
+        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+        rows.unpad(&probs.matmul(&v)?.transpose(1, 2)?.reshape((b * t, h))?)
+    }
+}
+
+/// How the padded path's layers see a batch's sequences in attention.
+enum Batch<'a> {
+    /// Padded to `[b, t]` for Candle's products (`mask`: additive,
+    /// `[b, heads, t, t]`).
+    Padded {
+        rows: &'a Rows,
+        mask: Option<&'a Tensor>,
+    },
+    /// Packed for the GPU kernel ([`packed_attention`]); `bias`: the
+    /// relative terms `[heads, 2·span − 1]` and their span.
+    Packed {
+        packing: &'a Packing,
+        bias: Option<(&'a Tensor, usize)>,
+    },
 }
 
 /// Word, position and (where the family has one) token-type embeddings,
@@ -637,6 +665,27 @@ impl EncoderModel for Transformer {
             .to_dtype(self.dtype)?;
         let device = ids.device();
         let dtype = self.dtype;
+        let rows = Rows::new(lengths, t, device)?;
+        if packed_attention::serves(device, dtype, self.hidden / self.heads) {
+            // No padding past the embeddings: the kernel reads each
+            // sequence's rows where they lie.
+            let packing = Packing::new(lengths, device)?;
+            let table = match &self.bias {
+                Some(bias) => Some(Tensor::from_vec(
+                    bias.table(t),
+                    (self.heads, 2 * t - 1),
+                    device,
+                )?),
+                None => None,
+            };
+            let batch = Batch::Packed {
+                packing: &packing,
+                bias: table.as_ref().map(|table| (table, t)),
+            };
+            return tapped(rows.unpad(&x)?, taps, &self.layers, |layer, x| {
+                layer.forward(x, &batch)
+            });
+        }
         let mut mask = if lengths.iter().all(|&l| l == t) {
             None
         } else {
@@ -660,11 +709,12 @@ impl EncoderModel for Transformer {
             });
         }
         let mask = mask.map(|m| spread_mask(m, b, self.heads, t)).transpose()?;
-        let rows = Rows::new(lengths, t, device)?;
         let x = rows.unpad(&x)?;
-        tapped(x, taps, &self.layers, |layer, x| {
-            layer.forward(x, &rows, mask.as_ref())
-        })
+        let batch = Batch::Padded {
+            rows: &rows,
+            mask: mask.as_ref(),
+        };
+        tapped(x, taps, &self.layers, |layer, x| layer.forward(x, &batch))
     }
 }
 

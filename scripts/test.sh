@@ -60,18 +60,21 @@ trap 'exit 143' TERM
 # the unit tests' plain-Rust emulations): printed so that every test run says
 # what it proved on which CPU.
 kernel_paths() {
-  local flags real=() emulated=()
+  local flags real=() emulated=() unrun=()
   flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
   has() { local f; for f in "$@"; do case "$flags" in *" $f "*) ;; *) return 1 ;; esac; done; }
   if has avx512f avx512vl; then real+=(avx512); else emulated+=(avx512); fi
   if has avx512f avx512_vnni; then real+=(avx512-vnni); else emulated+=(avx512-vnni); fi
   if has avx512f avx512_bf16; then real+=(avx512-bf16); else emulated+=(avx512-bf16); fi
   if has avx2 fma; then real+=(avx2); else emulated+=(avx2); fi
+  # AMX's tiles have no emulation: they give the VNNI integers, and the
+  # tests compare them only where the CPU has them.
+  if has avx512f avx512vl amx_tile amx_int8; then real+=(amx-int8); else unrun+=(amx-int8); fi
   real+=(portable)
   echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)" \
     "(family $(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -n 1)," \
     "model $(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -n 1))"
-  echo "kernel paths run for real: ${real[*]}; emulated only: ${emulated[*]:-none}"
+  echo "kernel paths run for real: ${real[*]}; emulated only: ${emulated[*]:-none}; not run: ${unrun[*]:-none}"
 }
 section "kernel paths on this machine"
 kernel_paths

@@ -162,9 +162,9 @@ const LANES_TILE: (usize, usize) = (4, 1);
 
 /// Rows per parallel task: each panel of weight lines (one tile's blocks)
 /// is read from L2 once per task and reused from L1 by its row tiles. A
-/// multiple of every tile's rows (8, 6, 4), so only a product's last task
-/// can end in a panel padded with zero rows.
-const ROWS_PER_TASK: usize = 72;
+/// multiple of every tile's rows (8, 6, 4, and AMX's pairs of 16), so only
+/// a product's last task can end in a panel padded with zero rows.
+const ROWS_PER_TASK: usize = 96;
 
 /// A weight matrix packed for a dot-product instruction (see the module
 /// docs): `blocks × groups` lines of [`LANES`] 32-bit groups.
@@ -204,7 +204,9 @@ impl Packed {
         self.blocks * LANES
     }
 
-    fn line(&self, block: usize, group: usize) -> *const u32 {
+    /// Where block `block`'s line for input group `group` starts; the
+    /// block's lines follow it, one per group.
+    pub(super) fn line(&self, block: usize, group: usize) -> *const u32 {
         self.lines[(block * self.groups + group) * LANES..].as_ptr()
     }
 }

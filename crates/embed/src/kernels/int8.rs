@@ -62,6 +62,11 @@ pub(crate) enum Layout {
     /// Groups of 4 bytes, for `vpdpbusd` or `vpmaddubsw` tiles (or their
     /// emulations).
     Quads(Rows),
+    /// Groups of 4 bytes as [`Layout::Quads`], their number per row padded
+    /// to whole AMX tile rows, for `tdpbusd` tiles (the loop from
+    /// `amx::tiles`).
+    #[cfg(target_arch = "x86_64")]
+    Amx(Rows),
 }
 
 impl Layout {
@@ -69,6 +74,9 @@ impl Layout {
     pub(crate) fn here() -> Layout {
         #[cfg(target_arch = "x86_64")]
         {
+            if let Some(rows) = super::amx::tiles() {
+                return Layout::Amx(rows);
+            }
             if Instruction::Vnni.usable() {
                 return Layout::Quads(dot::vnni_rows());
             }
@@ -84,6 +92,8 @@ impl Layout {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Layout::Values => "gemm on integers",
+            #[cfg(target_arch = "x86_64")]
+            Layout::Amx(_) => "tdpbusd (AMX)",
             #[cfg(target_arch = "x86_64")]
             Layout::Quads(_) if Instruction::Vnni.usable() => "vpdpbusd",
             Layout::Quads(_) => "vpmaddubsw",
@@ -214,19 +224,27 @@ impl Weight {
             scales.push(quantise_weights(row, qr));
             sums.push(qr.iter().map(|&v| v as i32).sum());
         }
+        // The weights as groups of 4 bytes (two's complement, first value
+        // lowest; zero past the row), `groups` of them per output.
+        let quads = |groups: usize| {
+            Packed::new(out, groups, |o, g| {
+                let byte = |k: usize| if k < inp { q[o * inp + k] as u8 } else { 0 };
+                u32::from_le_bytes([
+                    byte(4 * g),
+                    byte(4 * g + 1),
+                    byte(4 * g + 2),
+                    byte(4 * g + 3),
+                ])
+            })
+        };
         let form = match layout {
-            // The weights as groups of 4 bytes (two's complement, first
-            // value lowest; zero past the row).
             Layout::Quads(rows) => Form::Tiles {
-                packed: Packed::new(out, inp.div_ceil(4), |o, g| {
-                    let byte = |k: usize| if k < inp { q[o * inp + k] as u8 } else { 0 };
-                    u32::from_le_bytes([
-                        byte(4 * g),
-                        byte(4 * g + 1),
-                        byte(4 * g + 2),
-                        byte(4 * g + 3),
-                    ])
-                }),
+                packed: quads(inp.div_ceil(4)),
+                rows,
+            },
+            #[cfg(target_arch = "x86_64")]
+            Layout::Amx(rows) => Form::Tiles {
+                packed: quads(inp.div_ceil(4).next_multiple_of(super::amx::GROUPS)),
                 rows,
             },
             Layout::Values => Form::Values(q.iter().map(|&v| v as f32).collect()),
@@ -389,6 +407,10 @@ mod tests {
             #[cfg(target_arch = "x86_64")]
             if let Some(rows) = dot::maddubs_rows() {
                 layouts.push(("vpmaddubsw", Layout::Quads(rows)));
+            }
+            #[cfg(target_arch = "x86_64")]
+            if let Some(rows) = super::super::amx::tiles() {
+                layouts.push(("tdpbusd (AMX)", Layout::Amx(rows)));
             }
             layouts.push((Layout::here().name(), Layout::here()));
             for (name, layout) in layouts {

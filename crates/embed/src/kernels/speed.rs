@@ -46,7 +46,7 @@ fn product_speed() {
         .unwrap();
     let layout = int8::Layout::here();
     println!(
-        "product,rows,inputs,outputs,threads,fp32_gflops,bf16_gflops,bf16_lanes_gflops,int8_gops ({}),int8_gemm_gops",
+        "product,rows,inputs,outputs,threads,fp32_gflops,bf16_gflops,bf16_lanes_gflops,int8_gops ({}),int8_gemm_gops,int8_vnni_gops",
         layout.name()
     );
     pool.install(|| {
@@ -87,13 +87,27 @@ fn product_speed() {
                 std::hint::black_box(wg.product(&x, rows));
             });
             let flops = 2.0 * (rows * inp * out) as f64 / 1e9;
+            // The `vpdpbusd` tiles beside, where the CPU has them (on an AMX
+            // CPU the layout above is AMX's).
+            #[cfg(target_arch = "x86_64")]
+            let vnni = dot::Instruction::Vnni.usable().then(|| {
+                let wv =
+                    int8::Weight::from_host(&w, (out, inp), int8::Layout::Quads(dot::vnni_rows()));
+                let t = median(15, || {
+                    std::hint::black_box(wv.product(&x, rows));
+                });
+                format!("{:.1}", flops / t)
+            });
+            #[cfg(not(target_arch = "x86_64"))]
+            let vnni: Option<String> = None;
             println!(
-                "{name},{rows},{inp},{out},{threads},{:.1},{:.1},{:.1},{:.1},{:.1}",
+                "{name},{rows},{inp},{out},{threads},{:.1},{:.1},{:.1},{:.1},{:.1},{}",
                 flops / fp32,
                 flops / bf16,
                 flops / bf16_lanes,
                 flops / int8,
-                flops / int8_gemm
+                flops / int8_gemm,
+                vnni.as_deref().unwrap_or("n/a")
             );
         }
     });

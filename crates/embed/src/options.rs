@@ -72,7 +72,8 @@ pub struct EmbedArgs {
     /// against fp32 on all-MiniLM-L6-v2: max |Δ| 2.7e-3, p99 1.5e-3. int8: s8 weights (a
     /// scale per output), u8 activations (a scale per row), exact integer sums; max |Δ|
     /// 2.5e-2, p99 1.6e-2 (other families: docs/performance.md). int8 is faster than fp32 with
-    /// AVX512-VNNI or AVX2 (1.56x measured on an AVX2-only CPU); bf16 only with AVX512-BF16;
+    /// AMX, AVX512-VNNI or AVX2 (2.47x measured with AMX, 1.56x on an AVX2-only CPU); bf16
+    /// only with AVX512-BF16 on some CPUs (half fp32's speed measured on an AMX Xeon);
     /// every CPU gives the same numbers (see docs/performance.md). On a GPU (--device cuda) bf16 and fp16 run the BERT-shaped
     /// families' layers in that format end to end (tensor-core products; layer norm and
     /// softmax sum in f32) and the other families' linear maps; fp16 is GPU-only, int8

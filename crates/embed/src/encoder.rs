@@ -374,10 +374,7 @@ pub fn parse_device(spec: &str) -> Result<Device, Error> {
 fn open_cuda(ordinal: usize, spec: &str) -> Result<Device, Error> {
     let device = Device::new_cuda(ordinal)
         .and_then(|device| keep_freed_memory(&device).map(|()| device))
-        .map(|device| {
-            skip_allocation_events(&device);
-            device
-        })
+        .inspect(skip_allocation_events)
         .map_err(|e| Error::config(format!("--device {spec}: {e}")))?;
     Ok(device)
 }

@@ -232,6 +232,23 @@ fn reduced_precisions_stay_within_their_stated_deviation() {
             let got = score_rows(dir.path(), name, rows, Some(precision), &[]);
             assert_eq!(got.footer.as_deref(), Some(precision));
             assert_eq!(got.summary["embedding"]["precision"], precision);
+            // int8 names the instruction that summed its products; no
+            // other precision has that field.
+            let tiles = &got.summary["embedding"]["int8_tiles"];
+            if precision == "int8" {
+                let known = [
+                    "tdpbusd (AMX)",
+                    "vpdpbusd",
+                    "vpmaddubsw",
+                    "gemm on integers",
+                ];
+                assert!(
+                    tiles.as_str().is_some_and(|t| known.contains(&t)),
+                    "int8_tiles: {tiles}"
+                );
+            } else {
+                assert!(tiles.is_null(), "{precision}: int8_tiles {tiles}");
+            }
             let mut worst = 0f32;
             for (m, metric) in METRICS.iter().enumerate() {
                 let (mut a, mut b) = (reference.values[m].clone(), got.values[m].clone());

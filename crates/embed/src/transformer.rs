@@ -336,6 +336,10 @@ impl TextModel for TransformerModel {
             "layers": self.encoder.layers(),
             "kernels": kernels::kernel_path().name(),
             "precision": self.precision.name(),
+            // Which instruction summed int8's products (AMX, VNNI, AVX2 or
+            // gemm): every one gives the same numbers, at its own speed.
+            "int8_tiles": (self.precision == Precision::Int8)
+                .then(|| kernels::int8::Layout::here().name()),
         }) else {
             unreachable!("an object")
         };

@@ -87,8 +87,8 @@ impl Layout {
         Layout::Values
     }
 
-    /// A name for measurements (`kernels::speed`).
-    #[cfg(test)]
+    /// The tile loop's name: the summary's `int8_tiles`, and measurements
+    /// (`kernels::speed`).
     pub(crate) fn name(self) -> &'static str {
         match self {
             Layout::Values => "gemm on integers",
